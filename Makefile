@@ -1,0 +1,33 @@
+# agent_memory: the commands. PG=15 (default) or PG=18 picks the PostgreSQL.
+PG ?= 15
+export PG
+
+.PHONY: demo test bench stop setup install fmt lint docker
+
+demo:       ## install what is missing, build, start a preloaded cluster, run the quick start
+	scripts/demo.sh
+
+test:       ## every test layer: unit, pg_test, regress, integration
+	scripts/test.sh
+
+bench:      ## extension vs plain SQL (and peers), ratios into BENCHMARKS.md
+	scripts/bench.sh
+
+stop:       ## stop the demo cluster
+	scripts/cluster.sh stop demo
+
+setup:      ## install the toolchain pieces only
+	scripts/setup.sh
+
+install:    ## build (release) and install into PostgreSQL $(PG)
+	scripts/install.sh
+
+fmt:
+	cargo fmt --all
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy -p agent_memory_core -p agent_memory_integration --all-targets -- -D warnings
+
+docker:     ## needs a Docker engine (not available on the development machines)
+	docker build -f docker/Dockerfile -t agent_memory:pg15 .

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""agent_memory benchmark harness.
+
+Each case in bench/cases/*.toml pairs an operation of the extension with a
+baseline doing the same work (plain SQL on the same tables, later also peer
+libraries), measured in the same run on the same cluster:
+
+  [pgbench]  client throughput: the same pgbench custom script shape for both,
+             -M prepared, alternating A/B over several rounds; median tps.
+  [bulk]     in-database cost: one statement each, timed inside the server
+             (clock_timestamp around EXECUTE), alternating; median ms.
+
+It prints per case both figures and their ratio (extension / baseline speed:
+above 1 the extension is faster) and rewrites the results table in
+BENCHMARKS.md. It reports; it never fails because a machine is slow.
+
+Environment: BENCH_CASES (comma-separated case names, default all),
+BENCH_SECONDS (pgbench seconds per run, default 10), BENCH_ROUNDS (default 3),
+BENCH_CLIENTS (overrides each case's clients). Connection: the libpq PG*
+variables of a running cluster (scripts/bench.sh starts one); PG_BINDIR for
+pgbench and psql.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "bench" / "cases"
+BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
+START, END = "<!-- bench:results:start -->", "<!-- bench:results:end -->"
+BINDIR = Path(os.environ.get("PG_BINDIR", "/usr/lib/postgresql/15/bin"))
+DB = "agent_memory_bench"
+
+
+def psql(sql: str, db: str = DB) -> str:
+    out = subprocess.run(
+        [BINDIR / "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", db, "-c", sql],
+        check=True, capture_output=True, text=True,
+    )
+    return out.stdout.strip()
+
+
+def prepare_database() -> None:
+    psql(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)", db="postgres")
+    psql(f"CREATE DATABASE {DB}", db="postgres")
+    psql("CREATE EXTENSION agent_memory")
+    # Server-side timer for [bulk]: excludes connection and client costs.
+    psql("""
+        CREATE FUNCTION public.bench_ms(statement text) RETURNS float8 LANGUAGE plpgsql AS $$
+        DECLARE t0 timestamptz := clock_timestamp();
+        BEGIN
+            EXECUTE statement;
+            RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
+        END $$""")
+
+
+def pgbench_tps(script: str, clients: int, seconds: int, defines: dict[str, str]) -> float:
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(script)
+        path = f.name
+    try:
+        args = [BINDIR / "pgbench", "-n", "-M", "prepared", "-c", str(clients),
+                "-j", str(min(clients, os.cpu_count() or 1)), "-T", str(seconds), "-f", path]
+        for key, value in defines.items():
+            args += ["-D", f"{key}={value}"]
+        out = subprocess.run(args + [DB], check=True, capture_output=True, text=True).stdout
+    finally:
+        os.unlink(path)
+    match = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out)
+    if not match:
+        raise RuntimeError(f"no tps in pgbench output:\n{out}")
+    return float(match.group(1))
+
+
+def bulk_ms(statement: str) -> float:
+    return float(psql("SELECT public.bench_ms($q$" + statement + "$q$)"))
+
+
+def alternate(rounds: int, run_ext, run_base) -> tuple[float, float]:
+    """Run A/B, then B/A, ... so both see the same drift; medians."""
+    ext, base = [], []
+    for r in range(rounds):
+        order = [(ext, run_ext), (base, run_base)]
+        if r % 2:
+            order.reverse()
+        for results, run in order:
+            results.append(run())
+    return statistics.median(ext), statistics.median(base)
+
+
+def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
+    case = tomllib.loads(path.read_text())
+    name = path.stem
+    print(f"\n== {name}: {case['title']}", flush=True)
+    if "setup" in case:
+        psql(case["setup"])
+    rows = []
+    if "pgbench" in case:
+        spec = case["pgbench"]
+        clients = int(os.environ.get("BENCH_CLIENTS", spec.get("clients", 4)))
+        defines = {k: str(v) for k, v in spec.get("defines", {}).items()}
+        ext, base = alternate(
+            rounds,
+            lambda: pgbench_tps(spec["extension"], clients, seconds, defines),
+            lambda: pgbench_tps(spec["baseline"], clients, seconds, defines),
+        )
+        rows.append(dict(case=name, kind=f"pgbench {clients} clients", unit="tps",
+                         ext=ext, base=base, ratio=ext / base,
+                         baseline=spec.get("baseline_name", "plain SQL")))
+    if "bulk" in case:
+        spec = case["bulk"]
+        if "reset" in spec:
+            psql(spec["reset"])
+
+        def timed(statement: str):
+            def run():
+                ms = bulk_ms(statement)
+                if "reset" in spec:
+                    psql(spec["reset"])
+                return ms
+            return run
+
+        ext, base = alternate(rounds, timed(spec["extension"]), timed(spec["baseline"]))
+        rows.append(dict(case=name, kind=spec.get("label", "bulk, one statement"), unit="ms",
+                         ext=ext, base=base, ratio=base / ext,
+                         baseline=spec.get("baseline_name", "plain SQL")))
+    for row in rows:
+        print(f"   {row['kind']:<28} extension {row['ext']:>12,.1f} {row['unit']}   "
+              f"{row['baseline']} {row['base']:>12,.1f} {row['unit']}   ratio {row['ratio']:.2f}", flush=True)
+    if "teardown" in case:
+        psql(case["teardown"])
+    return rows
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    server = psql("SHOW server_version", db="postgres")
+    return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, PostgreSQL {server}"
+
+
+def write_markdown(rows: list[dict], seconds: int, rounds: int) -> None:
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        START,
+        f"Measured {when} on {machine()}; {rounds} alternating rounds, pgbench runs of {seconds} s, medians.",
+        "Ratio = extension speed / baseline speed (above 1: the extension is faster).",
+        "",
+        "| case | measure | extension | baseline | baseline is | ratio |",
+        "|---|---|---:|---:|---|---:|",
+    ]
+    for r in rows:
+        lines.append(f"| {r['case']} | {r['kind']} | {r['ext']:,.1f} {r['unit']} | {r['base']:,.1f} {r['unit']} "
+                     f"| {r['baseline']} | {r['ratio']:.2f} |")
+    lines.append(END)
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
+    if START not in text:
+        text += f"\n{START}\n{END}\n"
+    head, rest = text.split(START, 1)
+    tail = rest.split(END, 1)[1]
+    BENCHMARKS_MD.write_text(head + "\n".join(lines) + tail)
+    print(f"\nwrote {BENCHMARKS_MD.relative_to(ROOT)}")
+
+
+def main() -> int:
+    seconds = int(os.environ.get("BENCH_SECONDS", 10))
+    rounds = int(os.environ.get("BENCH_ROUNDS", 3))
+    wanted = [c for c in os.environ.get("BENCH_CASES", "").split(",") if c]
+    paths = sorted(CASES.glob("*.toml"))
+    if wanted:
+        paths = [p for p in paths if p.stem in wanted]
+        missing = set(wanted) - {p.stem for p in paths}
+        if missing:
+            print(f"unknown cases: {', '.join(sorted(missing))}", file=sys.stderr)
+            return 2
+    prepare_database()
+    rows = []
+    for path in paths:
+        rows += run_case(path, seconds, rounds)
+    print("\nsummary (ratio = extension / baseline speed)")
+    for r in rows:
+        print(f"  {r['case']:<24} {r['kind']:<28} {r['ratio']:.2f}")
+    write_markdown(rows, seconds, rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

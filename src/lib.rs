@@ -1,0 +1,98 @@
+//! agent_memory: an AI agent's memory inside PostgreSQL.
+//!
+//! This file is the table of contents. Each module below is one capability;
+//! the rules and algorithms live in the pure `agent_memory_core` crate
+//! (`core/`), and the modules here only translate between SQL and that core.
+
+use pgrx::prelude::*;
+
+::pgrx::pg_module_magic!();
+
+/// Every failure becomes a specific SQLSTATE here, and only here.
+pub mod error;
+/// Facts about the installed library (version).
+pub mod meta;
+/// Every `agent_memory.*` setting (GUC), defined in one place.
+pub mod settings;
+
+// Tables, indexes and comments: readable DDL in sql/, emitted before the
+// generated function definitions.
+extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
+// Comments on the generated functions, emitted after everything else.
+extension_sql_file!("../sql/comments.sql", name = "comments", finalize);
+
+/// Runs when the library is loaded: by `shared_preload_libraries` at server
+/// start, or on first use of a function in a backend.
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    settings::define_all();
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::error::raise_and_catch_sqlstate;
+    use agent_memory_core::ErrorKind;
+
+    #[pg_test]
+    fn every_error_kind_reaches_sql_with_its_documented_sqlstate() {
+        for kind in ErrorKind::ALL {
+            assert_eq!(raise_and_catch_sqlstate(kind), kind.sqlstate(), "{kind:?}");
+        }
+    }
+
+    #[pg_test]
+    fn version_matches_the_installed_extension() {
+        let installed = Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'agent_memory'",
+                    None,
+                    &[],
+                )?
+                .first()
+                .get_one::<String>()
+        })
+        .expect("query pg_extension");
+        assert_eq!(installed.as_deref(), Some(crate::meta::library_version()));
+    }
+
+    #[pg_test]
+    fn settings_have_their_documented_defaults() {
+        let show = |name: &str| -> String {
+            Spi::connect(|client| {
+                client
+                    .select(
+                        "SELECT pg_catalog.current_setting($1)",
+                        None,
+                        &[name.into()],
+                    )?
+                    .first()
+                    .get_one::<String>()
+            })
+            .expect("current_setting")
+            .expect("setting exists")
+        };
+        assert_eq!(show("agent_memory.max_messages"), "200");
+        assert_eq!(show("agent_memory.session_idle_timeout"), "500min");
+        assert_eq!(show("agent_memory.memory_ttl"), "500h");
+        assert_eq!(show("agent_memory.kv_word_budget"), "600");
+        assert_eq!(show("agent_memory.cleanup_interval"), "5min");
+        assert_eq!(show("agent_memory.sensitive_data"), "reject");
+        assert_eq!(show("agent_memory.database"), "postgres");
+    }
+}
+
+/// Hooks for `cargo pgrx test`: the test cluster preloads the library, as a
+/// production server does.
+#[cfg(test)]
+pub mod pg_test {
+    pub fn setup(_options: Vec<&str>) {}
+
+    #[must_use]
+    pub fn postgresql_conf_options() -> Vec<&'static str> {
+        vec!["shared_preload_libraries = 'agent_memory'"]
+    }
+}

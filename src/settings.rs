@@ -1,0 +1,139 @@
+//! Every `agent_memory.*` setting, defined in one place.
+//!
+//! Policy settings (limits, expiry, what may be stored) are `SUSET`: a
+//! superuser sets them per server, database or role, and an application role
+//! cannot loosen them for its own session. Worker settings take effect on
+//! reload (`SIGHUP`); the worker's database is chosen at server start.
+
+use std::ffi::CString;
+
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::prelude::*;
+
+/// Hard ceiling of messages kept per (session, node), whatever the setting.
+pub const MAX_MESSAGES_CAP: i32 = 200;
+
+pub static MAX_MESSAGES: GucSetting<i32> = GucSetting::<i32>::new(MAX_MESSAGES_CAP);
+pub static SESSION_IDLE_TIMEOUT_MIN: GucSetting<i32> = GucSetting::<i32>::new(500);
+pub static MEMORY_TTL_MIN: GucSetting<i32> = GucSetting::<i32>::new(500 * 60);
+pub static KV_WORD_BUDGET: GucSetting<i32> = GucSetting::<i32>::new(600);
+pub static CLEANUP_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(5 * 60);
+pub static CLEANUP_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub static DATABASE: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"postgres"));
+pub static SENSITIVE_DATA: GucSetting<SensitiveData> =
+    GucSetting::<SensitiveData>::new(SensitiveData::Reject);
+pub static CURATOR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+pub static MAX_FILE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+
+/// What a write does when its value contains sensitive data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PostgresGucEnum)]
+pub enum SensitiveData {
+    /// Refuse the write (SQLSTATE 22023), naming the kinds found.
+    #[name = c"reject"]
+    Reject,
+    /// Store it anyway.
+    #[name = c"allow"]
+    Allow,
+}
+
+/// Register every setting and reserve the prefix, so that a misspelt
+/// `agent_memory.*` name in postgresql.conf is reported instead of ignored.
+pub fn define_all() {
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_messages",
+        c"Messages kept per session and node; older ones are dropped.",
+        c"At most 200, whatever the setting.",
+        &MAX_MESSAGES,
+        1,
+        MAX_MESSAGES_CAP,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.session_idle_timeout",
+        c"Inactivity after which a session expires.",
+        c"A session's own idle_timeout, when set, wins.",
+        &SESSION_IDLE_TIMEOUT_MIN,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.memory_ttl",
+        c"Lifetime of a key-value memory entry after its last write.",
+        c"An entry's own ttl, when given, wins.",
+        &MEMORY_TTL_MIN,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_MIN,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.kv_word_budget",
+        c"Words of key-value memory a session may hold; older entries are evicted.",
+        c"",
+        &KV_WORD_BUDGET,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.cleanup_interval",
+        c"Pause between two runs of the cleanup background worker.",
+        c"",
+        &CLEANUP_INTERVAL_S,
+        1,
+        24 * 60 * 60,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.cleanup_batch_size",
+        c"Rows the cleanup removes per transaction.",
+        c"",
+        &CLEANUP_BATCH_SIZE,
+        1,
+        1_000_000,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"agent_memory.database",
+        c"Database the cleanup background worker connects to.",
+        c"",
+        &DATABASE,
+        GucContext::Postmaster,
+        GucFlags::SUPERUSER_ONLY,
+    );
+    GucRegistry::define_enum_guc(
+        c"agent_memory.sensitive_data",
+        c"What a write does with sensitive data: reject or allow.",
+        c"",
+        &SENSITIVE_DATA,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"agent_memory.curator",
+        c"SQL function (key text, value jsonb) returns boolean that must approve each key-value write.",
+        c"Empty: only the built-in sensitive-data check applies.",
+        &CURATOR,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_file_bytes",
+        c"Largest file the memory tool stores.",
+        c"",
+        &MAX_FILE_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    // SAFETY: called from _PG_init on the main thread with a static C string.
+    unsafe { pg_sys::MarkGUCPrefixReserved(c"agent_memory".as_ptr()) };
+}

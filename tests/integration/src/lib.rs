@@ -1,0 +1,80 @@
+//! Helpers for the integration tests: they talk to a running cluster started
+//! by `scripts/cluster.sh` (`make test` does it), found through the usual
+//! libpq variables PGHOST / PGPORT / PGUSER, as any client would.
+
+use std::env;
+use std::path::PathBuf;
+
+use postgres::{Client, Config, NoTls};
+
+fn setting(name: &str, default: &str) -> String {
+    env::var(name).unwrap_or_else(|_| default.to_string())
+}
+
+/// A connection to `dbname` on the test cluster, over TCP like an app.
+pub fn connect(dbname: &str) -> Client {
+    let port: u16 = setting("PGPORT", "5432")
+        .parse()
+        .expect("PGPORT is a port number");
+    Config::new()
+        .host("127.0.0.1")
+        .port(port)
+        .user(&setting("PGUSER", "postgres"))
+        .dbname(dbname)
+        .application_name("agent_memory integration tests")
+        .connect(NoTls)
+        .unwrap_or_else(|e| {
+            panic!("cannot connect to the test cluster (run `make test`, which starts it): {e}")
+        })
+}
+
+/// A fresh database with the extension installed, dropped first if a previous
+/// run left it behind.
+pub fn fresh_database(name: &str) -> Client {
+    let mut admin = connect("postgres");
+    recreate_database(&mut admin, name);
+    let mut client = connect(name);
+    client
+        .batch_execute("CREATE EXTENSION agent_memory")
+        .expect("create extension");
+    client
+}
+
+/// Drop `name` if it exists and create it empty (two statements: neither may
+/// run inside a transaction block).
+pub fn recreate_database(admin: &mut Client, name: &str) {
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .expect("drop database");
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .expect("create database");
+}
+
+/// Drop a database made by [`fresh_database`].
+pub fn drop_database(name: &str) {
+    connect("postgres")
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .expect("drop test database");
+}
+
+/// A client program (pg_dump, pg_restore, psql) of the PostgreSQL under test.
+pub fn pg_program(name: &str) -> PathBuf {
+    let bindir =
+        env::var("AGENT_MEMORY_PG_BINDIR").unwrap_or_else(|_| "/usr/lib/postgresql/15/bin".into());
+    PathBuf::from(bindir).join(name)
+}
+
+/// Connection arguments for a client program.
+pub fn program_args(dbname: &str) -> Vec<String> {
+    vec![
+        "-h".into(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        setting("PGPORT", "5432"),
+        "-U".into(),
+        setting("PGUSER", "postgres"),
+        "-d".into(),
+        dbname.into(),
+    ]
+}
