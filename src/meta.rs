@@ -9,7 +9,9 @@ pub fn library_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
-#[pg_extern(immutable, parallel_safe, name = "version")]
+// STABLE, not IMMUTABLE: replacing the .so changes the answer without any
+// catalog change, so it must not be folded into plans or indexes.
+#[pg_extern(stable, parallel_safe, name = "version")]
 fn agent_memory_version() -> &'static str {
     library_version()
 }
