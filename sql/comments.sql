@@ -2,3 +2,47 @@
 
 COMMENT ON FUNCTION agent_memory.version() IS
     'Version of the loaded agent_memory library (compare with pg_extension.extversion after an upgrade)';
+
+-- Sessions
+COMMENT ON FUNCTION agent_memory.create_session(text, jsonb, text, interval) IS
+    'Create a session for user_id (id generated when session_id is NULL) and return its id; an active id of the same user is returned and renewed, of another user fails with 23505; an expired id is replaced';
+COMMENT ON FUNCTION agent_memory.renew_activity(text) IS
+    'Mark an active session as used now; false when it does not exist or has expired';
+COMMENT ON FUNCTION agent_memory.is_active(text) IS
+    'Whether the session exists and is within its idle timeout';
+COMMENT ON FUNCTION agent_memory.end_session(text) IS
+    'Remove the session and everything it owns, in this transaction; false when it was not active';
+COMMENT ON FUNCTION agent_memory.session_stats() IS
+    'Sessions stored: {total, active, expired (not yet cleaned up), avg_duration_seconds (last activity - creation)}';
+COMMENT ON FUNCTION agent_memory.user_sessions(text) IS
+    'Sessions of a user still stored, oldest first, with whether each is active';
+
+-- Key-value working memory
+COMMENT ON FUNCTION agent_memory.kv_set(text, text, jsonb, interval) IS
+    'Store value under key in an active session (renewing it); evicts the oldest entries past the word budget; returns {stored, key, words, total_words, evicted}';
+COMMENT ON FUNCTION agent_memory.kv_get(text, text) IS
+    'Value stored under key, or NULL when missing, expired, or the session is gone';
+COMMENT ON FUNCTION agent_memory.kv_get_all(text) IS
+    'All live entries of a session as one object; NULL when the session is gone';
+COMMENT ON FUNCTION agent_memory.kv_has(text, text) IS
+    'Whether a live value is stored under key';
+COMMENT ON FUNCTION agent_memory.kv_delete(text, text) IS
+    'Delete one key of an active session (renewing it); whether a live entry was deleted';
+COMMENT ON FUNCTION agent_memory.kv_clear(text) IS
+    'Delete every entry of an active session (renewing it); how many live entries were deleted';
+
+-- Context builder
+COMMENT ON FUNCTION agent_memory.build_context(text, text[], boolean) IS
+    'Context for an agent cycle: {sessionId, timestamp, userId, sessionCreatedAt, sessionDuration, [sessionMetadata], memory}, memory limited to keys when given; {sessionId, timestamp, error} when the session is gone';
+COMMENT ON FUNCTION agent_memory.update_context(text, jsonb) IS
+    'Store several keys at once (an object of key → value) in one change, renewing the session; returns {stored, keys, words, total_words, evicted}';
+COMMENT ON FUNCTION agent_memory.clear_context_keys(text, text[]) IS
+    'Delete the given keys of an active session; how many live entries were deleted';
+COMMENT ON FUNCTION agent_memory.clear_context(text) IS
+    'Delete every entry of an active session; how many live entries were deleted';
+
+-- Sensitive data and cleanup
+COMMENT ON FUNCTION agent_memory.sensitive_findings(text) IS
+    'Kinds of sensitive data in a text (payment_card, cpf, password, bearer_token, api_key, aws_access_key, jwt, private_key, email, phone), never the data itself';
+COMMENT ON FUNCTION agent_memory.cleanup_expired(integer) IS
+    'Remove expired sessions (with all they own) and expired entries in batches; records the run in cleanup_runs; returns {sessions, entries, batches, run_id}';

@@ -27,3 +27,41 @@ COMMENT ON TABLE agent_memory.sessions IS
     'Agent sessions: owner, activity timestamps and idle timeout; everything session-scoped belongs to one row here';
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.sessions', '');
+
+-- Key-value working memory: one row per (session, key). Words are counted
+-- once, at write time (see README: how words are counted).
+CREATE TABLE agent_memory.kv_entries (
+    session_id text        NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
+    key        text        NOT NULL,
+    value      jsonb       NOT NULL,
+    words      integer     NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (session_id, key),
+    CONSTRAINT kv_entries_key_not_empty CHECK (key <> ''),
+    CONSTRAINT kv_entries_words_not_negative CHECK (words >= 0)
+);
+-- The cleanup removes the oldest expiries first.
+CREATE INDEX kv_entries_expires_idx ON agent_memory.kv_entries (expires_at);
+
+COMMENT ON TABLE agent_memory.kv_entries IS
+    'Key-value working memory of a session, with word counts and expiry; expired rows are invisible before they are removed';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.kv_entries', '');
+
+-- One row per cleanup run, by cleanup_expired() or the background worker.
+-- Operational history, not user data: not dumped.
+CREATE TABLE agent_memory.cleanup_runs (
+    run_id           bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    started_at       timestamptz NOT NULL,
+    finished_at      timestamptz NOT NULL,
+    triggered_by     text        NOT NULL CHECK (triggered_by IN ('manual', 'worker')),
+    sessions_deleted bigint      NOT NULL DEFAULT 0,
+    entries_deleted  bigint      NOT NULL DEFAULT 0,
+    batches          integer     NOT NULL DEFAULT 0,
+    error            text
+);
+
+COMMENT ON TABLE agent_memory.cleanup_runs IS
+    'History of cleanup runs: when, who (manual or worker), rows removed per kind, and the error if one stopped it';

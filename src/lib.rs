@@ -12,6 +12,19 @@ use pgrx::prelude::*;
 pub mod error;
 /// Facts about the installed library (version).
 pub mod meta;
+/// Prepared plans kept per backend for the hot paths.
+pub mod plans;
+
+/// Removal of expired sessions and entries.
+pub mod cleanup;
+/// build_context / update_context (seed 004's context builder).
+pub mod context;
+/// Key-value working memory per session with a word budget (seed 004).
+pub mod kv;
+/// Sensitive-data detection and the write guard.
+pub mod sensitive;
+/// Sessions: create, renew, end, inspect (seed 004).
+pub mod sessions;
 /// Every `agent_memory.*` setting (GUC), defined in one place.
 pub mod settings;
 

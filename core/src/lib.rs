@@ -6,6 +6,10 @@
 //! SQL error in one place. Each module is one capability with its own unit
 //! tests, runnable with `cargo test -p agent_memory_core` and no server.
 
+pub mod budget;
 pub mod error;
+pub mod kv;
+pub mod sensitive;
+pub mod words;
 
 pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,118 @@
+//! The context builder of seed 004: one call at the start of each agent cycle
+//! returns the session's facts and memory; one call at its end stores what
+//! the cycle learnt.
+
+use pgrx::prelude::*;
+use pgrx::{JsonB, PgBuiltInOids, PgOid};
+use serde_json::json;
+
+use agent_memory_core::{Error, kv};
+
+use crate::error::{OrReport, SqlResult};
+use crate::kv::{delete_keys, write_entries};
+use crate::plans::{FirstRow, Statement, kept};
+use crate::sessions::{INT4, TEXT, TEXT_ARRAY, active, checked_id, idle_timeout_minutes, required};
+
+const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
+
+// Timestamps as JavaScript's toISOString() writes them (the seed's format).
+macro_rules! iso {
+    ($expr:literal) => {
+        concat!(
+            "pg_catalog.to_char(",
+            $expr,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+        )
+    };
+}
+
+/// $1 session, $2 idle minutes, $3 keys (NULL: all), $4 include metadata.
+static BUILD: Statement = Statement {
+    sql: concat!(
+        "SELECT CASE WHEN s.session_id IS NULL THEN
+                  pg_catalog.jsonb_build_object('sessionId', $1::text, 'timestamp', ",
+        iso!("pg_catalog.now()"),
+        ", 'error', 'session not found or expired')
+                ELSE pg_catalog.jsonb_build_object(
+                  'sessionId', s.session_id,
+                  'timestamp', ",
+        iso!("pg_catalog.now()"),
+        ",
+                  'userId', s.user_id,
+                  'sessionCreatedAt', ",
+        iso!("s.created_at"),
+        ",
+                  'sessionDuration', round(extract(epoch FROM pg_catalog.now() - s.created_at), 3),
+                  'memory', (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
+                             FROM agent_memory.kv_entries k
+                             WHERE k.session_id = s.session_id AND k.expires_at > pg_catalog.now()
+                               AND ($3::text[] IS NULL OR k.key = ANY ($3))))
+                  || CASE WHEN $4 THEN pg_catalog.jsonb_build_object('sessionMetadata', s.metadata)
+                          ELSE '{}'::jsonb END
+                END
+         FROM (SELECT) AS one
+         LEFT JOIN agent_memory.sessions s ON s.session_id = $1 AND ",
+        active!("s", "$2")
+    ),
+    args: &[TEXT, INT4, TEXT_ARRAY, BOOL],
+    writes: false,
+};
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn build_context(
+    session_id: Option<&str>,
+    keys: default!(Option<Vec<String>>, "NULL"),
+    include_metadata: default!(Option<bool>, false),
+) -> SqlResult<JsonB> {
+    let session_id = checked_id("session_id", session_id)?;
+    let include_metadata = include_metadata.unwrap_or(false);
+    Spi::connect(|client| {
+        let plan = kept(client, &BUILD).or_report()?;
+        let context = client
+            .select(
+                &*plan,
+                None,
+                &[
+                    session_id.into(),
+                    idle_timeout_minutes().into(),
+                    keys.into(),
+                    include_metadata.into(),
+                ],
+            )
+            .or_report()?
+            .first_value::<JsonB>(1)
+            .or_report()?;
+        required(context, "context")
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn update_context(session_id: &str, entries: JsonB) -> SqlResult<JsonB> {
+    let batch = kv::batch_entries(&entries.0).or_report()?;
+    let written = write_entries(session_id, &batch, None)?;
+    let keys: Vec<&str> = batch.iter().map(|(k, _)| *k).collect();
+    Ok(JsonB(json!({
+        "stored": true,
+        "keys": keys,
+        "words": written.words,
+        "total_words": written.total_words,
+        "evicted": written.evicted,
+    })))
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn clear_context_keys(session_id: &str, keys: Vec<String>) -> SqlResult<i32> {
+    if keys.is_empty() {
+        return Err(Error::invalid("keys must name at least one key")).or_report();
+    }
+    delete_keys(session_id, Some(keys))
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn clear_context(session_id: &str) -> SqlResult<i32> {
+    delete_keys(session_id, None)
+}

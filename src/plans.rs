@@ -1,0 +1,70 @@
+//! Prepared plans kept for the life of a backend.
+//!
+//! Parse and plan, not SPI, dominate the cost of a short statement, so hot
+//! paths prepare each statement once per backend (`SPI_keepplan`) and reuse
+//! it. PostgreSQL's plan cache re-plans a kept statement by itself when a
+//! table it uses changes, so a kept plan never goes stale.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use pgrx::PgOid;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult};
+
+/// A statement of the extension: its SQL (fully schema-qualified) and the
+/// types of its parameters.
+pub struct Statement {
+    pub sql: &'static str,
+    pub args: &'static [PgOid],
+    /// Whether it writes (INSERT/UPDATE/DELETE): such plans run read-write.
+    pub writes: bool,
+}
+
+thread_local! {
+    static KEPT: RefCell<HashMap<usize, Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
+}
+
+/// The kept plan of `statement`, prepared on first use in this backend.
+pub fn kept(
+    client: &SpiClient<'_>,
+    statement: &'static Statement,
+) -> SpiResult<Rc<OwnedPreparedStatement>> {
+    // Statements are statics: their address identifies them.
+    let id = statement as *const Statement as usize;
+    if let Some(plan) = KEPT.with(|kept| kept.borrow().get(&id).cloned()) {
+        return Ok(plan);
+    }
+    let prepared = if statement.writes {
+        client.prepare_mut(statement.sql, statement.args)?
+    } else {
+        client.prepare(statement.sql, statement.args)?
+    };
+    let plan = Rc::new(prepared.keep());
+    KEPT.with(|kept| kept.borrow_mut().insert(id, plan.clone()));
+    Ok(plan)
+}
+
+/// Reading the first row of a result, where "no row" is an answer (a missing
+/// key), not an error as `SpiTupleTable::get` would make it.
+pub trait FirstRow {
+    /// Column `ordinal` (1-based) of the first row; None when there is no
+    /// row or the value is NULL.
+    fn first_value<T: pgrx::FromDatum + pgrx::IntoDatum>(
+        self,
+        ordinal: usize,
+    ) -> SpiResult<Option<T>>;
+}
+
+impl FirstRow for pgrx::spi::SpiTupleTable<'_> {
+    fn first_value<T: pgrx::FromDatum + pgrx::IntoDatum>(
+        self,
+        ordinal: usize,
+    ) -> SpiResult<Option<T>> {
+        if self.is_empty() {
+            Ok(None)
+        } else {
+            self.first().get::<T>(ordinal)
+        }
+    }
+}

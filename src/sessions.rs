@@ -1,0 +1,358 @@
+//! Sessions (seed 004's session store): create, renew, end, inspect.
+//!
+//! A session is active while `last_activity_at` is within its own
+//! `idle_timeout` or, when that is NULL, `agent_memory.session_idle_timeout`.
+//! An expired session is gone for every read at once, whether or not the
+//! cleanup has removed its row yet. Everything a session owns references it
+//! with `ON DELETE CASCADE`, so ending or expiring it removes all of it in the
+//! same transaction.
+
+use pgrx::prelude::*;
+use pgrx::{JsonB, PgBuiltInOids, PgOid};
+
+use agent_memory_core::Error;
+use agent_memory_core::error::quoted;
+
+use crate::error::{OrReport, SqlResult};
+use crate::plans::{FirstRow, Statement, kept};
+use crate::settings;
+
+pub const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
+pub const INT4: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4OID);
+pub const JSONB: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBOID);
+pub const INTERVAL: PgOid = PgOid::BuiltIn(PgBuiltInOids::INTERVALOID);
+pub const TEXT_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTARRAYOID);
+
+/// Longest session id, user id or key accepted.
+pub const MAX_ID_CHARS: usize = 256;
+
+/// The idle timeout in force, in minutes (the statements take it as $n).
+pub fn idle_timeout_minutes() -> i32 {
+    settings::SESSION_IDLE_TIMEOUT_MIN.get()
+}
+
+/// Check an identifier argument: present, not empty, not too long.
+pub fn checked_id<'a>(what: &str, value: Option<&'a str>) -> SqlResult<&'a str> {
+    let value = value.ok_or_else(|| Error::null(what)).or_report()?;
+    if value.is_empty() {
+        return Err(Error::invalid(format!("{what} must not be empty"))).or_report();
+    }
+    if value.chars().count() > MAX_ID_CHARS {
+        return Err(Error::invalid(format!(
+            "{what} {} is longer than {MAX_ID_CHARS} characters",
+            quoted(value)
+        )))
+        .or_report();
+    }
+    Ok(value)
+}
+
+/// A column that cannot be NULL, read without panicking if it somehow is.
+pub fn required<T>(value: Option<T>, column: &str) -> SqlResult<T> {
+    value
+        .ok_or_else(|| Error::internal(format!("column {column} is unexpectedly NULL")))
+        .or_report()
+}
+
+/// Refuse a non-positive interval.
+pub fn checked_positive(what: &str, value: Option<Interval>) -> SqlResult<Option<Interval>> {
+    match value {
+        Some(i) if i.as_micros() <= 0 && i.months() <= 0 && i.days() <= 0 => {
+            Err(Error::invalid(format!("{what} must be positive"))).or_report()
+        }
+        other => Ok(other),
+    }
+}
+
+// The predicate "session <alias> is active", given the parameter that holds
+// the default idle timeout in minutes.
+macro_rules! active {
+    ($alias:literal, $minutes:literal) => {
+        concat!(
+            $alias,
+            ".last_activity_at > pg_catalog.now() - coalesce(",
+            $alias,
+            ".idle_timeout, pg_catalog.make_interval(mins => ",
+            $minutes,
+            "))"
+        )
+    };
+}
+pub(crate) use active;
+
+static LOCK_FOR_CREATE: Statement = Statement {
+    sql: concat!(
+        "SELECT s.user_id, ",
+        active!("s", "$2"),
+        " FROM agent_memory.sessions s WHERE s.session_id = $1 FOR UPDATE"
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+static INSERT_SESSION: Statement = Statement {
+    sql: "INSERT INTO agent_memory.sessions (session_id, user_id, metadata, idle_timeout)
+          VALUES (coalesce($1, pg_catalog.gen_random_uuid()::text), $2, $3, $4)
+          ON CONFLICT (session_id) DO NOTHING
+          RETURNING session_id",
+    args: &[TEXT, TEXT, JSONB, INTERVAL],
+    writes: true,
+};
+
+static DELETE_SESSION: Statement = Statement {
+    sql: concat!(
+        "DELETE FROM agent_memory.sessions s WHERE s.session_id = $1 RETURNING ",
+        active!("s", "$2")
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// Renews activity of an active session; returns a row only if it is active.
+/// Taking the row lock here also serialises the writers of one session.
+pub static RENEW: Statement = Statement {
+    sql: concat!(
+        "UPDATE agent_memory.sessions s SET last_activity_at = pg_catalog.now() WHERE s.session_id = $1 AND ",
+        active!("s", "$2"),
+        " RETURNING true"
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+static IS_ACTIVE: Statement = Statement {
+    sql: concat!(
+        "SELECT EXISTS (SELECT FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+        active!("s", "$2"),
+        ")"
+    ),
+    args: &[TEXT, INT4],
+    writes: false,
+};
+
+static STATS: Statement = Statement {
+    sql: concat!(
+        "SELECT pg_catalog.jsonb_build_object(
+            'total', count(*),
+            'active', count(*) FILTER (WHERE ",
+        active!("s", "$1"),
+        "),
+            'expired', count(*) FILTER (WHERE NOT ",
+        active!("s", "$1"),
+        "),
+            'avg_duration_seconds', coalesce(round(avg(extract(epoch FROM s.last_activity_at - s.created_at)), 3), 0))
+         FROM agent_memory.sessions s"
+    ),
+    args: &[INT4],
+    writes: false,
+};
+
+static USER_SESSIONS: Statement = Statement {
+    sql: concat!(
+        "SELECT s.session_id, s.created_at, s.last_activity_at, ",
+        active!("s", "$2"),
+        " FROM agent_memory.sessions s WHERE s.user_id = $1 ORDER BY s.created_at, s.session_id"
+    ),
+    args: &[TEXT, INT4],
+    writes: false,
+};
+
+/// Renew a session's activity inside an open SPI connection; false when the
+/// session does not exist or has expired.
+pub fn renew_in(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> SqlResult<bool> {
+    let plan = kept(client, &RENEW).or_report()?;
+    let renewed = client
+        .update(
+            &*plan,
+            None,
+            &[session_id.into(), idle_timeout_minutes().into()],
+        )
+        .or_report()?;
+    Ok(!renewed.is_empty())
+}
+
+/// The error of a write to a session that is missing or has expired.
+pub fn session_gone(session_id: &str) -> Error {
+    Error::not_found(format!(
+        "session {} not found or expired",
+        quoted(session_id)
+    ))
+    .with_hint("Create it with agent_memory.create_session().")
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn create_session(
+    user_id: Option<&str>,
+    metadata: default!(Option<JsonB>, "'{}'"),
+    session_id: default!(Option<&str>, "NULL"),
+    idle_timeout: default!(Option<Interval>, "NULL"),
+) -> SqlResult<String> {
+    let user_id = checked_id("user_id", user_id)?;
+    let session_id = match session_id {
+        Some(id) => Some(checked_id("session_id", Some(id))?),
+        None => None,
+    };
+    let metadata = metadata
+        .map(|j| j.0)
+        .unwrap_or_else(|| serde_json::json!({}));
+    if !metadata.is_object() {
+        return Err(Error::invalid("metadata must be a JSON object")).or_report();
+    }
+    let idle_timeout = checked_positive("idle_timeout", idle_timeout)?;
+    let minutes = idle_timeout_minutes();
+
+    Spi::connect_mut(|client| {
+        // Two tries: a concurrent creator of the same id may win the insert.
+        for _ in 0..2 {
+            if let Some(id) = session_id {
+                let lock = kept(client, &LOCK_FOR_CREATE).or_report()?;
+                let existing = client
+                    .update(&*lock, None, &[id.into(), minutes.into()])
+                    .or_report()?;
+                if !existing.is_empty() {
+                    let existing = existing.first();
+                    let owner = required(existing.get::<String>(1).or_report()?, "user_id")?;
+                    let active = existing.get::<bool>(2).or_report()?.unwrap_or(false);
+                    if active && owner == user_id {
+                        renew_in(client, id)?;
+                        return Ok(id.to_string());
+                    }
+                    if active {
+                        return Err(Error::conflict(format!(
+                            "session {} already belongs to another user",
+                            quoted(id)
+                        )))
+                        .or_report();
+                    }
+                    // Expired: it no longer exists for anyone; replace it.
+                    let delete = kept(client, &DELETE_SESSION).or_report()?;
+                    client
+                        .update(&*delete, None, &[id.into(), minutes.into()])
+                        .or_report()?;
+                }
+            }
+            let insert = kept(client, &INSERT_SESSION).or_report()?;
+            let inserted = client
+                .update(
+                    &*insert,
+                    None,
+                    &[
+                        session_id.into(),
+                        user_id.into(),
+                        JsonB(metadata.clone()).into(),
+                        idle_timeout.into(),
+                    ],
+                )
+                .or_report()?;
+            if let Some(id) = inserted.first_value::<String>(1).or_report()? {
+                return Ok(id);
+            }
+        }
+        Err(Error::conflict(
+            "session id is being created concurrently; try again",
+        ))
+        .or_report()
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn renew_activity(session_id: &str) -> SqlResult<bool> {
+    Spi::connect_mut(|client| renew_in(client, session_id))
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn is_active(session_id: &str) -> SqlResult<bool> {
+    Spi::connect(|client| {
+        let plan = kept(client, &IS_ACTIVE).or_report()?;
+        let row = client
+            .select(
+                &*plan,
+                None,
+                &[session_id.into(), idle_timeout_minutes().into()],
+            )
+            .or_report()?;
+        Ok(row.first_value::<bool>(1).or_report()?.unwrap_or(false))
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn end_session(session_id: &str) -> SqlResult<bool> {
+    Spi::connect_mut(|client| {
+        let plan = kept(client, &DELETE_SESSION).or_report()?;
+        let deleted = client
+            .update(
+                &*plan,
+                None,
+                &[session_id.into(), idle_timeout_minutes().into()],
+            )
+            .or_report()?;
+        // An expired session is removed too, but it was already gone.
+        Ok(deleted.first_value::<bool>(1).or_report()?.unwrap_or(false))
+    })
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn session_stats() -> SqlResult<JsonB> {
+    Spi::connect(|client| {
+        let plan = kept(client, &STATS).or_report()?;
+        let row = client
+            .select(&*plan, None, &[idle_timeout_minutes().into()])
+            .or_report()?;
+        row.first_value::<JsonB>(1)
+            .or_report()?
+            .ok_or_else(|| Error::internal("session statistics returned no row"))
+            .or_report()
+    })
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn user_sessions(
+    user_id: &str,
+) -> Result<
+    // Spelled out (not SqlResult): pgrx must see `Result<TableIterator>` to
+    // declare RETURNS TABLE.
+    TableIterator<
+        'static,
+        (
+            name!(session_id, String),
+            name!(created_at, TimestampWithTimeZone),
+            name!(last_activity_at, TimestampWithTimeZone),
+            name!(active, bool),
+        ),
+    >,
+    pgrx::pg_sys::panic::ErrorReport,
+> {
+    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
+        let plan = kept(client, &USER_SESSIONS).or_report()?;
+        let table = client
+            .select(
+                &*plan,
+                None,
+                &[user_id.into(), idle_timeout_minutes().into()],
+            )
+            .or_report()?;
+        let mut rows = Vec::with_capacity(table.len());
+        for row in table {
+            rows.push((
+                row.get::<String>(1).or_report()?.unwrap_or_default(),
+                required(
+                    row.get::<TimestampWithTimeZone>(2).or_report()?,
+                    "created_at",
+                )?,
+                required(
+                    row.get::<TimestampWithTimeZone>(3).or_report()?,
+                    "last_activity_at",
+                )?,
+                row.get::<bool>(4).or_report()?.unwrap_or(false),
+            ));
+        }
+        Ok(rows)
+    })?;
+    Ok(TableIterator::new(rows))
+}

@@ -1,0 +1,31 @@
+-- cleanup_expired(): removes expired sessions (with all they own) and
+-- expired entries, in batches, and records each run.
+
+SELECT agent_memory.create_session('u', session_id => 'live');
+SELECT agent_memory.create_session('u', session_id => 'idle');
+SELECT agent_memory.kv_set('idle', 'k' || i, to_jsonb(i)) ->> 'stored' AS stored
+FROM generate_series(1, 3) i;
+SELECT agent_memory.kv_set('live', 'k' || i, to_jsonb(i)) ->> 'stored' AS stored
+FROM generate_series(1, 5) i;
+-- 'idle' expires; two of 'live''s entries expire.
+UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 day' WHERE session_id = 'idle';
+UPDATE agent_memory.kv_entries SET expires_at = now() - interval '1 second'
+WHERE session_id = 'live' AND key IN ('k1', 'k2');
+
+-- Batches of 1: two kinds, each ends with a short batch.
+SELECT agent_memory.cleanup_expired(1) - 'run_id' AS removed;
+SELECT session_id, count(*) FROM agent_memory.kv_entries GROUP BY 1 ORDER BY 1;
+SELECT session_id FROM agent_memory.sessions ORDER BY 1;
+-- Nothing left to do.
+SELECT agent_memory.cleanup_expired() - 'run_id' AS removed;
+
+-- Runs are recorded.
+SELECT triggered_by, sessions_deleted, entries_deleted, batches, error,
+       finished_at >= started_at AS ordered
+FROM agent_memory.cleanup_runs ORDER BY run_id;
+
+SELECT agent_memory.cleanup_expired(0);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Leave the database empty for the next suite.
+DELETE FROM agent_memory.sessions;
