@@ -48,7 +48,11 @@ case "$cmd" in
     fi
     port="$(pick_port)"
     echo "$port" > "$dir/port"
-    as_pg_user tee "$data/postgresql.auto.conf" >/dev/null <<CONF
+    # Our settings live in their own file, not in postgresql.auto.conf, so a
+    # test's ALTER SYSTEM RESET cannot remove them.
+    grep -q "^include 'cluster.conf'" "$data/postgresql.conf" \
+      || echo "include 'cluster.conf'" | as_pg_user tee -a "$data/postgresql.conf" >/dev/null
+    as_pg_user tee "$data/cluster.conf" >/dev/null <<CONF
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$dir'

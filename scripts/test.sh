@@ -91,7 +91,8 @@ layer_regress() {
 
 layer_integration() {
   "$REPO_ROOT/scripts/install.sh"
-  "$REPO_ROOT/scripts/cluster.sh" start test --fresh
+  # A 1-second cleanup interval, so the worker tests see it act quickly.
+  CLUSTER_CONF="agent_memory.cleanup_interval = 1" "$REPO_ROOT/scripts/cluster.sh" start test --fresh
   trap '"$REPO_ROOT/scripts/cluster.sh" stop test' EXIT
   eval "$("$REPO_ROOT/scripts/cluster.sh" env test)"
   export AGENT_MEMORY_PG_BINDIR="$PG_BINDIR"

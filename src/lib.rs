@@ -27,6 +27,8 @@ pub mod sensitive;
 pub mod sessions;
 /// Every `agent_memory.*` setting (GUC), defined in one place.
 pub mod settings;
+/// The background worker that runs the cleanup on a timer.
+pub mod worker;
 
 // Tables, indexes and comments: readable DDL in sql/, emitted before the
 // generated function definitions.
@@ -39,6 +41,14 @@ extension_sql_file!("../sql/comments.sql", name = "comments", finalize);
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     settings::define_all();
+    // SAFETY: plain reads of PostgreSQL globals, on the main thread.
+    let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
+    let upgrading = unsafe { pg_sys::IsBinaryUpgrade };
+    // Without preloading everything but the worker works (schedule
+    // cleanup_expired() yourself, e.g. with pg_cron).
+    if preloading && !upgrading {
+        worker::register();
+    }
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -78,3 +78,79 @@ pub fn program_args(dbname: &str) -> Vec<String> {
         dbname.into(),
     ]
 }
+
+/// Poll `condition` every 50 ms until it holds or `timeout` passes; returns
+/// whether it held and how long it took.
+pub fn wait_until(
+    timeout: std::time::Duration,
+    mut condition: impl FnMut() -> bool,
+) -> (bool, std::time::Duration) {
+    let start = std::time::Instant::now();
+    loop {
+        if condition() {
+            return (true, start.elapsed());
+        }
+        if start.elapsed() >= timeout {
+            return (false, start.elapsed());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The database the cleanup worker serves (agent_memory.database, default
+/// postgres), with the extension installed and no sessions left over.
+pub fn worker_database() -> Client {
+    let mut client = connect("postgres");
+    client
+        .batch_execute(
+            "CREATE EXTENSION IF NOT EXISTS agent_memory; DELETE FROM agent_memory.sessions",
+        )
+        .expect("prepare the worker's database");
+    client
+}
+
+/// Sets server settings with ALTER SYSTEM for the life of the value, then
+/// resets them, even when the test fails.
+pub struct SystemSettings {
+    names: Vec<String>,
+}
+
+impl SystemSettings {
+    pub fn set(settings: &[(&str, &str)]) -> Self {
+        let mut client = connect("postgres");
+        for (name, value) in settings {
+            client
+                .batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'"))
+                .expect("alter system");
+        }
+        client
+            .batch_execute("SELECT pg_reload_conf()")
+            .expect("reload");
+        SystemSettings {
+            names: settings.iter().map(|(n, _)| n.to_string()).collect(),
+        }
+    }
+}
+
+impl Drop for SystemSettings {
+    fn drop(&mut self) {
+        let mut client = connect("postgres");
+        for name in &self.names {
+            client
+                .batch_execute(&format!("ALTER SYSTEM RESET {name}"))
+                .ok();
+        }
+        client.batch_execute("SELECT pg_reload_conf()").ok();
+    }
+}
+
+/// The pid of the running cleanup worker, if any.
+pub fn worker_pid(client: &mut Client) -> Option<i32> {
+    client
+        .query_opt(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'agent_memory cleanup'",
+            &[],
+        )
+        .expect("query pg_stat_activity")
+        .map(|row| row.get(0))
+}
