@@ -50,6 +50,13 @@ def psql(sql: str, db: str = DB) -> str:
     return out.stdout.strip()
 
 
+def run_statements(spec) -> None:
+    """Run one statement, or a list of them each in its own transaction
+    (VACUUM, ALTER SYSTEM and CHECKPOINT cannot share one)."""
+    for statement in [spec] if isinstance(spec, str) else spec:
+        psql(statement)
+
+
 def prepare_database() -> None:
     psql(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)", db="postgres")
     psql(f"CREATE DATABASE {DB}", db="postgres")
@@ -82,6 +89,55 @@ def pgbench_tps(script: str, clients: int, seconds: int, defines: dict[str, str]
     return float(match.group(1))
 
 
+def pgbench_progress(script: str, clients: int, seconds: int) -> tuple[float, list[tuple[float, float]]]:
+    """Run pgbench with per-second progress; returns its start time (epoch)
+    and (seconds since start, tps) for every second."""
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(script)
+        path = f.name
+    try:
+        args = [BINDIR / "pgbench", "-n", "-M", "prepared", "-c", str(clients),
+                "-j", str(min(clients, os.cpu_count() or 1)), "-T", str(seconds), "-P", "1", "-f", path, DB]
+        started = float(psql("SELECT extract(epoch FROM clock_timestamp())"))
+        out = subprocess.run(args, check=True, capture_output=True, text=True)
+    finally:
+        os.unlink(path)
+    progress = [(float(m.group(1)), float(m.group(2)))
+                for m in re.finditer(r"progress: ([0-9.]+) s, ([0-9.]+) tps", out.stderr)]
+    return started, progress
+
+
+def run_under_load(name: str, spec: dict, seconds: int, rounds: int) -> dict:
+    """Foreground throughput alone, and while the background worker removes
+    the rows `load` expires, counted only over the seconds the worker was
+    busy (its cleanup_runs row gives the window)."""
+    clients = int(os.environ.get("BENCH_CLIENTS", spec.get("clients", 4)))
+    duration = max(seconds, int(spec.get("seconds", 20)))
+    alone, loaded, rates = [], [], []
+    for _ in range(rounds):
+        _, progress = pgbench_progress(spec["script"], clients, duration)
+        alone.append(statistics.mean(tps for _, tps in progress[1:]))
+        run_statements(spec["load"])
+        expired = int(psql(spec["count_expired"]))
+        mark = psql("SELECT coalesce(max(run_id), 0) FROM agent_memory.cleanup_runs")
+        started, progress = pgbench_progress(spec["script"], clients, duration)
+        window = psql(
+            "SELECT extract(epoch FROM min(started_at)), extract(epoch FROM max(finished_at)), sum(entries_deleted) "
+            f"FROM agent_memory.cleanup_runs WHERE triggered_by = 'worker' AND run_id > {mark}").split("|")
+        if not window[0] or int(window[2] or 0) < expired:
+            raise RuntimeError(f"{name}: the worker did not remove the {expired} rows during the run; lengthen it")
+        begin, end = float(window[0]) - started, float(window[1]) - started
+        during = [tps for t, tps in progress if begin + 1 <= t <= end]
+        if not during:
+            raise RuntimeError(f"{name}: the cleanup took under a second; nothing to compare")
+        loaded.append(statistics.mean(during))
+        rates.append(expired / (end - begin))
+    a, b = statistics.median(loaded), statistics.median(alone)
+    print(f"   worker removed rows at {statistics.median(rates):,.0f} rows/s while the load ran", flush=True)
+    return dict(case=name, kind=f"pgbench {clients} clients, during cleanup", unit="tps",
+                ext=a, base=b, ratio=a / b, baseline="same load, no cleanup")
+
+
 def bulk_ms(statement: str) -> float:
     return float(psql("SELECT public.bench_ms($q$" + statement + "$q$)"))
 
@@ -103,10 +159,10 @@ def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
     name = path.stem
     print(f"\n== {name}: {case['title']}", flush=True)
     if "setup" in case:
-        psql(case["setup"])
+        run_statements(case["setup"])
     rows = []
-    if "pgbench" in case:
-        spec = case["pgbench"]
+    for section in [k for k in case if k.startswith("pgbench")]:
+        spec = case[section]
         clients = int(os.environ.get("BENCH_CLIENTS", spec.get("clients", 4)))
         defines = {k: str(v) for k, v in spec.get("defines", {}).items()}
         ext, base = alternate(
@@ -114,20 +170,17 @@ def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
             lambda: pgbench_tps(spec["extension"], clients, seconds, defines),
             lambda: pgbench_tps(spec["baseline"], clients, seconds, defines),
         )
-        rows.append(dict(case=name, kind=f"pgbench {clients} clients", unit="tps",
+        label = spec.get("label", "")
+        rows.append(dict(case=name, kind=f"{label + ', ' if label else ''}pgbench {clients} clients", unit="tps",
                          ext=ext, base=base, ratio=ext / base,
                          baseline=spec.get("baseline_name", "plain SQL")))
     if "bulk" in case:
         spec = case["bulk"]
-        if "reset" in spec:
-            psql(spec["reset"])
-
         def timed(statement: str):
             def run():
-                ms = bulk_ms(statement)
                 if "reset" in spec:
-                    psql(spec["reset"])
-                return ms
+                    run_statements(spec["reset"])
+                return bulk_ms(statement)
             return run
 
         ext, base = alternate(rounds, timed(spec["extension"]), timed(spec["baseline"]))
@@ -137,8 +190,10 @@ def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
     for row in rows:
         print(f"   {row['kind']:<28} extension {row['ext']:>12,.1f} {row['unit']}   "
               f"{row['baseline']} {row['base']:>12,.1f} {row['unit']}   ratio {row['ratio']:.2f}", flush=True)
+    if "under_load" in case:
+        rows.append(run_under_load(name, case["under_load"], seconds, rounds))
     if "teardown" in case:
-        psql(case["teardown"])
+        run_statements(case["teardown"])
     return rows
 
 

@@ -17,6 +17,12 @@ CREATE TABLE agent_memory.sessions (
     ended_at         timestamptz,
     -- NULL: agent_memory.session_idle_timeout applies.
     idle_timeout     interval,
+    -- Words of the session's stored kv_entries, kept by every write, and a
+    -- time no later than the soonest expiry among them. While that time is
+    -- in the future no entry has expired, so kv_words is the live total and a
+    -- write needs no recount; once it has passed, the next write recounts.
+    kv_words         bigint      NOT NULL DEFAULT 0,
+    kv_next_expiry   timestamptz NOT NULL DEFAULT 'infinity',
     CONSTRAINT sessions_id_not_empty CHECK (session_id <> ''),
     CONSTRAINT sessions_metadata_is_object CHECK (jsonb_typeof(metadata) = 'object'),
     CONSTRAINT sessions_idle_timeout_positive CHECK (idle_timeout > interval '0')
@@ -35,6 +41,9 @@ CREATE TABLE agent_memory.kv_entries (
     key        text        NOT NULL,
     value      jsonb       NOT NULL,
     words      integer     NOT NULL,
+    -- Words this key held before its last write: the write's exact effect
+    -- on sessions.kv_words is words - prev_words.
+    prev_words integer     NOT NULL DEFAULT 0,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     expires_at timestamptz NOT NULL,

@@ -13,7 +13,7 @@ use agent_memory_core::Error;
 
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{FirstRow, Statement, kept};
-use crate::sessions::{INT4, idle_timeout_minutes};
+use crate::sessions::{INT4, TEXT, idle_timeout_minutes};
 use crate::settings;
 
 /// What one kind of expired row is, and how a batch of it is removed.
@@ -43,33 +43,42 @@ impl Expired {
     }
 }
 
-/// $1 batch size, $2 default idle timeout in minutes.
+// Both statements take $1 batch size, $2 default idle timeout in minutes and
+// $3 where the previous batch stopped, and return how many rows they removed
+// and where they stopped. Resuming there, instead of scanning from the start
+// again, keeps a run linear: within one transaction the rows earlier batches
+// removed are still in the way of a scan that starts over.
+
+/// Sessions in physical order (a TID range scan): their expiry depends on a
+/// setting, so no index can find them.
 static DELETE_EXPIRED_SESSIONS: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.sessions
             WHERE ctid = ANY (ARRAY (
               SELECT s.ctid FROM agent_memory.sessions s
-              WHERE s.last_activity_at <= pg_catalog.now()
+              WHERE s.ctid > $3::tid
+                AND s.last_activity_at <= pg_catalog.now()
                                           - coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2))
+              ORDER BY s.ctid
               LIMIT $1 FOR UPDATE SKIP LOCKED))
-            RETURNING 1)
-          SELECT count(*) FROM gone",
-    args: &[INT4, INT4],
+            RETURNING ctid)
+          SELECT count(*), max(ctid)::text FROM gone",
+    args: &[INT4, INT4, TEXT],
     writes: true,
 };
 
-/// $1 batch size, $2 unused (same shape as the sessions statement).
+/// Entries in expiry order, through the index on expires_at.
 static DELETE_EXPIRED_ENTRIES: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.kv_entries
             WHERE ctid = ANY (ARRAY (
               SELECT k.ctid FROM agent_memory.kv_entries k
-              WHERE k.expires_at <= pg_catalog.now() AND $2 IS NOT NULL
+              WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $3::timestamptz AND $2 IS NOT NULL
               ORDER BY k.expires_at
               LIMIT $1 FOR UPDATE SKIP LOCKED))
-            RETURNING 1)
-          SELECT count(*) FROM gone",
-    args: &[INT4, INT4],
+            RETURNING expires_at)
+          SELECT count(*), max(expires_at)::text FROM gone",
+    args: &[INT4, INT4, TEXT],
     writes: true,
 };
 
@@ -80,29 +89,53 @@ static RECORD_RUN: Statement = Statement {
           RETURNING run_id",
     args: &[
         pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIMESTAMPTZOID),
-        crate::sessions::TEXT,
+        TEXT,
         pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::INT8OID),
         pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::INT8OID),
         INT4,
-        crate::sessions::TEXT,
+        TEXT,
     ],
     writes: true,
 };
 
-/// Remove up to `batch_size` expired rows of one kind; returns how many.
-pub fn delete_batch(kind: Expired, batch_size: i32) -> SqlResult<i64> {
+/// Where a run has got to in one kind of row: batches resume after it.
+#[derive(Debug, Clone)]
+pub struct Cursor(String);
+
+impl Cursor {
+    pub fn start(kind: Expired) -> Self {
+        Cursor(
+            match kind {
+                Expired::Sessions => "(0,0)",
+                Expired::Entries => "-infinity",
+            }
+            .to_string(),
+        )
+    }
+}
+
+/// Remove up to `batch_size` expired rows of one kind after `cursor`;
+/// returns how many, and moves the cursor past them.
+pub fn delete_batch(kind: Expired, batch_size: i32, cursor: &mut Cursor) -> SqlResult<i64> {
     Spi::connect_mut(|client| {
         let plan = kept(client, kind.statement()).or_report()?;
-        let deleted = client
+        let row = client
             .update(
                 &*plan,
                 None,
-                &[batch_size.into(), idle_timeout_minutes().into()],
+                &[
+                    batch_size.into(),
+                    idle_timeout_minutes().into(),
+                    cursor.0.as_str().into(),
+                ],
             )
             .or_report()?
-            .first_value::<i64>(1)
-            .or_report()?;
-        Ok(deleted.unwrap_or(0))
+            .first();
+        let deleted = row.get::<i64>(1).or_report()?.unwrap_or(0);
+        if let Some(next) = row.get::<String>(2).or_report()? {
+            cursor.0 = next;
+        }
+        Ok(deleted)
     })
 }
 
@@ -166,8 +199,9 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
     let started_at = pgrx::datetime::clock_timestamp();
     let mut counts = Counts::default();
     for kind in Expired::ALL {
+        let mut cursor = Cursor::start(kind);
         loop {
-            let deleted = delete_batch(kind, batch_size)?;
+            let deleted = delete_batch(kind, batch_size, &mut cursor)?;
             counts.add(kind, deleted);
             if deleted < batch_size as i64 {
                 break;

@@ -17,38 +17,105 @@ use agent_memory_core::{Error, kv, words};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{FirstRow, Statement, kept};
 use crate::sessions::{
-    INT4, INTERVAL, TEXT, TEXT_ARRAY, active, checked_id, checked_positive, idle_timeout_minutes,
-    renew_in, required, session_gone,
+    INT4, INTERVAL, JSONB, TEXT, TEXT_ARRAY, active, checked_id, checked_positive,
+    idle_timeout_minutes, required, session_gone, session_lock,
 };
 use crate::{sensitive, settings};
 
 const JSONB_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBARRAYOID);
 const INT4_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4ARRAYOID);
 
-/// Upsert the entries ($2 keys, $3 values, $4 words; $5 ttl or NULL for
-/// agent_memory.memory_ttl in minutes $6) and return the session's words
-/// afterwards. It runs after the session row is locked, so its snapshot sees
-/// every committed write of the session.
-static UPSERT_AND_TOTAL: Statement = Statement {
-    sql: "WITH written AS (
-            INSERT INTO agent_memory.kv_entries AS k (session_id, key, value, words, expires_at)
-            SELECT $1, e.key, e.value, e.words,
-                   pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6))
-            FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
-                            pg_catalog.unnest($4::int4[])) AS e(key, value, words)
-            ON CONFLICT (session_id, key) DO UPDATE
-               SET value = excluded.value,
-                   words = excluded.words,
-                   expires_at = excluded.expires_at,
-                   updated_at = pg_catalog.now(),
-                   created_at = CASE WHEN k.expires_at <= pg_catalog.now() THEN pg_catalog.now()
-                                     ELSE k.created_at END
-            RETURNING k.words)
-          SELECT (SELECT sum(words) FROM written)
-               + coalesce((SELECT sum(o.words) FROM agent_memory.kv_entries o
-                           WHERE o.session_id = $1 AND o.key <> ALL ($2)
-                             AND o.expires_at > pg_catalog.now()), 0)",
-    args: &[TEXT, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, INTERVAL, INT4],
+// The whole write, in one statement (the two forms differ only in where the
+// entries come from):
+//
+//  1. take the session's write lock: a transaction-scoped advisory lock, so
+//     every writer of one session queues here, first, and no two of them
+//     can deadlock over its entries;
+//  2. if the session ($1) is active (default idle minutes $7), upsert the
+//     entries ($2 keys, $3 values, $4 words; $5 ttl, or NULL for
+//     agent_memory.memory_ttl in minutes $6), each returning its exact
+//     change in words (ON CONFLICT sees the latest version of a key);
+//  3. if the write changes the session's words or brings its next expiry
+//     closer, or its recorded activity is over a second old, renew the
+//     session and update its word counter and next expiry. A write that
+//     changes neither touches only its entry (activity is recorded to the
+//     second).
+//
+// It returns whether anything was written (no: the session is gone), the
+// word counter, and whether an entry may have expired since the counter was
+// exact (then the caller recounts).
+macro_rules! write_statement {
+    ($entries:literal) => {
+        concat!(
+            "WITH locked AS (SELECT ",
+            session_lock!("$1"),
+            "),
+             s AS (
+               SELECT s.session_id, s.kv_words, s.kv_next_expiry FROM agent_memory.sessions s, locked
+               WHERE s.session_id = $1 AND ",
+            active!("s", "$7"),
+            "),
+             written AS (
+               INSERT INTO agent_memory.kv_entries AS k (session_id, key, value, words, prev_words, expires_at)
+               ",
+            $entries,
+            "
+               ON CONFLICT (session_id, key) DO UPDATE
+                  SET value = excluded.value,
+                      words = excluded.words,
+                      prev_words = k.words,
+                      expires_at = excluded.expires_at,
+                      updated_at = pg_catalog.now(),
+                      created_at = CASE WHEN k.expires_at <= pg_catalog.now() THEN pg_catalog.now()
+                                        ELSE k.created_at END
+               RETURNING k.words - k.prev_words AS delta, k.expires_at),
+             change AS (
+               SELECT count(*) AS n, coalesce(sum(delta), 0) AS words, min(expires_at) AS soonest FROM written),
+             renewed AS (
+               UPDATE agent_memory.sessions u
+               SET last_activity_at = pg_catalog.now(),
+                   kv_words = u.kv_words + (SELECT words FROM change),
+                   kv_next_expiry = least(u.kv_next_expiry, (SELECT soonest FROM change))
+               WHERE u.session_id = (SELECT session_id FROM s)
+                 AND ((SELECT words FROM change) <> 0
+                      OR (SELECT soonest FROM change) < u.kv_next_expiry
+                      OR u.last_activity_at < pg_catalog.now() - interval '1 second')
+               RETURNING u.kv_words, u.kv_next_expiry)
+           SELECT (SELECT n FROM change) > 0,
+                  coalesce((SELECT kv_words FROM renewed), (SELECT kv_words FROM s)),
+                  coalesce((SELECT kv_next_expiry FROM renewed), (SELECT kv_next_expiry FROM s))
+                    <= pg_catalog.now()"
+        )
+    };
+}
+
+/// One entry: what kv_set writes.
+static WRITE_ONE: Statement = Statement {
+    sql: write_statement!(
+        "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6))
+         FROM s"
+    ),
+    args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4],
+    writes: true,
+};
+
+/// Several entries: what update_context writes.
+static WRITE_MANY: Statement = Statement {
+    sql: write_statement!(
+        "SELECT s.session_id, e.key, e.value, e.words, 0,
+                pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6))
+         FROM s, ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
+                            pg_catalog.unnest($4::int4[])) AS e(key, value, words)"
+    ),
+    args: &[
+        TEXT,
+        TEXT_ARRAY,
+        JSONB_ARRAY,
+        INT4_ARRAY,
+        INTERVAL,
+        INT4,
+        INT4,
+    ],
     writes: true,
 };
 
@@ -61,9 +128,20 @@ static HELD: Statement = Statement {
     writes: false,
 };
 
-static EVICT: Statement = Statement {
-    sql: "DELETE FROM agent_memory.kv_entries WHERE session_id = $1 AND key = ANY ($2)",
-    args: &[TEXT, TEXT_ARRAY],
+/// After an exact count: evict the $2 keys, drop the session's expired
+/// entries, and set its counter to the exact total $3 and its next expiry.
+static RECOUNTED: Statement = Statement {
+    sql: "WITH gone AS (
+            DELETE FROM agent_memory.kv_entries
+            WHERE session_id = $1 AND (key = ANY ($2) OR expires_at <= pg_catalog.now()))
+          UPDATE agent_memory.sessions
+          SET kv_words = $3,
+              kv_next_expiry = coalesce(
+                (SELECT min(expires_at) FROM agent_memory.kv_entries
+                 WHERE session_id = $1 AND expires_at > pg_catalog.now() AND key <> ALL ($2)),
+                'infinity')
+          WHERE session_id = $1",
+    args: &[TEXT, TEXT_ARRAY, PgOid::BuiltIn(PgBuiltInOids::INT8OID)],
     writes: true,
 };
 
@@ -93,12 +171,30 @@ static GET_ALL: Statement = Statement {
 /// Delete live entries ($3 keys, or all when NULL) of a session that the
 /// caller has just renewed (so it is active); returns how many.
 static DELETE_KEYS: Statement = Statement {
-    sql: "WITH gone AS (
-            DELETE FROM agent_memory.kv_entries
-            WHERE session_id = $1 AND ($2::text[] IS NULL OR key = ANY ($2))
-            RETURNING expires_at)
-          SELECT count(*) FILTER (WHERE expires_at > pg_catalog.now())::int4 FROM gone",
-    args: &[TEXT, TEXT_ARRAY],
+    sql: concat!(
+        "WITH locked AS (SELECT ",
+        session_lock!("$1"),
+        "),
+         s AS (
+           SELECT s.session_id FROM agent_memory.sessions s, locked
+           WHERE s.session_id = $1 AND ",
+        active!("s", "$3"),
+        "),
+         gone AS (
+           DELETE FROM agent_memory.kv_entries k USING s
+           WHERE k.session_id = s.session_id AND ($2::text[] IS NULL OR k.key = ANY ($2))
+           RETURNING k.words, k.expires_at),
+         renewed AS (
+           UPDATE agent_memory.sessions
+           SET last_activity_at = pg_catalog.now(),
+               -- All keys: nothing is left. Some: take off what they held.
+               kv_words = CASE WHEN $2::text[] IS NULL THEN 0
+                               ELSE greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone)) END,
+               kv_next_expiry = CASE WHEN $2::text[] IS NULL THEN 'infinity' ELSE kv_next_expiry END
+           WHERE session_id = (SELECT session_id FROM s))
+         SELECT count(*) FILTER (WHERE expires_at > pg_catalog.now())::int4 FROM gone"
+    ),
+    args: &[TEXT, TEXT_ARRAY, INT4],
     writes: true,
 };
 
@@ -128,64 +224,87 @@ pub fn write_entries(
     let budget = settings::KV_WORD_BUDGET.get() as u64;
     let incoming = budget::check_fits(&counted, budget).or_report()?;
 
-    let keys: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
-    let values: Vec<JsonB> = entries.iter().map(|(_, v)| JsonB((*v).clone())).collect();
-    let word_counts: Vec<i32> = counted.iter().map(|(_, w)| *w as i32).collect();
+    let memory_ttl = settings::MEMORY_TTL_MIN.get();
+    let idle = idle_timeout_minutes();
 
     Spi::connect_mut(|client| {
-        if !renew_in(client, session_id)? {
+        let result = match entries {
+            [(key, value)] => {
+                let plan = kept(client, &WRITE_ONE).or_report()?;
+                let args = [
+                    session_id.into(),
+                    (*key).into(),
+                    JsonB((*value).clone()).into(),
+                    (counted[0].1 as i32).into(),
+                    ttl.into(),
+                    memory_ttl.into(),
+                    idle.into(),
+                ];
+                client.update(&*plan, None, &args).or_report()?.first()
+            }
+            _ => {
+                let keys: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
+                let values: Vec<JsonB> = entries.iter().map(|(_, v)| JsonB((*v).clone())).collect();
+                let words: Vec<i32> = counted.iter().map(|(_, w)| *w as i32).collect();
+                let plan = kept(client, &WRITE_MANY).or_report()?;
+                let args = [
+                    session_id.into(),
+                    keys.into(),
+                    values.into(),
+                    words.into(),
+                    ttl.into(),
+                    memory_ttl.into(),
+                    idle.into(),
+                ];
+                client.update(&*plan, None, &args).or_report()?.first()
+            }
+        };
+        let written = result.get::<bool>(1).or_report()?.unwrap_or(false);
+        if !written {
             return Err(session_gone(session_id)).or_report();
         }
-        let upsert = kept(client, &UPSERT_AND_TOTAL).or_report()?;
-        let total = client
+        let counter = result.get::<i64>(2).or_report()?.unwrap_or(0).max(0) as u64;
+        let may_hold_expired = result.get::<bool>(3).or_report()?.unwrap_or(true);
+        if counter <= budget && !may_hold_expired {
+            return Ok(Written {
+                words: incoming,
+                total_words: counter,
+                evicted: Vec::new(),
+            });
+        }
+        // Over the budget by the counter, or an entry may have expired: count
+        // the live entries exactly and evict the oldest until the write fits.
+        let held_plan = kept(client, &HELD).or_report()?;
+        let rows = client
+            .select(&*held_plan, None, &[session_id.into()])
+            .or_report()?;
+        let mut held_rows = Vec::with_capacity(rows.len());
+        for row in rows {
+            let key: String = required(row.get(1).or_report()?, "key")?;
+            let words: i32 = required(row.get(2).or_report()?, "words")?;
+            held_rows.push((key, words as u64));
+        }
+        let held: Vec<Held<'_>> = held_rows
+            .iter()
+            .map(|(key, words)| Held { key, words: *words })
+            .collect();
+        let plan = budget::plan_writes(&held, &counted, budget).or_report()?;
+        let recounted = kept(client, &RECOUNTED).or_report()?;
+        client
             .update(
-                &*upsert,
+                &*recounted,
                 None,
                 &[
                     session_id.into(),
-                    keys.clone().into(),
-                    values.into(),
-                    word_counts.into(),
-                    ttl.into(),
-                    settings::MEMORY_TTL_MIN.get().into(),
+                    plan.evicted.clone().into(),
+                    (plan.total_words as i64).into(),
                 ],
             )
-            .or_report()?
-            .first_value::<i64>(1)
             .or_report()?;
-        let mut total_words = required(total, "total words")? as u64;
-        let mut evicted = Vec::new();
-        if total_words > budget {
-            let held_plan = kept(client, &HELD).or_report()?;
-            let rows = client
-                .select(&*held_plan, None, &[session_id.into()])
-                .or_report()?;
-            let mut held_rows = Vec::with_capacity(rows.len());
-            for row in rows {
-                let key: String = required(row.get(1).or_report()?, "key")?;
-                let words: i32 = required(row.get(2).or_report()?, "words")?;
-                held_rows.push((key, words as u64));
-            }
-            let held: Vec<Held<'_>> = held_rows
-                .iter()
-                .map(|(key, words)| Held { key, words: *words })
-                .collect();
-            let plan = budget::plan_writes(&held, &counted, budget).or_report()?;
-            let evict = kept(client, &EVICT).or_report()?;
-            client
-                .update(
-                    &*evict,
-                    None,
-                    &[session_id.into(), plan.evicted.clone().into()],
-                )
-                .or_report()?;
-            total_words = plan.total_words;
-            evicted = plan.evicted;
-        }
         Ok(Written {
             words: incoming,
-            total_words,
-            evicted,
+            total_words: plan.total_words,
+            evicted: plan.evicted,
         })
     })
 }
@@ -264,12 +383,17 @@ fn kv_has(session_id: &str, key: &str) -> SqlResult<bool> {
 /// session, renewing its activity; 0 when the session is gone.
 pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32> {
     Spi::connect_mut(|client| {
-        if !renew_in(client, session_id)? {
-            return Ok(0);
-        }
         let plan = kept(client, &DELETE_KEYS).or_report()?;
         let deleted = client
-            .update(&*plan, None, &[session_id.into(), keys.into()])
+            .update(
+                &*plan,
+                None,
+                &[
+                    session_id.into(),
+                    keys.into(),
+                    idle_timeout_minutes().into(),
+                ],
+            )
             .or_report()?
             .first_value::<i32>(1)
             .or_report()?;

@@ -80,6 +80,20 @@ macro_rules! active {
 }
 pub(crate) use active;
 
+// The write lock of the session whose id is parameter $id: a transaction-scoped
+// advisory lock (class 1634559341, "amem"), taken first by everything that
+// changes a session's entries, so they queue instead of deadlocking.
+macro_rules! session_lock {
+    ($id:literal) => {
+        concat!(
+            "pg_catalog.pg_advisory_xact_lock(1634559341, pg_catalog.hashtext(",
+            $id,
+            "))"
+        )
+    };
+}
+pub(crate) use session_lock;
+
 static LOCK_FOR_CREATE: Statement = Statement {
     sql: concat!(
         "SELECT s.user_id, ",
@@ -101,7 +115,10 @@ static INSERT_SESSION: Statement = Statement {
 
 static DELETE_SESSION: Statement = Statement {
     sql: concat!(
-        "DELETE FROM agent_memory.sessions s WHERE s.session_id = $1 RETURNING ",
+        "WITH locked AS (SELECT ",
+        session_lock!("$1"),
+        ")
+         DELETE FROM agent_memory.sessions s USING locked WHERE s.session_id = $1 RETURNING ",
         active!("s", "$2")
     ),
     args: &[TEXT, INT4],

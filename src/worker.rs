@@ -17,7 +17,7 @@ use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 
-use crate::cleanup::{Counts, Expired, delete_batch, record_run};
+use crate::cleanup::{Counts, Cursor, Expired, delete_batch, record_run};
 use crate::error::{OrReport, SqlResult};
 use crate::settings;
 
@@ -100,13 +100,13 @@ fn ready() -> bool {
 
 /// One batch: bounded waits, so a foreground lock makes it fail fast rather
 /// than queue behind (or in front of) application work.
-fn batch(kind: Expired, size: i32) -> SqlResult<i64> {
+fn batch(kind: Expired, size: i32, cursor: &mut Cursor) -> SqlResult<i64> {
     Spi::run(
         "SET LOCAL lock_timeout = '1s'; SET LOCAL statement_timeout = '60s';
          SET LOCAL search_path = pg_catalog, pg_temp",
     )
     .or_report()?;
-    delete_batch(kind, size)
+    delete_batch(kind, size, cursor)
 }
 
 /// One cleanup run; returns the error that stopped it, if any.
@@ -119,14 +119,16 @@ fn run_once() -> Result<(), String> {
     let mut counts = Counts::default();
     let mut failure = None;
     'kinds: for kind in Expired::ALL {
+        let mut cursor = Cursor::start(kind);
         loop {
             if shutdown_requested() {
                 break 'kinds;
             }
-            match in_transaction(move || batch(kind, size))
-                .and_then(|r| r.map_err(|e| e.to_string()))
-            {
-                Ok(deleted) => {
+            let mut next = cursor.clone();
+            let outcome = in_transaction(move || batch(kind, size, &mut next).map(|n| (n, next)));
+            match outcome.and_then(|r| r.map_err(|e| e.to_string())) {
+                Ok((deleted, next)) => {
+                    cursor = next;
                     counts.add(kind, deleted);
                     if deleted < size as i64 {
                         break;

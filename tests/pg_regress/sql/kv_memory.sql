@@ -32,8 +32,8 @@ SELECT agent_memory.kv_get_all('kv');
 RESET agent_memory.kv_word_budget;
 
 -- Per-entry TTL; an expired entry is invisible at once and does not count.
-SELECT agent_memory.kv_set('kv', 'short', '"soon gone"', '1 minute') - 'total_words' AS written;
-UPDATE agent_memory.kv_entries SET expires_at = now() - interval '1 second' WHERE key = 'short';
+SELECT agent_memory.kv_set('kv', 'short', '"soon gone"', '1 millisecond') - 'total_words' AS written;
+SELECT pg_sleep(0.1);
 SELECT agent_memory.kv_get('kv', 'short') IS NULL AS expired_is_null, agent_memory.kv_has('kv', 'short');
 SELECT agent_memory.kv_get_all('kv') ? 'short' AS listed;
 SELECT agent_memory.kv_set('kv', 'other', '"x"') ->> 'total_words' AS total_without_expired;
