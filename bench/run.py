@@ -24,6 +24,7 @@ pgbench and psql.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import re
@@ -31,6 +32,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -114,6 +116,15 @@ def run_under_load(name: str, spec: dict, seconds: int, rounds: int) -> dict:
     clients = int(os.environ.get("BENCH_CLIENTS", spec.get("clients", 4)))
     duration = max(seconds, int(spec.get("seconds", 20)))
     alone, loaded, rates = [], [], []
+    # The worker connects to the bench database once it exists (it retries
+    # every few seconds after the database is created).
+    for _ in range(60):
+        if psql("SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'agent_memory cleanup' "
+                f"AND datname = '{DB}'") == "1":
+            break
+        time.sleep(0.5)
+    else:
+        raise RuntimeError(f"{name}: the cleanup worker never connected to {DB}")
     for _ in range(rounds):
         _, progress = pgbench_progress(spec["script"], clients, duration)
         alone.append(statistics.mean(tps for _, tps in progress[1:]))
@@ -136,6 +147,15 @@ def run_under_load(name: str, spec: dict, seconds: int, rounds: int) -> dict:
     print(f"   worker removed rows at {statistics.median(rates):,.0f} rows/s while the load ran", flush=True)
     return dict(case=name, kind=f"pgbench {clients} clients, during cleanup", unit="tps",
                 ext=a, base=b, ratio=a / b, baseline="same load, no cleanup")
+
+
+def run_peer(spec: dict, rounds: int) -> list[dict]:
+    """A peer library measured by its own script (in the bench virtualenv),
+    which prints one JSON row per line."""
+    python = os.environ.get("BENCH_PYTHON", "/opt/agent_memory/bench-venv/bin/python")
+    env = dict(os.environ, BENCH_DB=DB, BENCH_ROUNDS=str(rounds))
+    out = subprocess.run([python, ROOT / spec["script"]], check=True, capture_output=True, text=True, env=env)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
 def bulk_ms(statement: str) -> float:
@@ -190,6 +210,8 @@ def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
     for row in rows:
         print(f"   {row['kind']:<28} extension {row['ext']:>12,.1f} {row['unit']}   "
               f"{row['baseline']} {row['base']:>12,.1f} {row['unit']}   ratio {row['ratio']:.2f}", flush=True)
+    if "peer" in case:
+        rows += run_peer(case["peer"], rounds)
     if "under_load" in case:
         rows.append(run_under_load(name, case["under_load"], seconds, rounds))
     if "teardown" in case:

@@ -7,3 +7,26 @@ CREATE EXTENSION IF NOT EXISTS agent_memory;
 \dx agent_memory
 SELECT agent_memory.version();
 SELECT name, setting, unit FROM pg_settings WHERE name LIKE 'agent_memory.%' ORDER BY name;
+
+-- Sessions and key-value working memory (seed 004).
+SELECT agent_memory.create_session('alice', '{"channel": "web"}', session_id => 'trip-42');
+SELECT agent_memory.kv_set('trip-42', 'goal', '"find a flight to Lisbon next week"');
+SELECT agent_memory.update_context('trip-42', '{"budget": 1200, "seat": "window"}');
+SELECT jsonb_pretty(agent_memory.build_context('trip-42', include_metadata => true));
+
+-- The word budget evicts the oldest entries (here a budget of 12 words).
+SET agent_memory.kv_word_budget = 12;
+SELECT agent_memory.kv_set('trip-42', 'plan', '"compare three airlines then book"');
+SELECT agent_memory.kv_get_all('trip-42');
+RESET agent_memory.kv_word_budget;
+
+-- Sensitive data is refused, naming only what kind it is.
+\set ON_ERROR_STOP 0
+SELECT agent_memory.kv_set('trip-42', 'card', '"4111 1111 1111 1111"');
+\set ON_ERROR_STOP 1
+SELECT agent_memory.sensitive_findings('reach me at ana@example.com, cpf 529.982.247-25');
+
+-- Sessions, and the cleanup of what has expired.
+SELECT agent_memory.session_stats();
+SELECT agent_memory.cleanup_expired();
+SELECT agent_memory.end_session('trip-42');

@@ -5,12 +5,24 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 "$REPO_ROOT/scripts/setup.sh"
 "$REPO_ROOT/scripts/install.sh"
+# Peers run from their own virtualenv (outside /root, like PostgreSQL 18's).
+BENCH_VENV="${BENCH_VENV:-/opt/agent_memory/bench-venv}"
+if [ ! -x "$BENCH_VENV/bin/python" ] || ! "$BENCH_VENV/bin/python" -c 'import langgraph.store.postgres, psycopg' 2>/dev/null; then
+  say "installing the peers' Python packages into $BENCH_VENV"
+  python3 -m venv "$BENCH_VENV"
+  "$BENCH_VENV/bin/pip" install -q 'psycopg[binary]==3.3.9' 'langgraph-checkpoint-postgres==3.2.0'
+fi
+export BENCH_PYTHON="$BENCH_VENV/bin/python"
 # Commit durability is off so the figures compare CPU work, not fsync latency
 # (which would make every ratio look like 1).
+# The cleanup worker serves the bench database but stays parked (1h) unless
+# a case wakes it (cleanup_under_load), so it cannot disturb other cases.
 CLUSTER_CONF="shared_buffers = '512MB'
 synchronous_commit = off
 max_wal_size = '4GB'
-jit = off" "$REPO_ROOT/scripts/cluster.sh" start bench --fresh
+jit = off
+agent_memory.database = 'agent_memory_bench'
+agent_memory.cleanup_interval = '1h'" "$REPO_ROOT/scripts/cluster.sh" start bench --fresh
 trap '"$REPO_ROOT/scripts/cluster.sh" stop bench' EXIT
 eval "$("$REPO_ROOT/scripts/cluster.sh" env bench)"
 PG_BINDIR="$PG_BINDIR" python3 bench/run.py

@@ -51,3 +51,14 @@ scratch_dir() {
   chown "$PG_OS_USER": "$SCRATCH" "$dir"
   echo "$dir"
 }
+
+# cargo-pgrx overwrites the installed agent_memory.so in place (same inode),
+# which crashes every running server that has it loaded. Give the path a
+# fresh copy (new inode) first: running servers keep the old file mapped,
+# and the overwrite lands on a copy nobody uses yet.
+detach_installed_library() {
+  local lib; lib="$("$PG_CONFIG" --pkglibdir)/agent_memory.so"
+  if [ -f "$lib" ]; then
+    cp -p "$lib" "$lib.new.$$" && mv -f "$lib.new.$$" "$lib"
+  fi
+}

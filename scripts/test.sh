@@ -56,6 +56,7 @@ layer_unit() {
 
 layer_pg_test() {
   local pgdata; pgdata="$(scratch_dir "pgrx-test-pg$PG")"
+  detach_installed_library
   run_cargo_layer pg_test pg_test cargo pgrx test "pg$PG" --runas "$PG_OS_USER" --pgdata "$pgdata"
 }
 

@@ -12,7 +12,7 @@ use serde_json::json;
 use agent_memory_core::Error;
 
 use crate::error::{OrReport, SqlResult};
-use crate::plans::{FirstRow, Statement, kept};
+use crate::plans::{Statement, first_value_of, kept};
 use crate::sessions::{INT4, TEXT, idle_timeout_minutes};
 use crate::settings;
 
@@ -164,26 +164,18 @@ pub fn record_run(
     counts: Counts,
     error: Option<&str>,
 ) -> SqlResult<i64> {
-    Spi::connect_mut(|client| {
-        let plan = kept(client, &RECORD_RUN).or_report()?;
-        let id = client
-            .update(
-                &*plan,
-                None,
-                &[
-                    started_at.into(),
-                    triggered_by.into(),
-                    counts.sessions.into(),
-                    counts.entries.into(),
-                    counts.batches.into(),
-                    error.into(),
-                ],
-            )
-            .or_report()?
-            .first_value::<i64>(1)
-            .or_report()?;
-        crate::sessions::required(id, "run_id")
-    })
+    let id = first_value_of::<i64>(
+        &RECORD_RUN,
+        &[
+            started_at.into(),
+            triggered_by.into(),
+            counts.sessions.into(),
+            counts.entries.into(),
+            counts.batches.into(),
+            error.into(),
+        ],
+    )?;
+    crate::sessions::required(id, "run_id")
 }
 
 #[pg_extern(volatile, parallel_unsafe)]

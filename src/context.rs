@@ -10,7 +10,7 @@ use agent_memory_core::{Error, kv};
 
 use crate::error::{OrReport, SqlResult};
 use crate::kv::{delete_keys, write_entries};
-use crate::plans::{FirstRow, Statement, kept};
+use crate::plans::{Statement, first_value_of};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY, active, checked_id, idle_timeout_minutes, required};
 
 const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
@@ -67,24 +67,16 @@ fn build_context(
 ) -> SqlResult<JsonB> {
     let session_id = checked_id("session_id", session_id)?;
     let include_metadata = include_metadata.unwrap_or(false);
-    Spi::connect(|client| {
-        let plan = kept(client, &BUILD).or_report()?;
-        let context = client
-            .select(
-                &*plan,
-                None,
-                &[
-                    session_id.into(),
-                    idle_timeout_minutes().into(),
-                    keys.into(),
-                    include_metadata.into(),
-                ],
-            )
-            .or_report()?
-            .first_value::<JsonB>(1)
-            .or_report()?;
-        required(context, "context")
-    })
+    let context = first_value_of::<JsonB>(
+        &BUILD,
+        &[
+            session_id.into(),
+            idle_timeout_minutes().into(),
+            keys.into(),
+            include_metadata.into(),
+        ],
+    )?;
+    required(context, "context")
 }
 
 #[pg_extern(volatile, parallel_unsafe)]

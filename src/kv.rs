@@ -15,7 +15,7 @@ use agent_memory_core::budget::{self, Held};
 use agent_memory_core::{Error, kv, words};
 
 use crate::error::{OrReport, SqlResult};
-use crate::plans::{FirstRow, Statement, kept};
+use crate::plans::{Statement, first_value_of, kept};
 use crate::sessions::{
     INT4, INTERVAL, JSONB, TEXT, TEXT_ARRAY, active, checked_id, checked_positive,
     idle_timeout_minutes, required, session_gone, session_lock,
@@ -336,35 +336,19 @@ fn kv_set(
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonB>> {
-    Spi::connect(|client| {
-        let plan = kept(client, &GET).or_report()?;
-        client
-            .select(
-                &*plan,
-                None,
-                &[session_id.into(), idle_timeout_minutes().into(), key.into()],
-            )
-            .or_report()?
-            .first_value::<JsonB>(1)
-            .or_report()
-    })
+    first_value_of::<JsonB>(
+        &GET,
+        &[session_id.into(), idle_timeout_minutes().into(), key.into()],
+    )
 }
 
 /// All live entries of a session as one object (NULL for a session that does
 /// not exist or has expired).
 pub fn get_all(session_id: &str) -> SqlResult<Option<JsonB>> {
-    Spi::connect(|client| {
-        let plan = kept(client, &GET_ALL).or_report()?;
-        client
-            .select(
-                &*plan,
-                None,
-                &[session_id.into(), idle_timeout_minutes().into()],
-            )
-            .or_report()?
-            .first_value::<JsonB>(1)
-            .or_report()
-    })
+    first_value_of::<JsonB>(
+        &GET_ALL,
+        &[session_id.into(), idle_timeout_minutes().into()],
+    )
 }
 
 #[pg_extern(stable, parallel_safe)]
@@ -382,23 +366,15 @@ fn kv_has(session_id: &str, key: &str) -> SqlResult<bool> {
 /// Delete the given live keys (all when `keys` is None) of an active
 /// session, renewing its activity; 0 when the session is gone.
 pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32> {
-    Spi::connect_mut(|client| {
-        let plan = kept(client, &DELETE_KEYS).or_report()?;
-        let deleted = client
-            .update(
-                &*plan,
-                None,
-                &[
-                    session_id.into(),
-                    keys.into(),
-                    idle_timeout_minutes().into(),
-                ],
-            )
-            .or_report()?
-            .first_value::<i32>(1)
-            .or_report()?;
-        Ok(deleted.unwrap_or(0))
-    })
+    let deleted = first_value_of::<i32>(
+        &DELETE_KEYS,
+        &[
+            session_id.into(),
+            keys.into(),
+            idle_timeout_minutes().into(),
+        ],
+    )?;
+    Ok(deleted.unwrap_or(0))
 }
 
 #[pg_extern(volatile, parallel_unsafe)]

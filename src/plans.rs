@@ -68,3 +68,31 @@ impl FirstRow for pgrx::spi::SpiTupleTable<'_> {
         }
     }
 }
+
+/// Run a kept statement in its own SPI connection and return column 1 of
+/// its first row (None: no row, or NULL). Writing statements run read-write.
+pub fn first_value_of<T: pgrx::FromDatum + pgrx::IntoDatum>(
+    statement: &'static Statement,
+    args: &[pgrx::datum::DatumWithOid<'_>],
+) -> crate::error::SqlResult<Option<T>> {
+    use crate::error::OrReport;
+    if statement.writes {
+        pgrx::Spi::connect_mut(|client| {
+            let plan = kept(client, statement).or_report()?;
+            client
+                .update(&*plan, None, args)
+                .or_report()?
+                .first_value::<T>(1)
+                .or_report()
+        })
+    } else {
+        pgrx::Spi::connect(|client| {
+            let plan = kept(client, statement).or_report()?;
+            client
+                .select(&*plan, None, args)
+                .or_report()?
+                .first_value::<T>(1)
+                .or_report()
+        })
+    }
+}

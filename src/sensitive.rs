@@ -1,6 +1,14 @@
-//! Sensitive data: the SQL face of the detector, and the guard every
-//! key-value write passes through.
+//! What every key-value write must pass: the curator function, when one is
+//! configured, and the built-in sensitive-data check.
+//!
+//! Seed 004 has an AI curator approve each write and falls back to a basic
+//! validator when the curator fails. Here `agent_memory.curator` names a SQL
+//! function `(key text, value jsonb) returns boolean`: true stores, false
+//! refuses; when it raises an error or returns NULL, the built-in check
+//! decides. It runs in a subtransaction, so its failure undoes only itself.
 
+use pgrx::JsonB;
+use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use serde_json::Value;
 
@@ -8,7 +16,8 @@ use agent_memory_core::error::quoted;
 use agent_memory_core::{Error, kv, sensitive};
 
 use crate::error::{OrReport, SqlResult};
-use crate::settings::{SENSITIVE_DATA, SensitiveData};
+use crate::plans::FirstRow;
+use crate::settings::{CURATOR, SENSITIVE_DATA, SensitiveData};
 
 /// The kinds of sensitive data found in a text (never the data itself).
 #[pg_extern(immutable, parallel_safe)]
@@ -19,10 +28,29 @@ fn sensitive_findings(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// Refuse to store `value` under `key` when it holds sensitive data, unless
-/// `agent_memory.sensitive_data = 'allow'`. The error names the kinds found,
-/// never the data.
+/// Decide whether `value` may be stored under `key`: the curator's verdict
+/// when it gives one, otherwise the built-in check (refuse sensitive data
+/// unless `agent_memory.sensitive_data = 'allow'`). Errors name the kinds
+/// found, never the data.
 pub fn guard_write(key: &str, value: &Value) -> SqlResult<()> {
+    if let Some(curator) = curator_name() {
+        match ask_curator(&curator, key, value)? {
+            Some(true) => return Ok(()),
+            Some(false) => {
+                return Err(Error::invalid(format!(
+                    "the curator refused the value of key {}",
+                    quoted(key)
+                ))
+                .with_detail(format!("{curator} returned false. Nothing was stored.")))
+                .or_report();
+            }
+            None => {} // the curator failed: the built-in check decides
+        }
+    }
+    builtin_check(key, value)
+}
+
+fn builtin_check(key: &str, value: &Value) -> SqlResult<()> {
     if SENSITIVE_DATA.get() == SensitiveData::Allow {
         return Ok(());
     }
@@ -37,4 +65,100 @@ pub fn guard_write(key: &str, value: &Value) -> SqlResult<()> {
     .with_detail(format!("Found: {}. Nothing was stored.", found.join(", ")))
     .with_hint("Remove it, or have a superuser set agent_memory.sensitive_data = 'allow'."))
     .or_report()
+}
+
+/// The configured curator, if any.
+fn curator_name() -> Option<String> {
+    CURATOR
+        .get()
+        .and_then(|name| name.into_string().ok())
+        .map(|name| name.trim().to_string())
+        .filter(|name| !name.is_empty())
+}
+
+/// The statement that calls the curator, or an error when the setting names
+/// no function (key text, value jsonb) returns boolean. Functions run with
+/// search_path pg_catalog, pg_temp, so the name must carry its schema.
+fn curator_call(name: &str) -> SqlResult<String> {
+    let function = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT p.oid::regproc::text FROM pg_catalog.pg_proc p
+                 WHERE p.oid = pg_catalog.to_regprocedure($1 || '(text, jsonb)')
+                   AND p.prorettype = 'pg_catalog.bool'::pg_catalog.regtype",
+                None,
+                &[name.into()],
+            )?
+            .first_value::<String>(1)
+    })
+    .or_report()?;
+    match function {
+        Some(function) => Ok(format!("SELECT {function}($1, $2)")),
+        None => Err(Error::invalid(format!(
+            "agent_memory.curator {} names no function (key text, value jsonb) returns boolean",
+            quoted(name)
+        ))
+        .with_hint("Give the function's schema, e.g. 'public.approve_memory'."))
+        .or_report(),
+    }
+}
+
+/// The curator's verdict: Some(approved), or None when it raised an error or
+/// returned NULL.
+fn ask_curator(name: &str, key: &str, value: &Value) -> SqlResult<Option<bool>> {
+    let call = curator_call(name)?;
+    let value = JsonB(value.clone());
+    let verdict = in_subtransaction(move || {
+        Spi::connect_mut(|client| {
+            client
+                .update(call.as_str(), None, &[key.into(), value.into()])?
+                .first_value::<bool>(1)
+        })
+    });
+    match verdict {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(spi_error)) => {
+            warning!("agent_memory.curator failed, the built-in check decides: {spi_error}");
+            Ok(None)
+        }
+        Err(message) => {
+            warning!("agent_memory.curator failed, the built-in check decides: {message}");
+            Ok(None)
+        }
+    }
+}
+
+/// Run `body` in an internal subtransaction, as PL/pgSQL runs an
+/// EXCEPTION block: an error rolls back what it did and comes back as its
+/// message; the caller's transaction goes on.
+fn in_subtransaction<R>(body: impl FnOnce() -> R + std::panic::UnwindSafe) -> Result<R, String> {
+    // SAFETY: the PL/pgSQL pattern: remember the memory context and resource
+    // owner, begin, and on either outcome release or roll back the
+    // subtransaction and restore both.
+    unsafe {
+        let context = pg_sys::CurrentMemoryContext;
+        let owner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(std::ptr::null());
+        pg_sys::MemoryContextSwitchTo(context);
+        let outcome = PgTryBuilder::new(|| Ok(body()))
+            .catch_others(|caught| {
+                Err(match caught {
+                    CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => {
+                        e.message().to_string()
+                    }
+                    CaughtError::RustPanic { ereport, .. } => ereport.message().to_string(),
+                })
+            })
+            .execute();
+        pg_sys::MemoryContextSwitchTo(context);
+        if outcome.is_ok() {
+            pg_sys::ReleaseCurrentSubTransaction();
+        } else {
+            pg_sys::FlushErrorState();
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        }
+        pg_sys::MemoryContextSwitchTo(context);
+        pg_sys::CurrentResourceOwner = owner;
+        outcome
+    }
 }

@@ -14,7 +14,7 @@ use agent_memory_core::Error;
 use agent_memory_core::error::quoted;
 
 use crate::error::{OrReport, SqlResult};
-use crate::plans::{FirstRow, Statement, kept};
+use crate::plans::{FirstRow, Statement, first_value_of, kept};
 use crate::settings;
 
 pub const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
@@ -282,49 +282,31 @@ fn renew_activity(session_id: &str) -> SqlResult<bool> {
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn is_active(session_id: &str) -> SqlResult<bool> {
-    Spi::connect(|client| {
-        let plan = kept(client, &IS_ACTIVE).or_report()?;
-        let row = client
-            .select(
-                &*plan,
-                None,
-                &[session_id.into(), idle_timeout_minutes().into()],
-            )
-            .or_report()?;
-        Ok(row.first_value::<bool>(1).or_report()?.unwrap_or(false))
-    })
+    let active = first_value_of::<bool>(
+        &IS_ACTIVE,
+        &[session_id.into(), idle_timeout_minutes().into()],
+    )?;
+    Ok(active.unwrap_or(false))
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn end_session(session_id: &str) -> SqlResult<bool> {
-    Spi::connect_mut(|client| {
-        let plan = kept(client, &DELETE_SESSION).or_report()?;
-        let deleted = client
-            .update(
-                &*plan,
-                None,
-                &[session_id.into(), idle_timeout_minutes().into()],
-            )
-            .or_report()?;
-        // An expired session is removed too, but it was already gone.
-        Ok(deleted.first_value::<bool>(1).or_report()?.unwrap_or(false))
-    })
+    // An expired session is removed too, but it was already gone: false.
+    let was_active = first_value_of::<bool>(
+        &DELETE_SESSION,
+        &[session_id.into(), idle_timeout_minutes().into()],
+    )?;
+    Ok(was_active.unwrap_or(false))
 }
 
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn session_stats() -> SqlResult<JsonB> {
-    Spi::connect(|client| {
-        let plan = kept(client, &STATS).or_report()?;
-        let row = client
-            .select(&*plan, None, &[idle_timeout_minutes().into()])
-            .or_report()?;
-        row.first_value::<JsonB>(1)
-            .or_report()?
-            .ok_or_else(|| Error::internal("session statistics returned no row"))
-            .or_report()
-    })
+    required(
+        first_value_of::<JsonB>(&STATS, &[idle_timeout_minutes().into()])?,
+        "session statistics",
+    )
 }
 
 #[pg_extern(stable, parallel_safe)]

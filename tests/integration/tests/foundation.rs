@@ -31,10 +31,19 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
                     ('s-2', 'bob', NULL, '{}', NULL)",
         )
         .unwrap();
+    client
+        .batch_execute(
+            "SELECT agent_memory.kv_set('s-1', 'goal', '\"book a table for two\"');
+             SELECT agent_memory.update_context('s-1', '{\"n\": 12345678901234567890.5, \"tags\": [\"a\", \"b\"]}')",
+        )
+        .unwrap();
     let snapshot = |client: &mut postgres::Client| -> Vec<String> {
         client
             .query(
-                "SELECT to_jsonb(s)::text FROM agent_memory.sessions s ORDER BY session_id",
+                "SELECT to_jsonb(s)::text FROM agent_memory.sessions s
+                 UNION ALL
+                 SELECT to_jsonb(k)::text FROM agent_memory.kv_entries k
+                 ORDER BY 1",
                 &[],
             )
             .unwrap()
@@ -43,7 +52,7 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
             .collect()
     };
     let before = snapshot(&mut client);
-    assert_eq!(before.len(), 2);
+    assert_eq!(before.len(), 5, "two sessions and three entries");
 
     let dump =
         std::env::temp_dir().join(format!("agent_memory_dump_{}.custom", std::process::id()));

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""agent_memory against LangGraph's PostgresStore, from Python.
+
+Same server, same database, same client library (psycopg 3), one
+autocommit connection each, operations one after another, as an agent
+would call them. Alternating rounds; medians. Plain SQL on agent_memory's
+table is measured in the same run for context.
+
+Prints one JSON object per line (the rows bench/run.py puts in
+BENCHMARKS.md). Connection: the libpq PG* variables; database in BENCH_DB.
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+import psycopg
+from langgraph.store.postgres import PostgresStore
+
+DB = os.environ.get("BENCH_DB", "agent_memory_bench")
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", 3))
+PUTS = int(os.environ.get("BENCH_PEER_PUTS", 2000))
+GETS = int(os.environ.get("BENCH_PEER_GETS", 5000))
+KEYS = 50
+VALUE = {"note": "the user prefers window seats and vegetarian meals"}
+CONNINFO = f"dbname={DB}"
+
+
+def rate(n, fn):
+    start = time.perf_counter()
+    for i in range(n):
+        fn(i)
+    return n / (time.perf_counter() - start)
+
+
+def main():
+    store_cm = PostgresStore.from_conn_string(CONNINFO)
+    store = store_cm.__enter__()
+    store.setup()
+    ours = psycopg.connect(CONNINFO, autocommit=True)
+    ours.execute("SELECT agent_memory.create_session('peer-bench', session_id => 'peer')")
+    value_json = json.dumps(VALUE)
+    namespace = ("users", "peer")
+
+    def lg_put(i):
+        store.put(namespace, f"k{i % KEYS}", VALUE)
+
+    def lg_get(i):
+        store.get(namespace, f"k{i % KEYS}")
+
+    def am_put(i):
+        ours.execute("SELECT agent_memory.kv_set('peer', %s, %s::jsonb)", (f"k{i % KEYS}", value_json))
+
+    def am_get(i):
+        ours.execute("SELECT agent_memory.kv_get('peer', %s)", (f"k{i % KEYS}",)).fetchone()
+
+    def sql_put(i):
+        ours.execute(
+            """INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
+               VALUES ('peer', %s, %s::jsonb, 9, now() + interval '500 hours')
+               ON CONFLICT (session_id, key) DO UPDATE
+               SET value = excluded.value, words = excluded.words, updated_at = now(),
+                   expires_at = excluded.expires_at""",
+            (f"k{i % KEYS}", value_json),
+        )
+
+    def sql_get(i):
+        ours.execute(
+            "SELECT value FROM agent_memory.kv_entries WHERE session_id = 'peer' AND key = %s AND expires_at > now()",
+            (f"k{i % KEYS}",),
+        ).fetchone()
+
+    # Warm up every path (plans, caches, the rows themselves).
+    for fn in (lg_put, am_put, lg_get, am_get, sql_put, sql_get):
+        for i in range(KEYS):
+            fn(i)
+
+    results = {name: [] for name in ("lg_put", "am_put", "sql_put", "lg_get", "am_get", "sql_get")}
+    for r in range(ROUNDS):
+        order = [("lg_put", PUTS, lg_put), ("am_put", PUTS, am_put), ("sql_put", PUTS, sql_put),
+                 ("lg_get", GETS, lg_get), ("am_get", GETS, am_get), ("sql_get", GETS, sql_get)]
+        if r % 2:
+            order.reverse()
+        for name, n, fn in order:
+            results[name].append(rate(n, fn))
+    med = {k: statistics.median(v) for k, v in results.items()}
+
+    def row(kind, ext, base, baseline):
+        print(json.dumps(dict(case="langgraph_store", kind=kind, unit="ops/s", ext=med[ext], base=med[base],
+                              ratio=med[ext] / med[base], baseline=baseline)))
+
+    row("put: kv_set vs PostgresStore.put", "am_put", "lg_put", "LangGraph PostgresStore")
+    row("get: kv_get vs PostgresStore.get", "am_get", "lg_get", "LangGraph PostgresStore")
+    row("put: kv_set vs plain upsert (Python)", "am_put", "sql_put", "plain SQL")
+    row("get: kv_get vs plain SELECT (Python)", "am_get", "sql_get", "plain SQL")
+    store_cm.__exit__(None, None, None)
+    ours.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
