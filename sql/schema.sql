@@ -14,7 +14,6 @@ CREATE TABLE agent_memory.sessions (
     metadata         jsonb       NOT NULL DEFAULT '{}',
     created_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
     last_activity_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    ended_at         timestamptz,
     -- NULL: agent_memory.session_idle_timeout applies.
     idle_timeout     interval,
     -- Words of the session's stored kv_entries, kept by every write, and a
