@@ -5,9 +5,9 @@ Each case in bench/cases/*.toml pairs an operation of the extension with a
 baseline doing the same work (plain SQL on the same tables, later also peer
 libraries), measured in the same run on the same cluster:
 
-  [pgbench]  client throughput: the same pgbench custom script shape for both,
+  [pgbench*] client throughput: the same pgbench custom script shape for both,
              -M prepared, alternating A/B over several rounds; median tps.
-  [bulk]     in-database cost: one statement each, timed inside the server
+  [bulk*]    in-database cost: one statement each, timed inside the server
              (clock_timestamp around EXECUTE), alternating; median ms.
 
 It prints per case both figures and their ratio (extension / baseline speed:
@@ -194,8 +194,8 @@ def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
         rows.append(dict(case=name, kind=f"{label + ', ' if label else ''}pgbench {clients} clients", unit="tps",
                          ext=ext, base=base, ratio=ext / base,
                          baseline=spec.get("baseline_name", "plain SQL")))
-    if "bulk" in case:
-        spec = case["bulk"]
+    for section in [k for k in case if k.startswith("bulk")]:
+        spec = case[section]
         def timed(statement: str):
             def run():
                 if "reset" in spec:

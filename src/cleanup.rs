@@ -43,9 +43,9 @@ impl Expired {
     }
 }
 
-// Both statements take $1 batch size, $2 default idle timeout in minutes and
-// $3 where the previous batch stopped, and return how many rows they removed
-// and where they stopped. Resuming there, instead of scanning from the start
+// Both statements take $1 batch size and $2 where the previous batch stopped
+// (sessions also $3, the default idle timeout in minutes), and return how
+// many rows they removed and where they stopped. Resuming there, instead of scanning from the start
 // again, keeps a run linear: within one transaction the rows earlier batches
 // removed are still in the way of a scan that starts over.
 
@@ -56,14 +56,14 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement {
             DELETE FROM agent_memory.sessions
             WHERE ctid = ANY (ARRAY (
               SELECT s.ctid FROM agent_memory.sessions s
-              WHERE s.ctid > $3::tid
+              WHERE s.ctid > $2::tid
                 AND s.last_activity_at <= pg_catalog.now()
-                                          - coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2))
+                                          - coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $3))
               ORDER BY s.ctid
               LIMIT $1 FOR UPDATE SKIP LOCKED))
             RETURNING ctid)
           SELECT count(*), max(ctid)::text FROM gone",
-    args: &[INT4, INT4, TEXT],
+    args: &[INT4, TEXT, INT4],
     writes: true,
 };
 
@@ -73,12 +73,12 @@ static DELETE_EXPIRED_ENTRIES: Statement = Statement {
             DELETE FROM agent_memory.kv_entries
             WHERE ctid = ANY (ARRAY (
               SELECT k.ctid FROM agent_memory.kv_entries k
-              WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $3::timestamptz AND $2 IS NOT NULL
+              WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $2::timestamptz
               ORDER BY k.expires_at
               LIMIT $1 FOR UPDATE SKIP LOCKED))
             RETURNING expires_at)
           SELECT count(*), max(expires_at)::text FROM gone",
-    args: &[INT4, INT4, TEXT],
+    args: &[INT4, TEXT],
     writes: true,
 };
 
@@ -119,18 +119,20 @@ impl Cursor {
 pub fn delete_batch(kind: Expired, batch_size: i32, cursor: &mut Cursor) -> SqlResult<i64> {
     Spi::connect_mut(|client| {
         let plan = kept(client, kind.statement()).or_report()?;
-        let row = client
-            .update(
+        let after = cursor.0.as_str();
+        let table = match kind {
+            Expired::Sessions => client.update(
                 &*plan,
                 None,
                 &[
                     batch_size.into(),
+                    after.into(),
                     idle_timeout_minutes().into(),
-                    cursor.0.as_str().into(),
                 ],
-            )
-            .or_report()?
-            .first();
+            ),
+            Expired::Entries => client.update(&*plan, None, &[batch_size.into(), after.into()]),
+        };
+        let row = table.or_report()?.first();
         let deleted = row.get::<i64>(1).or_report()?.unwrap_or(0);
         if let Some(next) = row.get::<String>(2).or_report()? {
             cursor.0 = next;

@@ -93,6 +93,9 @@ def main():
 
     row("put: kv_set vs PostgresStore.put", "am_put", "lg_put", "LangGraph PostgresStore")
     row("get: kv_get vs PostgresStore.get", "am_get", "lg_get", "LangGraph PostgresStore")
+    # How far any SQL function could get: plain SQL against LangGraph.
+    row("put: plain upsert vs PostgresStore.put", "sql_put", "lg_put", "LangGraph PostgresStore")
+    row("get: plain SELECT vs PostgresStore.get", "sql_get", "lg_get", "LangGraph PostgresStore")
     row("put: kv_set vs plain upsert (Python)", "am_put", "sql_put", "plain SQL")
     row("get: kv_get vs plain SELECT (Python)", "am_get", "sql_get", "plain SQL")
     store_cm.__exit__(None, None, None)
