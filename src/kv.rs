@@ -1,10 +1,11 @@
 //! Key-value working memory per session (seed 004's working memory).
 //!
 //! Every write goes through [`write_entries`]: sensitive-data guard, word
-//! budget, then, under the session's row lock (which also renews its
-//! activity), one statement that upserts the entries and sums the session's
-//! words; only a write that overflows the budget reads the entries back to
-//! evict the oldest. Expired entries, and every entry of an expired session,
+//! budget, then, under the session's write lock, one statement that upserts
+//! the entries and reads the session's word counter; the session row is
+//! written only when its words, next expiry or (to the second) activity
+//! change, and only a write that overflows the budget reads the entries back
+//! to evict the oldest. Expired entries, and every entry of an expired session,
 //! are invisible to reads at once.
 
 use pgrx::prelude::*;
@@ -18,82 +19,53 @@ use crate::error::{OrReport, SqlResult};
 use crate::plans::{Statement, first_value_of, kept};
 use crate::sessions::{
     INT4, INTERVAL, JSONB, TEXT, TEXT_ARRAY, active, checked_id, checked_positive,
-    idle_timeout_minutes, required, session_gone, session_lock,
+    idle_timeout_minutes, lock_session, required, session_gone,
 };
 use crate::{sensitive, settings};
 
 const JSONB_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBARRAYOID);
 const INT4_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4ARRAYOID);
+const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
 
-// The whole write, in one statement (the two forms differ only in where the
-// entries come from):
-//
-//  1. take the session's write lock: a transaction-scoped advisory lock, so
-//     every writer of one session queues here, first, and no two of them
-//     can deadlock over its entries;
-//  2. if the session ($1) is active (default idle minutes $7), upsert the
-//     entries ($2 keys, $3 values, $4 words; $5 ttl, or NULL for
-//     agent_memory.memory_ttl in minutes $6), each returning its exact
-//     change in words (ON CONFLICT sees the latest version of a key);
-//  3. if the write changes the session's words or brings its next expiry
-//     closer, or its recorded activity is over a second old, renew the
-//     session and update its word counter and next expiry. A write that
-//     changes neither touches only its entry (activity is recorded to the
-//     second).
-//
-// It returns whether anything was written (no: the session is gone), the
-// word counter, and whether an entry may have expired since the counter was
-// exact (then the caller recounts).
-macro_rules! write_statement {
-    ($entries:literal) => {
+// The write, under the session's write lock (taken first, so every writer
+// of one session queues and none can deadlock over its entries): if the
+// session ($1) is active (default idle minutes $7), upsert the entries ($2
+// keys, $3 values, $4 words; $5 ttl, or NULL for agent_memory.memory_ttl in
+// minutes $6). Each returned row carries the entry's exact change in words
+// (ON CONFLICT sees the latest version of a key) and the session's state,
+// read in the same statement as one int8 array (see SessionState). No row:
+// the session is gone.
+macro_rules! upsert_statement {
+    ($($entries:expr),+) => {
         concat!(
-            "WITH locked AS (SELECT ",
-            session_lock!("$1"),
-            "),
-             s AS (
-               SELECT s.session_id, s.kv_words, s.kv_next_expiry FROM agent_memory.sessions s, locked
-               WHERE s.session_id = $1 AND ",
-            active!("s", "$7"),
-            "),
-             written AS (
-               INSERT INTO agent_memory.kv_entries AS k (session_id, key, value, words, prev_words, expires_at)
-               ",
-            $entries,
+            "INSERT INTO agent_memory.kv_entries AS k (session_id, key, value, words, prev_words, expires_at)
+             ",
+            $($entries),+,
             "
-               ON CONFLICT (session_id, key) DO UPDATE
-                  SET value = excluded.value,
-                      words = excluded.words,
-                      prev_words = k.words,
-                      expires_at = excluded.expires_at,
-                      updated_at = pg_catalog.now(),
-                      created_at = CASE WHEN k.expires_at <= pg_catalog.now() THEN pg_catalog.now()
-                                        ELSE k.created_at END
-               RETURNING k.words - k.prev_words AS delta, k.expires_at),
-             change AS (
-               SELECT count(*) AS n, coalesce(sum(delta), 0) AS words, min(expires_at) AS soonest FROM written),
-             renewed AS (
-               UPDATE agent_memory.sessions u
-               SET last_activity_at = pg_catalog.now(),
-                   kv_words = u.kv_words + (SELECT words FROM change),
-                   kv_next_expiry = least(u.kv_next_expiry, (SELECT soonest FROM change))
-               WHERE u.session_id = (SELECT session_id FROM s)
-                 AND ((SELECT words FROM change) <> 0
-                      OR (SELECT soonest FROM change) < u.kv_next_expiry
-                      OR u.last_activity_at < pg_catalog.now() - interval '1 second')
-               RETURNING u.kv_words, u.kv_next_expiry)
-           SELECT (SELECT n FROM change) > 0,
-                  coalesce((SELECT kv_words FROM renewed), (SELECT kv_words FROM s)),
-                  coalesce((SELECT kv_next_expiry FROM renewed), (SELECT kv_next_expiry FROM s))
-                    <= pg_catalog.now()"
+             ON CONFLICT (session_id, key) DO UPDATE
+                SET value = excluded.value,
+                    words = excluded.words,
+                    prev_words = k.words,
+                    expires_at = excluded.expires_at,
+                    updated_at = pg_catalog.now(),
+                    created_at = CASE WHEN k.expires_at <= pg_catalog.now() THEN pg_catalog.now()
+                                      ELSE k.created_at END
+             RETURNING k.words - k.prev_words,
+               (SELECT ARRAY[u.kv_words,
+                             (u.kv_next_expiry <= pg_catalog.now())::int4::int8,
+                             (k.expires_at < u.kv_next_expiry)::int4::int8,
+                             (u.last_activity_at < pg_catalog.now() - interval '1 second')::int4::int8]
+                FROM agent_memory.sessions u WHERE u.session_id = k.session_id)"
         )
     };
 }
 
 /// One entry: what kv_set writes.
 static WRITE_ONE: Statement = Statement {
-    sql: write_statement!(
+    sql: upsert_statement!(
         "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6))
-         FROM s"
+         FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+        active!("s", "$7")
     ),
     args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4],
     writes: true,
@@ -101,11 +73,14 @@ static WRITE_ONE: Statement = Statement {
 
 /// Several entries: what update_context writes.
 static WRITE_MANY: Statement = Statement {
-    sql: write_statement!(
+    sql: upsert_statement!(
         "SELECT s.session_id, e.key, e.value, e.words, 0,
                 pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6))
-         FROM s, ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
-                            pg_catalog.unnest($4::int4[])) AS e(key, value, words)"
+         FROM agent_memory.sessions s,
+              ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
+                         pg_catalog.unnest($4::int4[])) AS e(key, value, words)
+         WHERE s.session_id = $1 AND ",
+        active!("s", "$7")
     ),
     args: &[
         TEXT,
@@ -118,6 +93,48 @@ static WRITE_MANY: Statement = Statement {
     ],
     writes: true,
 };
+
+/// After a write that changed the session's words, brought its next expiry
+/// closer or found its activity over a second old: renew the session and
+/// keep its word counter ($2 is the change) and next expiry ($3, $4 as in
+/// the write; now() is the same within the transaction).
+static RENEW_WRITER: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions
+          SET last_activity_at = pg_catalog.now(),
+              kv_words = kv_words + $2,
+              kv_next_expiry = least(kv_next_expiry,
+                                     pg_catalog.now() + coalesce($3, pg_catalog.make_interval(mins => $4)))
+          WHERE session_id = $1",
+    args: &[TEXT, INT8, INTERVAL, INT4],
+    writes: true,
+};
+
+/// The session's state as the write statement reads it (after its own
+/// upsert, under the write lock).
+struct SessionState {
+    /// The word counter, before this write's change.
+    counter: i64,
+    /// Some entry may have expired since the counter was exact.
+    may_hold_expired: bool,
+    /// The written entries expire before the session's next expiry.
+    expires_sooner: bool,
+    /// The recorded activity is over a second old.
+    activity_stale: bool,
+}
+
+impl SessionState {
+    fn from_array(state: Vec<i64>) -> SqlResult<SessionState> {
+        match state[..] {
+            [counter, may_hold_expired, expires_sooner, activity_stale] => Ok(SessionState {
+                counter,
+                may_hold_expired: may_hold_expired != 0,
+                expires_sooner: expires_sooner != 0,
+                activity_stale: activity_stale != 0,
+            }),
+            _ => Err(Error::internal("unexpected session state from the write")).or_report(),
+        }
+    }
+}
 
 /// The session's live entries, oldest first: the eviction order.
 static HELD: Statement = Statement {
@@ -172,11 +189,8 @@ static GET_ALL: Statement = Statement {
 /// caller has just renewed (so it is active); returns how many.
 static DELETE_KEYS: Statement = Statement {
     sql: concat!(
-        "WITH locked AS (SELECT ",
-        session_lock!("$1"),
-        "),
-         s AS (
-           SELECT s.session_id FROM agent_memory.sessions s, locked
+        "WITH s AS (
+           SELECT s.session_id FROM agent_memory.sessions s
            WHERE s.session_id = $1 AND ",
         active!("s", "$3"),
         "),
@@ -227,8 +241,9 @@ pub fn write_entries(
     let memory_ttl = settings::MEMORY_TTL_MIN.get();
     let idle = idle_timeout_minutes();
 
+    lock_session(session_id);
     Spi::connect_mut(|client| {
-        let result = match entries {
+        let rows = match entries {
             [(key, value)] => {
                 let plan = kept(client, &WRITE_ONE).or_report()?;
                 let args = [
@@ -240,7 +255,7 @@ pub fn write_entries(
                     memory_ttl.into(),
                     idle.into(),
                 ];
-                client.update(&*plan, None, &args).or_report()?.first()
+                client.update(&*plan, None, &args).or_report()?
             }
             _ => {
                 let keys: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
@@ -256,16 +271,40 @@ pub fn write_entries(
                     memory_ttl.into(),
                     idle.into(),
                 ];
-                client.update(&*plan, None, &args).or_report()?.first()
+                client.update(&*plan, None, &args).or_report()?
             }
         };
-        let written = result.get::<bool>(1).or_report()?.unwrap_or(false);
-        if !written {
-            return Err(session_gone(session_id)).or_report();
+        let mut change: i64 = 0;
+        let mut state = None;
+        for row in rows {
+            change += i64::from(required(row.get::<i32>(1).or_report()?, "words")?);
+            if state.is_none() {
+                state = Some(SessionState::from_array(required(
+                    row.get::<Vec<i64>>(2).or_report()?,
+                    "session state",
+                )?)?);
+            }
         }
-        let counter = result.get::<i64>(2).or_report()?.unwrap_or(0).max(0) as u64;
-        let may_hold_expired = result.get::<bool>(3).or_report()?.unwrap_or(true);
-        if counter <= budget && !may_hold_expired {
+        let Some(state) = state else {
+            return Err(session_gone(session_id)).or_report();
+        };
+        if change != 0 || state.expires_sooner || state.activity_stale {
+            let renew = kept(client, &RENEW_WRITER).or_report()?;
+            client
+                .update(
+                    &*renew,
+                    None,
+                    &[
+                        session_id.into(),
+                        change.into(),
+                        ttl.into(),
+                        memory_ttl.into(),
+                    ],
+                )
+                .or_report()?;
+        }
+        let counter = (state.counter + change).max(0) as u64;
+        if counter <= budget && !state.may_hold_expired {
             return Ok(Written {
                 words: incoming,
                 total_words: counter,
@@ -366,6 +405,7 @@ fn kv_has(session_id: &str, key: &str) -> SqlResult<bool> {
 /// Delete the given live keys (all when `keys` is None) of an active
 /// session, renewing its activity; 0 when the session is gone.
 pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32> {
+    lock_session(session_id);
     let deleted = first_value_of::<i32>(
         &DELETE_KEYS,
         &[

@@ -80,19 +80,32 @@ macro_rules! active {
 }
 pub(crate) use active;
 
-// The write lock of the session whose id is parameter $id: a transaction-scoped
-// advisory lock (class 1634559341, "amem"), taken first by everything that
-// changes a session's entries, so they queue instead of deadlocking.
-macro_rules! session_lock {
-    ($id:literal) => {
-        concat!(
-            "pg_catalog.pg_advisory_xact_lock(1634559341, pg_catalog.hashtext(",
-            $id,
-            "))"
-        )
-    };
+/// Advisory lock class of the session write locks ("amem").
+pub const SESSION_LOCK_CLASS: i32 = 1634559341;
+
+/// Take the write lock of a session: a transaction-scoped advisory lock,
+/// taken first by everything that changes a session's entries, so they queue
+/// instead of deadlocking. It is the lock SQL takes with
+/// `pg_advisory_xact_lock(1634559341, hashtext(session_id))` (for the
+/// database's deterministic collation `hashtext` hashes the bytes), taken
+/// here without running a statement.
+pub fn lock_session(session_id: &str) {
+    unsafe extern "C" {
+        // PostgreSQL's common/hashfn.c (what hash_any wraps); never errors.
+        fn hash_bytes(k: *const u8, keylen: i32) -> u32;
+    }
+    // SAFETY: hash_bytes reads exactly len bytes of the str (ids are at most
+    // 256 characters); the advisory lock function takes two int4 arguments
+    // and reports errors by ereport, which pgrx's guard turns into a panic
+    // that unwinds to the function boundary.
+    unsafe {
+        let hash = hash_bytes(session_id.as_ptr(), session_id.len() as i32) as i32;
+        pgrx::direct_function_call_as_datum(
+            pg_sys::pg_advisory_xact_lock_int4,
+            &[SESSION_LOCK_CLASS.into_datum(), hash.into_datum()],
+        );
+    }
 }
-pub(crate) use session_lock;
 
 static LOCK_FOR_CREATE: Statement = Statement {
     sql: concat!(
@@ -113,12 +126,10 @@ static INSERT_SESSION: Statement = Statement {
     writes: true,
 };
 
+/// Taken under the session's write lock.
 static DELETE_SESSION: Statement = Statement {
     sql: concat!(
-        "WITH locked AS (SELECT ",
-        session_lock!("$1"),
-        ")
-         DELETE FROM agent_memory.sessions s USING locked WHERE s.session_id = $1 RETURNING ",
+        "DELETE FROM agent_memory.sessions s WHERE s.session_id = $1 RETURNING ",
         active!("s", "$2")
     ),
     args: &[TEXT, INT4],
@@ -243,6 +254,7 @@ fn create_session(
                         .or_report();
                     }
                     // Expired: it no longer exists for anyone; replace it.
+                    lock_session(id);
                     let delete = kept(client, &DELETE_SESSION).or_report()?;
                     client
                         .update(&*delete, None, &[id.into(), minutes.into()])
@@ -293,6 +305,7 @@ fn is_active(session_id: &str) -> SqlResult<bool> {
 #[search_path(pg_catalog, pg_temp)]
 fn end_session(session_id: &str) -> SqlResult<bool> {
     // An expired session is removed too, but it was already gone: false.
+    lock_session(session_id);
     let was_active = first_value_of::<bool>(
         &DELETE_SESSION,
         &[session_id.into(), idle_timeout_minutes().into()],
