@@ -7,10 +7,12 @@ cd "$REPO_ROOT"
 "$REPO_ROOT/scripts/install.sh"
 # Peers run from their own virtualenv (outside /root, like PostgreSQL 18's).
 BENCH_VENV="${BENCH_VENV:-/opt/agent_memory/bench-venv}"
-if [ ! -x "$BENCH_VENV/bin/python" ] || ! "$BENCH_VENV/bin/python" -c 'import langgraph.store.postgres, psycopg' 2>/dev/null; then
+if [ ! -x "$BENCH_VENV/bin/python" ] || ! "$BENCH_VENV/bin/python" -c \
+    'import langgraph.store.postgres, psycopg, asyncpg, agents.extensions.memory.sqlalchemy_session' 2>/dev/null; then
   say "installing the peers' Python packages into $BENCH_VENV"
   python3 -m venv "$BENCH_VENV"
-  "$BENCH_VENV/bin/pip" install -q 'psycopg[binary]==3.3.9' 'langgraph-checkpoint-postgres==3.2.0'
+  "$BENCH_VENV/bin/pip" install -q 'psycopg[binary]==3.3.9' 'langgraph-checkpoint-postgres==3.2.0' \
+    'openai-agents==0.24.0' 'sqlalchemy==2.1.9' 'asyncpg==0.32.0'
 fi
 export BENCH_PYTHON="$BENCH_VENV/bin/python"
 # Commit durability is off so the figures compare CPU work, not fsync latency

@@ -46,3 +46,17 @@ COMMENT ON FUNCTION agent_memory.sensitive_findings(text) IS
     'Kinds of sensitive data in a text (payment_card, cpf, password, bearer_token, api_key, aws_access_key, jwt, private_key, email, phone), never the data itself';
 COMMENT ON FUNCTION agent_memory.cleanup_expired(integer) IS
     'Remove expired sessions (with all they own) and expired entries in batches; records the run in cleanup_runs; returns {sessions, entries, batches, run_id}';
+
+-- Message history
+COMMENT ON FUNCTION agent_memory.append_message(text, text, text, text, jsonb, integer) IS
+    'Append a message to the (session, node) thread, keeping at most keep (default agent_memory.max_messages) and never a tool result without its call; returns its seq (the first one''s for a repeated metadata.idempotency_key); creates a missing session, fails with P0002 on an expired one';
+COMMENT ON FUNCTION agent_memory.messages(text, text, integer) IS
+    'The newest lim messages of a node, or of the whole session when node_id is NULL, oldest first';
+COMMENT ON FUNCTION agent_memory.messages_json(text, text, integer) IS
+    'messages() as a JSON array of {role, content, metadata, seq, created_at}, oldest first; [] when there are none';
+COMMENT ON FUNCTION agent_memory.pop_message(text, text) IS
+    'Remove and return the newest message (of a node, or of the session) as JSON; NULL when there is none';
+COMMENT ON FUNCTION agent_memory.last_user_message(text, text) IS
+    'Content of the newest user message (of a node, or of the session); NULL when there is none';
+COMMENT ON FUNCTION agent_memory.clear_messages(text, text) IS
+    'Remove the messages of a node, or all of the session''s when node_id is NULL; returns how many';

@@ -8,7 +8,8 @@
 -- Sessions: the root every session-scoped row belongs to.
 CREATE TABLE agent_memory.sessions (
     session_id       text        NOT NULL PRIMARY KEY,
-    user_id          text        NOT NULL,
+    -- NULL: created by append_message without a user; create_session claims it.
+    user_id          text,
     project_id       text,
     active_node_id   text,
     metadata         jsonb       NOT NULL DEFAULT '{}',
@@ -57,6 +58,63 @@ COMMENT ON TABLE agent_memory.kv_entries IS
     'Key-value working memory of a session, with word counts and expiry; expired rows are invisible before they are removed';
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.kv_entries', '');
+
+-- Message history, bounded at write time: each (session, node) is a thread
+-- whose messages live in a ring of `keep` slots. An append writes the slot of
+-- the oldest message (position mod keep), so the table holds at most `keep`
+-- rows per thread, updated in place: no index entry changes (seq, content
+-- and metadata are not indexed), the update is HOT, and its cost does not
+-- depend on how many rows the table, or dead versions of the thread, hold.
+-- node_id NULL is the session-wide thread; its thread_key is '' (node ids
+-- are never empty).
+CREATE TABLE agent_memory.message_threads (
+    session_id   text    NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
+    thread_key   text    NOT NULL,
+    -- Ring size: the keep in force. An append with another keep repacks.
+    keep         integer NOT NULL CHECK (keep > 0),
+    -- Appends so far into this ring (minus pops): the next one goes to
+    -- slot appended % keep.
+    appended     bigint  NOT NULL DEFAULT 0 CHECK (appended >= 0),
+    -- What trimming did: messages removed by the last append, and in all.
+    last_trimmed integer NOT NULL DEFAULT 0,
+    trimmed      bigint  NOT NULL DEFAULT 0,
+    PRIMARY KEY (session_id, thread_key)
+) WITH (fillfactor = 80);
+
+COMMENT ON TABLE agent_memory.message_threads IS
+    'One row per (session, node) message thread: its ring size (keep), appends so far, and how many messages trimming removed';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.message_threads', '');
+
+-- Strictly increasing across all sessions; appends to one session take the
+-- session's write lock first, so within a session seq also follows commit
+-- order.
+CREATE SEQUENCE agent_memory.message_seq AS bigint;
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.message_seq', '');
+
+CREATE TABLE agent_memory.thread_messages (
+    session_id      text        NOT NULL,
+    thread_key      text        NOT NULL,
+    slot            integer     NOT NULL CHECK (slot >= 0),
+    seq             bigint      NOT NULL,
+    node_id         text,
+    role            text        NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+    content         text        NOT NULL,
+    metadata        jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(metadata) = 'object'),
+    -- metadata.idempotency_key, kept apart so a retried append finds it.
+    idempotency_key text,
+    created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (session_id, thread_key, slot),
+    FOREIGN KEY (session_id, thread_key)
+        REFERENCES agent_memory.message_threads ON DELETE CASCADE
+) WITH (fillfactor = 80);
+CREATE UNIQUE INDEX thread_messages_idempotency_idx ON agent_memory.thread_messages (session_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+
+COMMENT ON TABLE agent_memory.thread_messages IS
+    'Messages of a session, at most keep per (session, node): a ring of slots per thread, ordered by seq';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.thread_messages', '');
 
 -- One row per cleanup run, by cleanup_expired() or the background worker.
 -- Operational history, not user data: not dumped.

@@ -21,6 +21,8 @@ pub mod cleanup;
 pub mod context;
 /// Key-value working memory per session with a word budget (seed 004).
 pub mod kv;
+/// Bounded message history per (session, node) (seeds 000 and 001).
+pub mod messages;
 /// Sensitive-data detection and the write guard.
 pub mod sensitive;
 /// Sessions: create, renew, end, inspect (seed 004).

@@ -17,7 +17,10 @@ use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult};
 pub struct Statement {
     pub sql: &'static str,
     pub args: &'static [PgOid],
-    /// Whether it writes (INSERT/UPDATE/DELETE): such plans run read-write.
+    /// Whether it runs read-write: it writes (INSERT/UPDATE/DELETE), or it
+    /// must see what committed after the calling statement began (a
+    /// read-only SPI statement reuses the caller's snapshot; a read-write
+    /// one takes a fresh one in READ COMMITTED).
     pub writes: bool,
 }
 

@@ -126,6 +126,12 @@ static INSERT_SESSION: Statement = Statement {
     writes: true,
 };
 
+static CLAIM_SESSION: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions SET user_id = $2 WHERE session_id = $1 AND user_id IS NULL",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
 /// Taken under the session's write lock.
 static DELETE_SESSION: Statement = Statement {
     sql: concat!(
@@ -240,9 +246,16 @@ fn create_session(
                     .or_report()?;
                 if !existing.is_empty() {
                     let existing = existing.first();
-                    let owner = required(existing.get::<String>(1).or_report()?, "user_id")?;
+                    // No owner: append_message created it; the first user claims it.
+                    let owner = existing.get::<String>(1).or_report()?;
                     let active = existing.get::<bool>(2).or_report()?.unwrap_or(false);
-                    if active && owner == user_id {
+                    if active && owner.as_deref().is_none_or(|owner| owner == user_id) {
+                        if owner.is_none() {
+                            let claim = kept(client, &CLAIM_SESSION).or_report()?;
+                            client
+                                .update(&*claim, None, &[id.into(), user_id.into()])
+                                .or_report()?;
+                        }
                         renew_in(client, id)?;
                         return Ok(id.to_string());
                     }

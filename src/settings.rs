@@ -25,6 +25,7 @@ pub static SENSITIVE_DATA: GucSetting<SensitiveData> =
     GucSetting::<SensitiveData>::new(SensitiveData::Reject);
 pub static CURATOR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 pub static MAX_FILE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+pub static MAX_MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 
 /// What a write does when its value contains sensitive data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PostgresGucEnum)]
@@ -129,6 +130,16 @@ pub fn define_all() {
         c"Largest file the memory tool stores.",
         c"",
         &MAX_FILE_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_message_bytes",
+        c"Largest message content append_message stores.",
+        c"",
+        &MAX_MESSAGE_BYTES,
         1,
         i32::MAX,
         GucContext::Suset,

@@ -9,6 +9,7 @@
 pub mod budget;
 pub mod error;
 pub mod kv;
+pub mod messages;
 pub mod sensitive;
 pub mod words;
 

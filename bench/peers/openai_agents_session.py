@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""agent_memory against the OpenAI Agents SDK's SQLAlchemySession, from Python.
+
+One operation = append one message, then read the last 50, as an agent loop
+does every turn. The SDK: `add_items` then `get_items(limit=50)` through
+SQLAlchemy and asyncpg, its own tables on the same server and database. Ours:
+`append_message(..., keep => 50)` then `messages_json(..., lim => 50)` through
+psycopg (one autocommit connection). Plain SQL (an INSERT into a table with
+the same columns, then the last 50 by seq) is measured in the same run for
+context. Alternating rounds; medians.
+
+Prints one JSON object per line (the rows bench/run.py puts in
+BENCHMARKS.md). Connection: the libpq PG* variables; database in BENCH_DB.
+"""
+
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+
+import psycopg
+from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+
+DB = os.environ.get("BENCH_DB", "agent_memory_bench")
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", 3))
+OPS = int(os.environ.get("BENCH_PEER_OPS", 300))
+TEXT = "The user asked to compare three flights to Lisbon and to keep the window seat preference."
+
+
+def sqlalchemy_url() -> str:
+    host = os.environ.get("PGHOST", "127.0.0.1")
+    port = os.environ.get("PGPORT", "5432")
+    user = os.environ.get("PGUSER", "postgres")
+    if host.startswith("/"):
+        # asyncpg takes a socket directory as the host query parameter.
+        return f"postgresql+asyncpg://{user}@/{DB}?host={host}&port={port}"
+    return f"postgresql+asyncpg://{user}@{host}:{port}/{DB}"
+
+
+async def sdk_rate(session: SQLAlchemySession, n: int) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        await session.add_items([{"role": "user", "content": f"{TEXT} {i}"}])
+        await session.get_items(limit=50)
+    return n / (time.perf_counter() - start)
+
+
+def sync_rate(n: int, op) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        op(i)
+    return n / (time.perf_counter() - start)
+
+
+async def main() -> int:
+    sdk = SQLAlchemySession.from_url("sdk-bench", url=sqlalchemy_url(), create_tables=True)
+    ours = psycopg.connect(f"dbname={DB}", autocommit=True)
+    ours.execute("SELECT agent_memory.create_session('peer-bench', session_id => 'sdk-peer')")
+    ours.execute("DROP TABLE IF EXISTS bench_sdk_plain")
+    ours.execute("""CREATE TABLE bench_sdk_plain (seq bigserial PRIMARY KEY, session_id text NOT NULL,
+                    role text NOT NULL, content text NOT NULL, metadata jsonb NOT NULL DEFAULT '{}',
+                    created_at timestamptz NOT NULL DEFAULT now())""")
+    ours.execute("CREATE INDEX ON bench_sdk_plain (session_id, seq)")
+
+    def am_op(i):
+        ours.execute("SELECT agent_memory.append_message('sdk-peer', 'user', %s, keep => 50)", (f"{TEXT} {i}",))
+        ours.execute("SELECT agent_memory.messages_json('sdk-peer', lim => 50)").fetchone()
+
+    def sql_op(i):
+        ours.execute("INSERT INTO bench_sdk_plain (session_id, role, content) VALUES ('sdk-peer', 'user', %s)",
+                     (f"{TEXT} {i}",))
+        ours.execute("""SELECT role, content, metadata, seq, created_at FROM bench_sdk_plain
+                        WHERE session_id = 'sdk-peer' ORDER BY seq DESC LIMIT 50""").fetchall()
+
+    # Warm up every path (connections, prepared statements, 50 messages each).
+    await sdk_rate(sdk, 60)
+    sync_rate(60, am_op)
+    sync_rate(60, sql_op)
+
+    results = {"sdk": [], "am": [], "sql": []}
+    for r in range(ROUNDS):
+        order = ["sdk", "am", "sql"] if r % 2 == 0 else ["sql", "am", "sdk"]
+        for name in order:
+            if name == "sdk":
+                results[name].append(await sdk_rate(sdk, OPS))
+            else:
+                results[name].append(sync_rate(OPS, am_op if name == "am" else sql_op))
+    med = {k: statistics.median(v) for k, v in results.items()}
+
+    def row(kind, ext, base, baseline):
+        print(json.dumps(dict(case="openai_agents_session", kind=kind, unit="ops/s", ext=med[ext],
+                              base=med[base], ratio=med[ext] / med[base], baseline=baseline)))
+
+    row("append + last 50: ours vs SQLAlchemySession", "am", "sdk", "OpenAI Agents SQLAlchemySession")
+    row("append + last 50: plain SQL vs SQLAlchemySession", "sql", "sdk", "OpenAI Agents SQLAlchemySession")
+    row("append + last 50: ours vs plain SQL (Python)", "am", "sql", "plain SQL")
+
+    ours.execute("DROP TABLE bench_sdk_plain")
+    ours.execute("SELECT agent_memory.end_session('sdk-peer')")
+    ours.close()
+    await sdk.engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,257 @@
+//! Rules of the bounded message history that need no database: what a
+//! message may be, which keep applies, and which messages a repack keeps
+//! without splitting a tool call from its results.
+//!
+//! A thread's messages live in a ring of `keep` slots (see sql/schema.sql).
+//! Appends overwrite the oldest slot; only a change of `keep` repacks the
+//! ring, and [`plan_repack`] decides that repack.
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result, quoted};
+
+/// Largest `keep` accepted: a repack reads the whole window.
+pub const MAX_KEEP: i32 = 10_000;
+
+/// The roles a message may have.
+pub const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
+
+/// Check a role name.
+pub fn check_role(role: &str) -> Result<()> {
+    if ROLES.contains(&role) {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!("unknown role {}", quoted(role)))
+            .with_hint("A role is one of system, user, assistant, tool."))
+    }
+}
+
+/// The keep in force: the call's, else the setting's; at least 1.
+pub fn resolve_keep(keep: Option<i32>, setting: i32) -> Result<i32> {
+    match keep {
+        None => Ok(setting),
+        Some(k) if k < 1 => Err(Error::invalid(format!("keep must be at least 1, not {k}"))),
+        Some(k) if k > MAX_KEEP => Err(Error::invalid(format!(
+            "keep must be at most {MAX_KEEP}, not {k}"
+        ))),
+        Some(k) => Ok(k),
+    }
+}
+
+/// Check content and metadata; returns the metadata's idempotency key.
+pub fn check_message(content: &str, metadata: &Value, max_bytes: usize) -> Result<Option<String>> {
+    if content.len() > max_bytes {
+        return Err(Error::limit(format!(
+            "message content is {} bytes, over agent_memory.max_message_bytes ({max_bytes})",
+            content.len()
+        )));
+    }
+    let Some(fields) = metadata.as_object() else {
+        return Err(Error::invalid("metadata must be a JSON object"));
+    };
+    match fields.get("idempotency_key") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(key)) if !key.is_empty() => Ok(Some(key.clone())),
+        Some(_) => Err(Error::invalid(
+            "metadata.idempotency_key must be a non-empty string",
+        )),
+    }
+}
+
+/// The ids of the tool calls an assistant message makes: `metadata.tool_calls`
+/// as an array of ids, or of objects with an `id` (the OpenAI shape).
+pub fn tool_call_ids(metadata: &Value) -> Vec<String> {
+    let Some(calls) = metadata.get("tool_calls").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    calls
+        .iter()
+        .filter_map(|call| match call {
+            Value::String(id) => Some(id.clone()),
+            Value::Object(fields) => fields.get("id").and_then(Value::as_str).map(String::from),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The call a tool message answers: `metadata.tool_call_id`.
+pub fn answered_call(metadata: &Value) -> Option<&str> {
+    metadata.get("tool_call_id").and_then(Value::as_str)
+}
+
+/// A stored message, as a repack sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub slot: i32,
+    pub seq: i64,
+    /// Ids of the tool calls it makes (assistant messages).
+    pub calls: Vec<String>,
+    /// The call it answers (tool messages).
+    pub answers: Option<String>,
+}
+
+/// What a repack does: remove `removed` slots, and move each kept message
+/// from its slot to a new one (0, 1, … in seq order).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Repack {
+    pub removed: Vec<i32>,
+    pub moves: Vec<(i32, i32)>,
+}
+
+/// Plan a repack that makes room for one more message under `keep`: keep
+/// the newest `keep - 1` messages, then drop every kept tool result whose
+/// call was dropped, so the window starts after a whole call and its
+/// results.
+pub fn plan_repack(stored: &[Stored], keep: i32) -> Repack {
+    let mut by_seq: Vec<&Stored> = stored.iter().collect();
+    by_seq.sort_by_key(|m| m.seq);
+    let room = (keep.max(1) - 1) as usize;
+    let cut = by_seq.len().saturating_sub(room);
+    let (dropped, kept) = by_seq.split_at(cut);
+    let dropped_calls: HashSet<&str> = dropped
+        .iter()
+        .flat_map(|m| m.calls.iter().map(String::as_str))
+        .collect();
+    let mut repack = Repack {
+        removed: dropped.iter().map(|m| m.slot).collect(),
+        moves: Vec::new(),
+    };
+    let mut next_slot = 0;
+    for m in kept {
+        let orphan = m
+            .answers
+            .as_deref()
+            .is_some_and(|call| dropped_calls.contains(call));
+        if orphan {
+            repack.removed.push(m.slot);
+        } else {
+            repack.moves.push((m.slot, next_slot));
+            next_slot += 1;
+        }
+    }
+    repack
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+    use serde_json::json;
+
+    fn msg(slot: i32, seq: i64) -> Stored {
+        Stored {
+            slot,
+            seq,
+            calls: vec![],
+            answers: None,
+        }
+    }
+
+    #[test]
+    fn roles_are_the_four_known_ones() {
+        for role in ROLES {
+            assert!(check_role(role).is_ok());
+        }
+        let err = check_role("robot").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidParameter);
+        assert!(err.message.contains("\"robot\""));
+    }
+
+    #[test]
+    fn keep_comes_from_the_call_or_the_setting() {
+        assert_eq!(resolve_keep(None, 200).unwrap(), 200);
+        assert_eq!(resolve_keep(Some(5), 200).unwrap(), 5);
+        assert_eq!(resolve_keep(Some(500), 200).unwrap(), 500);
+        assert_eq!(
+            resolve_keep(Some(0), 200).unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+        assert!(resolve_keep(Some(MAX_KEEP + 1), 200).is_err());
+    }
+
+    #[test]
+    fn content_over_the_limit_and_non_object_metadata_are_refused() {
+        assert_eq!(
+            check_message("12345", &json!({}), 4).unwrap_err().kind,
+            ErrorKind::LimitExceeded
+        );
+        assert!(check_message("1234", &json!({}), 4).is_ok());
+        assert_eq!(
+            check_message("x", &json!([1]), 4).unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+    }
+
+    #[test]
+    fn the_idempotency_key_must_be_a_non_empty_string() {
+        assert_eq!(
+            check_message("x", &json!({"idempotency_key": "k1"}), 10).unwrap(),
+            Some("k1".to_string())
+        );
+        assert_eq!(check_message("x", &json!({"other": 1}), 10).unwrap(), None);
+        assert!(check_message("x", &json!({"idempotency_key": 7}), 10).is_err());
+        assert!(check_message("x", &json!({"idempotency_key": ""}), 10).is_err());
+    }
+
+    #[test]
+    fn tool_call_ids_come_as_strings_or_objects() {
+        let meta = json!({"tool_calls": ["a", {"id": "b", "type": "function"}, 3]});
+        assert_eq!(tool_call_ids(&meta), vec!["a", "b"]);
+        assert!(tool_call_ids(&json!({"tool_calls": "a"})).is_empty());
+        assert_eq!(answered_call(&json!({"tool_call_id": "a"})), Some("a"));
+    }
+
+    #[test]
+    fn a_repack_keeps_the_newest_and_renumbers_them_in_order() {
+        // Ring of 4 that wrapped: slots hold seqs 5, 6, 3, 4.
+        let stored = [msg(0, 5), msg(1, 6), msg(2, 3), msg(3, 4)];
+        let plan = plan_repack(&stored, 3);
+        assert_eq!(plan.removed, vec![2, 3]);
+        assert_eq!(plan.moves, vec![(0, 0), (1, 1)]);
+    }
+
+    #[test]
+    fn a_larger_keep_drops_nothing() {
+        let stored = [msg(0, 3), msg(1, 1), msg(2, 2)];
+        let plan = plan_repack(&stored, 10);
+        assert!(plan.removed.is_empty());
+        assert_eq!(plan.moves, vec![(1, 0), (2, 1), (0, 2)]);
+    }
+
+    #[test]
+    fn results_of_a_dropped_call_go_with_it() {
+        let call = Stored {
+            slot: 0,
+            seq: 1,
+            calls: vec!["c1".into(), "c2".into()],
+            answers: None,
+        };
+        let answer = |slot, seq, id: &str| Stored {
+            slot,
+            seq,
+            calls: vec![],
+            answers: Some(id.into()),
+        };
+        let stored = [call, answer(1, 2, "c1"), answer(2, 3, "c2"), msg(3, 4)];
+        // Room for 2 of the 4: seq 1 drops, so its results (2 and 3) drop too.
+        let plan = plan_repack(&stored, 3);
+        assert_eq!(plan.removed, vec![0, 1, 2]);
+        assert_eq!(plan.moves, vec![(3, 0)]);
+        // A result whose call is kept stays.
+        let stored = [
+            msg(0, 1),
+            Stored {
+                slot: 1,
+                seq: 2,
+                calls: vec!["c9".into()],
+                answers: None,
+            },
+            answer(2, 3, "c9"),
+        ];
+        let plan = plan_repack(&stored, 3);
+        assert_eq!(plan.removed, vec![0]);
+        assert_eq!(plan.moves, vec![(1, 0), (2, 1)]);
+    }
+}

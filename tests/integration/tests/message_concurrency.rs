@@ -1,0 +1,104 @@
+//! Eight connections append 500 messages each to one (session, node) with
+//! keep = 50. Afterwards exactly 50 remain, their sequence numbers increase,
+//! every caller got a distinct sequence number, and no error reached anyone.
+
+use std::collections::HashSet;
+use std::thread;
+
+use agent_memory_integration::{connect, drop_database, fresh_database};
+
+const WRITERS: usize = 8;
+const APPENDS_PER_WRITER: usize = 500;
+const KEEP: i32 = 50;
+const SESSION: &str = "crowded";
+const NODE: &str = "n1";
+
+#[test]
+fn eight_appenders_leave_exactly_keep_messages_in_order() {
+    let db = "am_it_messages";
+    let mut setup = fresh_database(db);
+    setup
+        .execute(
+            "SELECT agent_memory.create_session('writer', session_id => $1)",
+            &[&SESSION],
+        )
+        .unwrap();
+
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            thread::spawn(move || -> Result<Vec<i64>, String> {
+                let mut client = connect(db);
+                let mut seqs = Vec::with_capacity(APPENDS_PER_WRITER);
+                for i in 0..APPENDS_PER_WRITER {
+                    let content = format!("writer {w} message {i}");
+                    let seq: i64 = client
+                        .query_one(
+                            "SELECT agent_memory.append_message($1, 'user', $2, node_id => $3, keep => $4)",
+                            &[&SESSION, &content, &NODE, &KEEP],
+                        )
+                        .map_err(|e| format!("writer {w}, append {i}: {e}"))?
+                        .get(0);
+                    seqs.push(seq);
+                }
+                Ok(seqs)
+            })
+        })
+        .collect();
+
+    let mut all = Vec::new();
+    for writer in writers {
+        let seqs = writer
+            .join()
+            .expect("writer thread panicked")
+            .unwrap_or_else(|e| panic!("an error reached a caller: {e}"));
+        // Each caller's own appends come back in increasing order.
+        assert!(
+            seqs.windows(2).all(|p| p[0] < p[1]),
+            "a writer's seqs went backwards"
+        );
+        all.extend(seqs);
+    }
+    let distinct: HashSet<i64> = all.iter().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        WRITERS * APPENDS_PER_WRITER,
+        "two appends got the same seq"
+    );
+
+    let rows = setup
+        .query(
+            "SELECT seq FROM agent_memory.messages($1, $2, lim => 1000)",
+            &[&SESSION, &NODE],
+        )
+        .unwrap();
+    let kept: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+    assert_eq!(
+        kept.len(),
+        KEEP as usize,
+        "keep = {KEEP} must leave exactly {KEEP}"
+    );
+    assert!(
+        kept.windows(2).all(|p| p[0] < p[1]),
+        "seqs are not strictly increasing"
+    );
+    // The 50 kept are the 50 newest of all appends.
+    let mut newest = all.clone();
+    newest.sort_unstable();
+    assert_eq!(kept, newest[newest.len() - KEEP as usize..].to_vec());
+
+    let stored: i64 = setup
+        .query_one(
+            "SELECT count(*) FROM agent_memory.thread_messages WHERE session_id = $1",
+            &[&SESSION],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        stored,
+        i64::from(KEEP),
+        "the table itself holds exactly keep rows"
+    );
+
+    drop(setup);
+    drop_database(db);
+}

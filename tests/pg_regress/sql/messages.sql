@@ -1,0 +1,141 @@
+-- Bounded message history: append, read, pop, clear; keep, the tool-pair
+-- rule, idempotency, bad input. Errors print their SQLSTATE on the next line.
+
+SELECT agent_memory.create_session('u1', session_id => 'chat');
+
+-- Appends return strictly increasing sequence numbers; keep their
+-- differences, not their values (the sequence is shared by all sessions).
+CREATE TEMP TABLE seqs (name text, seq bigint);
+INSERT INTO seqs SELECT 'first', agent_memory.append_message('chat', 'system', 'You are a travel agent.');
+INSERT INTO seqs SELECT 'second', agent_memory.append_message('chat', 'user', 'Find me a flight to Lisbon.');
+INSERT INTO seqs SELECT 'third', agent_memory.append_message('chat', 'assistant', 'For which dates?', metadata => '{"model": "m1"}');
+SELECT (SELECT seq FROM seqs WHERE name = 'second') > (SELECT seq FROM seqs WHERE name = 'first') AS increasing,
+       (SELECT seq FROM seqs WHERE name = 'third') > (SELECT seq FROM seqs WHERE name = 'second') AS still_increasing;
+
+-- Reads, oldest first.
+SELECT role, content, metadata, node_id FROM agent_memory.messages('chat');
+SELECT role, content FROM agent_memory.messages('chat', lim => 2);
+SELECT jsonb_path_query_array(agent_memory.messages_json('chat'), '$[*].role') AS roles,
+       (agent_memory.messages_json('chat') -> 2) - 'seq' - 'created_at' AS third;
+SELECT agent_memory.last_user_message('chat');
+
+-- Per node: a node's messages are its own; without a node, the whole session.
+SELECT agent_memory.append_message('chat', 'user', 'Node question', node_id => 'n1') > 0 AS appended;
+SELECT agent_memory.append_message('chat', 'assistant', 'Node answer', node_id => 'n1') > 0 AS appended;
+SELECT role, content, node_id FROM agent_memory.messages('chat', 'n1');
+SELECT count(*) AS whole_session FROM agent_memory.messages('chat');
+SELECT agent_memory.last_user_message('chat', 'n1'), agent_memory.last_user_message('chat');
+SELECT agent_memory.messages_json('chat', 'no-such-node');
+
+-- keep: at most keep messages remain for the (session, node), the oldest go.
+SELECT count(agent_memory.append_message('chat', 'user', 'note ' || i, node_id => 'ring', keep => 3))
+FROM generate_series(1, 7) i;
+SELECT content FROM agent_memory.messages('chat', 'ring');
+SELECT keep, appended, last_trimmed, trimmed FROM agent_memory.message_threads
+WHERE session_id = 'chat' AND thread_key = 'ring';
+-- A smaller keep trims at once, a larger one lets the thread grow again.
+SELECT agent_memory.append_message('chat', 'user', 'note 8', node_id => 'ring', keep => 2) > 0 AS appended;
+SELECT content FROM agent_memory.messages('chat', 'ring');
+SELECT count(agent_memory.append_message('chat', 'user', 'note ' || i, node_id => 'ring', keep => 4))
+FROM generate_series(9, 11) i;
+SELECT content FROM agent_memory.messages('chat', 'ring');
+SELECT last_trimmed, trimmed FROM agent_memory.message_threads
+WHERE session_id = 'chat' AND thread_key = 'ring';
+-- The default keep is agent_memory.max_messages.
+SET agent_memory.max_messages = 2;
+SELECT count(agent_memory.append_message('chat', 'user', 'default ' || i, node_id => 'dflt'))
+FROM generate_series(1, 5) i;
+SELECT content FROM agent_memory.messages('chat', 'dflt');
+RESET agent_memory.max_messages;
+
+-- The tool-pair rule: a call and its results go together. With keep 4, the
+-- call (with two results) is the oldest when the fifth message arrives: the
+-- call goes, and so do both of its results.
+SELECT count(*) FROM (VALUES
+  (agent_memory.append_message('chat', 'assistant', 'calling', node_id => 'tools', keep => 4,
+     metadata => '{"tool_calls": [{"id": "c1", "type": "function"}, {"id": "c2", "type": "function"}]}')),
+  (agent_memory.append_message('chat', 'tool', 'result 1', node_id => 'tools', keep => 4, metadata => '{"tool_call_id": "c1"}')),
+  (agent_memory.append_message('chat', 'tool', 'result 2', node_id => 'tools', keep => 4, metadata => '{"tool_call_id": "c2"}')),
+  (agent_memory.append_message('chat', 'assistant', 'done', node_id => 'tools', keep => 4))) AS appends(seq);
+SELECT agent_memory.append_message('chat', 'user', 'next', node_id => 'tools', keep => 4) > 0 AS appended;
+SELECT role, content, metadata FROM agent_memory.messages('chat', 'tools');
+SELECT last_trimmed FROM agent_memory.message_threads WHERE session_id = 'chat' AND thread_key = 'tools';
+-- Ids may also be plain strings. A repack (a smaller keep) follows the same
+-- rule: keep 3 leaves room for the result of call 2 and 'thanks', but the
+-- call itself goes, so its result goes too.
+SELECT count(*) FROM (VALUES
+  (agent_memory.append_message('chat', 'assistant', 'call 2', node_id => 'tools', keep => 4, metadata => '{"tool_calls": ["c3"]}')),
+  (agent_memory.append_message('chat', 'tool', 'result 3', node_id => 'tools', keep => 4, metadata => '{"tool_call_id": "c3"}')),
+  (agent_memory.append_message('chat', 'user', 'thanks', node_id => 'tools', keep => 4))) AS appends(seq);
+SELECT role, content FROM agent_memory.messages('chat', 'tools');
+SELECT agent_memory.append_message('chat', 'assistant', 'bye', node_id => 'tools', keep => 3) > 0 AS appended;
+SELECT role, content FROM agent_memory.messages('chat', 'tools');
+
+-- Idempotency: the same key returns the first seq and stores nothing new.
+INSERT INTO seqs SELECT 'idem', agent_memory.append_message('chat', 'user', 'pay the invoice', metadata => '{"idempotency_key": "req-1"}');
+SELECT agent_memory.append_message('chat', 'user', 'pay the invoice', metadata => '{"idempotency_key": "req-1"}')
+       = (SELECT seq FROM seqs WHERE name = 'idem') AS same_seq;
+SELECT count(*) AS stored_once FROM agent_memory.messages('chat') WHERE content = 'pay the invoice';
+
+-- pop_message removes and returns the newest; its slot is reused.
+SELECT agent_memory.pop_message('chat', 'n1') - 'seq' - 'created_at' AS popped;
+SELECT role, content FROM agent_memory.messages('chat', 'n1');
+SELECT agent_memory.append_message('chat', 'assistant', 'Node answer, again', node_id => 'n1') > 0 AS appended;
+SELECT role, content FROM agent_memory.messages('chat', 'n1');
+SELECT agent_memory.pop_message('chat', 'empty-node') IS NULL AS nothing_to_pop;
+
+-- clear_messages: one node, then the whole session.
+SELECT agent_memory.clear_messages('chat', 'ring');
+SELECT count(*) FROM agent_memory.messages('chat', 'ring');
+SELECT agent_memory.clear_messages('chat') > 0 AS cleared;
+SELECT count(*) FROM agent_memory.messages('chat');
+SELECT agent_memory.messages_json('chat');
+SELECT agent_memory.last_user_message('chat') IS NULL AS no_user_message;
+
+-- Appending to a session that does not exist creates it, with no user; the
+-- first create_session claims it.
+SELECT agent_memory.append_message('implicit', 'user', 'hello') > 0 AS appended;
+SELECT user_id IS NULL AS no_user FROM agent_memory.sessions WHERE session_id = 'implicit';
+SELECT agent_memory.create_session('u2', session_id => 'implicit');
+SELECT user_id FROM agent_memory.sessions WHERE session_id = 'implicit';
+
+-- An expired session: appends fail with P0002, reads see nothing.
+SELECT agent_memory.create_session('u1', session_id => 'old', idle_timeout => '1 millisecond');
+SELECT pg_sleep(0.05);
+SELECT agent_memory.append_message('old', 'user', 'too late');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM agent_memory.messages('old');
+SELECT agent_memory.messages_json('old'), agent_memory.pop_message('old') IS NULL AS nothing_popped,
+       agent_memory.clear_messages('old');
+
+-- Bad input: a clear error, and nothing stored.
+SELECT agent_memory.append_message('chat', 'robot', 'beep');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.append_message('', 'user', 'x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.append_message(NULL, 'user', 'x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.append_message('chat', 'user', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.append_message('chat', 'user', 'x', keep => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.append_message('chat', 'user', 'x', node_id => '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.append_message('chat', 'user', 'x', metadata => '[1, 2]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.append_message('chat', 'user', 'x', metadata => '{"idempotency_key": 5}');
+\echo :LAST_ERROR_SQLSTATE
+SET agent_memory.max_message_bytes = 10;
+SELECT agent_memory.append_message('chat', 'user', 'eleven byte');
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_message_bytes;
+SELECT agent_memory.messages('chat', lim => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS nothing_stored FROM agent_memory.messages('chat');
+
+-- Ending a session removes its messages and threads.
+SELECT agent_memory.end_session('chat');
+SELECT count(*) FROM agent_memory.thread_messages WHERE session_id = 'chat';
+SELECT count(*) FROM agent_memory.message_threads WHERE session_id = 'chat';
+
+SELECT agent_memory.end_session(id) FROM unnest(ARRAY['implicit', 'old']) AS id;
