@@ -73,7 +73,7 @@ def prepare_database() -> None:
         END $$""")
 
 
-def pgbench_tps(script: str, clients: int, seconds: int, defines: dict[str, str]) -> float:
+def pgbench_tps(script: str, clients: int, seconds: int, defines: dict[str, str], options: str = "") -> float:
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(script)
         path = f.name
@@ -82,7 +82,8 @@ def pgbench_tps(script: str, clients: int, seconds: int, defines: dict[str, str]
                 "-j", str(min(clients, os.cpu_count() or 1)), "-T", str(seconds), "-f", path]
         for key, value in defines.items():
             args += ["-D", f"{key}={value}"]
-        out = subprocess.run(args + [DB], check=True, capture_output=True, text=True).stdout
+        env = dict(os.environ, PGOPTIONS=options) if options else None
+        out = subprocess.run(args + [DB], check=True, capture_output=True, text=True, env=env).stdout
     finally:
         os.unlink(path)
     match = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out)
@@ -185,10 +186,12 @@ def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
         spec = case[section]
         clients = int(os.environ.get("BENCH_CLIENTS", spec.get("clients", 4)))
         defines = {k: str(v) for k, v in spec.get("defines", {}).items()}
+        # Server options for both sides' connections (PGOPTIONS), e.g. a plan cache mode.
+        options = spec.get("options", "")
         ext, base = alternate(
             rounds,
-            lambda: pgbench_tps(spec["extension"], clients, seconds, defines),
-            lambda: pgbench_tps(spec["baseline"], clients, seconds, defines),
+            lambda: pgbench_tps(spec["extension"], clients, seconds, defines, options),
+            lambda: pgbench_tps(spec["baseline"], clients, seconds, defines, options),
         )
         label = spec.get("label", "")
         rows.append(dict(case=name, kind=f"{label + ', ' if label else ''}pgbench {clients} clients", unit="tps",
@@ -232,23 +235,47 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, PostgreSQL {server}"
 
 
+def table_row(r: dict, when: str) -> str:
+    return (f"| {r['case']} | {r['kind']} | {r['ext']:,.1f} {r['unit']} | {r['base']:,.1f} {r['unit']} "
+            f"| {r['baseline']} | {r['ratio']:.2f} | {when} |")
+
+
+def earlier_rows(text: str, cases_run: set[str]) -> list[str]:
+    """Rows of the committed table for cases this run did not measure: a run
+    of some cases (BENCH_CASES) replaces only their rows."""
+    if START not in text:
+        return []
+    table = text.split(START, 1)[1].split(END, 1)[0]
+    kept = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        # Data rows only, and only of the current shape (7 cells, with a date).
+        if len(cells) == 7 and line.startswith("| ") and cells[0] not in ("case", "---") \
+                and not cells[0].startswith("-") and cells[0] not in cases_run:
+            kept.append(line)
+    return kept
+
+
 def write_markdown(rows: list[dict], seconds: int, rounds: int) -> None:
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [
-        START,
-        f"Measured {when} on {machine()}; {rounds} alternating rounds, pgbench runs of {seconds} s, medians.",
-        "Ratio = extension speed / baseline speed (above 1: the extension is faster).",
-        "",
-        "| case | measure | extension | baseline | baseline is | ratio |",
-        "|---|---|---:|---:|---|---:|",
-    ]
-    for r in rows:
-        lines.append(f"| {r['case']} | {r['kind']} | {r['ext']:,.1f} {r['unit']} | {r['base']:,.1f} {r['unit']} "
-                     f"| {r['baseline']} | {r['ratio']:.2f} |")
-    lines.append(END)
     text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
     if START not in text:
         text += f"\n{START}\n{END}\n"
+    cases_run = {r["case"] for r in rows}
+    fresh = [(r["case"], table_row(r, when)) for r in rows]
+    kept = [(line.split("|")[1].strip(), line) for line in earlier_rows(text, cases_run)]
+    lines = [
+        START,
+        f"Latest run {when} on {machine()}; {rounds} alternating rounds, pgbench runs of {seconds} s, medians.",
+        "Ratio = extension speed / baseline speed (above 1: the extension is faster). Each row says when it was",
+        "measured: a run of some cases (`BENCH_CASES`) replaces only their rows.",
+        "",
+        "| case | measure | extension | baseline | baseline is | ratio | measured |",
+        "|---|---|---:|---:|---|---:|---|",
+    ]
+    # Cases in name order, each case's rows in the order they were measured.
+    lines += [line for _, line in sorted(fresh + kept, key=lambda pair: pair[0])]
+    lines.append(END)
     head, rest = text.split(START, 1)
     tail = rest.split(END, 1)[1]
     BENCHMARKS_MD.write_text(head + "\n".join(lines) + tail)

@@ -12,7 +12,7 @@ if [ ! -x "$BENCH_VENV/bin/python" ] || ! "$BENCH_VENV/bin/python" -c \
   say "installing the peers' Python packages into $BENCH_VENV"
   python3 -m venv "$BENCH_VENV"
   "$BENCH_VENV/bin/pip" install -q 'psycopg[binary]==3.3.9' 'langgraph-checkpoint-postgres==3.2.0' \
-    'openai-agents==0.24.0' 'sqlalchemy==2.1.9' 'asyncpg==0.32.0'
+    'openai-agents==0.24.0' 'sqlalchemy[asyncio]==2.1.9' 'asyncpg==0.32.0'
 fi
 export BENCH_PYTHON="$BENCH_VENV/bin/python"
 # Commit durability is off so the figures compare CPU work, not fsync latency

@@ -33,6 +33,53 @@ fn thread_key(node_id: Option<&str>) -> &str {
     node_id.unwrap_or("")
 }
 
+/// The common append, in one statement: the thread exists with this keep
+/// ($3), the session is active (default idle minutes $4), and the slot to
+/// write (the oldest message's) holds no tool call. Then write the slot,
+/// count the append and what it trimmed (the slot's previous message) on
+/// the thread, and renew the session when its activity is over a second
+/// old. Otherwise it writes nothing and returns no row: the careful path
+/// (APPEND_STATE and what follows) takes over.
+static APPEND_FAST: Statement = Statement {
+    sql: concat!(
+        "WITH target AS (
+           SELECT t.appended % t.keep AS slot,
+                  s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale,
+                  o.role IS NOT NULL AS occupied
+           FROM agent_memory.message_threads t
+           JOIN agent_memory.sessions s ON s.session_id = t.session_id
+           LEFT JOIN agent_memory.thread_messages o
+             ON o.session_id = t.session_id AND o.thread_key = t.thread_key AND o.slot = t.appended % t.keep
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3 AND ",
+        active!("s", "$4"),
+        "
+             AND NOT (o.role IS NOT DISTINCT FROM 'assistant' AND coalesce(o.metadata ? 'tool_calls', false))),
+         written AS (
+           INSERT INTO agent_memory.thread_messages AS m
+             (session_id, thread_key, slot, seq, node_id, role, content, metadata, idempotency_key, created_at)
+           SELECT $1, $2, target.slot, pg_catalog.nextval('agent_memory.message_seq'), $5, $6, $7, $8, $9,
+                  pg_catalog.now()
+           FROM target
+           ON CONFLICT (session_id, thread_key, slot) DO UPDATE
+           SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
+               content = excluded.content, metadata = excluded.metadata,
+               idempotency_key = excluded.idempotency_key, created_at = excluded.created_at
+           RETURNING m.seq),
+         thread AS (
+           UPDATE agent_memory.message_threads t
+           SET appended = t.appended + 1,
+               last_trimmed = target.occupied::int4,
+               trimmed = t.trimmed + target.occupied::int4
+           FROM target WHERE t.session_id = $1 AND t.thread_key = $2),
+         renewed AS (
+           UPDATE agent_memory.sessions s SET last_activity_at = pg_catalog.now()
+           FROM target WHERE s.session_id = $1 AND target.stale)
+         SELECT seq FROM written"
+    ),
+    args: &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB, TEXT],
+    writes: true,
+};
+
 /// Everything an append needs to decide, read at once under the lock: does
 /// the session exist, is it active, is its recorded activity over a second
 /// old; the thread's keep and appends; the seq of a message with the same
@@ -356,6 +403,33 @@ fn append_message(
 
     lock_session(session_id);
     Spi::connect_mut(|client| {
+        // A repeated idempotency key is rare: only a call that has one takes
+        // the careful path, which looks for it first.
+        if idempotency_key.is_none() {
+            let fast = kept(client, &APPEND_FAST).or_report()?;
+            let written = client
+                .update(
+                    &*fast,
+                    None,
+                    &[
+                        session_id.into(),
+                        key.into(),
+                        keep.into(),
+                        idle_timeout_minutes().into(),
+                        node_id.into(),
+                        role.into(),
+                        content.into(),
+                        JsonB(metadata.clone()).into(),
+                        Option::<&str>::None.into(),
+                    ],
+                )
+                .or_report()?
+                .first_value::<i64>(1)
+                .or_report()?;
+            if let Some(seq) = written {
+                return Ok(seq);
+            }
+        }
         let state = kept(client, &APPEND_STATE).or_report()?;
         let state = client
             .select(
