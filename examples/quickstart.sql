@@ -26,6 +26,18 @@ SELECT agent_memory.kv_set('trip-42', 'card', '"4111 1111 1111 1111"');
 \set ON_ERROR_STOP 1
 SELECT agent_memory.sensitive_findings('reach me at ana@example.com, cpf 529.982.247-25');
 
+-- Message history, bounded per (session, node): keep the last 3 here; a
+-- tool call and its result are trimmed together.
+SELECT agent_memory.append_message('trip-42', 'user', 'Find me a flight to Lisbon.', keep => 3);
+SELECT agent_memory.append_message('trip-42', 'assistant', 'Searching.', keep => 3,
+         metadata => '{"tool_calls": [{"id": "call_1", "type": "function"}]}');
+SELECT agent_memory.append_message('trip-42', 'tool', '3 flights found', keep => 3,
+         metadata => '{"tool_call_id": "call_1"}');
+SELECT agent_memory.append_message('trip-42', 'assistant', 'TAP at 9:00 is the cheapest.', keep => 3);
+SELECT agent_memory.append_message('trip-42', 'user', 'Book it.', keep => 3);
+SELECT seq, role, content FROM agent_memory.messages('trip-42');
+SELECT agent_memory.last_user_message('trip-42');
+
 -- Sessions, and the cleanup of what has expired.
 SELECT agent_memory.session_stats();
 SELECT agent_memory.cleanup_expired();

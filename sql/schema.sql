@@ -5,6 +5,22 @@
 -- distributed by that key. Tables are registered with
 -- pg_extension_config_dump so that pg_dump keeps their rows.
 
+-- Rules on values that hot statements write are domains, not table CHECK
+-- constraints: PostgreSQL re-reads and plans a table's CHECK expressions
+-- for every statement that writes the table, while a domain's check is
+-- planned once per connection. Internal counters and slots, which only the
+-- extension's functions write, carry no check at all.
+CREATE DOMAIN agent_memory.json_object AS jsonb
+    CHECK (jsonb_typeof(VALUE) = 'object');
+COMMENT ON DOMAIN agent_memory.json_object IS 'A JSON object (metadata)';
+
+CREATE DOMAIN agent_memory.message_role AS text
+    CHECK (VALUE IN ('system', 'user', 'assistant', 'tool'));
+COMMENT ON DOMAIN agent_memory.message_role IS 'Who wrote a message: system, user, assistant or tool';
+
+CREATE DOMAIN agent_memory.memory_key AS text CHECK (VALUE <> '');
+COMMENT ON DOMAIN agent_memory.memory_key IS 'A key of key-value memory: any non-empty text';
+
 -- Sessions: the root every session-scoped row belongs to.
 CREATE TABLE agent_memory.sessions (
     session_id       text        NOT NULL PRIMARY KEY,
@@ -12,7 +28,7 @@ CREATE TABLE agent_memory.sessions (
     user_id          text,
     project_id       text,
     active_node_id   text,
-    metadata         jsonb       NOT NULL DEFAULT '{}',
+    metadata         agent_memory.json_object NOT NULL DEFAULT '{}',
     created_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
     last_activity_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     -- NULL: agent_memory.session_idle_timeout applies.
@@ -24,7 +40,6 @@ CREATE TABLE agent_memory.sessions (
     kv_words         bigint      NOT NULL DEFAULT 0,
     kv_next_expiry   timestamptz NOT NULL DEFAULT 'infinity',
     CONSTRAINT sessions_id_not_empty CHECK (session_id <> ''),
-    CONSTRAINT sessions_metadata_is_object CHECK (jsonb_typeof(metadata) = 'object'),
     CONSTRAINT sessions_idle_timeout_positive CHECK (idle_timeout > interval '0')
 );
 CREATE INDEX sessions_user_idx ON agent_memory.sessions (user_id);
@@ -38,7 +53,7 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.sessions', '');
 -- once, at write time (see README: how words are counted).
 CREATE TABLE agent_memory.kv_entries (
     session_id text        NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
-    key        text        NOT NULL,
+    key        agent_memory.memory_key NOT NULL,
     value      jsonb       NOT NULL,
     words      integer     NOT NULL,
     -- Words this key held before its last write: the write's exact effect
@@ -47,9 +62,7 @@ CREATE TABLE agent_memory.kv_entries (
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     expires_at timestamptz NOT NULL,
-    PRIMARY KEY (session_id, key),
-    CONSTRAINT kv_entries_key_not_empty CHECK (key <> ''),
-    CONSTRAINT kv_entries_words_not_negative CHECK (words >= 0)
+    PRIMARY KEY (session_id, key)
 );
 -- The cleanup removes the oldest expiries first.
 CREATE INDEX kv_entries_expires_idx ON agent_memory.kv_entries (expires_at);
@@ -71,18 +84,19 @@ CREATE TABLE agent_memory.message_threads (
     session_id   text    NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
     thread_key   text    NOT NULL,
     -- Ring size: the keep in force. An append with another keep repacks.
-    keep         integer NOT NULL CHECK (keep > 0),
-    -- Appends so far into this ring (minus pops): the next one goes to
-    -- slot appended % keep.
-    appended     bigint  NOT NULL DEFAULT 0 CHECK (appended >= 0),
-    -- What trimming did: messages removed by the last append, and in all.
-    last_trimmed integer NOT NULL DEFAULT 0,
-    trimmed      bigint  NOT NULL DEFAULT 0,
+    keep         integer NOT NULL,
+    -- Position of the next append in the ring: it goes to slot
+    -- appended % keep. A pop steps it back; a repack sets it to the number
+    -- of messages kept.
+    appended     bigint  NOT NULL DEFAULT 0,
+    -- Messages ever appended to the thread, minus those popped: what
+    -- trimming removed is appends minus the messages the thread holds.
+    appends      bigint  NOT NULL DEFAULT 0,
     PRIMARY KEY (session_id, thread_key)
 ) WITH (fillfactor = 80);
 
 COMMENT ON TABLE agent_memory.message_threads IS
-    'One row per (session, node) message thread: its ring size (keep), appends so far, and how many messages trimming removed';
+    'One row per (session, node) message thread: its ring size (keep), ring position and appends so far';
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.message_threads', '');
 
@@ -95,12 +109,12 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.message_seq', '');
 CREATE TABLE agent_memory.thread_messages (
     session_id      text        NOT NULL,
     thread_key      text        NOT NULL,
-    slot            integer     NOT NULL CHECK (slot >= 0),
+    slot            integer     NOT NULL,
     seq             bigint      NOT NULL,
     node_id         text,
-    role            text        NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+    role            agent_memory.message_role NOT NULL,
     content         text        NOT NULL,
-    metadata        jsonb       NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(metadata) = 'object'),
+    metadata        agent_memory.json_object NOT NULL DEFAULT '{}',
     -- metadata.idempotency_key, kept apart so a retried append finds it.
     idempotency_key text,
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
@@ -115,6 +129,21 @@ COMMENT ON TABLE agent_memory.thread_messages IS
     'Messages of a session, at most keep per (session, node): a ring of slots per thread, ordered by seq';
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.thread_messages', '');
+
+-- What trimming did, per thread: appends that are no longer kept.
+CREATE VIEW agent_memory.message_thread_stats AS
+SELECT t.session_id,
+       nullif(t.thread_key, '') AS node_id,
+       t.keep,
+       count(m.slot) AS messages,
+       t.appends,
+       t.appends - count(m.slot) AS trimmed
+FROM agent_memory.message_threads t
+LEFT JOIN agent_memory.thread_messages m USING (session_id, thread_key)
+GROUP BY t.session_id, t.thread_key, t.keep, t.appends;
+
+COMMENT ON VIEW agent_memory.message_thread_stats IS
+    'Per (session, node) thread: keep, messages held, appends so far (minus pops), and how many trimming removed';
 
 -- One row per cleanup run, by cleanup_expired() or the background worker.
 -- Operational history, not user data: not dumped.

@@ -24,7 +24,6 @@ use crate::sessions::{
 use crate::settings;
 
 const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
-const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
 const INT4_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4ARRAYOID);
 
 /// The thread key of a node: the node id, or '' for session-wide messages
@@ -33,58 +32,86 @@ fn thread_key(node_id: Option<&str>) -> &str {
     node_id.unwrap_or("")
 }
 
-/// The common append, in one statement: the thread exists with this keep
-/// ($3), the session is active (default idle minutes $4), and the slot to
-/// write (the oldest message's) holds no tool call. Then write the slot,
-/// count the append and what it trimmed (the slot's previous message) on
-/// the thread, and renew the session when its activity is over a second
-/// old. Otherwise it writes nothing and returns no row: the careful path
-/// (APPEND_STATE and what follows) takes over.
+/// The common append, in one statement: if the thread exists with this
+/// keep ($3) and the session is active (default idle minutes $4), take the
+/// thread's next position and write its slot, overwriting the oldest
+/// message in place, unless that message is a tool call (its results must
+/// go with it: the write is skipped and the caller finishes the append).
+/// Returns the new seq (NULL when skipped), the slot, and whether the
+/// session's recorded activity is over a second old; no row when the
+/// thread or the session does not qualify (nothing was written).
 static APPEND_FAST: Statement = Statement {
     sql: concat!(
-        "WITH target AS (
-           SELECT t.appended % t.keep AS slot,
-                  s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale,
-                  o.role IS NOT NULL AS occupied
-           FROM agent_memory.message_threads t
-           JOIN agent_memory.sessions s ON s.session_id = t.session_id
-           LEFT JOIN agent_memory.thread_messages o
-             ON o.session_id = t.session_id AND o.thread_key = t.thread_key AND o.slot = t.appended % t.keep
-           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3 AND ",
+        "WITH claimed AS (
+           UPDATE agent_memory.message_threads t
+           SET appended = t.appended + 1, appends = t.appends + 1
+           FROM agent_memory.sessions s
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3
+             AND s.session_id = $1 AND ",
         active!("s", "$4"),
         "
-             AND NOT (o.role IS NOT DISTINCT FROM 'assistant' AND coalesce(o.metadata ? 'tool_calls', false))),
+           RETURNING (t.appended - 1) % t.keep AS slot,
+                     s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
          written AS (
            INSERT INTO agent_memory.thread_messages AS m
-             (session_id, thread_key, slot, seq, node_id, role, content, metadata, idempotency_key, created_at)
-           SELECT $1, $2, target.slot, pg_catalog.nextval('agent_memory.message_seq'), $5, $6, $7, $8, $9,
+             (session_id, thread_key, slot, seq, node_id, role, content, metadata, created_at)
+           SELECT $1, $2, claimed.slot, pg_catalog.nextval('agent_memory.message_seq'), $5, $6, $7, $8,
                   pg_catalog.now()
-           FROM target
+           FROM claimed
            ON CONFLICT (session_id, thread_key, slot) DO UPDATE
            SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
                content = excluded.content, metadata = excluded.metadata,
-               idempotency_key = excluded.idempotency_key, created_at = excluded.created_at
-           RETURNING m.seq),
-         thread AS (
-           UPDATE agent_memory.message_threads t
-           SET appended = t.appended + 1,
-               last_trimmed = target.occupied::int4,
-               trimmed = t.trimmed + target.occupied::int4
-           FROM target WHERE t.session_id = $1 AND t.thread_key = $2),
-         renewed AS (
-           UPDATE agent_memory.sessions s SET last_activity_at = pg_catalog.now()
-           FROM target WHERE s.session_id = $1 AND target.stale)
-         SELECT seq FROM written"
+               idempotency_key = NULL, created_at = excluded.created_at
+           WHERE NOT (m.role = 'assistant' AND m.metadata ? 'tool_calls')
+           RETURNING m.seq)
+         SELECT written.seq, claimed.slot::int4, claimed.stale FROM claimed LEFT JOIN written ON true"
     ),
-    args: &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB, TEXT],
+    args: &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB],
     writes: true,
 };
 
-/// Everything an append needs to decide, read at once under the lock: does
-/// the session exist, is it active, is its recorded activity over a second
-/// old; the thread's keep and appends; the seq of a message with the same
-/// idempotency key; and what the next slot holds (present, and its tool
-/// calls when it is an assistant message).
+/// Renew a session whose recorded activity is over a second old.
+static RENEW_SESSION: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions SET last_activity_at = pg_catalog.now() WHERE session_id = $1",
+    args: &[TEXT],
+    writes: true,
+};
+
+/// The tool calls of the message in slot $3 (the fast path skipped it).
+static SLOT_CALLS: Statement = Statement {
+    sql: "SELECT metadata -> 'tool_calls' FROM agent_memory.thread_messages
+          WHERE session_id = $1 AND thread_key = $2 AND slot = $3",
+    args: &[TEXT, TEXT, INT4],
+    writes: true,
+};
+
+/// Write slot $3 whatever it holds; the thread's position was already taken.
+static OVERWRITE: Statement = Statement {
+    sql: "INSERT INTO agent_memory.thread_messages AS m
+            (session_id, thread_key, slot, seq, node_id, role, content, metadata, idempotency_key, created_at)
+          VALUES ($1, $2, $3, pg_catalog.nextval('agent_memory.message_seq'), $4, $5, $6, $7, $8, pg_catalog.now())
+          ON CONFLICT (session_id, thread_key, slot) DO UPDATE
+          SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
+              content = excluded.content, metadata = excluded.metadata,
+              idempotency_key = excluded.idempotency_key, created_at = excluded.created_at
+          RETURNING m.seq",
+    args: &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, JSONB, TEXT],
+    writes: true,
+};
+
+/// Take the thread's next position (the careful path).
+static CLAIM_POSITION: Statement = Statement {
+    sql: "UPDATE agent_memory.message_threads
+          SET appended = appended + 1, appends = appends + 1
+          WHERE session_id = $1 AND thread_key = $2",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// What the careful path needs, read at once under the lock: does the
+/// session exist, is it active, is its recorded activity over a second old;
+/// the thread's keep and position; and the seq of a message with the same
+/// idempotency key ($3).
 static APPEND_STATE: Statement = Statement {
     sql: concat!(
         "SELECT s.session_id IS NOT NULL,
@@ -94,16 +121,10 @@ static APPEND_STATE: Statement = Statement {
                 coalesce(s.last_activity_at < pg_catalog.now() - interval '1 second', false),
                 t.keep, t.appended,
                 (SELECT d.seq FROM agent_memory.thread_messages d
-                 WHERE d.session_id = $1 AND d.idempotency_key = $3),
-                o.slot IS NOT NULL,
-                o.calls
+                 WHERE d.session_id = $1 AND d.idempotency_key = $3)
          FROM (SELECT) AS one
          LEFT JOIN agent_memory.sessions s ON s.session_id = $1
-         LEFT JOIN agent_memory.message_threads t ON t.session_id = $1 AND t.thread_key = $2
-         LEFT JOIN LATERAL (
-           SELECT m.slot, CASE WHEN m.role = 'assistant' THEN m.metadata -> 'tool_calls' END AS calls
-           FROM agent_memory.thread_messages m
-           WHERE m.session_id = $1 AND m.thread_key = $2 AND m.slot = t.appended % t.keep) AS o ON true"
+         LEFT JOIN agent_memory.message_threads t ON t.session_id = $1 AND t.thread_key = $2"
     ),
     args: &[TEXT, TEXT, TEXT, INT4],
     // Run as a write although it only reads: a read-only SPI statement would
@@ -116,31 +137,6 @@ static APPEND_STATE: Statement = Statement {
 static CREATE_IMPLICIT: Statement = Statement {
     sql: "INSERT INTO agent_memory.sessions (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING",
     args: &[TEXT],
-    writes: true,
-};
-
-/// Write slot $3 of the thread: the new message overwrites whatever the
-/// slot held (the oldest message) in place. Count the append and what it
-/// trimmed ($9) on the thread, and renew the session when $10.
-static WRITE: Statement = Statement {
-    sql: "WITH written AS (
-            INSERT INTO agent_memory.thread_messages AS m
-              (session_id, thread_key, slot, seq, node_id, role, content, metadata, idempotency_key, created_at)
-            VALUES ($1, $2, $3, pg_catalog.nextval('agent_memory.message_seq'), $4, $5, $6, $7, $8, pg_catalog.now())
-            ON CONFLICT (session_id, thread_key, slot) DO UPDATE
-            SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
-                content = excluded.content, metadata = excluded.metadata,
-                idempotency_key = excluded.idempotency_key, created_at = excluded.created_at
-            RETURNING m.seq),
-          thread AS (
-            UPDATE agent_memory.message_threads
-            SET appended = appended + 1, last_trimmed = $9, trimmed = trimmed + $9
-            WHERE session_id = $1 AND thread_key = $2),
-          renewed AS (
-            UPDATE agent_memory.sessions SET last_activity_at = pg_catalog.now()
-            WHERE session_id = $1 AND $10)
-          SELECT seq FROM written",
-    args: &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, JSONB, TEXT, INT4, BOOL],
     writes: true,
 };
 
@@ -264,7 +260,7 @@ static POP: Statement = Statement {
            WHERE m.session_id = n.session_id AND m.thread_key = n.thread_key AND m.slot = n.slot
            RETURNING m.*),
          thread AS (
-           UPDATE agent_memory.message_threads t SET appended = t.appended - 1
+           UPDATE agent_memory.message_threads t SET appended = t.appended - 1, appends = t.appends - 1
            FROM newest n WHERE t.session_id = n.session_id AND t.thread_key = n.thread_key)
          SELECT pg_catalog.jsonb_build_object('seq', seq, 'node_id', node_id, 'role', role,
                   'content', content, 'metadata', metadata, 'created_at', created_at)
@@ -309,13 +305,13 @@ fn checked_limit(lim: Option<i32>) -> SqlResult<i32> {
 /// Make room for one more message under a new (or first) keep: keep the
 /// newest `keep - 1` messages without splitting a tool call from its
 /// results, renumber them from slot 0, and set the thread's ring. Returns
-/// how many messages it removed and how many it kept (the next free slot).
+/// the next free slot (how many it kept).
 fn repack(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
     key: &str,
     keep: i32,
-) -> SqlResult<(i32, i32)> {
+) -> SqlResult<i32> {
     let plan = kept(client, &THREAD_MESSAGES).or_report()?;
     let mut stored = Vec::new();
     for row in client
@@ -377,7 +373,7 @@ fn repack(
             ],
         )
         .or_report()?;
-    Ok((plan.removed.len() as i32, plan.moves.len() as i32))
+    Ok(plan.moves.len() as i32)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -401,13 +397,21 @@ fn append_message(
     let keep = messages::resolve_keep(keep, settings::MAX_MESSAGES.get()).or_report()?;
     let key = thread_key(node_id);
 
+    let message = NewMessage {
+        node_id,
+        role,
+        content,
+        metadata,
+        idempotency_key: idempotency_key.as_deref(),
+    };
+
     lock_session(session_id);
     Spi::connect_mut(|client| {
         // A repeated idempotency key is rare: only a call that has one takes
         // the careful path, which looks for it first.
-        if idempotency_key.is_none() {
+        if message.idempotency_key.is_none() {
             let fast = kept(client, &APPEND_FAST).or_report()?;
-            let written = client
+            let rows = client
                 .update(
                     &*fast,
                     None,
@@ -416,29 +420,41 @@ fn append_message(
                         key.into(),
                         keep.into(),
                         idle_timeout_minutes().into(),
-                        node_id.into(),
-                        role.into(),
-                        content.into(),
-                        JsonB(metadata.clone()).into(),
-                        Option::<&str>::None.into(),
+                        message.node_id.into(),
+                        message.role.into(),
+                        message.content.into(),
+                        JsonB(message.metadata.clone()).into(),
                     ],
                 )
-                .or_report()?
-                .first_value::<i64>(1)
                 .or_report()?;
-            if let Some(seq) = written {
+            if !rows.is_empty() {
+                let row = rows.first();
+                let seq = row.get::<i64>(1).or_report()?;
+                let slot = required(row.get::<i32>(2).or_report()?, "slot")?;
+                let stale = row.get::<bool>(3).or_report()?.unwrap_or(false);
+                let seq = match seq {
+                    Some(seq) => seq,
+                    // The slot holds a tool call: its results go first.
+                    None => write_slot(client, session_id, key, slot, &message)?,
+                };
+                if stale {
+                    renew(client, session_id)?;
+                }
                 return Ok(seq);
             }
         }
+
+        // The careful path: a new thread, another keep, an idempotency key,
+        // or a session that is missing or expired.
         let state = kept(client, &APPEND_STATE).or_report()?;
         let state = client
-            .select(
+            .update(
                 &*state,
                 None,
                 &[
                     session_id.into(),
                     key.into(),
-                    idempotency_key.as_deref().into(),
+                    message.idempotency_key.into(),
                     idle_timeout_minutes().into(),
                 ],
             )
@@ -450,8 +466,6 @@ fn append_message(
         let ring_keep = state.get::<i32>(4).or_report()?;
         let appended = state.get::<i64>(5).or_report()?;
         let duplicate = state.get::<i64>(6).or_report()?;
-        let slot_taken = state.get::<bool>(7).or_report()?.unwrap_or(false);
-        let slot_calls = state.get::<JsonB>(8).or_report()?.map(|j| j.0);
 
         if exists && !active {
             return Err(session_gone(session_id)).or_report();
@@ -465,56 +479,89 @@ fn append_message(
                 .update(&*create, None, &[session_id.into()])
                 .or_report()?;
         }
-        let (slot, trimmed) = match (ring_keep, appended) {
+        let slot = match (ring_keep, appended) {
             (Some(ring_keep), Some(appended)) if ring_keep == keep => {
-                let slot = (appended % i64::from(keep)) as i32;
-                let mut trimmed = i32::from(slot_taken);
-                let calls = slot_calls
-                    .map(|calls| messages::tool_call_ids(&json!({ "tool_calls": calls })))
-                    .unwrap_or_default();
-                if !calls.is_empty() {
-                    let results = kept(client, &DROP_RESULTS).or_report()?;
-                    trimmed += client
-                        .update(
-                            &*results,
-                            None,
-                            &[session_id.into(), key.into(), slot.into(), calls.into()],
-                        )
-                        .or_report()?
-                        .first_value::<i32>(1)
-                        .or_report()?
-                        .unwrap_or(0);
-                }
-                (slot, trimmed)
+                (appended % i64::from(keep)) as i32
             }
-            _ => {
-                let (removed, kept_count) = repack(client, session_id, key, keep)?;
-                (kept_count, removed)
-            }
+            _ => repack(client, session_id, key, keep)?,
         };
-        let write = kept(client, &WRITE).or_report()?;
-        let seq = client
-            .update(
-                &*write,
-                None,
-                &[
-                    session_id.into(),
-                    key.into(),
-                    slot.into(),
-                    node_id.into(),
-                    role.into(),
-                    content.into(),
-                    JsonB(metadata.clone()).into(),
-                    idempotency_key.as_deref().into(),
-                    trimmed.into(),
-                    stale.into(),
-                ],
-            )
-            .or_report()?
-            .first_value::<i64>(1)
+        let claim = kept(client, &CLAIM_POSITION).or_report()?;
+        client
+            .update(&*claim, None, &[session_id.into(), key.into()])
             .or_report()?;
-        required(seq, "seq")
+        let seq = write_slot(client, session_id, key, slot, &message)?;
+        if stale {
+            renew(client, session_id)?;
+        }
+        Ok(seq)
     })
+}
+
+/// A message being appended.
+struct NewMessage<'a> {
+    node_id: Option<&'a str>,
+    role: &'a str,
+    content: &'a str,
+    metadata: serde_json::Value,
+    idempotency_key: Option<&'a str>,
+}
+
+/// Write `message` into `slot`, whose position the caller has taken: the
+/// message the slot holds goes, and if it is a tool call its results go
+/// with it. Returns the new seq.
+fn write_slot(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    slot: i32,
+    message: &NewMessage<'_>,
+) -> SqlResult<i64> {
+    let calls = kept(client, &SLOT_CALLS).or_report()?;
+    let calls = client
+        .update(&*calls, None, &[session_id.into(), key.into(), slot.into()])
+        .or_report()?
+        .first_value::<JsonB>(1)
+        .or_report()?
+        .map(|calls| messages::tool_call_ids(&json!({ "tool_calls": calls.0 })))
+        .unwrap_or_default();
+    if !calls.is_empty() {
+        let results = kept(client, &DROP_RESULTS).or_report()?;
+        client
+            .update(
+                &*results,
+                None,
+                &[session_id.into(), key.into(), slot.into(), calls.into()],
+            )
+            .or_report()?;
+    }
+    let write = kept(client, &OVERWRITE).or_report()?;
+    let seq = client
+        .update(
+            &*write,
+            None,
+            &[
+                session_id.into(),
+                key.into(),
+                slot.into(),
+                message.node_id.into(),
+                message.role.into(),
+                message.content.into(),
+                JsonB(message.metadata.clone()).into(),
+                message.idempotency_key.into(),
+            ],
+        )
+        .or_report()?
+        .first_value::<i64>(1)
+        .or_report()?;
+    required(seq, "seq")
+}
+
+fn renew(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> SqlResult<()> {
+    let plan = kept(client, &RENEW_SESSION).or_report()?;
+    client
+        .update(&*plan, None, &[session_id.into()])
+        .or_report()?;
+    Ok(())
 }
 
 #[pg_extern(stable, parallel_safe)]

@@ -31,16 +31,16 @@ SELECT agent_memory.messages_json('chat', 'no-such-node');
 SELECT count(agent_memory.append_message('chat', 'user', 'note ' || i, node_id => 'ring', keep => 3))
 FROM generate_series(1, 7) i;
 SELECT content FROM agent_memory.messages('chat', 'ring');
-SELECT keep, appended, last_trimmed, trimmed FROM agent_memory.message_threads
-WHERE session_id = 'chat' AND thread_key = 'ring';
+SELECT node_id, keep, messages, appends, trimmed FROM agent_memory.message_thread_stats
+WHERE session_id = 'chat' AND node_id = 'ring';
 -- A smaller keep trims at once, a larger one lets the thread grow again.
 SELECT agent_memory.append_message('chat', 'user', 'note 8', node_id => 'ring', keep => 2) > 0 AS appended;
 SELECT content FROM agent_memory.messages('chat', 'ring');
 SELECT count(agent_memory.append_message('chat', 'user', 'note ' || i, node_id => 'ring', keep => 4))
 FROM generate_series(9, 11) i;
 SELECT content FROM agent_memory.messages('chat', 'ring');
-SELECT last_trimmed, trimmed FROM agent_memory.message_threads
-WHERE session_id = 'chat' AND thread_key = 'ring';
+SELECT messages, appends, trimmed FROM agent_memory.message_thread_stats
+WHERE session_id = 'chat' AND node_id = 'ring';
 -- The default keep is agent_memory.max_messages.
 SET agent_memory.max_messages = 2;
 SELECT count(agent_memory.append_message('chat', 'user', 'default ' || i, node_id => 'dflt'))
@@ -59,7 +59,8 @@ SELECT count(*) FROM (VALUES
   (agent_memory.append_message('chat', 'assistant', 'done', node_id => 'tools', keep => 4))) AS appends(seq);
 SELECT agent_memory.append_message('chat', 'user', 'next', node_id => 'tools', keep => 4) > 0 AS appended;
 SELECT role, content, metadata FROM agent_memory.messages('chat', 'tools');
-SELECT last_trimmed FROM agent_memory.message_threads WHERE session_id = 'chat' AND thread_key = 'tools';
+SELECT messages, appends, trimmed FROM agent_memory.message_thread_stats
+WHERE session_id = 'chat' AND node_id = 'tools';
 -- Ids may also be plain strings. A repack (a smaller keep) follows the same
 -- rule: keep 3 leaves room for the result of call 2 and 'thanks', but the
 -- call itself goes, so its result goes too.
