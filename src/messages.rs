@@ -1,12 +1,12 @@
 //! Bounded message history (seeds 000 and 001): append, read, pop, clear.
 //!
 //! Each (session, node) is a thread whose messages live in a ring of `keep`
-//! slots (sql/schema.sql). Under the session's write lock an append reads
-//! the thread's state in one statement, then writes the next slot, bumps
-//! the thread and, when due, renews the session in another: the slot it
-//! overwrites is the oldest message, so trimming costs one in-place update
-//! whatever the table holds. A tool call dropped this way takes its results
-//! with it. Only an append with a different `keep` repacks the ring.
+//! slots (sql/schema.sql). Under the session's write lock, one statement
+//! takes the thread's next position and writes its slot, overwriting the
+//! oldest message in place: trimming costs one in-place update whatever the
+//! table holds. When that message is a tool call, its results are removed
+//! first; a new thread, another `keep`, an idempotency key or a missing
+//! session take the careful path, which may repack the ring.
 
 use pgrx::prelude::*;
 use pgrx::{JsonB, PgBuiltInOids, PgOid};

@@ -34,7 +34,9 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
     client
         .batch_execute(
             "SELECT agent_memory.kv_set('s-1', 'goal', '\"book a table for two\"');
-             SELECT agent_memory.update_context('s-1', '{\"n\": 12345678901234567890.5, \"tags\": [\"a\", \"b\"]}')",
+             SELECT agent_memory.update_context('s-1', '{\"n\": 12345678901234567890.5, \"tags\": [\"a\", \"b\"]}');
+             SELECT agent_memory.append_message('s-2', 'user', 'hello', keep => 2);
+             SELECT agent_memory.append_message('s-2', 'assistant', 'hi', node_id => 'n1', keep => 2)",
         )
         .unwrap();
     let snapshot = |client: &mut postgres::Client| -> Vec<String> {
@@ -43,6 +45,12 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
                 "SELECT to_jsonb(s)::text FROM agent_memory.sessions s
                  UNION ALL
                  SELECT to_jsonb(k)::text FROM agent_memory.kv_entries k
+                 UNION ALL
+                 SELECT to_jsonb(t)::text FROM agent_memory.message_threads t
+                 UNION ALL
+                 SELECT to_jsonb(m)::text FROM agent_memory.thread_messages m
+                 UNION ALL
+                 SELECT 'message_seq at ' || last_value FROM agent_memory.message_seq
                  ORDER BY 1",
                 &[],
             )
@@ -52,7 +60,11 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
             .collect()
     };
     let before = snapshot(&mut client);
-    assert_eq!(before.len(), 5, "two sessions and three entries");
+    assert_eq!(
+        before.len(),
+        10,
+        "two sessions, three entries, two threads of one message each, the sequence"
+    );
 
     let dump =
         std::env::temp_dir().join(format!("agent_memory_dump_{}.custom", std::process::id()));
