@@ -83,7 +83,10 @@ def pgbench_tps(script: str, clients: int, seconds: int, defines: dict[str, str]
         for key, value in defines.items():
             args += ["-D", f"{key}={value}"]
         env = dict(os.environ, PGOPTIONS=options) if options else None
-        out = subprocess.run(args + [DB], check=True, capture_output=True, text=True, env=env).stdout
+        done = subprocess.run(args + [DB], capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise RuntimeError(f"pgbench failed on\n{script}\n{done.stderr[-2000:]}")
+        out = done.stdout
     finally:
         os.unlink(path)
     match = re.search(r"tps = ([0-9.]+) \(without initial connection time\)", out)
