@@ -77,9 +77,10 @@ static RENEW_SESSION: Statement = Statement {
     writes: true,
 };
 
-/// The tool calls of the message in slot $3 (the fast path skipped it).
+/// The tool calls of the message in slot $3, when it is an assistant's.
 static SLOT_CALLS: Statement = Statement {
-    sql: "SELECT metadata -> 'tool_calls' FROM agent_memory.thread_messages
+    sql: "SELECT CASE WHEN role = 'assistant' THEN metadata -> 'tool_calls' END
+          FROM agent_memory.thread_messages
           WHERE session_id = $1 AND thread_key = $2 AND slot = $3",
     args: &[TEXT, TEXT, INT4],
     writes: true,
