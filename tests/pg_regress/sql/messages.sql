@@ -72,6 +72,16 @@ SELECT role, content FROM agent_memory.messages('chat', 'tools');
 SELECT agent_memory.append_message('chat', 'assistant', 'bye', node_id => 'tools', keep => 3) > 0 AS appended;
 SELECT role, content FROM agent_memory.messages('chat', 'tools');
 
+-- Only an assistant message makes calls: a user message whose metadata
+-- happens to hold tool_calls takes nothing with it when it is trimmed.
+SELECT count(*) FROM (VALUES
+  (agent_memory.append_message('chat', 'user', 'quoting calls', node_id => 'quote', keep => 2,
+     metadata => '{"tool_calls": ["q1"]}')),
+  (agent_memory.append_message('chat', 'tool', 'answer q1', node_id => 'quote', keep => 2,
+     metadata => '{"tool_call_id": "q1"}')),
+  (agent_memory.append_message('chat', 'user', 'next', node_id => 'quote', keep => 2))) AS appends(seq);
+SELECT role, content FROM agent_memory.messages('chat', 'quote');
+
 -- Idempotency: the same key returns the first seq and stores nothing new.
 INSERT INTO seqs SELECT 'idem', agent_memory.append_message('chat', 'user', 'pay the invoice', metadata => '{"idempotency_key": "req-1"}');
 SELECT agent_memory.append_message('chat', 'user', 'pay the invoice', metadata => '{"idempotency_key": "req-1"}')
