@@ -13,7 +13,7 @@ use agent_memory_core::Error;
 
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{FirstRow, Statement, first_value_of, kept};
-use crate::sessions::{INT4, TEXT, idle_timeout_minutes};
+use crate::sessions::{INT4, INT8, TEXT, idle_timeout_minutes};
 use crate::settings;
 
 /// What one kind of expired row is, and how a batch of it is removed.
@@ -100,8 +100,8 @@ static RECORD_RUN: Statement = Statement {
     args: &[
         pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIMESTAMPTZOID),
         TEXT,
-        pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::INT8OID),
-        pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::INT8OID),
+        INT8,
+        INT8,
         INT4,
         TEXT,
     ],

@@ -18,14 +18,12 @@ use agent_memory_core::{Error, kv, words};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{Statement, first_value_of, kept};
 use crate::sessions::{
-    INT4, INTERVAL, JSONB, TEXT, TEXT_ARRAY, active, checked_id, checked_positive,
-    idle_timeout_minutes, lock_session, required, session_gone,
+    INT4, INT4_ARRAY, INT8, INTERVAL, JSONB, TEXT, TEXT_ARRAY, active, checked_id,
+    checked_positive, idle_timeout_minutes, lock_session, required, session_gone,
 };
 use crate::{sensitive, settings};
 
 const JSONB_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBARRAYOID);
-const INT4_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4ARRAYOID);
-const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
 
 // The write, under the session's write lock (taken first, so every writer
 // of one session queues and none can deadlock over its entries): if the
@@ -158,7 +156,7 @@ static RECOUNTED: Statement = Statement {
                  WHERE session_id = $1 AND expires_at > pg_catalog.now() AND key <> ALL ($2)),
                 'infinity')
           WHERE session_id = $1",
-    args: &[TEXT, TEXT_ARRAY, PgOid::BuiltIn(PgBuiltInOids::INT8OID)],
+    args: &[TEXT, TEXT_ARRAY, INT8],
     writes: true,
 };
 

@@ -8,8 +8,8 @@
 //! first; a new thread, another `keep`, an idempotency key or a missing
 //! session take the careful path, which may repack the ring.
 
+use pgrx::JsonB;
 use pgrx::prelude::*;
-use pgrx::{JsonB, PgBuiltInOids, PgOid};
 use serde_json::json;
 
 use agent_memory_core::Error;
@@ -18,13 +18,10 @@ use agent_memory_core::messages::{self, Stored};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{FirstRow, Statement, first_value_of, kept};
 use crate::sessions::{
-    INT4, JSONB, TEXT, TEXT_ARRAY, active, checked_id, idle_timeout_minutes, lock_session,
-    required, session_gone,
+    INT4, INT4_ARRAY, INT8, JSONB, TEXT, TEXT_ARRAY, active, checked_id, idle_timeout_minutes,
+    lock_session, required, session_gone,
 };
 use crate::settings;
-
-const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
-const INT4_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4ARRAYOID);
 
 /// The thread key of a node: the node id, or '' for session-wide messages
 /// (node ids are never empty).
@@ -324,7 +321,7 @@ fn repack(
             slot: required(row.get::<i32>(1).or_report()?, "slot")?,
             seq: required(row.get::<i64>(2).or_report()?, "seq")?,
             calls: calls
-                .map(|calls| messages::tool_call_ids(&json!({ "tool_calls": calls })))
+                .map(|calls| messages::call_ids(&calls))
                 .unwrap_or_default(),
             answers: row.get::<String>(4).or_report()?,
         });
@@ -523,7 +520,7 @@ fn write_slot(
         .or_report()?
         .first_value::<JsonB>(1)
         .or_report()?
-        .map(|calls| messages::tool_call_ids(&json!({ "tool_calls": calls.0 })))
+        .map(|calls| messages::call_ids(&calls.0))
         .unwrap_or_default();
     if !calls.is_empty() {
         let results = kept(client, &DROP_RESULTS).or_report()?;

@@ -22,6 +22,8 @@ pub const INT4: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4OID);
 pub const JSONB: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBOID);
 pub const INTERVAL: PgOid = PgOid::BuiltIn(PgBuiltInOids::INTERVALOID);
 pub const TEXT_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTARRAYOID);
+pub const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
+pub const INT4_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4ARRAYOID);
 
 /// Longest session id, user id or key accepted.
 pub const MAX_ID_CHARS: usize = 256;

@@ -63,7 +63,13 @@ pub fn check_message(content: &str, metadata: &Value, max_bytes: usize) -> Resul
 /// The ids of the tool calls an assistant message makes: `metadata.tool_calls`
 /// as an array of ids, or of objects with an `id` (the OpenAI shape).
 pub fn tool_call_ids(metadata: &Value) -> Vec<String> {
-    let Some(calls) = metadata.get("tool_calls").and_then(Value::as_array) else {
+    metadata.get("tool_calls").map(call_ids).unwrap_or_default()
+}
+
+/// The ids in a `tool_calls` value (see [`tool_call_ids`]); none unless it
+/// is an array.
+pub fn call_ids(calls: &Value) -> Vec<String> {
+    let Some(calls) = calls.as_array() else {
         return Vec::new();
     };
     calls
@@ -200,6 +206,7 @@ mod tests {
         let meta = json!({"tool_calls": ["a", {"id": "b", "type": "function"}, 3]});
         assert_eq!(tool_call_ids(&meta), vec!["a", "b"]);
         assert!(tool_call_ids(&json!({"tool_calls": "a"})).is_empty());
+        assert_eq!(call_ids(&json!([{"id": "c"}])), vec!["c"]);
         assert_eq!(answered_call(&json!({"tool_call_id": "a"})), Some("a"));
     }
 
