@@ -145,6 +145,56 @@ GROUP BY t.session_id, t.thread_key, t.keep, t.appends;
 COMMENT ON VIEW agent_memory.message_thread_stats IS
     'Per (session, node) thread: keep, messages held, appends so far (minus pops), and how many trimming removed';
 
+-- Graph memory (seed 003): markdown nodes per owner (a user or project id).
+-- A node's children are its refs: its explicit ref list ("links") followed
+-- by the [[id]] links of its body, each id once. refs is derived at write
+-- time so the tree projection reads one column; refs to ids that do not
+-- exist stay stored and are reported as unresolved. Ids compare bytewise
+-- (COLLATE "C"): they are ASCII, and the primary key stays cheap.
+CREATE TABLE agent_memory.graph_nodes (
+    owner       text COLLATE "C" NOT NULL,
+    node_id     text COLLATE "C" NOT NULL,
+    title       text        NOT NULL,
+    description text        NOT NULL DEFAULT '',
+    body        text        NOT NULL DEFAULT '',
+    links       text[]      NOT NULL DEFAULT '{}',
+    refs        text[]      NOT NULL DEFAULT '{}',
+    version     integer     NOT NULL DEFAULT 1,
+    created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (owner, node_id)
+);
+
+COMMENT ON TABLE agent_memory.graph_nodes IS
+    'Graph memory: the current state of each node (title, description, markdown body, refs, version)';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.graph_nodes', '');
+
+-- Immutable snapshots: the full state a node had at a version, saved when
+-- a change came with a change description. The primary key makes two
+-- snapshots of one version impossible. graph_delete removes them with the
+-- node (no foreign key: the snapshot insert stays a single index probe).
+CREATE TABLE agent_memory.graph_node_versions (
+    owner              text COLLATE "C" NOT NULL,
+    node_id            text COLLATE "C" NOT NULL,
+    version            integer     NOT NULL,
+    title              text        NOT NULL,
+    description        text        NOT NULL,
+    body               text        NOT NULL,
+    links              text[]      NOT NULL,
+    refs               text[]      NOT NULL,
+    created_at         timestamptz NOT NULL,
+    updated_at         timestamptz NOT NULL,
+    change_description text        NOT NULL,
+    saved_at           timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (owner, node_id, version)
+);
+
+COMMENT ON TABLE agent_memory.graph_node_versions IS
+    'Graph memory: immutable snapshots of earlier versions of a node, each with the description of the change that replaced it';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.graph_node_versions', '');
+
 -- One row per cleanup run, by cleanup_expired() or the background worker.
 -- Operational history, not user data: not dumped.
 CREATE TABLE agent_memory.cleanup_runs (

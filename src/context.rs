@@ -10,21 +10,10 @@ use agent_memory_core::{Error, kv};
 
 use crate::error::{OrReport, SqlResult};
 use crate::kv::{delete_keys, write_entries};
-use crate::plans::{Statement, first_value_of};
+use crate::plans::{Statement, first_value_of, iso};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY, active, checked_id, idle_timeout_minutes, required};
 
 const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
-
-// Timestamps as JavaScript's toISOString() writes them (the seed's format).
-macro_rules! iso {
-    ($expr:literal) => {
-        concat!(
-            "pg_catalog.to_char(",
-            $expr,
-            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
-        )
-    };
-}
 
 /// $1 session, $2 idle minutes, $3 keys (NULL: all), $4 include metadata.
 static BUILD: Statement = Statement {

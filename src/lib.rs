@@ -19,6 +19,12 @@ pub mod plans;
 pub mod cleanup;
 /// build_context / update_context (seed 004's context builder).
 pub mod context;
+/// Graph memory: versioned markdown nodes linked by refs (seed 003).
+pub mod graph;
+/// Graph memory as seed 003's markdown files: export, import, one node.
+pub mod graph_markdown;
+/// The tree projection of graph memory, as rows or JSON.
+pub mod graph_tree;
 /// Key-value working memory per session with a word budget (seed 004).
 pub mod kv;
 /// Bounded message history per (session, node) (seeds 000 and 001).

@@ -12,6 +12,18 @@ use std::rc::Rc;
 use pgrx::PgOid;
 use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult};
 
+// Timestamps as JavaScript's toISOString() writes them (the seed's format).
+macro_rules! iso {
+    ($expr:literal) => {
+        concat!(
+            "pg_catalog.to_char(",
+            $expr,
+            " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+        )
+    };
+}
+pub(crate) use iso;
+
 /// A statement of the extension: its SQL (fully schema-qualified) and the
 /// types of its parameters.
 pub struct Statement {

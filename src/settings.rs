@@ -26,6 +26,7 @@ pub static SENSITIVE_DATA: GucSetting<SensitiveData> =
 pub static CURATOR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 pub static MAX_FILE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static MAX_MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+pub static MAX_NODE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 
 /// What a write does when its value contains sensitive data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PostgresGucEnum)]
@@ -140,6 +141,16 @@ pub fn define_all() {
         c"Largest message content append_message stores.",
         c"",
         &MAX_MESSAGE_BYTES,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_node_bytes",
+        c"Largest graph node body the graph functions store.",
+        c"",
+        &MAX_NODE_BYTES,
         1,
         i32::MAX,
         GucContext::Suset,

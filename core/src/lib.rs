@@ -8,9 +8,13 @@
 
 pub mod budget;
 pub mod error;
+pub mod graph;
 pub mod kv;
+pub mod markdown;
 pub mod messages;
 pub mod sensitive;
+pub mod time;
+pub mod tree;
 pub mod words;
 
 pub use error::{Error, ErrorKind, Result};

@@ -155,7 +155,7 @@ pub fn luhn_valid(digits: &[u8]) -> bool {
             }
         })
         .sum();
-    sum % 10 == 0
+    sum.is_multiple_of(10)
 }
 
 /// The two check digits of a Brazilian CPF (and not a run of one digit).
@@ -264,7 +264,7 @@ mod tests {
 
     #[test]
     fn check_digit_algorithms() {
-        assert!(luhn_valid(&digits_of("79927398713")) == false); // 11 digits: too short for a card
+        assert!(!luhn_valid(&digits_of("79927398713"))); // 11 digits: too short for a card
         assert!(luhn_valid(&digits_of("4111111111111111")));
         assert!(!luhn_valid(&digits_of("4111111111111112")));
         assert!(cpf_valid(&digits_of("52998224725")));

@@ -1,0 +1,507 @@
+//! Rules of graph memory (seed 003): node ids, refs, what counts as a change,
+//! appends, generated ids and the file names of an exported folder.
+//!
+//! A node's refs are its children: the explicit ref list first, then the
+//! `[[id]]` wiki links of its body, in order, each id once.
+
+use crate::error::quoted;
+use crate::{Error, Result};
+
+/// The virtual root: always present, read-only, never stored.
+pub const ROOT_ID: &str = "__root__";
+
+/// Longest node id. Generated ids have [`GENERATED_ID_LEN`] characters.
+pub const MAX_ID_LEN: usize = 64;
+
+/// Length of a generated (cuid2-shaped) id.
+pub const GENERATED_ID_LEN: usize = 24;
+
+/// The prompt the virtual root shows: what the graph is and how to keep it.
+pub const ROOT_TITLE: &str = "Memory Graph";
+pub const ROOT_DESCRIPTION: &str = "The root of the memory graph; every other node hangs below it.";
+pub const ROOT_BODY: &str = "\
+# Memory Graph
+
+This is the root of the memory graph. It is virtual and read-only: every other
+document is a node below it.
+
+- Each node holds one piece of lasting knowledge: a preference, a decision, a
+  person, a project, a procedure. Keep it short and specific.
+- A node's children are the nodes it links to, either in its refs or with
+  `[[node id]]` links in its body.
+- Create a node under at least one parent; use `__root__` for a new topic.
+- Before creating a node, look at the tree: extend an existing node rather
+  than writing a second one on the same subject.
+- Give a change description when you rewrite a node, so its previous
+  version is kept.
+";
+
+/// Whether `id` may name a stored node: 1 to 64 ASCII letters, digits, `_` or
+/// `-` (safe in a file name and a `[[link]]`), and not the root.
+pub fn is_node_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID_LEN
+        && id != ROOT_ID
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// A node id given by the caller for a stored node.
+pub fn check_node_id(id: &str) -> Result<()> {
+    if id == ROOT_ID {
+        return Err(
+            Error::not_allowed("the root node \"__root__\" is read-only")
+                .with_detail("the root is virtual: its content comes with the extension"),
+        );
+    }
+    if !is_node_id(id) {
+        return Err(Error::invalid(format!("invalid node id {}", quoted(id)))
+            .with_detail(format!(
+                "a node id has 1 to {MAX_ID_LEN} characters, each an ASCII letter, digit, \"_\" or \"-\""
+            )));
+    }
+    Ok(())
+}
+
+/// The owner of a graph: a user or project id, not empty.
+pub fn check_owner(owner: &str) -> Result<()> {
+    if owner.trim().is_empty() {
+        return Err(Error::invalid("owner must not be empty"));
+    }
+    Ok(())
+}
+
+/// The ids linked from a body with `[[id]]`, in order, each once. A link
+/// whose text is not a node id (`[[see the notes]]`) is plain text.
+pub fn body_links(body: &str) -> Vec<String> {
+    let mut links: Vec<String> = Vec::new();
+    let mut rest = body;
+    while let Some(start) = rest.find("[[") {
+        let after = &rest[start + 2..];
+        let Some(end) = after.find("]]") else { break };
+        let inner = &after[..end];
+        // "[[a [[b]]": the innermost opening bracket starts the link.
+        let inner = match inner.rfind("[[") {
+            Some(i) => &inner[i + 2..],
+            None => inner,
+        };
+        let id = inner.trim();
+        if is_node_id(id) && !links.iter().any(|l| l == id) {
+            links.push(id.to_owned());
+        }
+        rest = &after[end + 2..];
+    }
+    links
+}
+
+/// A node's refs: its explicit refs, then its body's links, each id once.
+pub fn merge_refs(explicit: &[String], body: &str) -> Vec<String> {
+    let mut refs: Vec<String> = Vec::with_capacity(explicit.len());
+    for id in explicit.iter().cloned().chain(body_links(body)) {
+        if !refs.contains(&id) {
+            refs.push(id);
+        }
+    }
+    refs
+}
+
+/// Explicit refs given by a caller: valid ids, never the root; duplicates
+/// are dropped, order kept.
+pub fn check_refs(refs: &[String]) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::with_capacity(refs.len());
+    for id in refs {
+        if id == ROOT_ID {
+            return Err(Error::invalid("the root node cannot be a ref")
+                .with_detail("every node already hangs below the root"));
+        }
+        if !is_node_id(id) {
+            return Err(Error::invalid(format!("invalid ref {}", quoted(id)))
+                .with_detail(format!(
+                    "a node id has 1 to {MAX_ID_LEN} characters, each an ASCII letter, digit, \"_\" or \"-\""
+                )));
+        }
+        if !out.contains(id) {
+            out.push(id.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// The parents of a new node: at least one; the root or node ids, each once.
+/// Returns the stored parents (the root changes nothing stored).
+pub fn check_parents(parents: &[String]) -> Result<Vec<String>> {
+    if parents.is_empty() {
+        return Err(Error::invalid("a new node needs at least one parent")
+            .with_hint("use '__root__' to put it at the top of the graph"));
+    }
+    let mut stored: Vec<String> = Vec::new();
+    for parent in parents {
+        if parent == ROOT_ID {
+            continue;
+        }
+        if !is_node_id(parent) {
+            return Err(Error::invalid(format!(
+                "invalid parent id {}",
+                quoted(parent)
+            )));
+        }
+        if !stored.contains(parent) {
+            stored.push(parent.clone());
+        }
+    }
+    Ok(stored)
+}
+
+/// A body within the size limit (`agent_memory.max_node_bytes`).
+pub fn check_body(body: &str, max_bytes: usize) -> Result<()> {
+    if body.len() > max_bytes {
+        return Err(Error::limit(format!(
+            "node body of {} bytes exceeds the limit of {max_bytes} bytes",
+            body.len()
+        ))
+        .with_hint("raise agent_memory.max_node_bytes, or split the node"));
+    }
+    Ok(())
+}
+
+/// A title: not blank.
+pub fn check_title(title: &str) -> Result<()> {
+    if title.trim().is_empty() {
+        return Err(Error::invalid("title must not be empty"));
+    }
+    Ok(())
+}
+
+/// The fields of a node that make up its meaning.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Content {
+    pub title: String,
+    pub description: String,
+    pub body: String,
+    /// The explicit refs (the body's links are derived from the body).
+    pub links: Vec<String>,
+}
+
+impl Content {
+    /// The node's refs: explicit ones, then body links.
+    pub fn refs(&self) -> Vec<String> {
+        merge_refs(&self.links, &self.body)
+    }
+}
+
+/// What a write does to a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Nothing differs: nothing is written, `updated_at` included.
+    Unchanged,
+    /// A change without a change description: updated in place.
+    InPlace,
+    /// A change with a change description: the previous state becomes an
+    /// immutable version and the version number goes up by one.
+    Versioned,
+}
+
+/// Decide how a write of `new` over `old` is stored. Refs are compared as
+/// the node's merged refs, in order.
+pub fn write_kind(old: &Content, new: &Content, change_description: Option<&str>) -> WriteKind {
+    let changed = old.title != new.title
+        || old.description != new.description
+        || old.body != new.body
+        || old.refs() != new.refs();
+    match (changed, change_description) {
+        (false, _) => WriteKind::Unchanged,
+        (true, Some(description)) if !description.trim().is_empty() => WriteKind::Versioned,
+        (true, _) => WriteKind::InPlace,
+    }
+}
+
+/// The body after an append: `addition` goes on a new line unless the body
+/// is empty or already ends with one.
+pub fn appended_body(body: &str, addition: &str) -> String {
+    let mut out = String::with_capacity(body.len() + addition.len() + 1);
+    out.push_str(body);
+    if !body.is_empty() && !addition.is_empty() && !body.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(addition);
+    out
+}
+
+/// A generated node id shaped like a cuid2: a lowercase letter, then 23
+/// lowercase letters or digits, drawn without bias from `random` bytes
+/// (about 119 bits of entropy). `random` is asked for more bytes until
+/// the id is complete.
+pub fn generate_id(mut random: impl FnMut(&mut [u8])) -> String {
+    const ALPHABET: &[u8; 36] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    let mut id = String::with_capacity(GENERATED_ID_LEN);
+    let mut buffer = [0u8; 32];
+    while id.len() < GENERATED_ID_LEN {
+        random(&mut buffer);
+        for &byte in &buffer {
+            // The first character is a letter (26 choices), the rest base36;
+            // bytes past the largest multiple are rejected to stay unbiased.
+            let choices: u8 = if id.is_empty() { 26 } else { 36 };
+            let limit = 256 - (256 % choices as u16);
+            if (byte as u16) < limit {
+                id.push(ALPHABET[(byte % choices) as usize] as char);
+                if id.len() == GENERATED_ID_LEN {
+                    break;
+                }
+            }
+        }
+    }
+    id
+}
+
+/// A file of an exported graph folder: `<id>.md` is a node, `<id>.v<N>.md`
+/// its version N.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileName {
+    pub node_id: String,
+    pub version: Option<i32>,
+}
+
+/// Parse a file name of a graph folder (a path prefix is ignored).
+pub fn parse_file_name(name: &str) -> Result<FileName> {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    let bad = || {
+        Error::invalid(format!("unexpected file name {}", quoted(name)))
+            .with_detail("a graph folder holds \"<node id>.md\" and \"<node id>.v<N>.md\" files")
+    };
+    let stem = base.strip_suffix(".md").ok_or_else(bad)?;
+    let (node_id, version) = match stem.rsplit_once(".v") {
+        Some((id, digits)) => {
+            let version: i32 = if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                digits.parse().map_err(|_| bad())?
+            } else {
+                return Err(bad());
+            };
+            if version < 1 {
+                return Err(bad());
+            }
+            (id, Some(version))
+        }
+        None => (stem, None),
+    };
+    check_node_id(node_id)?;
+    Ok(FileName {
+        node_id: node_id.to_owned(),
+        version,
+    })
+}
+
+/// The file name of a node (`version` None) or of one of its versions.
+pub fn file_name(node_id: &str, version: Option<i32>) -> String {
+    match version {
+        Some(v) => format!("{node_id}.v{v}.md"),
+        None => format!("{node_id}.md"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    fn strings(items: &[&str]) -> Vec<String> {
+        items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn node_ids() {
+        assert!(is_node_id("abc"));
+        assert!(is_node_id("tz4a98xxat96iws9zmbrgj3a"));
+        assert!(is_node_id("project_atlas-2"));
+        assert!(is_node_id(&"a".repeat(64)));
+        assert!(!is_node_id(&"a".repeat(65)));
+        assert!(!is_node_id(""));
+        assert!(!is_node_id("a b"));
+        assert!(!is_node_id("a.v1"));
+        assert!(!is_node_id("../x"));
+        assert!(!is_node_id("é"));
+        assert!(!is_node_id(ROOT_ID));
+        assert_eq!(
+            check_node_id(ROOT_ID).unwrap_err().kind,
+            ErrorKind::NotAllowed
+        );
+        assert_eq!(
+            check_node_id("a/b").unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+        assert_eq!(
+            check_owner(" ").unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+        assert!(check_owner("user-1").is_ok());
+    }
+
+    #[test]
+    fn body_links_in_order_once_and_only_ids() {
+        let body = "See [[b]] and [[a]], again [[b]]; [[ c ]] [[not an id]] [[__root__]] [[]] [[x";
+        assert_eq!(body_links(body), strings(&["b", "a", "c"]));
+        assert_eq!(body_links("[[a [[b]] c]]"), strings(&["b"]));
+        assert_eq!(body_links("no links"), Vec::<String>::new());
+        assert_eq!(body_links("[[é]] [[ok]]"), strings(&["ok"]));
+    }
+
+    #[test]
+    fn refs_are_explicit_then_body_links_without_duplicates() {
+        assert_eq!(
+            merge_refs(&strings(&["c", "a"]), "[[a]] [[b]] [[c]] [[d]]"),
+            strings(&["c", "a", "b", "d"])
+        );
+        assert_eq!(merge_refs(&[], ""), Vec::<String>::new());
+    }
+
+    #[test]
+    fn explicit_refs_and_parents_are_checked() {
+        assert_eq!(
+            check_refs(&strings(&["a", "b", "a"])).unwrap(),
+            strings(&["a", "b"])
+        );
+        assert_eq!(
+            check_refs(&strings(&[ROOT_ID])).unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+        assert!(check_refs(&strings(&["a b"])).is_err());
+        assert_eq!(
+            check_parents(&[]).unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+        assert_eq!(
+            check_parents(&strings(&[ROOT_ID, "p", "p"])).unwrap(),
+            strings(&["p"])
+        );
+        assert_eq!(
+            check_parents(&strings(&[ROOT_ID])).unwrap(),
+            Vec::<String>::new()
+        );
+        assert!(check_parents(&strings(&["bad id"])).is_err());
+    }
+
+    #[test]
+    fn limits() {
+        assert!(check_body("abcd", 4).is_ok());
+        let e = check_body("abcde", 4).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::LimitExceeded);
+        assert!(e.message.contains("5 bytes"));
+        assert!(check_title("  ").is_err());
+        assert!(check_title("T").is_ok());
+    }
+
+    fn content(title: &str, body: &str, links: &[&str]) -> Content {
+        Content {
+            title: title.into(),
+            description: "d".into(),
+            body: body.into(),
+            links: strings(links),
+        }
+    }
+
+    #[test]
+    fn what_a_write_does() {
+        let old = content("T", "body [[a]]", &["b"]);
+        assert_eq!(
+            write_kind(&old, &old.clone(), Some("why")),
+            WriteKind::Unchanged
+        );
+        assert_eq!(write_kind(&old, &old.clone(), None), WriteKind::Unchanged);
+        let retitled = content("T2", "body [[a]]", &["b"]);
+        assert_eq!(write_kind(&old, &retitled, None), WriteKind::InPlace);
+        assert_eq!(write_kind(&old, &retitled, Some("  ")), WriteKind::InPlace);
+        assert_eq!(
+            write_kind(&old, &retitled, Some("rename")),
+            WriteKind::Versioned
+        );
+        // Refs are compared merged: moving a ref from the list into the body
+        // changes the body, so it is a change.
+        let moved = content("T", "body [[a]] [[b]]", &[]);
+        assert_eq!(write_kind(&old, &moved, None), WriteKind::InPlace);
+        // Same merged refs with a different explicit list and same body: no change.
+        let same_refs = content("T", "body [[a]]", &["b", "a"]);
+        assert_eq!(old.refs(), strings(&["b", "a"]));
+        assert_eq!(same_refs.refs(), strings(&["b", "a"]));
+        assert_eq!(
+            write_kind(&old, &same_refs, Some("x")),
+            WriteKind::Unchanged
+        );
+        let reordered = content("T", "body [[a]]", &["a", "b"]);
+        assert_eq!(
+            write_kind(&old, &reordered, Some("x")),
+            WriteKind::Versioned
+        );
+    }
+
+    #[test]
+    fn appends_go_on_a_new_line() {
+        assert_eq!(appended_body("", "x"), "x");
+        assert_eq!(appended_body("a", "x"), "a\nx");
+        assert_eq!(appended_body("a\n", "x"), "a\nx");
+        assert_eq!(appended_body("a", ""), "a");
+    }
+
+    #[test]
+    fn generated_ids_are_cuid2_shaped_and_unbiased_in_range() {
+        let mut counter = 0u8;
+        let id = generate_id(|buf| {
+            for b in buf.iter_mut() {
+                *b = counter;
+                counter = counter.wrapping_add(37);
+            }
+        });
+        assert_eq!(id.len(), GENERATED_ID_LEN);
+        assert!(id.as_bytes()[0].is_ascii_lowercase());
+        assert!(
+            id.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        );
+        assert!(is_node_id(&id));
+        // Bytes that would bias the draw are skipped: all-255 input never
+        // completes a single character, so the generator asks again.
+        let mut calls = 0;
+        let id = generate_id(|buf| {
+            calls += 1;
+            let fill = if calls < 3 { 255 } else { 7 };
+            buf.fill(fill);
+        });
+        assert_eq!(calls, 3);
+        assert_eq!(id, format!("h{}", "h".repeat(23)));
+    }
+
+    #[test]
+    fn file_names() {
+        assert_eq!(
+            parse_file_name("abc.md").unwrap(),
+            FileName {
+                node_id: "abc".into(),
+                version: None
+            }
+        );
+        assert_eq!(
+            parse_file_name("graph/abc.v12.md").unwrap(),
+            FileName {
+                node_id: "abc".into(),
+                version: Some(12)
+            }
+        );
+        for bad in [
+            "abc",
+            "abc.txt",
+            "abc.v.md",
+            "abc.v0.md",
+            "abc.vx.md",
+            "a b.md",
+            ".md",
+            "abc.v99999999999.md",
+        ] {
+            assert!(parse_file_name(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_file_name("__root__.md").unwrap_err().kind,
+            ErrorKind::NotAllowed
+        );
+        assert_eq!(file_name("abc", None), "abc.md");
+        assert_eq!(file_name("abc", Some(3)), "abc.v3.md");
+    }
+}

@@ -1,0 +1,80 @@
+//! Timestamps as ISO 8601 text in UTC, the way JavaScript's
+//! `Date.toISOString()` writes them (seed 003's files come from JavaScript).
+
+/// Microseconds between 1970-01-01 and 2000-01-01, PostgreSQL's epoch.
+pub const POSTGRES_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;
+
+/// `2026-11-22T19:07:24.123Z` (`fraction_digits` 3) or
+/// `2026-11-22T19:07:24.123456Z` (6) for microseconds since the Unix epoch.
+/// The fraction is cut, not rounded, as `to_char(…, 'MS')` does.
+pub fn iso_utc(unix_micros: i64, fraction_digits: u32) -> String {
+    let seconds = unix_micros.div_euclid(1_000_000);
+    let micros = unix_micros.rem_euclid(1_000_000);
+    let days = seconds.div_euclid(86_400);
+    let second_of_day = seconds.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    let (h, m, s) = (
+        second_of_day / 3600,
+        second_of_day / 60 % 60,
+        second_of_day % 60,
+    );
+    let fraction = match fraction_digits {
+        6 => format!(".{micros:06}"),
+        _ => format!(".{:03}", micros / 1000),
+    };
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}{fraction}Z")
+}
+
+/// Year, month, day of a count of days since 1970-01-01 (proleptic
+/// Gregorian; H. Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_instants() {
+        assert_eq!(iso_utc(0, 3), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            iso_utc(POSTGRES_EPOCH_UNIX_MICROS, 6),
+            "2000-01-01T00:00:00.000000Z"
+        );
+        // 2026-11-22T19:07:24.123456Z
+        let t = 1_795_374_444_123_456;
+        assert_eq!(iso_utc(t, 3), "2026-11-22T19:07:24.123Z");
+        assert_eq!(iso_utc(t, 6), "2026-11-22T19:07:24.123456Z");
+        // Leap day, and an instant before 1970.
+        assert_eq!(iso_utc(951_782_400_000_000, 3), "2000-02-29T00:00:00.000Z");
+        assert_eq!(iso_utc(-1, 6), "1969-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn every_day_of_four_centuries_is_consecutive() {
+        let mut previous = civil_from_days(-1);
+        for days in 0..146_097 * 4 {
+            let (y, m, d) = civil_from_days(days);
+            let (py, pm, pd) = previous;
+            let next_day = y == py && m == pm && d == pd + 1;
+            let next_month = y == py && m == pm + 1 && d == 1;
+            let next_year = y == py + 1 && m == 1 && d == 1 && pm == 12 && pd == 31;
+            assert!(
+                next_day || next_month || next_year,
+                "{previous:?} -> {:?}",
+                (y, m, d)
+            );
+            previous = (y, m, d);
+        }
+    }
+}

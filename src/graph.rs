@@ -1,0 +1,707 @@
+//! Graph memory (seed 003): markdown nodes per owner, linked by refs, with
+//! immutable version snapshots and a virtual read-only root.
+//!
+//! A write locks the node's row first (`FOR NO KEY UPDATE`), decides in the
+//! core whether anything changed, and then stores the change in one
+//! statement: a snapshot of the previous state and the new state together
+//! when a change description came with it. Concurrent writers of one node
+//! queue on the row lock, so none loses an update and each snapshot gets its
+//! own version. The tree projection and the markdown format live in
+//! `graph_tree` and `graph_markdown`.
+
+use std::ffi::CString;
+
+use pgrx::JsonB;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use serde_json::json;
+
+use agent_memory_core::graph::{self, Content, ROOT_ID, WriteKind};
+use agent_memory_core::{Error, time};
+
+use crate::error::{OrReport, SqlResult};
+use crate::plans::{Statement, first_value_of, iso, kept};
+use crate::sessions::{INT4, TEXT, TEXT_ARRAY, required};
+use crate::settings;
+
+// ---------------------------------------------------------------------------
+// Arguments
+
+/// The owner argument: present and not blank.
+pub fn checked_owner(owner: Option<&str>) -> SqlResult<&str> {
+    let owner = owner.ok_or_else(|| Error::null("owner")).or_report()?;
+    graph::check_owner(owner).or_report()?;
+    Ok(owner)
+}
+
+/// A node id argument naming a stored node (the root is refused with 42501).
+pub fn checked_node(node_id: Option<&str>) -> SqlResult<&str> {
+    let node_id = node_id.ok_or_else(|| Error::null("node_id")).or_report()?;
+    graph::check_node_id(node_id).or_report()?;
+    Ok(node_id)
+}
+
+/// A text[] argument without NULL elements.
+pub fn checked_list(what: &str, items: Vec<Option<String>>) -> SqlResult<Vec<String>> {
+    items
+        .into_iter()
+        .map(|item| {
+            item.ok_or_else(|| Error::null(&format!("an element of {what}")))
+                .or_report()
+        })
+        .collect()
+}
+
+/// A body within `agent_memory.max_node_bytes`.
+pub fn checked_body(body: &str) -> SqlResult<()> {
+    graph::check_body(body, settings::MAX_NODE_BYTES.get() as usize).or_report()
+}
+
+pub fn unknown_node(owner: &str, node_id: &str) -> ErrorReport {
+    crate::error::report(Error::not_found(format!(
+        "graph node {} of owner {} does not exist",
+        agent_memory_core::error::quoted(node_id),
+        agent_memory_core::error::quoted(owner)
+    )))
+}
+
+// ---------------------------------------------------------------------------
+// Statements
+
+/// A new node ($1 owner, $2 id, $3 title, $4 description, $5 body, $6 refs);
+/// no row: the id is taken.
+static INSERT_NODE: Statement = Statement {
+    sql: "INSERT INTO agent_memory.graph_nodes (owner, node_id, title, description, body, refs)
+          VALUES ($1, $2, $3, $4, $5, $6)
+          ON CONFLICT DO NOTHING
+          RETURNING 1",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Add child $2 to the explicit refs of parents $3 of owner $1 that do not
+/// list it yet. refs stay "explicit refs, then body links": the child goes
+/// right after the explicit ones and leaves the body-link part.
+static LINK_PARENTS: Statement = Statement {
+    sql: "UPDATE agent_memory.graph_nodes p
+          SET links = p.links || $2::text,
+              refs = p.links || $2::text
+                     || pg_catalog.array_remove(p.refs[pg_catalog.cardinality(p.links) + 1:], $2::text),
+              updated_at = pg_catalog.now()
+          WHERE p.owner = $1 AND p.node_id = ANY ($3) AND NOT ($2 = ANY (p.links))
+          RETURNING p.node_id",
+    args: &[TEXT, TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Which of ids $2 exist for owner $1.
+static EXISTING: Statement = Statement {
+    sql: "SELECT pg_catalog.array_agg(node_id::text) FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND node_id = ANY ($2)",
+    args: &[TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Lock a node for writing and read what a write compares.
+static LOCK_NODE: Statement = Statement {
+    sql: "SELECT title, description, body, links, version FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND node_id = $2
+          FOR NO KEY UPDATE",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// A change without a change description, in place.
+static UPDATE_IN_PLACE: Statement = Statement {
+    sql: "UPDATE agent_memory.graph_nodes
+          SET title = $3, description = $4, body = $5, links = $6, refs = $7,
+              updated_at = pg_catalog.now()
+          WHERE owner = $1 AND node_id = $2
+          RETURNING version",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
+    writes: true,
+};
+
+/// A change with a change description ($8): the locked row's current state
+/// becomes a snapshot, and the node takes the new state and the next
+/// version. Both parts read the same (post-lock) snapshot of the row.
+static UPDATE_VERSIONED: Statement = Statement {
+    sql: "WITH snapshot AS (
+            INSERT INTO agent_memory.graph_node_versions
+                (owner, node_id, version, title, description, body, links, refs,
+                 created_at, updated_at, change_description)
+            SELECT owner, node_id, version, title, description, body, links, refs,
+                   created_at, updated_at, $8
+            FROM agent_memory.graph_nodes WHERE owner = $1 AND node_id = $2)
+          UPDATE agent_memory.graph_nodes
+          SET title = $3, description = $4, body = $5, links = $6, refs = $7,
+              version = version + 1, updated_at = pg_catalog.now()
+          WHERE owner = $1 AND node_id = $2
+          RETURNING version",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT],
+    writes: true,
+};
+
+/// Remove a node (locked first) and its snapshots.
+static DELETE_NODE: Statement = Statement {
+    sql: "WITH snapshots AS (
+            DELETE FROM agent_memory.graph_node_versions WHERE owner = $1 AND node_id = $2)
+          DELETE FROM agent_memory.graph_nodes WHERE owner = $1 AND node_id = $2
+          RETURNING 1",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+// The JSON of a node row `n` (graph_read's shape); refs that name no node of
+// the owner are listed again as unresolved, in order.
+macro_rules! node_json {
+    () => {
+        concat!(
+            "pg_catalog.jsonb_build_object(
+               'id', n.node_id, 'title', n.title, 'description', n.description,
+               'version', n.version,
+               'createdAt', ",
+            iso!("n.created_at"),
+            ", 'updatedAt', ",
+            iso!("n.updated_at"),
+            ", 'refs', pg_catalog.to_jsonb(n.refs),
+               'unresolvedRefs', pg_catalog.to_jsonb(ARRAY(
+                  SELECT u.r FROM pg_catalog.unnest(n.refs) WITH ORDINALITY AS u(r, i)
+                  WHERE NOT EXISTS (SELECT FROM agent_memory.graph_nodes g
+                                    WHERE g.owner = n.owner AND g.node_id = u.r)
+                  ORDER BY u.i)),
+               'body', n.body)"
+        )
+    };
+}
+
+static READ_NODE: Statement = Statement {
+    sql: concat!(
+        "SELECT ",
+        node_json!(),
+        " FROM agent_memory.graph_nodes n WHERE n.owner = $1 AND n.node_id = $2"
+    ),
+    args: &[TEXT, TEXT],
+    writes: false,
+};
+
+static READ_VERSION: Statement = Statement {
+    sql: concat!(
+        "SELECT ",
+        node_json!(),
+        " || pg_catalog.jsonb_build_object('changeDescription', n.change_description)
+         FROM agent_memory.graph_node_versions n
+         WHERE n.owner = $1 AND n.node_id = $2 AND n.version = $3"
+    ),
+    args: &[TEXT, TEXT, INT4],
+    writes: false,
+};
+
+static CURRENT_VERSION: Statement = Statement {
+    sql: "SELECT version FROM agent_memory.graph_nodes WHERE owner = $1 AND node_id = $2",
+    args: &[TEXT, TEXT],
+    writes: false,
+};
+
+static LIST_NODES: Statement = Statement {
+    sql: "SELECT node_id::text, title, description, version, updated_at
+          FROM agent_memory.graph_nodes WHERE owner = $1 ORDER BY node_id",
+    args: &[TEXT],
+    writes: false,
+};
+
+static LIST_VERSIONS: Statement = Statement {
+    sql: "SELECT version, change_description, saved_at
+          FROM agent_memory.graph_node_versions
+          WHERE owner = $1 AND node_id = $2 ORDER BY version",
+    args: &[TEXT, TEXT],
+    writes: false,
+};
+
+// ---------------------------------------------------------------------------
+// The root
+
+/// The virtual root as graph_read shows it: never stored, so no timestamps.
+pub fn root_json() -> serde_json::Value {
+    json!({
+        "id": ROOT_ID,
+        "title": graph::ROOT_TITLE,
+        "description": graph::ROOT_DESCRIPTION,
+        "version": 1,
+        "createdAt": null,
+        "updatedAt": null,
+        "refs": [],
+        "unresolvedRefs": [],
+        "body": graph::ROOT_BODY,
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Writing
+
+/// A locked node's current content and version.
+pub struct Locked {
+    pub content: Content,
+    pub version: i32,
+}
+
+/// Lock `node_id` for writing and read it; None when it does not exist.
+pub fn lock_node(owner: &str, node_id: &str) -> SqlResult<Option<Locked>> {
+    Spi::connect_mut(|client| {
+        let plan = kept(client, &LOCK_NODE).or_report()?;
+        let table = client
+            .update(&*plan, None, &[owner.into(), node_id.into()])
+            .or_report()?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        let row = table.first();
+        Ok(Some(Locked {
+            content: Content {
+                title: required(row.get::<String>(1).or_report()?, "title")?,
+                description: required(row.get::<String>(2).or_report()?, "description")?,
+                body: required(row.get::<String>(3).or_report()?, "body")?,
+                links: required(row.get::<Vec<String>>(4).or_report()?, "links")?,
+            },
+            version: required(row.get::<i32>(5).or_report()?, "version")?,
+        }))
+    })
+}
+
+/// Store `new` over the locked node as `kind` says; returns the version now
+/// current.
+pub fn store_change(
+    owner: &str,
+    node_id: &str,
+    locked: &Locked,
+    new: &Content,
+    kind: WriteKind,
+    change_description: Option<&str>,
+) -> SqlResult<i32> {
+    let statement = match kind {
+        WriteKind::Unchanged => return Ok(locked.version),
+        WriteKind::InPlace => &UPDATE_IN_PLACE,
+        WriteKind::Versioned => &UPDATE_VERSIONED,
+    };
+    let refs = new.refs();
+    let mut args = vec![
+        owner.into(),
+        node_id.into(),
+        new.title.as_str().into(),
+        new.description.as_str().into(),
+        new.body.as_str().into(),
+        new.links.clone().into(),
+        refs.into(),
+    ];
+    if kind == WriteKind::Versioned {
+        args.push(change_description.unwrap_or_default().trim().into());
+    }
+    let version = first_value_of::<i32>(statement, &args)?;
+    required(version, "version")
+}
+
+/// A new node; returns its id.
+pub fn create_node(
+    owner: &str,
+    node_id: Option<&str>,
+    content: &Content,
+    parents: &[String],
+) -> SqlResult<String> {
+    let refs = content.refs();
+    let insert = |id: &str| -> SqlResult<bool> {
+        let inserted = first_value_of::<i32>(
+            &INSERT_NODE,
+            &[
+                owner.into(),
+                id.into(),
+                content.title.as_str().into(),
+                content.description.as_str().into(),
+                content.body.as_str().into(),
+                refs.clone().into(),
+            ],
+        )?;
+        Ok(inserted.is_some())
+    };
+    let id = match node_id {
+        Some(id) => {
+            if !insert(id)? {
+                return Err(Error::conflict(format!(
+                    "graph node {} of owner {} already exists",
+                    agent_memory_core::error::quoted(id),
+                    agent_memory_core::error::quoted(owner)
+                )))
+                .or_report();
+            }
+            id.to_owned()
+        }
+        None => loop {
+            // 119 random bits: a repeat is a near impossibility, but a
+            // taken id is simply drawn again.
+            let id = graph::generate_id(strong_random);
+            if insert(&id)? {
+                break id;
+            }
+        },
+    };
+    link_parents(owner, &id, parents)?;
+    Ok(id)
+}
+
+/// Add `child` to the refs of every parent; each must exist.
+fn link_parents(owner: &str, child: &str, parents: &[String]) -> SqlResult<()> {
+    if parents.is_empty() {
+        return Ok(());
+    }
+    let linked = Spi::connect_mut(|client| -> SqlResult<usize> {
+        let plan = kept(client, &LINK_PARENTS).or_report()?;
+        let table = client
+            .update(
+                &*plan,
+                None,
+                &[owner.into(), child.into(), parents.to_vec().into()],
+            )
+            .or_report()?;
+        Ok(table.len())
+    })?;
+    if linked == parents.len() {
+        return Ok(());
+    }
+    // Some parent was not updated: it already lists the child, or it is
+    // missing. Only the latter is an error (and undoes the whole call).
+    let existing =
+        first_value_of::<Vec<String>>(&EXISTING, &[owner.into(), parents.to_vec().into()])?
+            .unwrap_or_default();
+    if let Some(missing) = parents.iter().find(|p| !existing.contains(p)) {
+        return Err(Error::not_found(format!(
+            "parent node {} of owner {} does not exist",
+            agent_memory_core::error::quoted(missing),
+            agent_memory_core::error::quoted(owner)
+        )))
+        .or_report();
+    }
+    Ok(())
+}
+
+/// Fill `buffer` from PostgreSQL's cryptographically strong random source.
+fn strong_random(buffer: &mut [u8]) {
+    // SAFETY: the pointer and length describe `buffer`, which is writable.
+    let ok = unsafe { pg_sys::pg_strong_random(buffer.as_mut_ptr().cast(), buffer.len()) };
+    if !ok {
+        crate::error::report(Error::internal(
+            "could not generate random bytes for a node id",
+        ))
+        .report(PgLogLevel::ERROR);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// SQL functions
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn graph_create(
+    owner: Option<&str>,
+    title: Option<&str>,
+    description: Option<&str>,
+    body: Option<&str>,
+    parents: Option<Vec<Option<String>>>,
+    node_id: default!(Option<&str>, "NULL"),
+) -> SqlResult<String> {
+    let owner = checked_owner(owner)?;
+    let node_id = match node_id {
+        Some(id) => Some(checked_node(Some(id))?),
+        None => None,
+    };
+    let title = title.ok_or_else(|| Error::null("title")).or_report()?;
+    graph::check_title(title).or_report()?;
+    let body = body.unwrap_or_default();
+    checked_body(body)?;
+    let parents = parents.ok_or_else(|| Error::null("parents")).or_report()?;
+    let parents = graph::check_parents(&checked_list("parents", parents)?).or_report()?;
+    let content = Content {
+        title: title.to_owned(),
+        description: description.unwrap_or_default().to_owned(),
+        body: body.to_owned(),
+        links: Vec::new(),
+    };
+    create_node(owner, node_id, &content, &parents)
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn graph_read(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonB> {
+    let owner = checked_owner(owner)?;
+    if node_id == Some(ROOT_ID) {
+        return Ok(JsonB(root_json()));
+    }
+    let node_id = checked_node(node_id)?;
+    first_value_of::<JsonB>(&READ_NODE, &[owner.into(), node_id.into()])?
+        .ok_or_else(|| unknown_node(owner, node_id))
+}
+
+/// Write a node; NULL title, description, body or refs keep the current one.
+pub fn write_node(
+    owner: &str,
+    node_id: &str,
+    title: Option<&str>,
+    description: Option<&str>,
+    body: Option<&str>,
+    refs: Option<Vec<String>>,
+    change_description: Option<&str>,
+) -> SqlResult<i32> {
+    if let Some(title) = title {
+        graph::check_title(title).or_report()?;
+    }
+    if let Some(body) = body {
+        checked_body(body)?;
+    }
+    let links = match refs {
+        Some(refs) => Some(graph::check_refs(&refs).or_report()?),
+        None => None,
+    };
+    let locked = lock_node(owner, node_id)?.ok_or_else(|| unknown_node(owner, node_id))?;
+    let current = &locked.content;
+    let new = Content {
+        title: title.map_or_else(|| current.title.clone(), str::to_owned),
+        description: description.map_or_else(|| current.description.clone(), str::to_owned),
+        body: body.map_or_else(|| current.body.clone(), str::to_owned),
+        links: links.unwrap_or_else(|| current.links.clone()),
+    };
+    let kind = graph::write_kind(current, &new, change_description);
+    store_change(owner, node_id, &locked, &new, kind, change_description)
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn graph_write(
+    owner: Option<&str>,
+    node_id: Option<&str>,
+    title: Option<&str>,
+    description: Option<&str>,
+    body: Option<&str>,
+    refs: default!(Option<Vec<Option<String>>>, "NULL"),
+    change_description: default!(Option<&str>, "NULL"),
+) -> SqlResult<i32> {
+    let owner = checked_owner(owner)?;
+    let node_id = checked_node(node_id)?;
+    let refs = match refs {
+        Some(refs) => Some(checked_list("refs", refs)?),
+        None => None,
+    };
+    write_node(
+        owner,
+        node_id,
+        title,
+        description,
+        body,
+        refs,
+        change_description,
+    )
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn graph_append(
+    owner: Option<&str>,
+    node_id: Option<&str>,
+    content: Option<&str>,
+) -> SqlResult<i32> {
+    let owner = checked_owner(owner)?;
+    let node_id = checked_node(node_id)?;
+    let addition = content.ok_or_else(|| Error::null("content")).or_report()?;
+    let locked = lock_node(owner, node_id)?.ok_or_else(|| unknown_node(owner, node_id))?;
+    let body = graph::appended_body(&locked.content.body, addition);
+    checked_body(&body)?;
+    let new = Content {
+        body,
+        ..locked.content.clone()
+    };
+    let kind = graph::write_kind(&locked.content, &new, None);
+    store_change(owner, node_id, &locked, &new, kind, None)
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn graph_delete(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<bool> {
+    let owner = checked_owner(owner)?;
+    let node_id = checked_node(node_id)?;
+    // Lock first: a snapshot a concurrent write commits meanwhile is then
+    // visible to the delete, and goes with the node.
+    if lock_node(owner, node_id)?.is_none() {
+        return Ok(false);
+    }
+    Ok(first_value_of::<i32>(&DELETE_NODE, &[owner.into(), node_id.into()])?.is_some())
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn graph_nodes(
+    owner: Option<&str>,
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(node_id, String),
+            name!(title, String),
+            name!(description, String),
+            name!(version, i32),
+            name!(updated_at, TimestampWithTimeZone),
+        ),
+    >,
+    ErrorReport,
+> {
+    let owner = checked_owner(owner)?;
+    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
+        let plan = kept(client, &LIST_NODES).or_report()?;
+        let table = client.select(&*plan, None, &[owner.into()]).or_report()?;
+        let mut rows = Vec::with_capacity(table.len());
+        for row in table {
+            rows.push((
+                required(row.get::<String>(1).or_report()?, "node_id")?,
+                required(row.get::<String>(2).or_report()?, "title")?,
+                required(row.get::<String>(3).or_report()?, "description")?,
+                required(row.get::<i32>(4).or_report()?, "version")?,
+                required(
+                    row.get::<TimestampWithTimeZone>(5).or_report()?,
+                    "updated_at",
+                )?,
+            ));
+        }
+        Ok(rows)
+    })?;
+    Ok(TableIterator::new(rows))
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn graph_versions(
+    owner: Option<&str>,
+    node_id: Option<&str>,
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(version, i32),
+            name!(change_description, String),
+            name!(created_at, TimestampWithTimeZone),
+        ),
+    >,
+    ErrorReport,
+> {
+    let owner = checked_owner(owner)?;
+    let node_id = checked_node(node_id)?;
+    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
+        let plan = kept(client, &LIST_VERSIONS).or_report()?;
+        let table = client
+            .select(&*plan, None, &[owner.into(), node_id.into()])
+            .or_report()?;
+        let mut rows = Vec::with_capacity(table.len());
+        for row in table {
+            rows.push((
+                required(row.get::<i32>(1).or_report()?, "version")?,
+                required(row.get::<String>(2).or_report()?, "change_description")?,
+                required(row.get::<TimestampWithTimeZone>(3).or_report()?, "saved_at")?,
+            ));
+        }
+        Ok(rows)
+    })?;
+    if rows.is_empty()
+        && first_value_of::<i32>(&CURRENT_VERSION, &[owner.into(), node_id.into()])?.is_none()
+    {
+        return Err(unknown_node(owner, node_id));
+    }
+    Ok(TableIterator::new(rows))
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn graph_version(
+    owner: Option<&str>,
+    node_id: Option<&str>,
+    version: Option<i32>,
+) -> SqlResult<JsonB> {
+    let owner = checked_owner(owner)?;
+    let node_id = checked_node(node_id)?;
+    let version = version.ok_or_else(|| Error::null("version")).or_report()?;
+    if let Some(json) = first_value_of::<JsonB>(
+        &READ_VERSION,
+        &[owner.into(), node_id.into(), version.into()],
+    )? {
+        return Ok(json);
+    }
+    let current = first_value_of::<i32>(&CURRENT_VERSION, &[owner.into(), node_id.into()])?
+        .ok_or_else(|| unknown_node(owner, node_id))?;
+    let mut error = Error::not_found(format!(
+        "graph node {} has no saved version {version}",
+        agent_memory_core::error::quoted(node_id)
+    ));
+    if version == current {
+        error = error.with_hint(format!(
+            "version {current} is the current one: use graph_read"
+        ));
+    }
+    Err(error).or_report()
+}
+
+// ---------------------------------------------------------------------------
+// jsonb built as text
+
+/// A jsonb result written as JSON text by the extension (no intermediate
+/// `serde_json::Value`): PostgreSQL parses it once, into jsonb.
+pub struct JsonbText(pub String);
+
+impl IntoDatum for JsonbText {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        // JSON text escapes every control character, so it has no NUL.
+        let text = CString::new(self.0).ok()?;
+        // SAFETY: jsonb_in takes one cstring argument, valid for the call.
+        unsafe {
+            pgrx::fcinfo::direct_function_call_as_datum(
+                pg_sys::jsonb_in,
+                &[Some(pg_sys::Datum::from(text.as_ptr()))],
+            )
+        }
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+// SAFETY: the datum comes from into_datum and is returned to the caller.
+unsafe impl pgrx::callconv::BoxRet for JsonbText {
+    unsafe fn box_into<'fcx>(
+        self,
+        fcinfo: &mut pgrx::callconv::FcInfo<'fcx>,
+    ) -> pgrx::datum::Datum<'fcx> {
+        match self.into_datum() {
+            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+            None => fcinfo.return_null(),
+        }
+    }
+}
+
+unsafe impl pgrx::pgrx_sql_entity_graph::metadata::SqlTranslatable for JsonbText {
+    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(JsonbText);
+    const TYPE_ORIGIN: pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin =
+        pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin::External;
+    const ARGUMENT_SQL: Result<
+        pgrx::pgrx_sql_entity_graph::metadata::SqlMappingRef,
+        pgrx::pgrx_sql_entity_graph::metadata::ArgumentError,
+    > = Err(pgrx::pgrx_sql_entity_graph::metadata::ArgumentError::NotValidAsArgument("JsonbText"));
+    const RETURN_SQL: Result<
+        pgrx::pgrx_sql_entity_graph::metadata::ReturnsRef,
+        pgrx::pgrx_sql_entity_graph::metadata::ReturnsError,
+    > = Ok(pgrx::pgrx_sql_entity_graph::metadata::ReturnsRef::One(
+        pgrx::pgrx_sql_entity_graph::metadata::SqlMappingRef::literal("jsonb"),
+    ));
+}
+
+/// A PostgreSQL timestamptz as ISO text (3 or 6 fraction digits).
+pub fn iso_of(timestamp: TimestampWithTimeZone, fraction_digits: u32) -> String {
+    let micros: i64 = timestamp.into_inner();
+    time::iso_utc(
+        micros.saturating_add(time::POSTGRES_EPOCH_UNIX_MICROS),
+        fraction_digits,
+    )
+}
