@@ -60,3 +60,33 @@ COMMENT ON FUNCTION agent_memory.last_user_message(text, text) IS
     'Content of the newest user message (of a node, or of the session); NULL when there is none';
 COMMENT ON FUNCTION agent_memory.clear_messages(text, text) IS
     'Remove the messages of a node, or all of the session''s when node_id is NULL; returns how many';
+
+-- Graph memory
+COMMENT ON FUNCTION agent_memory.graph_create(text, text, text, text, text[], text) IS
+    'Create a node under at least one parent (''__root__'' or node ids, each added the new id to its refs); returns its id (a generated cuid2-shaped id when node_id is NULL)';
+COMMENT ON FUNCTION agent_memory.graph_read(text, text) IS
+    'A node as JSON: id, title, description, version, createdAt, updatedAt, refs, unresolvedRefs, body; also the virtual root ''__root__''';
+COMMENT ON FUNCTION agent_memory.graph_write(text, text, text, text, text, text[], text) IS
+    'Write a node (NULL keeps a field); a change with a change_description first saves the previous state as a version; returns the version now current';
+COMMENT ON FUNCTION agent_memory.graph_append(text, text, text) IS
+    'Append content to a node''s body on a new line, in place; returns the version now current';
+COMMENT ON FUNCTION agent_memory.graph_delete(text, text) IS
+    'Delete a node and its versions; refs that named it stay, unresolved; false when there was no such node';
+COMMENT ON FUNCTION agent_memory.graph_nodes(text) IS
+    'The owner''s nodes (never versions): id, title, description, version, updated_at';
+COMMENT ON FUNCTION agent_memory.graph_versions(text, text) IS
+    'The saved versions of a node with their change descriptions and when they were saved';
+COMMENT ON FUNCTION agent_memory.graph_version(text, text, integer) IS
+    'A saved version of a node as JSON (graph_read''s fields plus changeDescription)';
+COMMENT ON FUNCTION agent_memory.graph_tree(text) IS
+    'The tree projection as JSON: {"root": the root node, "children": {"<parent id>": [child nodes]}}; unreferenced nodes hang under __root__';
+COMMENT ON FUNCTION agent_memory.graph_tree_rows(text) IS
+    'The tree projection as rows in depth-first order: node_id, parent_id (''__root__'' at the top), depth (1 at the top), path of ids, title';
+COMMENT ON FUNCTION agent_memory.graph_to_markdown(text, text) IS
+    'A node as seed 003''s <id>.md file: frontmatter (title, description, version, createdAt, updatedAt, refs) then the body';
+COMMENT ON FUNCTION agent_memory.graph_from_markdown(text, text, text, text) IS
+    'Write a node from a markdown file (created under the root when missing); returns the version now current';
+COMMENT ON FUNCTION agent_memory.graph_export(text) IS
+    'Every node and version of an owner as {"<id>.md": markdown, "<id>.v<N>.md": markdown}; graph_import of it into an empty owner is exact';
+COMMENT ON FUNCTION agent_memory.graph_import(text, jsonb) IS
+    'Import a seed 003 folder given as {"<file name>": "<content>"} (<id>.v<N>.md files become versions) into an owner that has none of its nodes; returns the files imported';

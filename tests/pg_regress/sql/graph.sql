@@ -1,0 +1,202 @@
+-- Graph memory (seed 003): nodes, refs, versions, the root, deletes, the
+-- tree projection, markdown files. Errors print their SQLSTATE on the next
+-- line. Timestamps and generated ids vary, so they are checked, not shown.
+SET search_path = agent_memory, public;
+
+-- A JSON node without its timestamps, for stable output.
+CREATE FUNCTION pg_temp.shown(node jsonb) RETURNS jsonb LANGUAGE sql
+AS $$ SELECT node - 'createdAt' - 'updatedAt' - 'savedAt' $$;
+
+-- The root is virtual: readable, always there, its content bundled.
+SELECT pg_temp.shown(graph_read('alice', '__root__')) - 'body' AS root,
+       graph_read('alice', '__root__') ->> 'body' LIKE '# Memory Graph%' AS has_prompt,
+       graph_read('alice', '__root__') -> 'createdAt' AS root_created;
+SELECT count(*) AS stored_nodes FROM graph_nodes;
+
+-- Creating: at least one parent; '__root__' changes nothing stored.
+SELECT graph_create('alice', 'Projects', 'What I work on', 'My projects: [[atlas]].',
+                    ARRAY['__root__'], node_id => 'projects');
+SELECT pg_temp.shown(graph_read('alice', 'projects'));
+-- A generated id is cuid2-shaped: a letter, then 23 letters or digits.
+CREATE TEMP TABLE made AS
+SELECT graph_create('alice', 'Travel', 'Trips', 'Likes trains.', ARRAY['projects']) AS id;
+SELECT id ~ '^[a-z][a-z0-9]{23}$' AS cuid2_shaped FROM made;
+-- The parent lists the new node among its refs, explicit refs first.
+SELECT graph_read('alice', 'projects') -> 'refs' = jsonb_build_array((SELECT id FROM made), 'atlas') AS parent_links_child;
+-- A later node with a dangling ref's id resolves it.
+SELECT graph_create('alice', 'Atlas', 'The Atlas project', 'Started in May.', ARRAY['projects'], node_id => 'atlas');
+SELECT graph_read('alice', 'projects') -> 'unresolvedRefs' AS unresolved,
+       graph_read('alice', 'projects') -> 'version' AS version;
+-- Times: created and updated are set; the parent's updated_at moved.
+SELECT (graph_read('alice', 'atlas') ->> 'createdAt') ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$' AS iso_time;
+
+-- Refs: the explicit list, then the body's [[id]] links, each once; a
+-- [[link]] that is not an id is plain text.
+SELECT graph_create('alice', 'Links', '', 'See [[b]], [[a]], [[b]] and [[not an id]].',
+                    ARRAY['__root__'], node_id => 'links');
+SELECT graph_write('alice', 'links', NULL, NULL, NULL, refs => ARRAY['c', 'a']);
+SELECT graph_read('alice', 'links') -> 'refs' AS refs;
+
+-- Writes. Without a change description: in place, version unchanged.
+SELECT graph_write('alice', 'atlas', 'Atlas', 'The Atlas project', 'Started in May. Ships in June.');
+SELECT version, body FROM graph_nodes WHERE owner = 'alice' AND node_id = 'atlas';
+SELECT count(*) AS versions FROM graph_versions('alice', 'atlas');
+-- With one: the previous state is saved and the version goes up.
+SELECT graph_write('alice', 'atlas', 'Atlas (shipped)', NULL, NULL, change_description => 'shipped');
+SELECT graph_write('alice', 'atlas', NULL, NULL, 'Shipped in June. [[projects]]', change_description => 'rewrite');
+SELECT version, change_description FROM graph_versions('alice', 'atlas');
+SELECT pg_temp.shown(graph_version('alice', 'atlas', 1));
+SELECT pg_temp.shown(graph_version('alice', 'atlas', 2));
+SELECT graph_read('alice', 'atlas') ->> 'version' AS version, graph_read('alice', 'atlas') -> 'refs' AS refs;
+-- Versions never appear among the active nodes.
+SELECT CASE WHEN node_id = (SELECT id FROM made) THEN '<generated>' ELSE node_id END AS node_id, title, version
+FROM graph_nodes('alice') ORDER BY title;
+-- A write that changes nothing changes nothing, updated_at included.
+CREATE TEMP TABLE before AS SELECT updated_at, version FROM graph_nodes WHERE owner = 'alice' AND node_id = 'atlas';
+SELECT graph_write('alice', 'atlas', 'Atlas (shipped)', 'The Atlas project', 'Shipped in June. [[projects]]',
+                   change_description => 'nothing really');
+SELECT g.updated_at = b.updated_at AS same_updated_at, g.version = b.version AS same_version,
+       (SELECT count(*) FROM graph_node_versions WHERE owner = 'alice' AND node_id = 'atlas') AS versions
+FROM graph_nodes g, before b WHERE g.owner = 'alice' AND g.node_id = 'atlas';
+-- A blank change description is no description: in place.
+SELECT graph_write('alice', 'atlas', NULL, 'Atlas, done', NULL, change_description => '  ');
+
+-- Appends: on a new line, in place, links become refs.
+SELECT graph_append('alice', 'links', 'Also [[atlas]].');
+SELECT graph_read('alice', 'links') ->> 'body' AS body, graph_read('alice', 'links') -> 'refs' AS refs;
+SELECT graph_append('alice', 'links', '');
+
+-- Deleting removes the node and its versions; refs to it stay, unresolved.
+SELECT graph_create('alice', 'Temp', '', '', ARRAY['atlas'], node_id => 'temp');
+SELECT graph_write('alice', 'temp', 'Temp 2', NULL, NULL, change_description => 'v2');
+SELECT graph_delete('alice', 'temp'), graph_delete('alice', 'temp') AS again;
+SELECT count(*) AS temp_versions FROM graph_node_versions WHERE node_id = 'temp';
+SELECT graph_read('alice', 'atlas') -> 'unresolvedRefs' AS unresolved;
+-- Created again, the ref resolves.
+SELECT graph_create('alice', 'Temp again', '', '', ARRAY['__root__'], node_id => 'temp');
+SELECT graph_read('alice', 'atlas') -> 'unresolvedRefs' AS unresolved;
+
+-- Owners are separate graphs.
+SELECT graph_create('bob', 'Bob', '', '', ARRAY['__root__'], node_id => 'projects');
+SELECT count(*) FROM graph_nodes('bob');
+
+-- Tree projection: refs are children; unreferenced nodes hang under the
+-- root (oldest first); a node with two parents appears under both; a ref
+-- back to an ancestor is not followed; a cycle nothing else reaches is
+-- attached to the root once; dangling refs are skipped.
+SELECT graph_create('tree', 'A', '', 'Dangling: [[gone]]', ARRAY['__root__'], node_id => 'a');
+SELECT graph_create('tree', 'B', '', '', ARRAY['__root__'], node_id => 'b');
+SELECT graph_create('tree', 'Shared', '', '', ARRAY['a', 'b'], node_id => 's');
+SELECT graph_create('tree', 'Leaf', '', '', ARRAY['s'], node_id => 'leaf');
+SELECT graph_create('tree', 'Back to s', '', 'Up: [[s]]', ARRAY['s'], node_id => 'loop');
+SELECT graph_import('tree', '{"c1.md": "---\ntitle: C1\n---\n[[c2]]", "c2.md": "---\ntitle: C2\n---\n[[c1]]"}');
+SELECT node_id, parent_id, depth, path, title FROM graph_tree_rows('tree');
+SELECT pg_temp.shown(graph_tree('tree') -> 'root') - 'body' AS root,
+       (SELECT jsonb_object_agg(parent, (SELECT jsonb_agg(c ->> 'id') FROM jsonb_array_elements(kids) c))
+        FROM jsonb_each(graph_tree('tree') -> 'children') AS e(parent, kids)) AS children;
+SELECT jsonb_object_keys(graph_tree('tree') -> 'children' -> 'a' -> 0) AS child_fields ORDER BY 1;
+SELECT graph_tree('nobody') -> 'children' AS empty_owner_children;
+SELECT count(*) FROM graph_tree_rows('nobody');
+
+-- Markdown: seed 003's <id>.md file.
+SELECT regexp_replace(graph_to_markdown('alice', 'links'), '"\d{4}-[^"]*Z"', '<time>', 'g') AS file;
+SELECT graph_to_markdown('alice', '__root__') LIKE E'---\ntitle: Memory Graph\n%' AS root_file;
+-- From markdown: the document is the node (absent refs: none; absent title: kept).
+SELECT graph_from_markdown('alice', 'links', E'---\ndescription: rewritten\n---\nOnly [[atlas]] now.', 'from a file');
+SELECT pg_temp.shown(graph_read('alice', 'links'));
+-- A missing node is created under the root; no frontmatter at all is a body.
+SELECT graph_from_markdown('alice', 'plain', 'Just text.');
+SELECT graph_read('alice', 'plain') ->> 'title' AS title, graph_read('alice', 'plain') ->> 'body' AS body;
+-- daycare's own files: timestamps in milliseconds, folded strings, parents.
+SELECT graph_import('carol', jsonb_build_object(
+  'trip.md', E'---\ntitle: Trip\ndescription: >-\n  A long folded\n  description\nversion: 2\ncreatedAt: 1718000000000\nupdatedAt: 1718000005000\nparents:\n  - __root__\n---\nTrain to Porto.',
+  'trip.v1.md', E'---\ntitle: Trip\ndescription: old\nversion: 1\nchangeDescription: planned\ncreatedAt: 1718000000000\nupdatedAt: 1718000000000\n---\nMaybe Porto.'));
+SELECT pg_temp.shown(graph_read('carol', 'trip')),
+       graph_read('carol', 'trip') ->> 'createdAt' AS created;
+SELECT version, change_description, created_at AT TIME ZONE 'UTC' AS saved_utc FROM graph_versions('carol', 'trip');
+-- Export then import is exact.
+SELECT graph_import('alice-copy', graph_export('alice')) AS files;
+SELECT graph_export('alice') = graph_export('alice-copy') AS same_files,
+       (SELECT array_agg(graph_read('alice', node_id) ORDER BY node_id) FROM graph_nodes('alice'))
+     = (SELECT array_agg(graph_read('alice-copy', node_id) ORDER BY node_id) FROM graph_nodes('alice-copy')) AS same_nodes;
+SELECT regexp_replace(f, '^[a-z][a-z0-9]{23}[.]', '<generated>.') AS file
+FROM jsonb_object_keys(graph_export('alice')) f ORDER BY 1;
+
+-- Bad input: a clear error, nothing changed.
+CREATE TEMP TABLE snapshot AS SELECT * FROM graph_nodes;
+SELECT graph_write('alice', '__root__', 'Mine', NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_append('alice', '__root__', 'x');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_delete('alice', '__root__');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', 'Root?', '', '', ARRAY['__root__'], node_id => '__root__');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', 'No parent', '', '', ARRAY[]::text[]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', 'Lost', '', '', ARRAY['atlas', 'nowhere']);
+\echo :LAST_ERROR_SQLSTATE
+-- A parent of another owner does not exist for this one.
+SELECT graph_create('bob', 'Cross', '', '', ARRAY['atlas']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', 'Twice', '', '', ARRAY['__root__'], node_id => 'atlas');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', 'Bad id', '', '', ARRAY['__root__'], node_id => 'a b');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', '  ', '', '', ARRAY['__root__']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('', 'T', '', '', ARRAY['__root__']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', NULL, '', '', ARRAY['__root__']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', 'T', '', '', ARRAY['__root__', NULL]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_read('alice', 'nowhere');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_write('alice', 'nowhere', 'T', NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_write('alice', 'atlas', NULL, NULL, NULL, refs => ARRAY['__root__']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_write('alice', 'atlas', NULL, NULL, NULL, refs => ARRAY['no good']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_version('alice', 'atlas', 99);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_version('alice', 'atlas', 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_versions('alice', 'nowhere');
+\echo :LAST_ERROR_SQLSTATE
+SET agent_memory.max_node_bytes = 10;
+SELECT graph_write('alice', 'atlas', NULL, NULL, 'eleven byte');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_append('alice', 'atlas', 'more text');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', 'Big', '', 'eleven byte', ARRAY['__root__']);
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_node_bytes;
+SELECT graph_from_markdown('alice', 'atlas', E'---\ntitle: Unclosed\n');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_from_markdown('alice', 'atlas', E'---\ntitle: [a\n---\n');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_from_markdown('alice', 'atlas', E'---\nversion: two\n---\n');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"a.md": "---\ntitle: A\n---\n", "b.txt": "x"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"a.v1.md": "---\nchangeDescription: x\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"a.md": "---\nversion: 1\n---\n", "a.v1.md": "---\nchangeDescription: x\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"a.md": "---\nversion: 2\n---\n", "a.v1.md": "---\ntitle: old\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"__root__.md": "x"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '["a.md"]');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"a.md": "---\ncreatedAt: some day soon\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
+-- An import that meets an existing node imports nothing.
+SELECT graph_import('alice', '{"fresh1.md": "x", "atlas.md": "y"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS changed_rows FROM (
+  (SELECT * FROM graph_nodes EXCEPT SELECT * FROM snapshot)
+  UNION ALL (SELECT * FROM snapshot EXCEPT SELECT * FROM graph_nodes)) d;
+SELECT count(*) AS dave_nodes FROM graph_nodes('dave');
