@@ -36,7 +36,9 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
             "SELECT agent_memory.kv_set('s-1', 'goal', '\"book a table for two\"');
              SELECT agent_memory.update_context('s-1', '{\"n\": 12345678901234567890.5, \"tags\": [\"a\", \"b\"]}');
              SELECT agent_memory.append_message('s-2', 'user', 'hello', keep => 2);
-             SELECT agent_memory.append_message('s-2', 'assistant', 'hi', node_id => 'n1', keep => 2)",
+             SELECT agent_memory.append_message('s-2', 'assistant', 'hi', node_id => 'n1', keep => 2);
+             SELECT agent_memory.graph_create('alice', 'Plans', '', 'See [[trip]]', ARRAY['__root__'], node_id => 'plans');
+             SELECT agent_memory.graph_write('alice', 'plans', 'Plans 2', NULL, NULL, change_description => 'retitle')",
         )
         .unwrap();
     let snapshot = |client: &mut postgres::Client| -> Vec<String> {
@@ -51,6 +53,10 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
                  SELECT to_jsonb(m)::text FROM agent_memory.thread_messages m
                  UNION ALL
                  SELECT 'message_seq at ' || last_value FROM agent_memory.message_seq
+                 UNION ALL
+                 SELECT to_jsonb(g)::text FROM agent_memory.graph_nodes g
+                 UNION ALL
+                 SELECT to_jsonb(v)::text FROM agent_memory.graph_node_versions v
                  ORDER BY 1",
                 &[],
             )
@@ -62,8 +68,8 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
     let before = snapshot(&mut client);
     assert_eq!(
         before.len(),
-        10,
-        "two sessions, three entries, two threads of one message each, the sequence"
+        12,
+        "two sessions, three entries, two threads of one message each, the sequence, a graph node and its version"
     );
 
     let dump =
