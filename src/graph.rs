@@ -9,8 +9,6 @@
 //! own version. The tree projection and the markdown format live in
 //! `graph_tree` and `graph_markdown`.
 
-use std::ffi::CString;
-
 use pgrx::JsonB;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -641,60 +639,6 @@ fn graph_version(
         ));
     }
     Err(error).or_report()
-}
-
-// ---------------------------------------------------------------------------
-// jsonb built as text
-
-/// A jsonb result written as JSON text by the extension (no intermediate
-/// `serde_json::Value`): PostgreSQL parses it once, into jsonb.
-pub struct JsonbText(pub String);
-
-impl IntoDatum for JsonbText {
-    fn into_datum(self) -> Option<pg_sys::Datum> {
-        // JSON text escapes every control character, so it has no NUL.
-        let text = CString::new(self.0).ok()?;
-        // SAFETY: jsonb_in takes one cstring argument, valid for the call.
-        unsafe {
-            pgrx::fcinfo::direct_function_call_as_datum(
-                pg_sys::jsonb_in,
-                &[Some(pg_sys::Datum::from(text.as_ptr()))],
-            )
-        }
-    }
-
-    fn type_oid() -> pg_sys::Oid {
-        pg_sys::JSONBOID
-    }
-}
-
-// SAFETY: the datum comes from into_datum and is returned to the caller.
-unsafe impl pgrx::callconv::BoxRet for JsonbText {
-    unsafe fn box_into<'fcx>(
-        self,
-        fcinfo: &mut pgrx::callconv::FcInfo<'fcx>,
-    ) -> pgrx::datum::Datum<'fcx> {
-        match self.into_datum() {
-            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
-            None => fcinfo.return_null(),
-        }
-    }
-}
-
-unsafe impl pgrx::pgrx_sql_entity_graph::metadata::SqlTranslatable for JsonbText {
-    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(JsonbText);
-    const TYPE_ORIGIN: pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin =
-        pgrx::pgrx_sql_entity_graph::metadata::TypeOrigin::External;
-    const ARGUMENT_SQL: Result<
-        pgrx::pgrx_sql_entity_graph::metadata::SqlMappingRef,
-        pgrx::pgrx_sql_entity_graph::metadata::ArgumentError,
-    > = Err(pgrx::pgrx_sql_entity_graph::metadata::ArgumentError::NotValidAsArgument("JsonbText"));
-    const RETURN_SQL: Result<
-        pgrx::pgrx_sql_entity_graph::metadata::ReturnsRef,
-        pgrx::pgrx_sql_entity_graph::metadata::ReturnsError,
-    > = Ok(pgrx::pgrx_sql_entity_graph::metadata::ReturnsRef::One(
-        pgrx::pgrx_sql_entity_graph::metadata::SqlMappingRef::literal("jsonb"),
-    ));
 }
 
 /// A PostgreSQL timestamptz as ISO text (3 or 6 fraction digits).

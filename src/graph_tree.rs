@@ -5,15 +5,18 @@
 //! times nodes, this one with nodes plus refs.
 
 use std::fmt::Write as _;
+use std::ops::Range;
 
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
+use pgrx::{Array, FromDatum};
 
 use agent_memory_core::graph::ROOT_ID;
-use agent_memory_core::tree::{Rows, Tree, TreeNode};
+use agent_memory_core::json::push_string as push_json_string;
+use agent_memory_core::tree::{Graph, Tree};
 
+use crate::datums::{JsonbText, text_array, text_datum};
 use crate::error::{OrReport, SqlResult};
-use crate::graph::{JsonbText, checked_owner, iso_of, root_json};
+use crate::graph::{checked_owner, iso_of, root_json};
 use crate::plans::{Statement, kept};
 use crate::sessions::{TEXT, required};
 
@@ -22,30 +25,121 @@ use crate::sessions::{TEXT, required};
 pub const MAX_TREE_ROWS: u64 = 50_000_000;
 
 static SCAN_FOR_ROWS: Statement = Statement {
-    sql: "SELECT node_id::text, refs, created_at, title
+    sql: "SELECT node_id, refs, created_at, title
           FROM agent_memory.graph_nodes WHERE owner = $1",
     args: &[TEXT],
     writes: false,
 };
 
 static SCAN_FOR_JSON: Statement = Statement {
-    sql: "SELECT node_id::text, refs, created_at, title, description, version, updated_at
+    sql: "SELECT node_id, refs, created_at, title, description, version, updated_at
           FROM agent_memory.graph_nodes WHERE owner = $1",
     args: &[TEXT],
     writes: false,
 };
 
-/// What the JSON form shows of each node besides its id and refs.
-struct NodeFacts {
-    title: String,
-    description: String,
-    version: i32,
-    created_at: TimestampWithTimeZone,
-    updated_at: TimestampWithTimeZone,
+/// Text per node, packed into one string.
+#[derive(Default)]
+struct Texts {
+    text: String,
+    spans: Vec<Range<usize>>,
 }
 
-/// The owner's nodes; `facts` also reads what the JSON form shows.
-fn scan(owner: &str, facts: bool) -> SqlResult<(Vec<TreeNode>, Vec<String>, Vec<NodeFacts>)> {
+impl Texts {
+    fn push(&mut self, value: &str) {
+        let start = self.text.len();
+        self.text.push_str(value);
+        self.spans.push(start..self.text.len());
+    }
+
+    fn get(&self, node: u32) -> &str {
+        &self.text[self.spans[node as usize].clone()]
+    }
+}
+
+/// What the JSON form shows of each node besides its id and refs.
+#[derive(Default)]
+struct Facts {
+    descriptions: Texts,
+    versions: Vec<i32>,
+    created: Vec<TimestampWithTimeZone>,
+    updated: Vec<TimestampWithTimeZone>,
+}
+
+/// The rows of the SPI result just selected, read in place: no per-row
+/// allocation, texts borrowed from the tuples.
+struct RawRows {
+    tuples: *mut pg_sys::HeapTuple,
+    tupdesc: pg_sys::TupleDesc,
+    len: usize,
+}
+
+impl RawRows {
+    /// The result of the statement SPI ran last.
+    ///
+    /// SAFETY: call right after a successful select, inside its connection.
+    unsafe fn last(len: usize) -> SqlResult<RawRows> {
+        let table = unsafe { pg_sys::SPI_tuptable };
+        if table.is_null() {
+            return Err(crate::error::report(agent_memory_core::Error::internal(
+                "the graph scan returned no tuple table",
+            )));
+        }
+        // SAFETY: SPI_tuptable points to the live result of the last select.
+        unsafe {
+            Ok(RawRows {
+                tuples: (*table).vals,
+                tupdesc: (*table).tupdesc,
+                len,
+            })
+        }
+    }
+
+    fn datum(&self, row: usize, column: i32, what: &str) -> SqlResult<pg_sys::Datum> {
+        if row >= self.len {
+            return Err(crate::error::report(agent_memory_core::Error::internal(
+                "graph scan row out of range",
+            )));
+        }
+        let mut is_null = false;
+        // SAFETY: row < len and column is a column of the statement.
+        let datum = unsafe {
+            pg_sys::SPI_getbinval(*self.tuples.add(row), self.tupdesc, column, &mut is_null)
+        };
+        if is_null {
+            return required(None, what);
+        }
+        Ok(datum)
+    }
+
+    /// SAFETY: the text lives as long as the SPI result.
+    unsafe fn text(&self, row: usize, column: i32, what: &str) -> SqlResult<&str> {
+        let datum = self.datum(row, column, what)?;
+        required(unsafe { <&str>::from_datum(datum, false) }, what)
+    }
+
+    fn timestamp(&self, row: usize, column: i32, what: &str) -> SqlResult<TimestampWithTimeZone> {
+        let datum = self.datum(row, column, what)?;
+        // SAFETY: the column is a timestamptz.
+        required(
+            unsafe { TimestampWithTimeZone::from_datum(datum, false) },
+            what,
+        )
+    }
+
+    fn int4(&self, row: usize, column: i32, what: &str) -> SqlResult<i32> {
+        let datum = self.datum(row, column, what)?;
+        // SAFETY: the column is an int4.
+        required(unsafe { i32::from_datum(datum, false) }, what)
+    }
+}
+
+/// Rows fetched from the scan at a time: the batch is freed before the
+/// next, so a million-node scan never holds more than this in SPI memory.
+const SCAN_BATCH: i64 = 8192;
+
+/// The owner's nodes, packed; `facts` also reads what the JSON form shows.
+fn scan(owner: &str, facts: bool) -> SqlResult<(Graph, Texts, Option<Facts>)> {
     Spi::connect(|client| {
         let statement = if facts {
             &SCAN_FOR_JSON
@@ -53,114 +147,154 @@ fn scan(owner: &str, facts: bool) -> SqlResult<(Vec<TreeNode>, Vec<String>, Vec<
             &SCAN_FOR_ROWS
         };
         let plan = kept(client, statement).or_report()?;
-        let table = client.select(&*plan, None, &[owner.into()]).or_report()?;
-        let mut nodes = Vec::with_capacity(table.len());
-        let mut titles = Vec::with_capacity(if facts { 0 } else { table.len() });
-        let mut details = Vec::with_capacity(if facts { table.len() } else { 0 });
-        for row in table {
-            let created = required(
-                row.get::<TimestampWithTimeZone>(3).or_report()?,
-                "created_at",
-            )?;
-            nodes.push(TreeNode {
-                id: required(row.get::<String>(1).or_report()?, "node_id")?,
-                refs: required(row.get::<Vec<String>>(2).or_report()?, "refs")?,
-                created: created.into_inner(),
-            });
-            let title = required(row.get::<String>(4).or_report()?, "title")?;
-            if facts {
-                details.push(NodeFacts {
-                    title,
-                    description: required(row.get::<String>(5).or_report()?, "description")?,
-                    version: required(row.get::<i32>(6).or_report()?, "version")?,
-                    created_at: created,
-                    updated_at: required(
-                        row.get::<TimestampWithTimeZone>(7).or_report()?,
-                        "updated_at",
-                    )?,
-                });
-            } else {
-                titles.push(title);
+        let mut cursor = client
+            .try_open_cursor(&*plan, &[owner.into()])
+            .or_report()?;
+        let mut graph = Graph::default();
+        let mut titles = Texts::default();
+        let mut details = facts.then(Facts::default);
+        loop {
+            let count = cursor.fetch(SCAN_BATCH).or_report()?.len();
+            if count == 0 {
+                break;
+            }
+            // SAFETY: read right after the fetch, within the connection;
+            // the borrowed texts are copied before the batch is freed.
+            let rows = unsafe { RawRows::last(count)? };
+            for row in 0..count {
+                let created = rows.timestamp(row, 3, "created_at")?;
+                unsafe {
+                    graph.add_node(rows.text(row, 1, "node_id")?, created.into_inner());
+                    let refs = rows.datum(row, 2, "refs")?;
+                    let refs = required(Array::<&str>::from_datum(refs, false), "refs")?;
+                    for id in refs.iter().flatten() {
+                        graph.add_ref(id);
+                    }
+                    titles.push(rows.text(row, 4, "title")?);
+                    if let Some(details) = details.as_mut() {
+                        details.descriptions.push(rows.text(row, 5, "description")?);
+                        details.versions.push(rows.int4(row, 6, "version")?);
+                        details.created.push(created);
+                        details.updated.push(rows.timestamp(row, 7, "updated_at")?);
+                    }
+                }
+            }
+            // SAFETY: nothing borrows from the batch any more.
+            unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
+            if (count as i64) < SCAN_BATCH {
+                break;
             }
         }
-        Ok((nodes, titles, details))
+        Ok((graph, titles, details))
     })
 }
 
-/// The rows of the projection, produced one at a time from the cursor.
-struct TreeRows {
-    rows: Rows,
-    ids: Vec<String>,
-    titles: Vec<String>,
+// graph_tree_rows returns its rows in materialize mode: the function is
+// called once and puts every row into the result store, instead of being
+// called once per row (what pgrx's table functions do), which for a
+// million rows costs more than building the projection. pgrx has no
+// materialize mode, so the function is declared by hand.
+extension_sql!(
+    r#"
+CREATE FUNCTION agent_memory.graph_tree_rows(owner text)
+RETURNS TABLE (node_id text, parent_id text, depth integer, path text[], title text)
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'graph_tree_rows_materialized';
+"#,
+    name = "graph_tree_rows"
+);
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_graph_tree_rows_materialized() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
 }
 
-impl Iterator for TreeRows {
-    type Item = (String, String, i32, Vec<String>, String);
-
-    fn next(&mut self) -> Option<Self::Item> {
-        let row = self.rows.next_row()?;
-        let id = |i: u32| self.ids[i as usize].clone();
-        Some((
-            id(row.node),
-            row.parent.map_or_else(|| ROOT_ID.to_owned(), id),
-            row.depth as i32,
-            row.path.iter().map(|&i| id(i)).collect(),
-            self.titles[row.node as usize].clone(),
-        ))
+/// The C entry point of graph_tree_rows(owner).
+///
+/// # Safety
+/// Called by PostgreSQL's function manager with a valid `fcinfo`.
+#[unsafe(no_mangle)]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn graph_tree_rows_materialized(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: fcinfo comes from the function manager.
+    if let Err(report) = unsafe { put_tree_rows(fcinfo) } {
+        report.report(PgLogLevel::ERROR);
     }
+    pg_sys::Datum::from(0)
 }
 
-#[pg_extern(stable, parallel_safe)]
-#[search_path(pg_catalog, pg_temp)]
-fn graph_tree_rows(
-    owner: Option<&str>,
-) -> Result<
-    TableIterator<
-        'static,
-        (
-            name!(node_id, String),
-            name!(parent_id, String),
-            name!(depth, i32),
-            name!(path, Vec<String>),
-            name!(title, String),
-        ),
-    >,
-    ErrorReport,
-> {
+/// Scan, build the projection and put its rows into the result store.
+///
+/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
+/// materialize mode (InitMaterializedSRF checks it).
+unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
+    let owner = unsafe { pgrx::fcinfo::pg_getarg::<&str>(fcinfo, 0) };
     let owner = checked_owner(owner)?;
-    let (nodes, titles, _) = scan(owner, false)?;
-    let tree = Tree::build(&nodes);
+    let (graph, titles, _) = scan(owner, false)?;
+    let tree = Tree::build(&graph);
     tree.check_row_limit(MAX_TREE_ROWS).or_report()?;
-    let ids = nodes.into_iter().map(|n| n.id).collect();
-    Ok(TableIterator::new(TreeRows {
-        rows: tree.into_rows(),
-        ids,
-        titles,
-    }))
+
+    // Each node's id and title become a text datum once; rows point to them.
+    let count = graph.len() as u32;
+    let ids: Vec<pg_sys::Datum> = (0..count).map(|node| text_datum(graph.id(node))).collect();
+    let title_datums: Vec<pg_sys::Datum> = (0..count)
+        .map(|node| text_datum(titles.get(node)))
+        .collect();
+    let root = text_datum(ROOT_ID);
+    drop(titles);
+
+    let mut rows = tree.into_rows();
+    let mut path: Vec<pg_sys::Datum> = Vec::new();
+    let mut produced: u64 = 0;
+    unsafe {
+        pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC);
+        let result = (*fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>();
+        let (store, desc) = ((*result).setResult, (*result).setDesc);
+        while let Some(row) = rows.next_row() {
+            path.clear();
+            path.extend(row.path.iter().map(|&node| ids[node as usize]));
+            let array = text_array(&path);
+            let mut values = [
+                ids[row.node as usize],
+                row.parent.map_or(root, |p| ids[p as usize]),
+                pg_sys::Datum::from(row.depth as i32),
+                array,
+                title_datums[row.node as usize],
+            ];
+            let mut nulls = [false; 5];
+            pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+            pg_sys::pfree(array.cast_mut_ptr());
+            produced += 1;
+            if produced % 16_384 == 0 {
+                pgrx::check_for_interrupts!();
+            }
+        }
+    }
+    Ok(())
 }
 
-/// Append `value` as a JSON string.
-fn push_json_string(out: &mut String, value: &str) {
-    // serde_json escapes exactly what JSON requires.
-    out.push_str(&serde_json::to_string(value).unwrap_or_else(|_| "\"\"".to_owned()));
-}
-
-/// Append the JSON object of node `i` as a child entry.
-fn push_node(out: &mut String, node: &TreeNode, facts: &NodeFacts) {
+/// Append the JSON object of `node` as a child entry.
+fn push_node(out: &mut String, graph: &Graph, titles: &Texts, facts: &Facts, node: u32) {
+    let i = node as usize;
     out.push_str("{\"id\":");
-    push_json_string(out, &node.id);
+    push_json_string(out, graph.id(node));
     out.push_str(",\"title\":");
-    push_json_string(out, &facts.title);
+    push_json_string(out, titles.get(node));
     out.push_str(",\"description\":");
-    push_json_string(out, &facts.description);
+    push_json_string(out, facts.descriptions.get(node));
     let _ = write!(
         out,
         ",\"version\":{},\"createdAt\":\"{}\",\"updatedAt\":\"{}\",\"refs\":[",
-        facts.version,
-        iso_of(facts.created_at, 3),
-        iso_of(facts.updated_at, 3)
+        facts.versions[i],
+        iso_of(facts.created[i], 3),
+        iso_of(facts.updated[i], 3)
     );
-    for (k, r) in node.refs.iter().enumerate() {
+    for (k, r) in graph.refs(node).enumerate() {
         if k > 0 {
             out.push(',');
         }
@@ -169,13 +303,19 @@ fn push_node(out: &mut String, node: &TreeNode, facts: &NodeFacts) {
     out.push_str("]}");
 }
 
-fn push_children(out: &mut String, kids: &[u32], nodes: &[TreeNode], facts: &[NodeFacts]) {
+fn push_children(
+    out: &mut String,
+    kids: impl Iterator<Item = u32>,
+    graph: &Graph,
+    titles: &Texts,
+    facts: &Facts,
+) {
     out.push('[');
-    for (k, &child) in kids.iter().enumerate() {
+    for (k, child) in kids.enumerate() {
         if k > 0 {
             out.push(',');
         }
-        push_node(out, &nodes[child as usize], &facts[child as usize]);
+        push_node(out, graph, titles, facts, child);
     }
     out.push(']');
 }
@@ -184,23 +324,30 @@ fn push_children(out: &mut String, kids: &[u32], nodes: &[TreeNode], facts: &[No
 #[search_path(pg_catalog, pg_temp)]
 fn graph_tree(owner: Option<&str>) -> SqlResult<JsonbText> {
     let owner = checked_owner(owner)?;
-    let (nodes, _, facts) = scan(owner, true)?;
-    let tree = Tree::build(&nodes);
-    let mut out = String::with_capacity(64 + nodes.len() * 200);
+    let (graph, titles, facts) = scan(owner, true)?;
+    let facts = required(facts, "facts")?;
+    let tree = Tree::build(&graph);
+    let mut out = String::with_capacity(64 + graph.len() * 200);
     out.push_str("{\"root\":");
     out.push_str(&root_json().to_string());
     out.push_str(",\"children\":{");
     push_json_string(&mut out, ROOT_ID);
     out.push(':');
-    push_children(&mut out, &tree.root_children, &nodes, &facts);
-    for (parent, kids) in tree.children.iter().enumerate() {
-        if kids.is_empty() {
+    push_children(
+        &mut out,
+        tree.root_children.iter().copied(),
+        &graph,
+        &titles,
+        &facts,
+    );
+    for parent in 0..graph.len() as u32 {
+        if !tree.has_children(parent) {
             continue;
         }
         out.push(',');
-        push_json_string(&mut out, &nodes[parent].id);
+        push_json_string(&mut out, graph.id(parent));
         out.push(':');
-        push_children(&mut out, kids, &nodes, &facts);
+        push_children(&mut out, tree.children(parent), &graph, &titles, &facts);
     }
     out.push_str("}}");
     Ok(JsonbText(out))

@@ -8,6 +8,8 @@ use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!();
 
+/// Datums built by the extension for large results.
+pub mod datums;
 /// Every failure becomes a specific SQLSTATE here, and only here.
 pub mod error;
 /// Facts about the installed library (version).

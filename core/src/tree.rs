@@ -6,34 +6,139 @@
 //! every edge except those that point back to a node on the current walk
 //! (a ref to an ancestor). What is left is acyclic, so the projection is
 //! finite; a cycle that nothing outside it references is attached to the
-//! root once, at its earliest node. The work is linear in nodes plus refs.
+//! root once, at its earliest node. The work is linear in nodes plus refs,
+//! and the input is packed ([`Graph`]) so a million nodes cost a handful of
+//! allocations, not millions.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
 
 use crate::{Error, Result};
 
-/// One stored node, as the flat scan reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TreeNode {
-    pub id: String,
-    /// Child ids in order (explicit refs, then body links); unknown ids are
-    /// dangling refs and are skipped.
-    pub refs: Vec<String>,
-    /// Creation time (any monotonic unit): orders the root's children.
-    pub created: i64,
-}
-
-/// Index of a node in the input slice.
+/// Index of a node in the [`Graph`].
 pub type NodeIndex = u32;
 
-/// The projection: the kept child edges of every node and of the root.
+/// The nodes of one owner as the flat scan reads them, packed: every id
+/// and ref is a span of one string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Graph {
+    text: String,
+    ids: Vec<Range<usize>>,
+    /// Node i's refs are `refs[ref_start[i]..ref_start[i + 1]]`.
+    ref_start: Vec<usize>,
+    refs: Vec<Range<usize>>,
+    created: Vec<i64>,
+}
+
+impl Default for Graph {
+    fn default() -> Graph {
+        Graph::with_capacity(0, 0, 0)
+    }
+}
+
+impl Graph {
+    pub fn with_capacity(nodes: usize, refs: usize, text_bytes: usize) -> Graph {
+        let mut ref_start = Vec::with_capacity(nodes + 1);
+        ref_start.push(0);
+        Graph {
+            text: String::with_capacity(text_bytes),
+            ids: Vec::with_capacity(nodes),
+            ref_start,
+            refs: Vec::with_capacity(refs),
+            created: Vec::with_capacity(nodes),
+        }
+    }
+
+    fn span(&mut self, value: &str) -> Range<usize> {
+        let start = self.text.len();
+        self.text.push_str(value);
+        start..self.text.len()
+    }
+
+    /// Add a node (ids unique). `created` (any monotonic unit) orders the
+    /// root's children. Its refs follow with [`Graph::add_ref`].
+    pub fn add_node(&mut self, id: &str, created: i64) {
+        let span = self.span(id);
+        self.ids.push(span);
+        self.created.push(created);
+        self.ref_start.push(self.refs.len());
+    }
+
+    /// Add a ref (a child id, in order) to the node added last. Unknown ids
+    /// are dangling refs and are skipped by the projection.
+    pub fn add_ref(&mut self, id: &str) {
+        let span = self.span(id);
+        self.refs.push(span);
+        if let Some(last) = self.ref_start.last_mut() {
+            *last = self.refs.len();
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    pub fn id(&self, node: NodeIndex) -> &str {
+        &self.text[self.ids[node as usize].clone()]
+    }
+
+    /// The refs of `node`, in order, as stored (dangling ones included).
+    pub fn refs(&self, node: NodeIndex) -> impl Iterator<Item = &str> {
+        self.refs_of(node as usize)
+    }
+
+    fn refs_of(&self, node: usize) -> impl Iterator<Item = &str> {
+        self.refs[self.ref_start[node]..self.ref_start[node + 1]]
+            .iter()
+            .map(|span| &self.text[span.clone()])
+    }
+
+    /// (created, id): the order of the root's children.
+    fn order_key(&self, node: NodeIndex) -> (i64, &str) {
+        (self.created[node as usize], self.id(node))
+    }
+}
+
+/// FxHash (the Rust compiler's hasher): ids are short, and SipHash's
+/// protection against chosen keys buys nothing when the only keys are the
+/// owner's own ids.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(SEED);
+        }
+        for &byte in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(byte)).wrapping_mul(SEED);
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// The projection: which child edges are kept, and the root's children.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tree {
     /// The root's children: unreferenced nodes, then one node per cycle
     /// unreachable from the root, each group ordered by (created, id).
     pub root_children: Vec<NodeIndex>,
-    /// `children[i]`: the kept children of node `i`, in refs order.
-    pub children: Vec<Vec<NodeIndex>>,
+    /// Node i's resolved refs are `targets[start[i]..start[i + 1]]`, in
+    /// refs order; `kept` says which of them the projection keeps.
+    start: Vec<usize>,
+    targets: Vec<NodeIndex>,
+    kept: Vec<bool>,
 }
 
 /// One row of the depth-first projection.
@@ -53,123 +158,148 @@ const ON_PATH: u8 = 1; // on the current walk
 const DONE: u8 = 2; // finished
 
 impl Tree {
-    /// Build the projection of `nodes` (ids unique).
-    pub fn build(nodes: &[TreeNode]) -> Tree {
-        let count = nodes.len();
-        let index: HashMap<&str, NodeIndex> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.id.as_str(), i as NodeIndex))
-            .collect();
+    /// Build the projection of `graph`.
+    pub fn build(graph: &Graph) -> Tree {
+        let count = graph.len();
+        let mut index: HashMap<&str, NodeIndex, BuildHasherDefault<FxHasher>> =
+            HashMap::with_capacity_and_hasher(count, Default::default());
+        for node in 0..count as NodeIndex {
+            index.insert(graph.id(node), node);
+        }
 
         // Resolved refs: known ids, not the node itself, each once
         // (seen[child] == i marks a child already taken for node i).
         let mut referenced = vec![false; count];
-        let mut seen = vec![u32::MAX; count];
-        let resolved: Vec<Vec<NodeIndex>> = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, node)| {
-                let mut out: Vec<NodeIndex> = Vec::with_capacity(node.refs.len());
-                for r in &node.refs {
-                    match index.get(r.as_str()) {
-                        Some(&child) if child as usize != i && seen[child as usize] != i as u32 => {
-                            seen[child as usize] = i as u32;
-                            out.push(child);
-                            referenced[child as usize] = true;
-                        }
-                        _ => {}
+        let mut seen = vec![NodeIndex::MAX; count];
+        let mut start = Vec::with_capacity(count + 1);
+        let mut targets: Vec<NodeIndex> = Vec::with_capacity(graph.refs.len());
+        start.push(0);
+        for node in 0..count {
+            for id in graph.refs_of(node) {
+                match index.get(id) {
+                    Some(&child)
+                        if child as usize != node && seen[child as usize] != node as u32 =>
+                    {
+                        seen[child as usize] = node as u32;
+                        targets.push(child);
+                        referenced[child as usize] = true;
                     }
+                    _ => {}
                 }
-                out
-            })
-            .collect();
-
-        let mut order: Vec<NodeIndex> = (0..count as NodeIndex).collect();
-        order.sort_by(|&a, &b| {
-            let (a, b) = (&nodes[a as usize], &nodes[b as usize]);
-            a.created.cmp(&b.created).then_with(|| a.id.cmp(&b.id))
-        });
+            }
+            start.push(targets.len());
+        }
+        drop(index);
 
         let mut tree = Tree {
             root_children: Vec::new(),
-            children: vec![Vec::new(); count],
+            kept: vec![false; targets.len()],
+            start,
+            targets,
         };
+        let by_age = |a: &NodeIndex, b: &NodeIndex| graph.order_key(*a).cmp(&graph.order_key(*b));
         let mut state = vec![WHITE; count];
-        for &start in &order {
-            if !referenced[start as usize] {
-                tree.root_children.push(start);
-                tree.walk(start, &resolved, &mut state);
-            }
+        let mut tops: Vec<NodeIndex> = (0..count as NodeIndex)
+            .filter(|&n| !referenced[n as usize])
+            .collect();
+        tops.sort_unstable_by(by_age);
+        for top in tops {
+            tree.root_children.push(top);
+            tree.walk(top, &mut state);
         }
         // Whatever is still unreached sits on cycles nothing else reaches.
-        for &start in &order {
-            if state[start as usize] == WHITE {
-                tree.root_children.push(start);
-                tree.walk(start, &resolved, &mut state);
+        let mut rest: Vec<NodeIndex> = (0..count as NodeIndex)
+            .filter(|&n| state[n as usize] == WHITE)
+            .collect();
+        rest.sort_unstable_by(by_age);
+        for node in rest {
+            if state[node as usize] == WHITE {
+                tree.root_children.push(node);
+                tree.walk(node, &mut state);
             }
         }
         tree
     }
 
-    /// Depth-first walk from `start`, keeping each edge that does not point
+    /// Depth-first walk from `top`, keeping each edge that does not point
     /// back to a node on the walk.
-    fn walk(&mut self, start: NodeIndex, resolved: &[Vec<NodeIndex>], state: &mut [u8]) {
-        // (node, next ref to look at)
-        let mut stack: Vec<(NodeIndex, usize)> = vec![(start, 0)];
-        state[start as usize] = ON_PATH;
-        while let Some(top) = stack.last_mut() {
-            let (node, next) = *top;
-            let refs = &resolved[node as usize];
-            if next == refs.len() {
+    fn walk(&mut self, top: NodeIndex, state: &mut [u8]) {
+        // (node, next edge to look at)
+        let mut stack: Vec<(NodeIndex, usize)> = vec![(top, self.start[top as usize])];
+        state[top as usize] = ON_PATH;
+        while let Some(frame) = stack.last_mut() {
+            let (node, edge) = *frame;
+            if edge == self.start[node as usize + 1] {
                 state[node as usize] = DONE;
                 stack.pop();
                 continue;
             }
-            top.1 += 1;
-            let child = refs[next];
+            frame.1 += 1;
+            let child = self.targets[edge];
             match state[child as usize] {
                 ON_PATH => {} // a ref back to an ancestor is not followed
-                DONE => self.children[node as usize].push(child),
+                DONE => self.kept[edge] = true,
                 _ => {
-                    self.children[node as usize].push(child);
+                    self.kept[edge] = true;
                     state[child as usize] = ON_PATH;
-                    stack.push((child, 0));
+                    stack.push((child, self.start[child as usize]));
                 }
             }
         }
     }
 
+    /// The kept children of `node`, in refs order.
+    pub fn children(&self, node: NodeIndex) -> impl Iterator<Item = NodeIndex> + '_ {
+        let edges = self.start[node as usize]..self.start[node as usize + 1];
+        edges.filter(|&e| self.kept[e]).map(|e| self.targets[e])
+    }
+
+    /// Whether `node` has kept children.
+    pub fn has_children(&self, node: NodeIndex) -> bool {
+        self.children(node).next().is_some()
+    }
+
+    /// How many nodes the projection covers.
+    pub fn node_count(&self) -> usize {
+        self.start.len() - 1
+    }
+
     /// How many rows the depth-first projection has (a node appears once per
     /// path from the root), saturating at `u64::MAX`.
     pub fn row_count(&self) -> u64 {
+        // Every node is reached, so when each node but the root's children
+        // has exactly one kept edge into it, the projection is a forest:
+        // one row per node.
+        let kept_edges = self.kept.iter().filter(|&&k| k).count();
+        if kept_edges + self.root_children.len() == self.node_count() {
+            return self.node_count() as u64;
+        }
         // Rows of a node's subtree, itself included, memoised; the kept
         // edges are acyclic, so a post-order pass computes them all.
-        let count = self.children.len();
+        let count = self.node_count();
         let mut rows: Vec<u64> = vec![0; count];
         let mut done = vec![false; count];
         let mut stack: Vec<(NodeIndex, usize)> = Vec::new();
-        for &start in &self.root_children {
-            if done[start as usize] {
+        for &top in &self.root_children {
+            if done[top as usize] {
                 continue;
             }
-            stack.push((start, 0));
-            while let Some(top) = stack.last_mut() {
-                let (node, next) = *top;
-                let kids = &self.children[node as usize];
-                if next == kids.len() {
-                    let total = kids
-                        .iter()
-                        .fold(1u64, |acc, &k| acc.saturating_add(rows[k as usize]));
+            stack.push((top, self.start[top as usize]));
+            while let Some(frame) = stack.last_mut() {
+                let (node, edge) = *frame;
+                if edge == self.start[node as usize + 1] {
+                    let total = self
+                        .children(node)
+                        .fold(1u64, |acc, k| acc.saturating_add(rows[k as usize]));
                     rows[node as usize] = total;
                     done[node as usize] = true;
                     stack.pop();
                     continue;
                 }
-                top.1 += 1;
-                let child = kids[next];
-                if !done[child as usize] {
-                    stack.push((child, 0));
+                frame.1 += 1;
+                let child = self.targets[edge];
+                if self.kept[edge] && !done[child as usize] {
+                    stack.push((child, self.start[child as usize]));
                 }
             }
         }
@@ -209,7 +339,7 @@ impl Tree {
 pub struct Rows {
     tree: Tree,
     path: Vec<NodeIndex>,
-    /// (node on the path, next child of it to visit)
+    /// (node on the path, next edge of it to look at)
     stack: Vec<(NodeIndex, usize)>,
     /// The next of the root's children to start from.
     next_top: usize,
@@ -218,18 +348,21 @@ pub struct Rows {
 impl Rows {
     /// The next row, or None after the last.
     pub fn next_row(&mut self) -> Option<Row<'_>> {
+        let tree = &self.tree;
         while let Some(frame) = self.stack.last_mut() {
-            let (node, next) = *frame;
-            let kids = &self.tree.children[node as usize];
-            if next == kids.len() {
+            let (node, edge) = *frame;
+            if edge == tree.start[node as usize + 1] {
                 self.stack.pop();
                 self.path.pop();
                 continue;
             }
             frame.1 += 1;
-            let child = kids[next];
+            if !tree.kept[edge] {
+                continue;
+            }
+            let child = tree.targets[edge];
             self.path.push(child);
-            self.stack.push((child, 0));
+            self.stack.push((child, tree.start[child as usize]));
             return Some(Row {
                 node: child,
                 parent: Some(node),
@@ -237,10 +370,10 @@ impl Rows {
                 path: &self.path,
             });
         }
-        let top = *self.tree.root_children.get(self.next_top)?;
+        let top = *tree.root_children.get(self.next_top)?;
         self.next_top += 1;
         self.path.push(top);
-        self.stack.push((top, 0));
+        self.stack.push((top, tree.start[top as usize]));
         Some(Row {
             node: top,
             parent: None,
@@ -254,32 +387,28 @@ impl Rows {
 mod tests {
     use super::*;
 
-    fn graph(spec: &[(&str, &[&str])]) -> Vec<TreeNode> {
-        spec.iter()
-            .enumerate()
-            .map(|(i, (id, refs))| TreeNode {
-                id: id.to_string(),
-                refs: refs.iter().map(|r| r.to_string()).collect(),
-                created: i as i64,
-            })
-            .collect()
+    fn graph(spec: &[(&str, &[&str])]) -> Graph {
+        let mut graph = Graph::default();
+        for (i, (id, refs)) in spec.iter().enumerate() {
+            graph.add_node(id, i as i64);
+            for r in refs.iter() {
+                graph.add_ref(r);
+            }
+        }
+        graph
     }
 
     /// Rows as "path/with/slashes" strings.
-    fn rows(nodes: &[TreeNode]) -> Vec<String> {
+    fn rows(nodes: &Graph) -> Vec<String> {
         let tree = Tree::build(nodes);
         let expected = tree.row_count();
         let mut out = Vec::new();
         let mut cursor = tree.into_rows();
         while let Some(row) = cursor.next_row() {
-            let path: Vec<&str> = row
-                .path
-                .iter()
-                .map(|&i| nodes[i as usize].id.as_str())
-                .collect();
+            let path: Vec<&str> = row.path.iter().map(|&i| nodes.id(i)).collect();
             assert_eq!(row.depth, path.len());
-            assert_eq!(*path.last().unwrap(), nodes[row.node as usize].id);
-            let parent = row.parent.map(|p| nodes[p as usize].id.as_str());
+            assert_eq!(*path.last().unwrap(), nodes.id(row.node));
+            let parent = row.parent.map(|p| nodes.id(p));
             assert_eq!(parent, path.len().checked_sub(2).map(|i| path[i]));
             out.push(path.join("/"));
         }
@@ -302,9 +431,7 @@ mod tests {
     #[test]
     fn root_children_are_ordered_by_creation_then_id() {
         let mut nodes = graph(&[("z", &[]), ("y", &[]), ("x", &[])]);
-        nodes[0].created = 5;
-        nodes[1].created = 1;
-        nodes[2].created = 1;
+        nodes.created = vec![5, 1, 1];
         assert_eq!(rows(&nodes), ["x", "y", "z"]);
     }
 
@@ -386,15 +513,13 @@ mod tests {
         }
         spec.push(("l40".into(), vec![]));
         spec.push(("r40".into(), vec![]));
-        let nodes: Vec<TreeNode> = spec
-            .into_iter()
-            .enumerate()
-            .map(|(i, (id, refs))| TreeNode {
-                id,
-                refs,
-                created: i as i64,
-            })
-            .collect();
+        let mut nodes = Graph::default();
+        for (i, (id, refs)) in spec.iter().enumerate() {
+            nodes.add_node(id, i as i64);
+            for r in refs {
+                nodes.add_ref(r);
+            }
+        }
         let tree = Tree::build(&nodes);
         assert!(tree.row_count() > 1u64 << 40);
         let error = tree.check_row_limit(10_000_000).unwrap_err();
@@ -405,7 +530,7 @@ mod tests {
 
     #[test]
     fn empty_graph() {
-        let tree = Tree::build(&[]);
+        let tree = Tree::build(&Graph::default());
         assert!(tree.root_children.is_empty());
         assert_eq!(tree.row_count(), 0);
     }
@@ -413,17 +538,13 @@ mod tests {
     #[test]
     fn a_long_chain_does_not_overflow_the_stack() {
         let count = 200_000;
-        let nodes: Vec<TreeNode> = (0..count)
-            .map(|i| TreeNode {
-                id: format!("n{i}"),
-                refs: if i + 1 < count {
-                    vec![format!("n{}", i + 1)]
-                } else {
-                    vec![]
-                },
-                created: i as i64,
-            })
-            .collect();
+        let mut nodes = Graph::with_capacity(count, count, count * 14);
+        for i in 0..count {
+            nodes.add_node(&format!("n{i}"), i as i64);
+            if i + 1 < count {
+                nodes.add_ref(&format!("n{}", i + 1));
+            }
+        }
         let tree = Tree::build(&nodes);
         assert_eq!(tree.row_count(), count as u64);
         let mut deepest = 0;

@@ -1,0 +1,112 @@
+//! Values handed to PostgreSQL as ready-made datums.
+//!
+//! pgrx's `String` and `JsonB` results copy through Rust values. Results
+//! of millions of rows (the tree projection) or of one big document (the
+//! JSON tree) are cheaper when the extension builds the datum itself: a
+//! node's id becomes a `text` datum once and is reused in every row that
+//! names it; JSON written as text is parsed into jsonb once, without a
+//! `serde_json::Value` in between.
+
+use std::ffi::CString;
+
+use pgrx::callconv::{BoxRet, FcInfo};
+use pgrx::pgrx_sql_entity_graph::metadata::{
+    ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
+};
+use pgrx::prelude::*;
+
+/// Declares how a datum wrapper is returned and what SQL type it is.
+macro_rules! returned_as {
+    ($type:ident, $sql:literal) => {
+        // SAFETY: the datum comes from into_datum and is returned as is.
+        unsafe impl BoxRet for $type {
+            unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
+                match self.into_datum() {
+                    Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+                    None => fcinfo.return_null(),
+                }
+            }
+        }
+
+        // SAFETY: the SQL type named is the type of the datum built.
+        unsafe impl SqlTranslatable for $type {
+            const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!($type);
+            const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+            const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> =
+                Err(ArgumentError::NotValidAsArgument(stringify!($type)));
+            const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
+                Ok(ReturnsRef::One(SqlMappingRef::literal($sql)));
+        }
+    };
+}
+
+/// A jsonb result written as JSON text by the extension.
+pub struct JsonbText(pub String);
+
+impl IntoDatum for JsonbText {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        // JSON text escapes every control character, so it has no NUL.
+        let text = CString::new(self.0).ok()?;
+        // SAFETY: jsonb_in takes one cstring argument, valid for the call.
+        unsafe {
+            pgrx::fcinfo::direct_function_call_as_datum(
+                pg_sys::jsonb_in,
+                &[Some(pg_sys::Datum::from(text.as_ptr()))],
+            )
+        }
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+returned_as!(JsonbText, "jsonb");
+
+/// A `text` datum holding `value`, in the current memory context.
+pub fn text_datum(value: &str) -> pg_sys::Datum {
+    // SAFETY: the pointer and length describe `value`; PostgreSQL copies it.
+    let text =
+        unsafe { pg_sys::cstring_to_text_with_len(value.as_ptr().cast(), value.len() as i32) };
+    pg_sys::Datum::from(text)
+}
+
+// text_array writes varlena headers in their little-endian form.
+#[cfg(target_endian = "big")]
+compile_error!("agent_memory builds arrays for little-endian machines only");
+
+/// A one-dimensional `text[]` of `elements`, each a plain (uncompressed,
+/// 4-byte header) text datum such as [`text_datum`] makes, laid out as
+/// `construct_array` would, without its per-element detoast checks.
+///
+/// # Safety
+/// Every element must be a valid, plain, 4-byte-header text datum.
+pub unsafe fn text_array(elements: &[pg_sys::Datum]) -> pg_sys::Datum {
+    const HEADER: usize = 24; // MAXALIGN(sizeof(ArrayType) + dims + lbound), one dimension
+    let int_align = |n: usize| (n + 3) & !3;
+    // SAFETY: each element is a plain varlena with a 4-byte header.
+    let size_of = |datum: pg_sys::Datum| unsafe {
+        (*datum.cast_mut_ptr::<u32>() >> 2) as usize // VARSIZE_4B (little-endian)
+    };
+    let total = elements
+        .iter()
+        .fold(HEADER, |end, &element| int_align(end) + size_of(element));
+    // SAFETY: the buffer is `total` bytes and every write below stays in it.
+    unsafe {
+        let array = pg_sys::palloc0(total).cast::<u8>();
+        array.cast::<u32>().write((total as u32) << 2); // SET_VARSIZE (4-byte header)
+        array.add(4).cast::<i32>().write(1); // ndim
+        array.add(8).cast::<i32>().write(0); // dataoffset: no null bitmap
+        array.add(12).cast::<pg_sys::Oid>().write(pg_sys::TEXTOID); // elemtype
+        array.add(16).cast::<i32>().write(elements.len() as i32); // dims[0]
+        array.add(20).cast::<i32>().write(1); // lbound[0]
+        let mut end = HEADER;
+        for &element in elements {
+            end = int_align(end);
+            let size = size_of(element);
+            std::ptr::copy_nonoverlapping(element.cast_mut_ptr::<u8>(), array.add(end), size);
+            end += size;
+        }
+        pg_sys::Datum::from(array)
+    }
+}
