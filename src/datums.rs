@@ -110,3 +110,65 @@ pub unsafe fn text_array(elements: &[pg_sys::Datum]) -> pg_sys::Datum {
         pg_sys::Datum::from(array)
     }
 }
+
+/// Call `each` with every element of a one-dimensional `text[]` without
+/// NULLs, read in place. Returns false, having called nothing, for any
+/// other layout (NULLs, more dimensions, an unexpected element header),
+/// which the caller then reads the slow way.
+///
+/// # Safety
+/// `datum` must be a valid `text[]` datum; the elements passed to `each`
+/// live as long as it does.
+pub unsafe fn for_each_text_element<'a>(
+    datum: pg_sys::Datum,
+    mut each: impl FnMut(&'a str),
+) -> bool {
+    // SAFETY: a text[] datum is a varlena; detoasting gives its plain form.
+    unsafe {
+        let array = pg_sys::pg_detoast_datum(datum.cast_mut_ptr())
+            .cast::<u8>()
+            .cast_const();
+        let header = array.cast::<u32>().read_unaligned();
+        if header & 3 != 0 {
+            return false; // not a plain 4-byte header
+        }
+        let total = (header >> 2) as usize;
+        let ndim = array.add(4).cast::<i32>().read();
+        let dataoffset = array.add(8).cast::<i32>().read();
+        if ndim == 0 {
+            return true; // an empty array
+        }
+        if ndim != 1
+            || dataoffset != 0
+            || array.add(12).cast::<pg_sys::Oid>().read() != pg_sys::TEXTOID
+        {
+            return false;
+        }
+        let count = array.add(16).cast::<i32>().read() as usize;
+        let int_align = |n: usize| (n + 3) & !3;
+        // Two passes: the first checks every element, so that a layout this
+        // reader does not handle is refused before `each` sees anything.
+        for calling in [false, true] {
+            let mut at = 24;
+            for _ in 0..count {
+                at = int_align(at);
+                if at + 4 > total {
+                    return false;
+                }
+                let element = array.add(at).cast::<u32>().read_unaligned();
+                let size = (element >> 2) as usize;
+                if element & 3 != 0 || size < 4 || at + size > total {
+                    return false;
+                }
+                let bytes: &'a [u8] = std::slice::from_raw_parts(array.add(at + 4), size - 4);
+                match std::str::from_utf8(bytes) {
+                    Ok(text) if calling => each(text),
+                    Ok(_) => {}
+                    Err(_) => return false,
+                }
+                at += size;
+            }
+        }
+        true
+    }
+}

@@ -14,7 +14,7 @@ use agent_memory_core::graph::ROOT_ID;
 use agent_memory_core::json::push_string as push_json_string;
 use agent_memory_core::tree::{Graph, Tree};
 
-use crate::datums::{JsonbText, text_array, text_datum};
+use crate::datums::{JsonbText, for_each_text_element, text_array, text_datum};
 use crate::error::{OrReport, SqlResult};
 use crate::graph::{checked_owner, iso_of, root_json};
 use crate::plans::{Statement, kept};
@@ -95,31 +95,67 @@ impl RawRows {
         }
     }
 
-    fn datum(&self, row: usize, column: i32, what: &str) -> SqlResult<pg_sys::Datum> {
+    /// All columns of `row`, deformed at once.
+    fn deform(&self, row: usize) -> SqlResult<Columns> {
         if row >= self.len {
             return Err(crate::error::report(agent_memory_core::Error::internal(
                 "graph scan row out of range",
             )));
         }
-        let mut is_null = false;
-        // SAFETY: row < len and column is a column of the statement.
-        let datum = unsafe {
-            pg_sys::SPI_getbinval(*self.tuples.add(row), self.tupdesc, column, &mut is_null)
-        };
-        if is_null {
+        let mut columns = Columns::default();
+        // SAFETY: row < len; the scan's statements have at most MAX_COLUMNS
+        // columns (checked), and deform writes one value per column.
+        unsafe {
+            if (*self.tupdesc).natts as usize > MAX_COLUMNS {
+                return Err(crate::error::report(agent_memory_core::Error::internal(
+                    "graph scan has too many columns",
+                )));
+            }
+            pg_sys::heap_deform_tuple(
+                *self.tuples.add(row),
+                self.tupdesc,
+                columns.values.as_mut_ptr(),
+                columns.nulls.as_mut_ptr(),
+            );
+        }
+        Ok(columns)
+    }
+}
+
+const MAX_COLUMNS: usize = 8;
+
+/// The columns of one scanned row.
+struct Columns {
+    values: [pg_sys::Datum; MAX_COLUMNS],
+    nulls: [bool; MAX_COLUMNS],
+}
+
+impl Default for Columns {
+    fn default() -> Columns {
+        Columns {
+            values: [pg_sys::Datum::from(0); MAX_COLUMNS],
+            nulls: [true; MAX_COLUMNS],
+        }
+    }
+}
+
+impl Columns {
+    /// Column `column` (1-based), which must not be NULL.
+    fn datum(&self, column: usize, what: &str) -> SqlResult<pg_sys::Datum> {
+        if self.nulls[column - 1] {
             return required(None, what);
         }
-        Ok(datum)
+        Ok(self.values[column - 1])
     }
 
-    /// SAFETY: the text lives as long as the SPI result.
-    unsafe fn text(&self, row: usize, column: i32, what: &str) -> SqlResult<&str> {
-        let datum = self.datum(row, column, what)?;
+    /// SAFETY: the text lives as long as the SPI batch.
+    unsafe fn text<'a>(&self, column: usize, what: &str) -> SqlResult<&'a str> {
+        let datum = self.datum(column, what)?;
         required(unsafe { <&str>::from_datum(datum, false) }, what)
     }
 
-    fn timestamp(&self, row: usize, column: i32, what: &str) -> SqlResult<TimestampWithTimeZone> {
-        let datum = self.datum(row, column, what)?;
+    fn timestamp(&self, column: usize, what: &str) -> SqlResult<TimestampWithTimeZone> {
+        let datum = self.datum(column, what)?;
         // SAFETY: the column is a timestamptz.
         required(
             unsafe { TimestampWithTimeZone::from_datum(datum, false) },
@@ -127,8 +163,8 @@ impl RawRows {
         )
     }
 
-    fn int4(&self, row: usize, column: i32, what: &str) -> SqlResult<i32> {
-        let datum = self.datum(row, column, what)?;
+    fn int4(&self, column: usize, what: &str) -> SqlResult<i32> {
+        let datum = self.datum(column, what)?;
         // SAFETY: the column is an int4.
         required(unsafe { i32::from_datum(datum, false) }, what)
     }
@@ -162,20 +198,23 @@ fn scan(owner: &str, facts: bool) -> SqlResult<(Graph, Texts, Option<Facts>)> {
             // the borrowed texts are copied before the batch is freed.
             let rows = unsafe { RawRows::last(count)? };
             for row in 0..count {
-                let created = rows.timestamp(row, 3, "created_at")?;
+                let columns = rows.deform(row)?;
+                let created = columns.timestamp(3, "created_at")?;
                 unsafe {
-                    graph.add_node(rows.text(row, 1, "node_id")?, created.into_inner());
-                    let refs = rows.datum(row, 2, "refs")?;
-                    let refs = required(Array::<&str>::from_datum(refs, false), "refs")?;
-                    for id in refs.iter().flatten() {
-                        graph.add_ref(id);
+                    graph.add_node(columns.text(1, "node_id")?, created.into_inner());
+                    let refs = columns.datum(2, "refs")?;
+                    if !for_each_text_element(refs, |id| graph.add_ref(id)) {
+                        let refs = required(Array::<&str>::from_datum(refs, false), "refs")?;
+                        for id in refs.iter().flatten() {
+                            graph.add_ref(id);
+                        }
                     }
-                    titles.push(rows.text(row, 4, "title")?);
+                    titles.push(columns.text(4, "title")?);
                     if let Some(details) = details.as_mut() {
-                        details.descriptions.push(rows.text(row, 5, "description")?);
-                        details.versions.push(rows.int4(row, 6, "version")?);
+                        details.descriptions.push(columns.text(5, "description")?);
+                        details.versions.push(columns.int4(6, "version")?);
                         details.created.push(created);
-                        details.updated.push(rows.timestamp(row, 7, "updated_at")?);
+                        details.updated.push(columns.timestamp(7, "updated_at")?);
                     }
                 }
             }
