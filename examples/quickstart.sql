@@ -38,6 +38,18 @@ SELECT agent_memory.append_message('trip-42', 'user', 'Book it.', keep => 3);
 SELECT seq, role, content FROM agent_memory.messages('trip-42');
 SELECT agent_memory.last_user_message('trip-42');
 
+-- Graph memory: markdown nodes whose refs are their children, versioned.
+SELECT agent_memory.graph_delete('alice', id) FROM unnest(ARRAY['travel', 'lisbon']) id;
+SELECT agent_memory.graph_create('alice', 'Travel', 'How Alice travels', 'Prefers trains.',
+         ARRAY['__root__'], node_id => 'travel');
+SELECT agent_memory.graph_create('alice', 'Lisbon trip', 'May 2026', 'Flight booked.',
+         ARRAY['travel'], node_id => 'lisbon');
+SELECT agent_memory.graph_write('alice', 'lisbon', NULL, NULL, 'Flight booked. Hotel in Alfama.',
+         change_description => 'added the hotel');
+SELECT version, change_description FROM agent_memory.graph_versions('alice', 'lisbon');
+SELECT node_id, parent_id, depth, path FROM agent_memory.graph_tree_rows('alice');
+SELECT agent_memory.graph_to_markdown('alice', 'lisbon');
+
 -- Sessions, and the cleanup of what has expired.
 SELECT agent_memory.session_stats();
 SELECT agent_memory.cleanup_expired();
