@@ -17,25 +17,23 @@ use agent_memory_core::tree::{Graph, Tree};
 use crate::datums::{JsonbText, for_each_text_element, text_array, text_datum};
 use crate::error::{OrReport, SqlResult};
 use crate::graph::{checked_owner, iso_of, root_json};
-use crate::plans::{Statement, kept};
-use crate::sessions::{TEXT, required};
+use crate::sessions::required;
+use crate::stream::{StreamStatement, for_each_row};
 
 /// Most rows graph_tree_rows returns: a web of shared children can make the
 /// projection exponentially larger than the graph.
 pub const MAX_TREE_ROWS: u64 = 50_000_000;
 
-static SCAN_FOR_ROWS: Statement = Statement {
-    sql: "SELECT node_id, refs, created_at, title
-          FROM agent_memory.graph_nodes WHERE owner = $1",
-    args: &[TEXT],
-    writes: false,
+static SCAN_FOR_ROWS: StreamStatement = StreamStatement {
+    sql: c"SELECT node_id, refs, created_at, title
+           FROM agent_memory.graph_nodes WHERE owner = $1",
+    params: 1,
 };
 
-static SCAN_FOR_JSON: Statement = Statement {
-    sql: "SELECT node_id, refs, created_at, title, description, version, updated_at
-          FROM agent_memory.graph_nodes WHERE owner = $1",
-    args: &[TEXT],
-    writes: false,
+static SCAN_FOR_JSON: StreamStatement = StreamStatement {
+    sql: c"SELECT node_id, refs, created_at, title, description, version, updated_at
+           FROM agent_memory.graph_nodes WHERE owner = $1",
+    params: 1,
 };
 
 /// Text per node, packed into one string.
@@ -66,166 +64,40 @@ struct Facts {
     updated: Vec<TimestampWithTimeZone>,
 }
 
-/// The rows of the SPI result just selected, read in place: no per-row
-/// allocation, texts borrowed from the tuples.
-struct RawRows {
-    tuples: *mut pg_sys::HeapTuple,
-    tupdesc: pg_sys::TupleDesc,
-    len: usize,
-}
-
-impl RawRows {
-    /// The result of the statement SPI ran last.
-    ///
-    /// SAFETY: call right after a successful select, inside its connection.
-    unsafe fn last(len: usize) -> SqlResult<RawRows> {
-        let table = unsafe { pg_sys::SPI_tuptable };
-        if table.is_null() {
-            return Err(crate::error::report(agent_memory_core::Error::internal(
-                "the graph scan returned no tuple table",
-            )));
-        }
-        // SAFETY: SPI_tuptable points to the live result of the last select.
-        unsafe {
-            Ok(RawRows {
-                tuples: (*table).vals,
-                tupdesc: (*table).tupdesc,
-                len,
-            })
-        }
-    }
-
-    /// All columns of `row`, deformed at once.
-    fn deform(&self, row: usize) -> SqlResult<Columns> {
-        if row >= self.len {
-            return Err(crate::error::report(agent_memory_core::Error::internal(
-                "graph scan row out of range",
-            )));
-        }
-        let mut columns = Columns::default();
-        // SAFETY: row < len; the scan's statements have at most MAX_COLUMNS
-        // columns (checked), and deform writes one value per column.
-        unsafe {
-            if (*self.tupdesc).natts as usize > MAX_COLUMNS {
-                return Err(crate::error::report(agent_memory_core::Error::internal(
-                    "graph scan has too many columns",
-                )));
-            }
-            pg_sys::heap_deform_tuple(
-                *self.tuples.add(row),
-                self.tupdesc,
-                columns.values.as_mut_ptr(),
-                columns.nulls.as_mut_ptr(),
-            );
-        }
-        Ok(columns)
-    }
-}
-
-const MAX_COLUMNS: usize = 8;
-
-/// The columns of one scanned row.
-struct Columns {
-    values: [pg_sys::Datum; MAX_COLUMNS],
-    nulls: [bool; MAX_COLUMNS],
-}
-
-impl Default for Columns {
-    fn default() -> Columns {
-        Columns {
-            values: [pg_sys::Datum::from(0); MAX_COLUMNS],
-            nulls: [true; MAX_COLUMNS],
-        }
-    }
-}
-
-impl Columns {
-    /// Column `column` (1-based), which must not be NULL.
-    fn datum(&self, column: usize, what: &str) -> SqlResult<pg_sys::Datum> {
-        if self.nulls[column - 1] {
-            return required(None, what);
-        }
-        Ok(self.values[column - 1])
-    }
-
-    /// SAFETY: the text lives as long as the SPI batch.
-    unsafe fn text<'a>(&self, column: usize, what: &str) -> SqlResult<&'a str> {
-        let datum = self.datum(column, what)?;
-        required(unsafe { <&str>::from_datum(datum, false) }, what)
-    }
-
-    fn timestamp(&self, column: usize, what: &str) -> SqlResult<TimestampWithTimeZone> {
-        let datum = self.datum(column, what)?;
-        // SAFETY: the column is a timestamptz.
-        required(
-            unsafe { TimestampWithTimeZone::from_datum(datum, false) },
-            what,
-        )
-    }
-
-    fn int4(&self, column: usize, what: &str) -> SqlResult<i32> {
-        let datum = self.datum(column, what)?;
-        // SAFETY: the column is an int4.
-        required(unsafe { i32::from_datum(datum, false) }, what)
-    }
-}
-
-/// Rows fetched from the scan at a time: the batch is freed before the
-/// next, so a million-node scan never holds more than this in SPI memory.
-const SCAN_BATCH: i64 = 8192;
-
 /// The owner's nodes, packed; `facts` also reads what the JSON form shows.
+/// Rows are read as the executor produces them (see `stream`).
 fn scan(owner: &str, facts: bool) -> SqlResult<(Graph, Texts, Option<Facts>)> {
-    Spi::connect(|client| {
-        let statement = if facts {
-            &SCAN_FOR_JSON
-        } else {
-            &SCAN_FOR_ROWS
-        };
-        let plan = kept(client, statement).or_report()?;
-        let mut cursor = client
-            .try_open_cursor(&*plan, &[owner.into()])
-            .or_report()?;
-        let mut graph = Graph::default();
-        let mut titles = Texts::default();
-        let mut details = facts.then(Facts::default);
-        loop {
-            let count = cursor.fetch(SCAN_BATCH).or_report()?.len();
-            if count == 0 {
-                break;
-            }
-            // SAFETY: read right after the fetch, within the connection;
-            // the borrowed texts are copied before the batch is freed.
-            let rows = unsafe { RawRows::last(count)? };
-            for row in 0..count {
-                let columns = rows.deform(row)?;
-                let created = columns.timestamp(3, "created_at")?;
-                unsafe {
-                    graph.add_node(columns.text(1, "node_id")?, created.into_inner());
-                    let refs = columns.datum(2, "refs")?;
-                    if !for_each_text_element(refs, |id| graph.add_ref(id)) {
-                        let refs = required(Array::<&str>::from_datum(refs, false), "refs")?;
-                        for id in refs.iter().flatten() {
-                            graph.add_ref(id);
-                        }
-                    }
-                    titles.push(columns.text(4, "title")?);
-                    if let Some(details) = details.as_mut() {
-                        details.descriptions.push(columns.text(5, "description")?);
-                        details.versions.push(columns.int4(6, "version")?);
-                        details.created.push(created);
-                        details.updated.push(columns.timestamp(7, "updated_at")?);
-                    }
+    let statement = if facts {
+        &SCAN_FOR_JSON
+    } else {
+        &SCAN_FOR_ROWS
+    };
+    let mut graph = Graph::default();
+    let mut titles = Texts::default();
+    let mut details = facts.then(Facts::default);
+    for_each_row(statement, &[owner], &mut |row| {
+        let created = row.timestamptz(3, "created_at")?;
+        graph.add_node(row.text(1, "node_id")?, created.into_inner());
+        let refs = row.datum(2, "refs")?;
+        // SAFETY: refs is a text[] of the row, read during the callback.
+        unsafe {
+            if !for_each_text_element(refs, |id| graph.add_ref(id)) {
+                let refs = required(Array::<&str>::from_datum(refs, false), "refs")?;
+                for id in refs.iter().flatten() {
+                    graph.add_ref(id);
                 }
             }
-            // SAFETY: nothing borrows from the batch any more.
-            unsafe { pg_sys::SPI_freetuptable(pg_sys::SPI_tuptable) };
-            if (count as i64) < SCAN_BATCH {
-                break;
-            }
         }
-        Ok((graph, titles, details))
-    })
+        titles.push(row.text(4, "title")?);
+        if let Some(details) = details.as_mut() {
+            details.descriptions.push(row.text(5, "description")?);
+            details.versions.push(row.int4(6, "version")?);
+            details.created.push(created);
+            details.updated.push(row.timestamptz(7, "updated_at")?);
+        }
+        Ok(())
+    })?;
+    Ok((graph, titles, details))
 }
 
 // graph_tree_rows returns its rows in materialize mode: the function is

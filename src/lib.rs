@@ -16,6 +16,8 @@ pub mod error;
 pub mod meta;
 /// Prepared plans kept per backend for the hot paths.
 pub mod plans;
+/// Large query results read row by row as the executor produces them.
+pub mod stream;
 
 /// Removal of expired sessions and entries.
 pub mod cleanup;
