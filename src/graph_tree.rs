@@ -151,10 +151,14 @@ unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
     tree.check_row_limit(MAX_TREE_ROWS).or_report()?;
 
     // Each node's id and title become a text datum once; rows point to them.
-    let count = graph.len() as u32;
-    let ids: Vec<pg_sys::Datum> = (0..count).map(|node| text_datum(graph.id(node))).collect();
+    // They are made in the tree's order (the order rows visit nodes), so
+    // the rows read them front to back.
+    let count = tree.node_count() as u32;
+    let ids: Vec<pg_sys::Datum> = (0..count)
+        .map(|node| text_datum(graph.id(tree.original(node))))
+        .collect();
     let title_datums: Vec<pg_sys::Datum> = (0..count)
-        .map(|node| text_datum(titles.get(node)))
+        .map(|node| text_datum(titles.get(tree.original(node))))
         .collect();
     let root = text_datum(ROOT_ID);
     drop(titles);
@@ -244,21 +248,34 @@ fn graph_tree(owner: Option<&str>) -> SqlResult<JsonbText> {
     out.push_str(",\"children\":{");
     push_json_string(&mut out, ROOT_ID);
     out.push(':');
+    // Tree nodes are numbered in walk order; the graph has the data.
+    let original = |nodes: &[u32]| {
+        nodes
+            .iter()
+            .map(|&node| tree.original(node))
+            .collect::<Vec<_>>()
+    };
     push_children(
         &mut out,
-        tree.root_children.iter().copied(),
+        original(&tree.root_children).into_iter(),
         &graph,
         &titles,
         &facts,
     );
-    for parent in 0..graph.len() as u32 {
+    for parent in 0..tree.node_count() as u32 {
         if !tree.has_children(parent) {
             continue;
         }
         out.push(',');
-        push_json_string(&mut out, graph.id(parent));
+        push_json_string(&mut out, graph.id(tree.original(parent)));
         out.push(':');
-        push_children(&mut out, tree.children(parent), &graph, &titles, &facts);
+        push_children(
+            &mut out,
+            original(tree.children(parent)).into_iter(),
+            &graph,
+            &titles,
+            &facts,
+        );
     }
     out.push_str("}}");
     Ok(JsonbText(out))

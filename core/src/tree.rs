@@ -128,17 +128,23 @@ impl Hasher for FxHasher {
     }
 }
 
-/// The projection: which child edges are kept, and the root's children.
+/// The projection: the kept child edges and the root's children.
+///
+/// Its nodes are numbered in the order the depth-first walk first reaches
+/// them (use [`Tree::original`] to find a node in the [`Graph`]), so that
+/// producing the rows, which follows the same order, reads memory mostly
+/// front to back: at a million nodes that halves the cost of the rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tree {
     /// The root's children: unreferenced nodes, then one node per cycle
     /// unreachable from the root, each group ordered by (created, id).
     pub root_children: Vec<NodeIndex>,
-    /// Node i's resolved refs are `targets[start[i]..start[i + 1]]`, in
-    /// refs order; `kept` says which of them the projection keeps.
+    /// Node i's kept children are `children[start[i]..start[i + 1]]`, in
+    /// refs order.
     start: Vec<usize>,
-    targets: Vec<NodeIndex>,
-    kept: Vec<bool>,
+    children: Vec<NodeIndex>,
+    /// The Graph index of each node.
+    original: Vec<NodeIndex>,
 }
 
 /// One row of the depth-first projection.
@@ -156,6 +162,47 @@ pub struct Row<'t> {
 const WHITE: u8 = 0; // not reached yet
 const ON_PATH: u8 = 1; // on the current walk
 const DONE: u8 = 2; // finished
+
+/// The resolved refs of every node (Graph numbering) while walking.
+struct Walk {
+    start: Vec<usize>,
+    targets: Vec<NodeIndex>,
+    kept: Vec<bool>,
+    state: Vec<u8>,
+    /// Nodes in the order the walk first reached them.
+    order: Vec<NodeIndex>,
+}
+
+impl Walk {
+    /// Depth-first walk from `top`, keeping each edge that does not point
+    /// back to a node on the walk.
+    fn from(&mut self, top: NodeIndex) {
+        // (node, next edge to look at)
+        let mut stack: Vec<(NodeIndex, usize)> = vec![(top, self.start[top as usize])];
+        self.state[top as usize] = ON_PATH;
+        self.order.push(top);
+        while let Some(frame) = stack.last_mut() {
+            let (node, edge) = *frame;
+            if edge == self.start[node as usize + 1] {
+                self.state[node as usize] = DONE;
+                stack.pop();
+                continue;
+            }
+            frame.1 += 1;
+            let child = self.targets[edge];
+            match self.state[child as usize] {
+                ON_PATH => {} // a ref back to an ancestor is not followed
+                DONE => self.kept[edge] = true,
+                _ => {
+                    self.kept[edge] = true;
+                    self.state[child as usize] = ON_PATH;
+                    self.order.push(child);
+                    stack.push((child, self.start[child as usize]));
+                }
+            }
+        }
+    }
+}
 
 impl Tree {
     /// Build the projection of `graph`.
@@ -190,78 +237,78 @@ impl Tree {
             start.push(targets.len());
         }
         drop(index);
+        drop(seen);
 
-        let mut tree = Tree {
-            root_children: Vec::new(),
+        let mut walk = Walk {
             kept: vec![false; targets.len()],
             start,
             targets,
+            state: vec![WHITE; count],
+            order: Vec::with_capacity(count),
         };
         let by_age = |a: &NodeIndex, b: &NodeIndex| graph.order_key(*a).cmp(&graph.order_key(*b));
-        let mut state = vec![WHITE; count];
         let mut tops: Vec<NodeIndex> = (0..count as NodeIndex)
             .filter(|&n| !referenced[n as usize])
             .collect();
         tops.sort_unstable_by(by_age);
-        for top in tops {
-            tree.root_children.push(top);
-            tree.walk(top, &mut state);
+        for &top in &tops {
+            walk.from(top);
         }
         // Whatever is still unreached sits on cycles nothing else reaches.
         let mut rest: Vec<NodeIndex> = (0..count as NodeIndex)
-            .filter(|&n| state[n as usize] == WHITE)
+            .filter(|&n| walk.state[n as usize] == WHITE)
             .collect();
         rest.sort_unstable_by(by_age);
         for node in rest {
-            if state[node as usize] == WHITE {
-                tree.root_children.push(node);
-                tree.walk(node, &mut state);
+            if walk.state[node as usize] == WHITE {
+                tops.push(node);
+                walk.from(node);
             }
+        }
+
+        // Number the nodes in walk order and keep only the kept edges.
+        let mut rank = vec![0 as NodeIndex; count];
+        for (r, &node) in walk.order.iter().enumerate() {
+            rank[node as usize] = r as NodeIndex;
+        }
+        let kept_edges = walk.kept.iter().filter(|&&k| k).count();
+        let mut tree = Tree {
+            root_children: tops.iter().map(|&n| rank[n as usize]).collect(),
+            start: Vec::with_capacity(count + 1),
+            children: Vec::with_capacity(kept_edges),
+            original: walk.order,
+        };
+        tree.start.push(0);
+        for &node in &tree.original {
+            let edges = walk.start[node as usize]..walk.start[node as usize + 1];
+            for edge in edges {
+                if walk.kept[edge] {
+                    tree.children.push(rank[walk.targets[edge] as usize]);
+                }
+            }
+            tree.start.push(tree.children.len());
         }
         tree
     }
 
-    /// Depth-first walk from `top`, keeping each edge that does not point
-    /// back to a node on the walk.
-    fn walk(&mut self, top: NodeIndex, state: &mut [u8]) {
-        // (node, next edge to look at)
-        let mut stack: Vec<(NodeIndex, usize)> = vec![(top, self.start[top as usize])];
-        state[top as usize] = ON_PATH;
-        while let Some(frame) = stack.last_mut() {
-            let (node, edge) = *frame;
-            if edge == self.start[node as usize + 1] {
-                state[node as usize] = DONE;
-                stack.pop();
-                continue;
-            }
-            frame.1 += 1;
-            let child = self.targets[edge];
-            match state[child as usize] {
-                ON_PATH => {} // a ref back to an ancestor is not followed
-                DONE => self.kept[edge] = true,
-                _ => {
-                    self.kept[edge] = true;
-                    state[child as usize] = ON_PATH;
-                    stack.push((child, self.start[child as usize]));
-                }
-            }
-        }
+    /// The Graph index of `node`.
+    pub fn original(&self, node: NodeIndex) -> NodeIndex {
+        self.original[node as usize]
     }
 
     /// The kept children of `node`, in refs order.
-    pub fn children(&self, node: NodeIndex) -> impl Iterator<Item = NodeIndex> + '_ {
-        let edges = self.start[node as usize]..self.start[node as usize + 1];
-        edges.filter(|&e| self.kept[e]).map(|e| self.targets[e])
+    pub fn children(&self, node: NodeIndex) -> &[NodeIndex] {
+        &self.children[self.start[node as usize]..self.start[node as usize + 1]]
     }
 
     /// Whether `node` has kept children.
     pub fn has_children(&self, node: NodeIndex) -> bool {
-        self.children(node).next().is_some()
+        !self.children(node).is_empty()
     }
 
     /// How many nodes the projection covers.
     pub fn node_count(&self) -> usize {
-        self.start.len() - 1
+        self.original.len()
     }
 
     /// How many rows the depth-first projection has (a node appears once per
@@ -270,8 +317,7 @@ impl Tree {
         // Every node is reached, so when each node but the root's children
         // has exactly one kept edge into it, the projection is a forest:
         // one row per node.
-        let kept_edges = self.kept.iter().filter(|&&k| k).count();
-        if kept_edges + self.root_children.len() == self.node_count() {
+        if self.children.len() + self.root_children.len() == self.node_count() {
             return self.node_count() as u64;
         }
         // Rows of a node's subtree, itself included, memoised; the kept
@@ -284,22 +330,23 @@ impl Tree {
             if done[top as usize] {
                 continue;
             }
-            stack.push((top, self.start[top as usize]));
+            stack.push((top, 0));
             while let Some(frame) = stack.last_mut() {
-                let (node, edge) = *frame;
-                if edge == self.start[node as usize + 1] {
-                    let total = self
-                        .children(node)
-                        .fold(1u64, |acc, k| acc.saturating_add(rows[k as usize]));
+                let (node, next) = *frame;
+                let kids = self.children(node);
+                if next == kids.len() {
+                    let total = kids
+                        .iter()
+                        .fold(1u64, |acc, &k| acc.saturating_add(rows[k as usize]));
                     rows[node as usize] = total;
                     done[node as usize] = true;
                     stack.pop();
                     continue;
                 }
                 frame.1 += 1;
-                let child = self.targets[edge];
-                if self.kept[edge] && !done[child as usize] {
-                    stack.push((child, self.start[child as usize]));
+                let child = kids[next];
+                if !done[child as usize] {
+                    stack.push((child, 0));
                 }
             }
         }
@@ -339,7 +386,7 @@ impl Tree {
 pub struct Rows {
     tree: Tree,
     path: Vec<NodeIndex>,
-    /// (node on the path, next edge of it to look at)
+    /// (node on the path, next child edge of it to look at)
     stack: Vec<(NodeIndex, usize)>,
     /// The next of the root's children to start from.
     next_top: usize,
@@ -357,10 +404,7 @@ impl Rows {
                 continue;
             }
             frame.1 += 1;
-            if !tree.kept[edge] {
-                continue;
-            }
-            let child = tree.targets[edge];
+            let child = tree.children[edge];
             self.path.push(child);
             self.stack.push((child, tree.start[child as usize]));
             return Some(Row {
@@ -380,6 +424,11 @@ impl Rows {
             depth: 1,
             path: &self.path,
         })
+    }
+
+    /// The tree the rows come from.
+    pub fn tree(&self) -> &Tree {
+        &self.tree
     }
 }
 
@@ -402,13 +451,15 @@ mod tests {
     fn rows(nodes: &Graph) -> Vec<String> {
         let tree = Tree::build(nodes);
         let expected = tree.row_count();
+        let original = tree.original.clone();
+        let id = |i: NodeIndex| nodes.id(original[i as usize]);
         let mut out = Vec::new();
         let mut cursor = tree.into_rows();
         while let Some(row) = cursor.next_row() {
-            let path: Vec<&str> = row.path.iter().map(|&i| nodes.id(i)).collect();
+            let path: Vec<&str> = row.path.iter().map(|&i| id(i)).collect();
             assert_eq!(row.depth, path.len());
-            assert_eq!(*path.last().unwrap(), nodes.id(row.node));
-            let parent = row.parent.map(|p| nodes.id(p));
+            assert_eq!(*path.last().unwrap(), id(row.node));
+            let parent = row.parent.map(id);
             assert_eq!(parent, path.len().checked_sub(2).map(|i| path[i]));
             out.push(path.join("/"));
         }
@@ -473,7 +524,12 @@ mod tests {
             ["top", "c1", "c1/c2", "c1/c2/tail", "d1", "d1/d2"]
         );
         let tree = Tree::build(&nodes);
-        assert_eq!(tree.root_children, vec![0, 1, 4]);
+        let tops: Vec<&str> = tree
+            .root_children
+            .iter()
+            .map(|&r| nodes.id(tree.original(r)))
+            .collect();
+        assert_eq!(tops, ["top", "c1", "d1"]);
     }
 
     #[test]
