@@ -4,10 +4,8 @@
 //! of millions of rows (the tree projection) or of one big document (the
 //! JSON tree) are cheaper when the extension builds the datum itself: a
 //! node's id becomes a `text` datum once and is reused in every row that
-//! names it; JSON written as text is parsed into jsonb once, without a
-//! `serde_json::Value` in between.
-
-use std::ffi::CString;
+//! names it; a jsonb document is written in jsonb's binary form, with no
+//! JSON text to parse.
 
 use pgrx::callconv::{BoxRet, FcInfo};
 use pgrx::pgrx_sql_entity_graph::metadata::{
@@ -40,19 +38,17 @@ macro_rules! returned_as {
     };
 }
 
-/// A jsonb result written as JSON text by the extension.
-pub struct JsonbText(pub String);
+/// A jsonb value already in jsonb's binary form (varlena header included),
+/// as `agent_memory_core::jsonb::JsonbWriter` writes it.
+pub struct JsonbBytes(pub Vec<u8>);
 
-impl IntoDatum for JsonbText {
+impl IntoDatum for JsonbBytes {
     fn into_datum(self) -> Option<pg_sys::Datum> {
-        // JSON text escapes every control character, so it has no NUL.
-        let text = CString::new(self.0).ok()?;
-        // SAFETY: jsonb_in takes one cstring argument, valid for the call.
+        // SAFETY: a fresh allocation of the value's size, filled by copy.
         unsafe {
-            pgrx::fcinfo::direct_function_call_as_datum(
-                pg_sys::jsonb_in,
-                &[Some(pg_sys::Datum::from(text.as_ptr()))],
-            )
+            let copy = pg_sys::palloc(self.0.len()).cast::<u8>();
+            std::ptr::copy_nonoverlapping(self.0.as_ptr(), copy, self.0.len());
+            Some(pg_sys::Datum::from(copy))
         }
     }
 
@@ -61,7 +57,7 @@ impl IntoDatum for JsonbText {
     }
 }
 
-returned_as!(JsonbText, "jsonb");
+returned_as!(JsonbBytes, "jsonb");
 
 /// A `text` datum holding `value`, in the current memory context.
 pub fn text_datum(value: &str) -> pg_sys::Datum {

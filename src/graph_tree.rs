@@ -4,19 +4,19 @@
 //! document (`graph_tree`). No recursive query: its cost grows with depth
 //! times nodes, this one with nodes plus refs.
 
-use std::fmt::Write as _;
 use std::ops::Range;
 
 use pgrx::prelude::*;
 use pgrx::{Array, FromDatum};
 
 use agent_memory_core::graph::ROOT_ID;
-use agent_memory_core::json::push_string as push_json_string;
+use agent_memory_core::jsonb::{JsonbWriter, key_order};
 use agent_memory_core::tree::{Graph, Tree};
+use agent_memory_core::{graph, time};
 
-use crate::datums::{JsonbText, for_each_text_element, text_array, text_datum};
+use crate::datums::{JsonbBytes, for_each_text_element, text_array, text_datum};
 use crate::error::{OrReport, SqlResult};
-use crate::graph::{checked_owner, iso_of, root_json};
+use crate::graph::checked_owner;
 use crate::sessions::required;
 use crate::stream::{StreamStatement, for_each_row};
 
@@ -55,13 +55,35 @@ impl Texts {
     }
 }
 
-/// What the JSON form shows of each node besides its id and refs.
+/// What the JSON form shows of each node besides its id and refs, one
+/// record per node so that writing a node touches one place in memory.
 #[derive(Default)]
 struct Facts {
-    descriptions: Texts,
-    versions: Vec<i32>,
-    created: Vec<TimestampWithTimeZone>,
-    updated: Vec<TimestampWithTimeZone>,
+    text: String,
+    nodes: Vec<NodeFacts>,
+}
+
+struct NodeFacts {
+    title: Range<usize>,
+    description: Range<usize>,
+    version: i32,
+    /// Microseconds since 1970.
+    created: i64,
+    updated: i64,
+}
+
+impl Facts {
+    fn span(&mut self, value: &str) -> Range<usize> {
+        let start = self.text.len();
+        self.text.push_str(value);
+        start..self.text.len()
+    }
+}
+
+/// Microseconds since 1970 of a timestamptz.
+fn unix_micros(at: TimestampWithTimeZone) -> i64 {
+    at.into_inner()
+        .saturating_add(time::POSTGRES_EPOCH_UNIX_MICROS)
 }
 
 /// The owner's nodes, packed; `facts` also reads what the JSON form shows.
@@ -88,12 +110,18 @@ fn scan(owner: &str, facts: bool) -> SqlResult<(Graph, Texts, Option<Facts>)> {
                 }
             }
         }
-        titles.push(row.text(4, "title")?);
         if let Some(details) = details.as_mut() {
-            details.descriptions.push(row.text(5, "description")?);
-            details.versions.push(row.int4(6, "version")?);
-            details.created.push(created);
-            details.updated.push(row.timestamptz(7, "updated_at")?);
+            let title = details.span(row.text(4, "title")?);
+            let description = details.span(row.text(5, "description")?);
+            details.nodes.push(NodeFacts {
+                title,
+                description,
+                version: row.int4(6, "version")?,
+                created: unix_micros(created),
+                updated: unix_micros(row.timestamptz(7, "updated_at")?),
+            });
+        } else {
+            titles.push(row.text(4, "title")?);
         }
         Ok(())
     })?;
@@ -193,90 +221,231 @@ unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
     Ok(())
 }
 
-/// Append the JSON object of `node` as a child entry.
-fn push_node(out: &mut String, graph: &Graph, titles: &Texts, facts: &Facts, node: u32) {
-    let i = node as usize;
-    out.push_str("{\"id\":");
-    push_json_string(out, graph.id(node));
-    out.push_str(",\"title\":");
-    push_json_string(out, titles.get(node));
-    out.push_str(",\"description\":");
-    push_json_string(out, facts.descriptions.get(node));
-    let _ = write!(
-        out,
-        ",\"version\":{},\"createdAt\":\"{}\",\"updatedAt\":\"{}\",\"refs\":[",
-        facts.versions[i],
-        iso_of(facts.created[i], 3),
-        iso_of(facts.updated[i], 3)
-    );
-    for (k, r) in graph.refs(node).enumerate() {
-        if k > 0 {
-            out.push(',');
+/// Numbers as jsonb stores them: `numeric` datums, made once per distinct
+/// value.
+#[derive(Default)]
+struct Numerics(
+    std::collections::BTreeMap<i32, Vec<u8>>,
+    Option<(i32, Vec<u8>)>,
+);
+
+impl Numerics {
+    fn of(&mut self, value: i32) -> &[u8] {
+        // Most nodes share a version: remember the last one asked for.
+        if self.1.as_ref().is_none_or(|(last, _)| *last != value) {
+            let bytes = self
+                .0
+                .entry(value)
+                .or_insert_with(|| numeric_bytes(value))
+                .clone();
+            self.1 = Some((value, bytes));
         }
-        push_json_string(out, r);
+        self.1.as_ref().map_or(&[], |(_, bytes)| bytes.as_slice())
     }
-    out.push_str("]}");
 }
 
-fn push_children(
-    out: &mut String,
-    kids: impl Iterator<Item = u32>,
-    graph: &Graph,
-    titles: &Texts,
-    facts: &Facts,
+/// The bytes of `value` as a `numeric` datum (varlena header included).
+fn numeric_bytes(value: i32) -> Vec<u8> {
+    // SAFETY: int4_numeric takes one int4 and returns a plain (4-byte
+    // header) numeric varlena.
+    unsafe {
+        let datum = pgrx::fcinfo::direct_function_call_as_datum(
+            pg_sys::int4_numeric,
+            &[Some(pg_sys::Datum::from(value))],
+        )
+        .unwrap_or(pg_sys::Datum::from(0));
+        let ptr = datum.cast_mut_ptr::<u8>();
+        if ptr.is_null() {
+            return Vec::new();
+        }
+        let size = (ptr.cast::<u32>().read_unaligned() >> 2) as usize;
+        std::slice::from_raw_parts(ptr, size).to_vec()
+    }
+}
+
+/// The keys of a child entry, in jsonb's order (length, then bytes).
+const CHILD_KEYS: [&str; 7] = [
+    "id",
+    "refs",
+    "title",
+    "version",
+    "createdAt",
+    "updatedAt",
+    "description",
+];
+
+/// Write the object of graph node `node` as a child entry.
+fn write_node(
+    w: &mut JsonbWriter,
+    scan: &Scan,
+    numbers: &mut Numerics,
+    stamp: &mut String,
+    node: u32,
 ) {
-    out.push('[');
-    for (k, child) in kids.enumerate() {
-        if k > 0 {
-            out.push(',');
-        }
-        push_node(out, graph, titles, facts, child);
+    let facts = &scan.facts.nodes[node as usize];
+    let text = |span: &Range<usize>| &scan.facts.text[span.clone()];
+    w.begin_object(CHILD_KEYS.len());
+    for key in CHILD_KEYS {
+        w.string(key);
     }
-    out.push(']');
+    w.string(scan.graph.id(node));
+    w.begin_array(scan.graph.refs(node).count());
+    for r in scan.graph.refs(node) {
+        w.string(r);
+    }
+    w.end();
+    w.string(text(&facts.title));
+    w.numeric(numbers.of(facts.version));
+    for at in [facts.created, facts.updated] {
+        stamp.clear();
+        time::push_iso_utc(stamp, at, 3);
+        w.string(stamp);
+    }
+    w.string(text(&facts.description));
+    w.end();
 }
 
+/// What graph_tree writes from.
+struct Scan {
+    graph: Graph,
+    facts: Facts,
+}
+
+/// The virtual root as graph_read shows it, keys in jsonb's order.
+fn write_root(w: &mut JsonbWriter, numbers: &mut Numerics) {
+    let keys = [
+        "id",
+        "body",
+        "refs",
+        "title",
+        "version",
+        "createdAt",
+        "updatedAt",
+        "description",
+        "unresolvedRefs",
+    ];
+    w.begin_object(keys.len());
+    for key in keys {
+        w.string(key);
+    }
+    w.string(ROOT_ID);
+    w.string(graph::ROOT_BODY);
+    w.begin_array(0);
+    w.end();
+    w.string(graph::ROOT_TITLE);
+    w.numeric(numbers.of(1));
+    w.null();
+    w.null();
+    w.string(graph::ROOT_DESCRIPTION);
+    w.begin_array(0);
+    w.end();
+    w.end();
+}
+
+/// graph_tree's document, as jsonb bytes (varlena header included).
+pub fn tree_document(owner: &str) -> SqlResult<Vec<u8>> {
+    let (graph, _, facts) = scan(owner, true)?;
+    let scan = Scan {
+        graph,
+        facts: required(facts, "facts")?,
+    };
+    let tree = Tree::build(&scan.graph);
+    let mut numbers = Numerics::default();
+    let node_id = |rank: u32| scan.graph.id(tree.original(rank));
+    // The children map: "__root__" and every parent with children, keys in
+    // jsonb's order.
+    let mut keyed: Vec<(&str, u32)> = (0..tree.node_count() as u32)
+        .filter(|&rank| tree.has_children(rank))
+        .map(|rank| (node_id(rank), rank))
+        .collect();
+    keyed.sort_unstable_by(|a, b| key_order(a.0, b.0));
+    let root_at = keyed.partition_point(|&(id, _)| key_order(id, ROOT_ID).is_lt());
+    let parents: Vec<u32> = keyed.iter().map(|&(_, rank)| rank).collect();
+
+    let mut w = JsonbWriter::with_capacity(256 + scan.graph.len() * 240);
+    w.begin_object(2);
+    w.string("root");
+    w.string("children");
+    write_root(&mut w, &mut numbers);
+    w.begin_object(parents.len() + 1);
+    for (k, &(id, _)) in keyed.iter().enumerate() {
+        if k == root_at {
+            w.string(ROOT_ID);
+        }
+        w.string(id);
+    }
+    if root_at == parents.len() {
+        w.string(ROOT_ID);
+    }
+    let mut stamp = String::with_capacity(32);
+    let mut children = |w: &mut JsonbWriter, kids: &[u32]| {
+        w.begin_array(kids.len());
+        for &kid in kids {
+            write_node(w, &scan, &mut numbers, &mut stamp, tree.original(kid));
+        }
+        w.end();
+    };
+    for (k, &rank) in parents.iter().enumerate() {
+        if k == root_at {
+            children(&mut w, &tree.root_children);
+        }
+        children(&mut w, tree.children(rank));
+    }
+    if root_at == parents.len() {
+        children(&mut w, &tree.root_children);
+    }
+    w.end();
+    w.end();
+    w.finish().or_report()
+}
+
+/// The tree projection as one jsonb document, written in jsonb's binary
+/// form directly (no JSON text to parse).
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
-fn graph_tree(owner: Option<&str>) -> SqlResult<JsonbText> {
+fn graph_tree(owner: Option<&str>) -> SqlResult<JsonbBytes> {
     let owner = checked_owner(owner)?;
-    let (graph, titles, facts) = scan(owner, true)?;
-    let facts = required(facts, "facts")?;
-    let tree = Tree::build(&graph);
-    let mut out = String::with_capacity(64 + graph.len() * 200);
-    out.push_str("{\"root\":");
-    out.push_str(&root_json().to_string());
-    out.push_str(",\"children\":{");
-    push_json_string(&mut out, ROOT_ID);
-    out.push(':');
-    // Tree nodes are numbered in walk order; the graph has the data.
-    let original = |nodes: &[u32]| {
-        nodes
-            .iter()
-            .map(|&node| tree.original(node))
-            .collect::<Vec<_>>()
-    };
-    push_children(
-        &mut out,
-        original(&tree.root_children).into_iter(),
-        &graph,
-        &titles,
-        &facts,
-    );
-    for parent in 0..tree.node_count() as u32 {
-        if !tree.has_children(parent) {
-            continue;
+    Ok(JsonbBytes(tree_document(owner)?))
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    /// The jsonb graph_tree writes is byte for byte what PostgreSQL makes
+    /// of the same document as text: a different layout could read wrong.
+    #[pg_test]
+    fn graph_tree_writes_canonical_jsonb() {
+        Spi::run(
+            "SELECT agent_memory.graph_create('bytes', 'Top é', '', '', ARRAY['__root__'], node_id => 'top');
+             SELECT agent_memory.graph_create('bytes', 'Child ' || i, CASE WHEN i % 2 = 0 THEN '' ELSE 'd \"q\" ' || i END,
+                                              '[[dangling]]', ARRAY['top'], node_id => 'c' || i)
+             FROM generate_series(1, 70) i;
+             SELECT agent_memory.graph_write('bytes', 'c7', NULL, NULL, NULL, change_description => 'no-op');
+             SELECT agent_memory.graph_write('bytes', 'c8', 'Child 8 v2', NULL, NULL, change_description => 'v2');
+             SELECT agent_memory.graph_create('bytes', 'Loop', '', '[[top]]', ARRAY['c1'], node_id => 'zz');",
+        )
+        .expect("graph");
+        for owner in ["bytes", "nobody"] {
+            let written = super::tree_document(owner).expect("tree document");
+            // SAFETY: `written` is a complete jsonb varlena; jsonb_out and
+            // jsonb_in take and give plain datums.
+            let reparsed = unsafe {
+                let text = pgrx::fcinfo::direct_function_call_as_datum(
+                    pg_sys::jsonb_out,
+                    &[Some(pg_sys::Datum::from(written.as_ptr()))],
+                )
+                .expect("jsonb_out");
+                let again =
+                    pgrx::fcinfo::direct_function_call_as_datum(pg_sys::jsonb_in, &[Some(text)])
+                        .expect("jsonb_in")
+                        .cast_mut_ptr::<u8>();
+                let size = (again.cast::<u32>().read_unaligned() >> 2) as usize;
+                std::slice::from_raw_parts(again, size).to_vec()
+            };
+            assert_eq!(written.len(), reparsed.len(), "{owner}: sizes differ");
+            assert!(written == reparsed, "{owner}: bytes differ");
         }
-        out.push(',');
-        push_json_string(&mut out, graph.id(tree.original(parent)));
-        out.push(':');
-        push_children(
-            &mut out,
-            original(tree.children(parent)).into_iter(),
-            &graph,
-            &titles,
-            &facts,
-        );
     }
-    out.push_str("}}");
-    Ok(JsonbText(out))
 }

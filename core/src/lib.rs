@@ -9,7 +9,7 @@
 pub mod budget;
 pub mod error;
 pub mod graph;
-pub mod json;
+pub mod jsonb;
 pub mod kv;
 pub mod markdown;
 pub mod messages;

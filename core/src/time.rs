@@ -25,6 +25,48 @@ pub fn iso_utc(unix_micros: i64, fraction_digits: u32) -> String {
     format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}{fraction}Z")
 }
 
+/// [`iso_utc`] appended to `out`, without an intermediate string.
+pub fn push_iso_utc(out: &mut String, unix_micros: i64, fraction_digits: u32) {
+    let seconds = unix_micros.div_euclid(1_000_000);
+    let micros = unix_micros.rem_euclid(1_000_000);
+    let days = seconds.div_euclid(86_400);
+    let second_of_day = seconds.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(days);
+    if !(0..=9999).contains(&year) {
+        out.push_str(&iso_utc(unix_micros, fraction_digits));
+        return;
+    }
+    digits_into(out, year, 4);
+    out.push('-');
+    digits_into(out, i64::from(month), 2);
+    out.push('-');
+    digits_into(out, i64::from(day), 2);
+    out.push('T');
+    digits_into(out, second_of_day / 3600, 2);
+    out.push(':');
+    digits_into(out, second_of_day / 60 % 60, 2);
+    out.push(':');
+    digits_into(out, second_of_day % 60, 2);
+    out.push('.');
+    match fraction_digits {
+        6 => digits_into(out, micros, 6),
+        _ => digits_into(out, micros / 1000, 3),
+    }
+    out.push('Z');
+}
+
+/// `value` (0 or more) as `width` zero-padded decimal digits, width <= 6.
+fn digits_into(out: &mut String, value: i64, width: usize) {
+    let mut buf = [b'0'; 6];
+    let mut v = value;
+    for slot in buf[..width].iter_mut().rev() {
+        *slot = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[..width]).unwrap_or_default());
+}
+
 /// Year, month, day of a count of days since 1970-01-01 (proleptic
 /// Gregorian; H. Hinnant's `civil_from_days`).
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
@@ -58,6 +100,23 @@ mod tests {
         // Leap day, and an instant before 1970.
         assert_eq!(iso_utc(951_782_400_000_000, 3), "2000-02-29T00:00:00.000Z");
         assert_eq!(iso_utc(-1, 6), "1969-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn pushed_text_is_the_same_text() {
+        for t in [
+            0,
+            1_795_374_444_123_456,
+            951_782_400_000_000,
+            -1,
+            253_402_300_799_999_999,
+        ] {
+            for digits in [3, 6] {
+                let mut out = String::from("x");
+                push_iso_utc(&mut out, t, digits);
+                assert_eq!(out, format!("x{}", iso_utc(t, digits)));
+            }
+        }
     }
 
     #[test]

@@ -1,0 +1,376 @@
+//! PostgreSQL's binary `jsonb` format, written directly.
+//!
+//! A document of a million objects (the JSON tree of a large graph) spends
+//! most of its time in `jsonb_in` when it is handed over as text: lexing,
+//! building an in-memory tree, sorting keys, converting. Writing the binary
+//! form in one pass skips all of it. The layout is PostgreSQL's (see
+//! `src/include/utils/jsonb.h` and `convertJsonbValue` in `jsonb_util.c`):
+//!
+//! * a container is a `u32` header (element count and a kind flag) followed
+//!   by one `u32` entry per element (objects: all keys, then all values),
+//!   then the elements' data, keys first;
+//! * an entry holds the element's type and, for every 32nd element, the end
+//!   offset of its data (flagged), else its length;
+//! * containers and numerics start on a 4-byte boundary (the padding counts
+//!   as the element's data); strings are raw UTF-8;
+//! * object keys are sorted by length, then bytewise, without duplicates.
+//!
+//! The writer streams: the caller opens a container with its element count,
+//! writes each element (keys in sorted order, then the values in the same
+//! order), and closes it. The extension's tests compare its output byte for
+//! byte with what `jsonb_in` makes of the same document.
+
+use crate::{Error, Result};
+
+const JENTRY_OFFLENMASK: usize = 0x0FFF_FFFF;
+const JENTRY_HAS_OFF: u32 = 0x8000_0000;
+const JENTRY_ISSTRING: u32 = 0x0000_0000;
+const JENTRY_ISNUMERIC: u32 = 0x1000_0000;
+const JENTRY_ISBOOL_FALSE: u32 = 0x2000_0000;
+const JENTRY_ISBOOL_TRUE: u32 = 0x3000_0000;
+const JENTRY_ISNULL: u32 = 0x4000_0000;
+const JENTRY_ISCONTAINER: u32 = 0x5000_0000;
+const JB_FOBJECT: u32 = 0x2000_0000;
+const JB_FARRAY: u32 = 0x4000_0000;
+const JB_OFFSET_STRIDE: usize = 32;
+/// Most elements (or pairs) a container may hold.
+const JB_CMASK: usize = 0x0FFF_FFFF;
+
+/// An open container.
+struct Frame {
+    /// Where its entries start in the buffer.
+    entries_at: usize,
+    /// Its elements: pairs * 2 for an object.
+    count: usize,
+    /// Pairs for an object (keys come first), None for an array.
+    pairs: Option<usize>,
+    /// Elements written so far.
+    written: usize,
+    /// Bytes of the elements' data so far.
+    total: usize,
+    /// Where the element being written started.
+    element_at: usize,
+}
+
+/// A jsonb value under construction; [`JsonbWriter::finish`] gives the
+/// varlena bytes (4-byte header included).
+pub struct JsonbWriter {
+    buf: Vec<u8>,
+    stack: Vec<Frame>,
+    /// The previous key of each open object (for the sort check).
+    last_key: Vec<Option<(usize, usize)>>,
+    closed_root: bool,
+    error: Option<Error>,
+}
+
+impl Default for JsonbWriter {
+    fn default() -> Self {
+        JsonbWriter::with_capacity(0)
+    }
+}
+
+fn too_big() -> Error {
+    Error::limit("the JSON document exceeds jsonb's size limit (256 MB)")
+        .with_hint("read the tree as rows with graph_tree_rows()")
+}
+
+impl JsonbWriter {
+    pub fn with_capacity(bytes: usize) -> JsonbWriter {
+        let mut buf = Vec::with_capacity(bytes.max(64));
+        buf.extend_from_slice(&[0; 4]); // the varlena header, set at the end
+        JsonbWriter {
+            buf,
+            stack: Vec::new(),
+            last_key: Vec::new(),
+            closed_root: false,
+            error: None,
+        }
+    }
+
+    fn fail(&mut self, error: Error) {
+        if self.error.is_none() {
+            self.error = Some(error);
+        }
+    }
+
+    fn pad_to_int(&mut self) {
+        while !self.buf.len().is_multiple_of(4) {
+            self.buf.push(0);
+        }
+    }
+
+    /// Start an element of the open container (or the root).
+    fn begin_element(&mut self) {
+        if let Some(frame) = self.stack.last_mut() {
+            frame.element_at = self.buf.len();
+        } else if self.closed_root || self.buf.len() > 4 {
+            self.fail(Error::internal("jsonb writer: a second root value"));
+        }
+    }
+
+    /// Record the element just written as entry `written` of its container.
+    fn end_element(&mut self, kind: u32) {
+        let Some(frame) = self.stack.last_mut() else {
+            self.closed_root = true;
+            return;
+        };
+        if frame.written >= frame.count {
+            let error = Error::internal("jsonb writer: more elements than declared");
+            self.fail(error);
+            return;
+        }
+        let len = self.buf.len() - frame.element_at;
+        frame.total += len;
+        if frame.total > JENTRY_OFFLENMASK {
+            self.fail(too_big());
+            return;
+        }
+        let entry = if frame.written % JB_OFFSET_STRIDE == 0 {
+            kind | JENTRY_HAS_OFF | frame.total as u32
+        } else {
+            kind | len as u32
+        };
+        let at = frame.entries_at + 4 * frame.written;
+        self.buf[at..at + 4].copy_from_slice(&entry.to_ne_bytes());
+        frame.written += 1;
+    }
+
+    fn begin_container(&mut self, count: usize, pairs: Option<usize>, flag: u32) {
+        self.begin_element();
+        let declared = pairs.unwrap_or(count);
+        if declared > JB_CMASK {
+            self.fail(too_big());
+        }
+        self.pad_to_int();
+        self.buf
+            .extend_from_slice(&((declared as u32 & JB_CMASK as u32) | flag).to_ne_bytes());
+        let entries_at = self.buf.len();
+        self.buf.resize(entries_at + 4 * count, 0);
+        self.stack.push(Frame {
+            entries_at,
+            count,
+            pairs,
+            written: 0,
+            total: 0,
+            element_at: 0,
+        });
+        self.last_key.push(None);
+    }
+
+    /// Open an object of `pairs` key-value pairs: write the keys (sorted by
+    /// length, then bytewise, each once), then the values in the same order.
+    pub fn begin_object(&mut self, pairs: usize) {
+        self.begin_container(2 * pairs, Some(pairs), JB_FOBJECT);
+    }
+
+    /// Open an array of `items` elements.
+    pub fn begin_array(&mut self, items: usize) {
+        self.begin_container(items, None, JB_FARRAY);
+    }
+
+    /// Close the innermost open container.
+    pub fn end(&mut self) {
+        let Some(frame) = self.stack.pop() else {
+            self.fail(Error::internal("jsonb writer: end without a container"));
+            return;
+        };
+        self.last_key.pop();
+        if frame.written != frame.count {
+            self.fail(Error::internal(
+                "jsonb writer: fewer elements than declared",
+            ));
+        }
+        // The container's own length, padding included, goes in the
+        // parent's entry: end_element measures it from where it started.
+        self.end_element(JENTRY_ISCONTAINER);
+    }
+
+    /// A string: an object key while the object's keys are being written,
+    /// otherwise a value.
+    pub fn string(&mut self, value: &str) {
+        self.begin_element();
+        let writing_a_key = self
+            .stack
+            .last()
+            .is_some_and(|frame| frame.pairs.is_some_and(|pairs| frame.written < pairs));
+        if writing_a_key {
+            self.check_key_order(value);
+        }
+        self.buf.extend_from_slice(value.as_bytes());
+        self.end_element(JENTRY_ISSTRING);
+    }
+
+    fn check_key_order(&mut self, key: &str) {
+        let start = self.buf.len();
+        let previous = self.last_key.last().copied().flatten();
+        if let Some((at, len)) = previous {
+            let before = &self.buf[at..at + len];
+            let in_order = (len, before) < (key.len(), key.as_bytes());
+            if !in_order {
+                self.fail(Error::internal(
+                    "jsonb writer: object keys out of order or repeated",
+                ));
+            }
+        }
+        if let Some(slot) = self.last_key.last_mut() {
+            *slot = Some((start, key.len()));
+        }
+    }
+
+    pub fn null(&mut self) {
+        self.begin_element();
+        self.end_element(JENTRY_ISNULL);
+    }
+
+    pub fn bool(&mut self, value: bool) {
+        self.begin_element();
+        self.end_element(if value {
+            JENTRY_ISBOOL_TRUE
+        } else {
+            JENTRY_ISBOOL_FALSE
+        });
+    }
+
+    /// A number, given as the bytes of a PostgreSQL `numeric` datum (its
+    /// varlena header included).
+    pub fn numeric(&mut self, datum: &[u8]) {
+        self.begin_element();
+        self.pad_to_int();
+        self.buf.extend_from_slice(datum);
+        self.end_element(JENTRY_ISNUMERIC);
+    }
+
+    /// The finished varlena (4-byte header, then the root container).
+    pub fn finish(mut self) -> Result<Vec<u8>> {
+        if let Some(error) = self.error.take() {
+            return Err(error);
+        }
+        if !self.stack.is_empty() || !self.closed_root {
+            return Err(Error::internal("jsonb writer: unfinished document"));
+        }
+        let len = self.buf.len();
+        if len > 0x3FFF_FFFF {
+            return Err(too_big());
+        }
+        // SET_VARSIZE for a 4-byte header (little-endian layout).
+        self.buf[..4].copy_from_slice(&((len as u32) << 2).to_le_bytes());
+        Ok(self.buf)
+    }
+}
+
+/// Sort object keys the way jsonb stores them: by length, then bytewise.
+pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
+    (a.len(), a.as_bytes()).cmp(&(b.len(), b.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(bytes: &[u8]) -> Vec<u32> {
+        bytes
+            .chunks(4)
+            .map(|c| {
+                let mut w = [0u8; 4];
+                w[..c.len()].copy_from_slice(c);
+                u32::from_ne_bytes(w)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_array_of_two_strings() {
+        let mut w = JsonbWriter::default();
+        w.begin_array(2);
+        w.string("ab");
+        w.string("c");
+        w.end();
+        let out = w.finish().unwrap();
+        // header, 2 entries, "abc" (3 bytes): 4 + 4 + 8 + 3 = 19 bytes
+        assert_eq!(out.len(), 19);
+        assert_eq!(u32::from_le_bytes(out[..4].try_into().unwrap()) >> 2, 19);
+        let w = words(&out[4..16]);
+        assert_eq!(w[0], 2 | JB_FARRAY);
+        assert_eq!(w[1], JENTRY_HAS_OFF | 2); // element 0: end offset
+        assert_eq!(w[2], 1); // element 1: length
+        assert_eq!(&out[16..], b"abc");
+    }
+
+    #[test]
+    fn objects_put_keys_first_and_pad_containers() {
+        let mut w = JsonbWriter::default();
+        w.begin_object(2);
+        w.string("a");
+        w.string("bb");
+        w.string("x"); // value of "a"
+        w.begin_array(0); // value of "bb"
+        w.end();
+        w.end();
+        let out = w.finish().unwrap();
+        let head = words(&out[4..24]);
+        assert_eq!(head[0], 2 | JB_FOBJECT);
+        assert_eq!(head[1], JENTRY_HAS_OFF | 1); // "a"
+        assert_eq!(head[2], 2); // "bb"
+        assert_eq!(head[3], 1); // "x"
+        // data so far: "a" "bb" "x" = 4 bytes at offset 24: already aligned,
+        // so the empty array is 4 bytes (its header), no padding.
+        assert_eq!(head[4], JENTRY_ISCONTAINER | 4);
+        assert_eq!(&out[24..28], b"abbx");
+        assert_eq!(words(&out[28..32])[0], JB_FARRAY);
+    }
+
+    #[test]
+    fn every_32nd_entry_holds_an_offset() {
+        let mut w = JsonbWriter::default();
+        w.begin_array(70);
+        for _ in 0..70 {
+            w.string("xy");
+        }
+        w.end();
+        let out = w.finish().unwrap();
+        let entries = words(&out[8..8 + 4 * 70]);
+        for (i, e) in entries.iter().enumerate() {
+            if i % 32 == 0 {
+                assert_eq!(*e, JENTRY_HAS_OFF | (2 * (i as u32 + 1)), "{i}");
+            } else {
+                assert_eq!(*e, 2, "{i}");
+            }
+        }
+    }
+
+    #[test]
+    fn mistakes_are_errors_not_bad_documents() {
+        let mut w = JsonbWriter::default();
+        w.begin_object(2);
+        w.string("bb");
+        w.string("a"); // shorter key after a longer one
+        w.null();
+        w.null();
+        w.end();
+        assert!(w.finish().is_err());
+
+        let mut w = JsonbWriter::default();
+        w.begin_array(2);
+        w.null();
+        w.end();
+        assert!(w.finish().is_err());
+
+        let mut w = JsonbWriter::default();
+        w.begin_array(1);
+        w.null();
+        w.null();
+        w.end();
+        assert!(w.finish().is_err());
+
+        let mut w = JsonbWriter::default();
+        w.begin_array(1);
+        assert!(w.finish().is_err());
+    }
+
+    #[test]
+    fn keys_sort_by_length_then_bytes() {
+        let mut keys = vec!["updatedAt", "id", "createdAt", "refs", "body", "a"];
+        keys.sort_by(|a, b| key_order(a, b));
+        assert_eq!(keys, ["a", "id", "body", "refs", "createdAt", "updatedAt"]);
+    }
+}
