@@ -119,28 +119,50 @@ pub unsafe fn for_each_text_element<'a>(
     datum: pg_sys::Datum,
     mut each: impl FnMut(&'a str),
 ) -> bool {
-    // SAFETY: a text[] datum is a varlena; detoasting gives its plain form.
+    // SAFETY: a text[] datum is a varlena; detoasting a compressed or
+    // out-of-line one gives its plain form; a short (1-byte header) one
+    // stays where it is.
     unsafe {
-        let array = pg_sys::pg_detoast_datum(datum.cast_mut_ptr())
+        let raw = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr())
             .cast::<u8>()
             .cast_const();
-        let header = array.cast::<u32>().read_unaligned();
-        if header & 3 != 0 {
-            return false; // not a plain 4-byte header
+        let first = raw.read();
+        // The array's payload, and its size as if it had a 4-byte header:
+        // offsets inside an array (element alignment) count from there.
+        let (payload, total) = if first & 0x01 == 0x01 {
+            if first == 0x01 {
+                return false; // an external pointer: not expected after detoast
+            }
+            (raw.add(1), ((first >> 1) & 0x7F) as usize - 1 + 4)
+        } else {
+            let header = raw.cast::<u32>().read_unaligned();
+            if header & 3 != 0 {
+                return false; // compressed: not expected after detoast
+            }
+            (raw.add(4), (header >> 2) as usize)
+        };
+        // Byte `at` of the array counted as with a 4-byte header.
+        let array = payload.wrapping_sub(4);
+        if total < 16 {
+            return false;
         }
-        let total = (header >> 2) as usize;
-        let ndim = array.add(4).cast::<i32>().read();
-        let dataoffset = array.add(8).cast::<i32>().read();
+        let ndim = array.wrapping_add(4).cast::<i32>().read_unaligned();
+        let dataoffset = array.wrapping_add(8).cast::<i32>().read_unaligned();
         if ndim == 0 {
             return true; // an empty array
         }
         if ndim != 1
+            || total < 24
             || dataoffset != 0
-            || array.add(12).cast::<pg_sys::Oid>().read() != pg_sys::TEXTOID
+            || array
+                .wrapping_add(12)
+                .cast::<pg_sys::Oid>()
+                .read_unaligned()
+                != pg_sys::TEXTOID
         {
             return false;
         }
-        let count = array.add(16).cast::<i32>().read() as usize;
+        let count = array.wrapping_add(16).cast::<i32>().read_unaligned() as usize;
         let int_align = |n: usize| (n + 3) & !3;
         // Two passes: the first checks every element, so that a layout this
         // reader does not handle is refused before `each` sees anything.
@@ -151,12 +173,13 @@ pub unsafe fn for_each_text_element<'a>(
                 if at + 4 > total {
                     return false;
                 }
-                let element = array.add(at).cast::<u32>().read_unaligned();
+                let element = array.wrapping_add(at).cast::<u32>().read_unaligned();
                 let size = (element >> 2) as usize;
                 if element & 3 != 0 || size < 4 || at + size > total {
                     return false;
                 }
-                let bytes: &'a [u8] = std::slice::from_raw_parts(array.add(at + 4), size - 4);
+                let bytes: &'a [u8] =
+                    std::slice::from_raw_parts(array.wrapping_add(at + 4), size - 4);
                 match std::str::from_utf8(bytes) {
                     Ok(text) if calling => each(text),
                     Ok(_) => {}
