@@ -85,7 +85,7 @@ COMMENT ON FUNCTION agent_memory.graph_tree_rows(text) IS
 COMMENT ON FUNCTION agent_memory.graph_to_markdown(text, text) IS
     'A node as seed 003''s <id>.md file: frontmatter (title, description, version, createdAt, updatedAt, refs) then the body';
 COMMENT ON FUNCTION agent_memory.graph_from_markdown(text, text, text, text) IS
-    'Write a node from a markdown file (created under the root when missing); returns the version now current';
+    'Rewrite an existing node from a seed 003 markdown file; returns the version now current';
 COMMENT ON FUNCTION agent_memory.graph_export(text) IS
     'Every node and version of an owner as {"<id>.md": markdown, "<id>.v<N>.md": markdown}; graph_import of it into an empty owner is exact';
 COMMENT ON FUNCTION agent_memory.graph_import(text, jsonb) IS

@@ -84,9 +84,13 @@ pub unsafe fn text_array(elements: &[pg_sys::Datum]) -> pg_sys::Datum {
     let size_of = |datum: pg_sys::Datum| unsafe {
         (*datum.cast_mut_ptr::<u32>() >> 2) as usize // VARSIZE_4B (little-endian)
     };
-    let total = elements
-        .iter()
-        .fold(HEADER, |end, &element| int_align(end) + size_of(element));
+    // Each element starts on a 4-byte boundary, and the array ends on one
+    // (construct_array pads after the last element too).
+    let total = int_align(
+        elements
+            .iter()
+            .fold(HEADER, |end, &element| int_align(end) + size_of(element)),
+    );
     // SAFETY: the buffer is `total` bytes and every write below stays in it.
     unsafe {
         let array = pg_sys::palloc0(total).cast::<u8>();

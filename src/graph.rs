@@ -415,7 +415,7 @@ fn graph_create(
     let body = body.unwrap_or_default();
     checked_body(body)?;
     let parents = parents.ok_or_else(|| Error::null("parents")).or_report()?;
-    let parents = graph::check_parents(&checked_list("parents", parents)?).or_report()?;
+    let parents = graph::check_parents(&checked_list("parents", parents)?, node_id).or_report()?;
     let content = Content {
         title: title.to_owned(),
         description: description.unwrap_or_default().to_owned(),
@@ -587,6 +587,10 @@ fn graph_versions(
     ErrorReport,
 > {
     let owner = checked_owner(owner)?;
+    // The virtual root is never written, so it has no saved versions.
+    if node_id == Some(ROOT_ID) {
+        return Ok(TableIterator::new(Vec::new()));
+    }
     let node_id = checked_node(node_id)?;
     let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
         let plan = kept(client, &LIST_VERSIONS).or_report()?;
@@ -619,6 +623,9 @@ fn graph_version(
     version: Option<i32>,
 ) -> SqlResult<JsonB> {
     let owner = checked_owner(owner)?;
+    if node_id == Some(ROOT_ID) {
+        return Err(Error::not_found("the root node has no saved versions")).or_report();
+    }
     let node_id = checked_node(node_id)?;
     let version = version.ok_or_else(|| Error::null("version")).or_report()?;
     if let Some(json) = first_value_of::<JsonB>(

@@ -9,16 +9,13 @@ use pgrx::JsonB;
 use pgrx::prelude::*;
 use serde_json::{Map, Value};
 
+use agent_memory_core::Error;
 use agent_memory_core::error::quoted;
 use agent_memory_core::graph::{self, Content, ROOT_ID};
 use agent_memory_core::markdown::{self, Document, Frontmatter, TimeValue};
-use agent_memory_core::{Error, time};
 
 use crate::error::{OrReport, SqlResult};
-use crate::graph::{
-    checked_body, checked_node, checked_owner, create_node, iso_of, lock_node, unknown_node,
-    write_node,
-};
+use crate::graph::{checked_body, checked_node, checked_owner, iso_of, unknown_node, write_node};
 use crate::plans::{Statement, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY, required};
 
@@ -194,36 +191,30 @@ fn graph_from_markdown(
     // The document is the node: an absent description or refs list means
     // none; an absent title keeps the current one. version and the
     // timestamps belong to the database and are not taken from the text.
+    // The node must exist (write_node says P0002 otherwise): a new node
+    // needs a parent, which only graph_create and graph_import give.
     let description = fm.description.clone().unwrap_or_default();
-    if lock_node(owner, node_id)?.is_some() {
-        return write_node(
-            owner,
-            node_id,
-            fm.title.as_deref(),
-            Some(&description),
-            Some(&document.body),
-            Some(links),
-            change_description,
-        );
-    }
-    let content = Content {
-        title: fm.title.clone().unwrap_or_else(|| node_id.to_owned()),
-        description,
-        body: document.body.clone(),
-        links,
-    };
-    graph::check_title(&content.title).or_report()?;
-    create_node(owner, Some(node_id), &content, &[])?;
-    Ok(1)
+    write_node(
+        owner,
+        node_id,
+        fm.title.as_deref(),
+        Some(&description),
+        Some(&document.body),
+        Some(links),
+        change_description,
+    )
 }
 
-/// A timestamp of a file as text PostgreSQL reads (`timestamptz`).
-fn time_text(value: &Option<TimeValue>) -> Option<String> {
-    match value {
-        None => None,
-        Some(TimeValue::Text(text)) => Some(text.clone()),
-        Some(TimeValue::EpochMillis(ms)) => Some(time::iso_utc((ms * 1000.0).round() as i64, 6)),
-    }
+/// A timestamp of file `file` as text PostgreSQL reads exactly.
+fn time_text(file: &str, value: &Option<TimeValue>) -> SqlResult<Option<String>> {
+    value
+        .as_ref()
+        .map(|v| {
+            graph::check_time(v)
+                .map_err(|e| Error::invalid(format!("{}: {}", quoted(file), e.message)))
+        })
+        .transpose()
+        .or_report()
 }
 
 /// A parsed file of the folder being imported.
@@ -232,6 +223,8 @@ struct ImportFile {
     node_id: String,
     document: Document,
     links: Vec<String>,
+    /// createdAt, updatedAt and savedAt, checked.
+    times: [Option<String>; 3],
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -265,11 +258,18 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
         )
         .map_err(|e| Error::limit(format!("{}: {}", quoted(name), e.message)))
         .or_report()?;
+        let fm = &document.frontmatter;
+        let times = [
+            time_text(name, &fm.created_at)?,
+            time_text(name, &fm.updated_at)?,
+            time_text(name, &fm.saved_at)?,
+        ];
         let parsed = ImportFile {
             name: name.clone(),
             node_id: file.node_id,
             document,
             links,
+            times,
         };
         match file.version {
             None => {
@@ -368,8 +368,8 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
                         content.links.clone().into(),
                         content.refs().into(),
                         fm.version.unwrap_or(1).into(),
-                        time_text(&fm.created_at).into(),
-                        time_text(&fm.updated_at).into(),
+                        file.times[0].as_deref().into(),
+                        file.times[1].as_deref().into(),
                     ],
                 )
                 .or_report()?;
@@ -400,10 +400,10 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
                         content.body.as_str().into(),
                         content.links.clone().into(),
                         content.refs().into(),
-                        time_text(&fm.created_at).into(),
-                        time_text(&fm.updated_at).into(),
+                        file.times[0].as_deref().into(),
+                        file.times[1].as_deref().into(),
                         fm.change_description.as_deref().unwrap_or_default().into(),
-                        time_text(&fm.saved_at).into(),
+                        file.times[2].as_deref().into(),
                     ],
                 )
                 .or_report()?;

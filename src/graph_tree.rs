@@ -20,9 +20,11 @@ use crate::graph::checked_owner;
 use crate::sessions::required;
 use crate::stream::{StreamStatement, for_each_row};
 
-/// Most rows graph_tree_rows returns: a web of shared children can make the
-/// projection exponentially larger than the graph.
+/// Most rows graph_tree_rows returns, and most ids in all their paths
+/// together: a web of shared children can make the projection exponentially
+/// larger than the graph, and a long chain makes its paths long.
 pub const MAX_TREE_ROWS: u64 = 50_000_000;
+pub const MAX_TREE_PATH_IDS: u64 = 500_000_000;
 
 static SCAN_FOR_ROWS: StreamStatement = StreamStatement {
     sql: c"SELECT node_id, refs, created_at, title
@@ -176,7 +178,6 @@ unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
     let owner = checked_owner(owner)?;
     let (graph, titles, _) = scan(owner, false)?;
     let tree = Tree::build(&graph);
-    tree.check_row_limit(MAX_TREE_ROWS).or_report()?;
 
     // Each node's id and title become a text datum once; rows point to them.
     // They are made in the tree's order (the order rows visit nodes), so
@@ -191,14 +192,14 @@ unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
     let root = text_datum(ROOT_ID);
     drop(titles);
 
-    let mut rows = tree.into_rows();
+    let mut rows = tree.into_rows(MAX_TREE_ROWS, MAX_TREE_PATH_IDS);
     let mut path: Vec<pg_sys::Datum> = Vec::new();
     let mut produced: u64 = 0;
     unsafe {
         pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC);
         let result = (*fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>();
         let (store, desc) = ((*result).setResult, (*result).setDesc);
-        while let Some(row) = rows.next_row() {
+        while let Some(row) = rows.next_row().or_report()? {
             path.clear();
             path.extend(row.path.iter().map(|&node| ids[node as usize]));
             let array = text_array(&path);

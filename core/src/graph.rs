@@ -4,7 +4,10 @@
 //! A node's refs are its children: the explicit ref list first, then the
 //! `[[id]]` wiki links of its body, in order, each id once.
 
+use std::collections::HashSet;
+
 use crate::error::quoted;
+use crate::markdown::TimeValue;
 use crate::{Error, Result};
 
 /// The virtual root: always present, read-only, never stored.
@@ -76,6 +79,7 @@ pub fn check_owner(owner: &str) -> Result<()> {
 /// whose text is not a node id (`[[see the notes]]`) is plain text.
 pub fn body_links(body: &str) -> Vec<String> {
     let mut links: Vec<String> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
     let mut rest = body;
     while let Some(start) = rest.find("[[") {
         let after = &rest[start + 2..];
@@ -87,7 +91,7 @@ pub fn body_links(body: &str) -> Vec<String> {
             None => inner,
         };
         let id = inner.trim();
-        if is_node_id(id) && !links.iter().any(|l| l == id) {
+        if is_node_id(id) && seen.insert(id) {
             links.push(id.to_owned());
         }
         rest = &after[end + 2..];
@@ -98,8 +102,9 @@ pub fn body_links(body: &str) -> Vec<String> {
 /// A node's refs: its explicit refs, then its body's links, each id once.
 pub fn merge_refs(explicit: &[String], body: &str) -> Vec<String> {
     let mut refs: Vec<String> = Vec::with_capacity(explicit.len());
+    let mut seen: HashSet<String> = HashSet::new();
     for id in explicit.iter().cloned().chain(body_links(body)) {
-        if !refs.contains(&id) {
+        if seen.insert(id.clone()) {
             refs.push(id);
         }
     }
@@ -110,6 +115,7 @@ pub fn merge_refs(explicit: &[String], body: &str) -> Vec<String> {
 /// are dropped, order kept.
 pub fn check_refs(refs: &[String]) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::with_capacity(refs.len());
+    let mut seen: HashSet<&str> = HashSet::new();
     for id in refs {
         if id == ROOT_ID {
             return Err(Error::invalid("the root node cannot be a ref")
@@ -121,7 +127,7 @@ pub fn check_refs(refs: &[String]) -> Result<Vec<String>> {
                     "a node id has 1 to {MAX_ID_LEN} characters, each an ASCII letter, digit, \"_\" or \"-\""
                 )));
         }
-        if !out.contains(id) {
+        if seen.insert(id) {
             out.push(id.clone());
         }
     }
@@ -130,7 +136,7 @@ pub fn check_refs(refs: &[String]) -> Result<Vec<String>> {
 
 /// The parents of a new node: at least one; the root or node ids, each once.
 /// Returns the stored parents (the root changes nothing stored).
-pub fn check_parents(parents: &[String]) -> Result<Vec<String>> {
+pub fn check_parents(parents: &[String], child: Option<&str>) -> Result<Vec<String>> {
     if parents.is_empty() {
         return Err(Error::invalid("a new node needs at least one parent")
             .with_hint("use '__root__' to put it at the top of the graph"));
@@ -143,6 +149,12 @@ pub fn check_parents(parents: &[String]) -> Result<Vec<String>> {
         if !is_node_id(parent) {
             return Err(Error::invalid(format!(
                 "invalid parent id {}",
+                quoted(parent)
+            )));
+        }
+        if child == Some(parent.as_str()) {
+            return Err(Error::invalid(format!(
+                "node {} cannot be its own parent",
                 quoted(parent)
             )));
         }
@@ -205,9 +217,13 @@ pub enum WriteKind {
 /// Decide how a write of `new` over `old` is stored. Refs are compared as
 /// the node's merged refs, in order.
 pub fn write_kind(old: &Content, new: &Content, change_description: Option<&str>) -> WriteKind {
+    // The explicit list counts even when the merged refs stay the same (a
+    // link moved from the body into the list): it decides what a later
+    // body edit keeps.
     let changed = old.title != new.title
         || old.description != new.description
         || old.body != new.body
+        || old.links != new.links
         || old.refs() != new.refs();
     match (changed, change_description) {
         (false, _) => WriteKind::Unchanged,
@@ -252,6 +268,64 @@ pub fn generate_id(mut random: impl FnMut(&mut [u8])) -> String {
         }
     }
     id
+}
+
+/// A timestamp of a graph file as text PostgreSQL reads exactly: ISO 8601
+/// with a date, a time and a zone (`Z` or an offset), or finite
+/// milliseconds since 1970 (what daycare writes). Anything else (`now`,
+/// `infinity`, a time without a zone, which would be read in the session's
+/// zone) is refused.
+pub fn check_time(value: &TimeValue) -> Result<String> {
+    match value {
+        TimeValue::EpochMillis(ms) if ms.is_finite() && ms.abs() < 8.0e15 => {
+            Ok(crate::time::iso_utc((ms * 1000.0).round() as i64, 6))
+        }
+        TimeValue::EpochMillis(ms) => {
+            Err(Error::invalid(format!("timestamp {ms} is out of range")))
+        }
+        TimeValue::Text(text) => {
+            let b = text.as_bytes();
+            let digits = |range: std::ops::Range<usize>| {
+                b.get(range)
+                    .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+            };
+            let date_time = b.len() >= 20
+                && digits(0..4)
+                && b[4] == b'-'
+                && digits(5..7)
+                && b[7] == b'-'
+                && digits(8..10)
+                && (b[10] == b'T' || b[10] == b' ')
+                && digits(11..13)
+                && b[13] == b':'
+                && digits(14..16)
+                && b[16] == b':'
+                && digits(17..19);
+            let mut rest = &text[19.min(text.len())..];
+            if let Some(fraction) = rest.strip_prefix('.') {
+                let len = fraction.bytes().take_while(u8::is_ascii_digit).count();
+                rest = &fraction[len..];
+                if len == 0 {
+                    rest = "?";
+                }
+            }
+            let zone = rest == "Z"
+                || rest.len() == 6
+                    && (rest.starts_with('+') || rest.starts_with('-'))
+                    && rest[1..3].bytes().all(|d| d.is_ascii_digit())
+                    && &rest[3..4] == ":"
+                    && rest[4..6].bytes().all(|d| d.is_ascii_digit());
+            if date_time && zone {
+                Ok(text.clone())
+            } else {
+                Err(Error::invalid(format!(
+                    "timestamp {} is not ISO 8601 with a time zone",
+                    quoted(text)
+                ))
+                .with_hint("write it as 2026-05-01T12:00:00Z, or as milliseconds since 1970"))
+            }
+        }
+    }
 }
 
 /// A file of an exported graph folder: `<id>.md` is a node, `<id>.v<N>.md`
@@ -366,18 +440,19 @@ mod tests {
         );
         assert!(check_refs(&strings(&["a b"])).is_err());
         assert_eq!(
-            check_parents(&[]).unwrap_err().kind,
+            check_parents(&[], None).unwrap_err().kind,
             ErrorKind::InvalidParameter
         );
         assert_eq!(
-            check_parents(&strings(&[ROOT_ID, "p", "p"])).unwrap(),
+            check_parents(&strings(&[ROOT_ID, "p", "p"]), Some("c")).unwrap(),
             strings(&["p"])
         );
         assert_eq!(
-            check_parents(&strings(&[ROOT_ID])).unwrap(),
+            check_parents(&strings(&[ROOT_ID]), None).unwrap(),
             Vec::<String>::new()
         );
-        assert!(check_parents(&strings(&["bad id"])).is_err());
+        assert!(check_parents(&strings(&["bad id"]), None).is_err());
+        assert!(check_parents(&strings(&["x"]), Some("x")).is_err());
     }
 
     #[test]
@@ -418,13 +493,14 @@ mod tests {
         // changes the body, so it is a change.
         let moved = content("T", "body [[a]] [[b]]", &[]);
         assert_eq!(write_kind(&old, &moved, None), WriteKind::InPlace);
-        // Same merged refs with a different explicit list and same body: no change.
+        // Same merged refs with another explicit list: still a change, since
+        // the list decides what a later body edit keeps.
         let same_refs = content("T", "body [[a]]", &["b", "a"]);
         assert_eq!(old.refs(), strings(&["b", "a"]));
         assert_eq!(same_refs.refs(), strings(&["b", "a"]));
         assert_eq!(
             write_kind(&old, &same_refs, Some("x")),
-            WriteKind::Unchanged
+            WriteKind::Versioned
         );
         let reordered = content("T", "body [[a]]", &["a", "b"]);
         assert_eq!(
@@ -467,6 +543,36 @@ mod tests {
         });
         assert_eq!(calls, 3);
         assert_eq!(id, format!("h{}", "h".repeat(23)));
+    }
+
+    #[test]
+    fn file_times() {
+        let ok = |v: TimeValue| check_time(&v).unwrap();
+        assert_eq!(
+            ok(TimeValue::EpochMillis(1718000000000.0)),
+            "2024-06-10T06:13:20.000000Z"
+        );
+        for text in [
+            "2026-05-01T12:00:00Z",
+            "2026-05-01T12:00:00.123456Z",
+            "2026-05-01 12:00:00+02:00",
+            "2026-05-01T12:00:00.5-03:30",
+        ] {
+            assert_eq!(ok(TimeValue::Text(text.into())), text);
+        }
+        for text in [
+            "now",
+            "infinity",
+            "2026-05-01T12:00:00",
+            "2026-05-01",
+            "2026-05-01T12:00:00.Z",
+            "2026-05-01T12:00:00+0200",
+            "yesterday 12:00:00+00:00",
+        ] {
+            assert!(check_time(&TimeValue::Text(text.into())).is_err(), "{text}");
+        }
+        assert!(check_time(&TimeValue::EpochMillis(f64::NAN)).is_err());
+        assert!(check_time(&TimeValue::EpochMillis(f64::INFINITY)).is_err());
     }
 
     #[test]

@@ -26,8 +26,6 @@ const JENTRY_OFFLENMASK: usize = 0x0FFF_FFFF;
 const JENTRY_HAS_OFF: u32 = 0x8000_0000;
 const JENTRY_ISSTRING: u32 = 0x0000_0000;
 const JENTRY_ISNUMERIC: u32 = 0x1000_0000;
-const JENTRY_ISBOOL_FALSE: u32 = 0x2000_0000;
-const JENTRY_ISBOOL_TRUE: u32 = 0x3000_0000;
 const JENTRY_ISNULL: u32 = 0x4000_0000;
 const JENTRY_ISCONTAINER: u32 = 0x5000_0000;
 const JB_FOBJECT: u32 = 0x2000_0000;
@@ -99,11 +97,23 @@ impl JsonbWriter {
         }
     }
 
-    /// Start an element of the open container (or the root).
+    /// Start an element of the open container. The root must be a
+    /// container (a scalar root needs a wrapper this writer does not make).
     fn begin_element(&mut self) {
         if let Some(frame) = self.stack.last_mut() {
             frame.element_at = self.buf.len();
-        } else if self.closed_root || self.buf.len() > 4 {
+        } else {
+            self.fail(Error::internal(
+                "jsonb writer: the root must be an object or array",
+            ));
+        }
+    }
+
+    /// Start a container: an element of the open one, or the root.
+    fn begin_container_element(&mut self) {
+        if !self.stack.is_empty() {
+            self.begin_element();
+        } else if self.closed_root {
             self.fail(Error::internal("jsonb writer: a second root value"));
         }
     }
@@ -136,7 +146,7 @@ impl JsonbWriter {
     }
 
     fn begin_container(&mut self, count: usize, pairs: Option<usize>, flag: u32) {
-        self.begin_element();
+        self.begin_container_element();
         let declared = pairs.unwrap_or(count);
         if declared > JB_CMASK {
             self.fail(too_big());
@@ -220,15 +230,6 @@ impl JsonbWriter {
     pub fn null(&mut self) {
         self.begin_element();
         self.end_element(JENTRY_ISNULL);
-    }
-
-    pub fn bool(&mut self, value: bool) {
-        self.begin_element();
-        self.end_element(if value {
-            JENTRY_ISBOOL_TRUE
-        } else {
-            JENTRY_ISBOOL_FALSE
-        });
     }
 
     /// A number, given as the bytes of a PostgreSQL `numeric` datum (its
@@ -364,6 +365,17 @@ mod tests {
 
         let mut w = JsonbWriter::default();
         w.begin_array(1);
+        assert!(w.finish().is_err());
+
+        let mut w = JsonbWriter::default();
+        w.string("a scalar root");
+        assert!(w.finish().is_err());
+
+        let mut w = JsonbWriter::default();
+        w.begin_array(0);
+        w.end();
+        w.begin_array(0);
+        w.end();
         assert!(w.finish().is_err());
     }
 

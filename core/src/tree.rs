@@ -128,19 +128,20 @@ impl Hasher for FxHasher {
     }
 }
 
-/// The projection: the kept child edges and the root's children.
+/// The projection: every node's children and the root's children.
 ///
-/// Its nodes are numbered in the order the depth-first walk first reaches
+/// Its nodes are numbered in the order a depth-first walk first reaches
 /// them (use [`Tree::original`] to find a node in the [`Graph`]), so that
 /// producing the rows, which follows the same order, reads memory mostly
 /// front to back: at a million nodes that halves the cost of the rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tree {
-    /// The root's children: unreferenced nodes, then one node per cycle
-    /// unreachable from the root, each group ordered by (created, id).
+    /// The root's children: unreferenced nodes, then the oldest node of
+    /// each cycle nothing outside it references, each group ordered by
+    /// (created, id).
     pub root_children: Vec<NodeIndex>,
-    /// Node i's kept children are `children[start[i]..start[i + 1]]`, in
-    /// refs order.
+    /// Node i's children are `children[start[i]..start[i + 1]]`: its refs
+    /// that name another existing node, in order, each once.
     start: Vec<usize>,
     children: Vec<NodeIndex>,
     /// The Graph index of each node.
@@ -159,49 +160,105 @@ pub struct Row<'t> {
     pub path: &'t [NodeIndex],
 }
 
-const WHITE: u8 = 0; // not reached yet
-const ON_PATH: u8 = 1; // on the current walk
-const DONE: u8 = 2; // finished
-
-/// The resolved refs of every node (Graph numbering) while walking.
-struct Walk {
+/// Resolved refs in Graph numbering: node i's are
+/// `targets[start[i]..start[i + 1]]`.
+struct Edges {
     start: Vec<usize>,
     targets: Vec<NodeIndex>,
-    kept: Vec<bool>,
-    state: Vec<u8>,
-    /// Nodes in the order the walk first reached them.
-    order: Vec<NodeIndex>,
 }
 
-impl Walk {
-    /// Depth-first walk from `top`, keeping each edge that does not point
-    /// back to a node on the walk.
-    fn from(&mut self, top: NodeIndex) {
-        // (node, next edge to look at)
-        let mut stack: Vec<(NodeIndex, usize)> = vec![(top, self.start[top as usize])];
-        self.state[top as usize] = ON_PATH;
-        self.order.push(top);
-        while let Some(frame) = stack.last_mut() {
-            let (node, edge) = *frame;
-            if edge == self.start[node as usize + 1] {
-                self.state[node as usize] = DONE;
-                stack.pop();
+impl Edges {
+    fn of(&self, node: NodeIndex) -> &[NodeIndex] {
+        &self.targets[self.start[node as usize]..self.start[node as usize + 1]]
+    }
+}
+
+/// Mark everything reachable from `top`, recording first visits in order
+/// (depth first, refs in order).
+fn reach(edges: &Edges, top: NodeIndex, seen: &mut [bool], order: &mut Vec<NodeIndex>) {
+    if seen[top as usize] {
+        return;
+    }
+    seen[top as usize] = true;
+    order.push(top);
+    let mut stack: Vec<(NodeIndex, usize)> = vec![(top, 0)];
+    while let Some(frame) = stack.last_mut() {
+        let (node, next) = *frame;
+        let Some(&child) = edges.of(node).get(next) else {
+            stack.pop();
+            continue;
+        };
+        frame.1 += 1;
+        if !seen[child as usize] {
+            seen[child as usize] = true;
+            order.push(child);
+            stack.push((child, 0));
+        }
+    }
+}
+
+/// The strongly connected components of the nodes in `nodes` (edges to
+/// nodes outside are ignored): component[i] for each node, u32::MAX for
+/// nodes outside. Tarjan's algorithm, iterative.
+fn components(edges: &Edges, nodes: &[NodeIndex], count: usize) -> Vec<u32> {
+    const NONE: u32 = u32::MAX;
+    let mut inside = vec![false; count];
+    for &n in nodes {
+        inside[n as usize] = true;
+    }
+    let mut index = vec![NONE; count];
+    let mut low = vec![0u32; count];
+    let mut on_stack = vec![false; count];
+    let mut component = vec![NONE; count];
+    let mut stack: Vec<NodeIndex> = Vec::new();
+    let mut next_index = 0u32;
+    let mut next_component = 0u32;
+    for &root in nodes {
+        if index[root as usize] != NONE {
+            continue;
+        }
+        let mut calls: Vec<(NodeIndex, usize)> = vec![(root, 0)];
+        index[root as usize] = next_index;
+        low[root as usize] = next_index;
+        next_index += 1;
+        stack.push(root);
+        on_stack[root as usize] = true;
+        while let Some(frame) = calls.last_mut() {
+            let (node, next) = *frame;
+            if let Some(&child) = edges.of(node).get(next) {
+                frame.1 += 1;
+                if !inside[child as usize] {
+                    continue;
+                }
+                if index[child as usize] == NONE {
+                    index[child as usize] = next_index;
+                    low[child as usize] = next_index;
+                    next_index += 1;
+                    stack.push(child);
+                    on_stack[child as usize] = true;
+                    calls.push((child, 0));
+                } else if on_stack[child as usize] {
+                    low[node as usize] = low[node as usize].min(index[child as usize]);
+                }
                 continue;
             }
-            frame.1 += 1;
-            let child = self.targets[edge];
-            match self.state[child as usize] {
-                ON_PATH => {} // a ref back to an ancestor is not followed
-                DONE => self.kept[edge] = true,
-                _ => {
-                    self.kept[edge] = true;
-                    self.state[child as usize] = ON_PATH;
-                    self.order.push(child);
-                    stack.push((child, self.start[child as usize]));
+            calls.pop();
+            if let Some(&(parent, _)) = calls.last() {
+                low[parent as usize] = low[parent as usize].min(low[node as usize]);
+            }
+            if low[node as usize] == index[node as usize] {
+                while let Some(member) = stack.pop() {
+                    on_stack[member as usize] = false;
+                    component[member as usize] = next_component;
+                    if member == node {
+                        break;
+                    }
                 }
+                next_component += 1;
             }
         }
     }
+    component
 }
 
 impl Tree {
@@ -218,9 +275,11 @@ impl Tree {
         // (seen[child] == i marks a child already taken for node i).
         let mut referenced = vec![false; count];
         let mut seen = vec![NodeIndex::MAX; count];
-        let mut start = Vec::with_capacity(count + 1);
-        let mut targets: Vec<NodeIndex> = Vec::with_capacity(graph.refs.len());
-        start.push(0);
+        let mut edges = Edges {
+            start: Vec::with_capacity(count + 1),
+            targets: Vec::with_capacity(graph.refs.len()),
+        };
+        edges.start.push(0);
         for node in 0..count {
             for id in graph.refs_of(node) {
                 match index.get(id) {
@@ -228,64 +287,79 @@ impl Tree {
                         if child as usize != node && seen[child as usize] != node as u32 =>
                     {
                         seen[child as usize] = node as u32;
-                        targets.push(child);
+                        edges.targets.push(child);
                         referenced[child as usize] = true;
                     }
                     _ => {}
                 }
             }
-            start.push(targets.len());
+            edges.start.push(edges.targets.len());
         }
         drop(index);
         drop(seen);
 
-        let mut walk = Walk {
-            kept: vec![false; targets.len()],
-            start,
-            targets,
-            state: vec![WHITE; count],
-            order: Vec::with_capacity(count),
-        };
         let by_age = |a: &NodeIndex, b: &NodeIndex| graph.order_key(*a).cmp(&graph.order_key(*b));
         let mut tops: Vec<NodeIndex> = (0..count as NodeIndex)
             .filter(|&n| !referenced[n as usize])
             .collect();
         tops.sort_unstable_by(by_age);
+        let mut reached = vec![false; count];
+        let mut order: Vec<NodeIndex> = Vec::with_capacity(count);
         for &top in &tops {
-            walk.from(top);
+            reach(&edges, top, &mut reached, &mut order);
         }
-        // Whatever is still unreached sits on cycles nothing else reaches.
-        let mut rest: Vec<NodeIndex> = (0..count as NodeIndex)
-            .filter(|&n| walk.state[n as usize] == WHITE)
+
+        // What is left is only reachable through cycles. Each cycle that
+        // nothing outside it references (a strongly connected component
+        // with no edge into it) hangs under the root at its oldest node;
+        // everything else left is reachable from those.
+        let unreached: Vec<NodeIndex> = (0..count as NodeIndex)
+            .filter(|&n| !reached[n as usize])
             .collect();
-        rest.sort_unstable_by(by_age);
-        for node in rest {
-            if walk.state[node as usize] == WHITE {
-                tops.push(node);
-                walk.from(node);
+        if !unreached.is_empty() {
+            let component = components(&edges, &unreached, count);
+            let mut entered = vec![false; count];
+            let mut oldest: HashMap<u32, NodeIndex> = HashMap::new();
+            for &node in &unreached {
+                let own = component[node as usize];
+                for &child in edges.of(node) {
+                    let theirs = component[child as usize];
+                    if theirs != own && theirs != u32::MAX {
+                        entered[theirs as usize] = true;
+                    }
+                }
+                let slot = oldest.entry(own).or_insert(node);
+                if by_age(&node, slot).is_lt() {
+                    *slot = node;
+                }
+            }
+            let mut cycle_tops: Vec<NodeIndex> = oldest
+                .into_iter()
+                .filter(|(c, _)| !entered[*c as usize])
+                .map(|(_, node)| node)
+                .collect();
+            cycle_tops.sort_unstable_by(by_age);
+            for top in cycle_tops {
+                tops.push(top);
+                reach(&edges, top, &mut reached, &mut order);
             }
         }
 
-        // Number the nodes in walk order and keep only the kept edges.
+        // Number the nodes in walk order.
         let mut rank = vec![0 as NodeIndex; count];
-        for (r, &node) in walk.order.iter().enumerate() {
+        for (r, &node) in order.iter().enumerate() {
             rank[node as usize] = r as NodeIndex;
         }
-        let kept_edges = walk.kept.iter().filter(|&&k| k).count();
         let mut tree = Tree {
             root_children: tops.iter().map(|&n| rank[n as usize]).collect(),
             start: Vec::with_capacity(count + 1),
-            children: Vec::with_capacity(kept_edges),
-            original: walk.order,
+            children: Vec::with_capacity(edges.targets.len()),
+            original: order,
         };
         tree.start.push(0);
         for &node in &tree.original {
-            let edges = walk.start[node as usize]..walk.start[node as usize + 1];
-            for edge in edges {
-                if walk.kept[edge] {
-                    tree.children.push(rank[walk.targets[edge] as usize]);
-                }
-            }
+            tree.children
+                .extend(edges.of(node).iter().map(|&child| rank[child as usize]));
             tree.start.push(tree.children.len());
         }
         tree
@@ -296,12 +370,12 @@ impl Tree {
         self.original[node as usize]
     }
 
-    /// The kept children of `node`, in refs order.
+    /// The children of `node`, in refs order.
     pub fn children(&self, node: NodeIndex) -> &[NodeIndex] {
         &self.children[self.start[node as usize]..self.start[node as usize + 1]]
     }
 
-    /// Whether `node` has kept children.
+    /// Whether `node` has children.
     pub fn has_children(&self, node: NodeIndex) -> bool {
         !self.children(node).is_empty()
     }
@@ -311,124 +385,93 @@ impl Tree {
         self.original.len()
     }
 
-    /// How many rows the depth-first projection has (a node appears once per
-    /// path from the root), saturating at `u64::MAX`.
-    pub fn row_count(&self) -> u64 {
-        // Every node is reached, so when each node but the root's children
-        // has exactly one kept edge into it, the projection is a forest:
-        // one row per node.
-        if self.children.len() + self.root_children.len() == self.node_count() {
-            return self.node_count() as u64;
-        }
-        // Rows of a node's subtree, itself included, memoised; the kept
-        // edges are acyclic, so a post-order pass computes them all.
+    /// The rows of the depth-first projection, in order, refusing to go
+    /// past `max_rows` rows or `max_path_ids` ids in all paths together (a
+    /// web of shared children multiplies the rows, a long chain the ids).
+    pub fn into_rows(self, max_rows: u64, max_path_ids: u64) -> Rows {
         let count = self.node_count();
-        let mut rows: Vec<u64> = vec![0; count];
-        let mut done = vec![false; count];
-        let mut stack: Vec<(NodeIndex, usize)> = Vec::new();
-        for &top in &self.root_children {
-            if done[top as usize] {
-                continue;
-            }
-            stack.push((top, 0));
-            while let Some(frame) = stack.last_mut() {
-                let (node, next) = *frame;
-                let kids = self.children(node);
-                if next == kids.len() {
-                    let total = kids
-                        .iter()
-                        .fold(1u64, |acc, &k| acc.saturating_add(rows[k as usize]));
-                    rows[node as usize] = total;
-                    done[node as usize] = true;
-                    stack.pop();
-                    continue;
-                }
-                frame.1 += 1;
-                let child = kids[next];
-                if !done[child as usize] {
-                    stack.push((child, 0));
-                }
-            }
-        }
-        self.root_children
-            .iter()
-            .fold(0u64, |acc, &k| acc.saturating_add(rows[k as usize]))
-    }
-
-    /// Refuse projections larger than `limit` rows (a dense web of shared
-    /// children multiplies the rows).
-    pub fn check_row_limit(&self, limit: u64) -> Result<u64> {
-        let rows = self.row_count();
-        if rows > limit {
-            return Err(Error::limit(format!(
-                "the tree projection would have {rows} rows, more than {limit}"
-            ))
-            .with_detail("a node appears once under each of its parents, with its whole subtree")
-            .with_hint("use graph_tree(), which lists each parent's children once"));
-        }
-        Ok(rows)
-    }
-
-    /// The rows of the depth-first projection, in order.
-    pub fn into_rows(self) -> Rows {
         Rows {
             tree: self,
             path: Vec::new(),
+            on_path: vec![false; count],
             stack: Vec::new(),
             next_top: 0,
+            rows: 0,
+            path_ids: 0,
+            max_rows,
+            max_path_ids,
         }
     }
 }
 
 /// A cursor over the depth-first projection: it keeps only the current
 /// path, so a projection of millions of rows is produced one row at a time.
+/// A ref to a node already on the path (an ancestor) is not followed.
 #[derive(Debug, Clone)]
 pub struct Rows {
     tree: Tree,
     path: Vec<NodeIndex>,
-    /// (node on the path, next child edge of it to look at)
+    on_path: Vec<bool>,
+    /// (node on the path, next child of it to look at)
     stack: Vec<(NodeIndex, usize)>,
     /// The next of the root's children to start from.
     next_top: usize,
+    rows: u64,
+    path_ids: u64,
+    max_rows: u64,
+    max_path_ids: u64,
 }
 
 impl Rows {
-    /// The next row, or None after the last.
-    pub fn next_row(&mut self) -> Option<Row<'_>> {
+    /// The next row, None after the last, or an error once the projection
+    /// goes past its limits.
+    pub fn next_row(&mut self) -> Result<Option<Row<'_>>> {
         let tree = &self.tree;
+        let mut entered = None;
         while let Some(frame) = self.stack.last_mut() {
-            let (node, edge) = *frame;
-            if edge == tree.start[node as usize + 1] {
+            let (node, next) = *frame;
+            let Some(&child) = tree.children(node).get(next) else {
                 self.stack.pop();
                 self.path.pop();
+                self.on_path[node as usize] = false;
                 continue;
-            }
+            };
             frame.1 += 1;
-            let child = tree.children[edge];
-            self.path.push(child);
-            self.stack.push((child, tree.start[child as usize]));
-            return Some(Row {
-                node: child,
-                parent: Some(node),
-                depth: self.path.len(),
-                path: &self.path,
-            });
+            if self.on_path[child as usize] {
+                continue; // a ref back to an ancestor is not followed
+            }
+            entered = Some((child, Some(node)));
+            break;
         }
-        let top = *tree.root_children.get(self.next_top)?;
-        self.next_top += 1;
-        self.path.push(top);
-        self.stack.push((top, tree.start[top as usize]));
-        Some(Row {
-            node: top,
-            parent: None,
-            depth: 1,
+        let (node, parent) = match entered {
+            Some(step) => step,
+            None => {
+                let Some(&top) = tree.root_children.get(self.next_top) else {
+                    return Ok(None);
+                };
+                self.next_top += 1;
+                (top, None)
+            }
+        };
+        self.path.push(node);
+        self.on_path[node as usize] = true;
+        self.stack.push((node, 0));
+        self.rows += 1;
+        self.path_ids += self.path.len() as u64;
+        if self.rows > self.max_rows || self.path_ids > self.max_path_ids {
+            return Err(Error::limit(format!(
+                "the tree projection has more than {} rows or {} ids in its paths",
+                self.max_rows, self.max_path_ids
+            ))
+            .with_detail("a node appears once under each of its parents, with its whole subtree")
+            .with_hint("use graph_tree(), which lists each parent's children once"));
+        }
+        Ok(Some(Row {
+            node,
+            parent,
+            depth: self.path.len(),
             path: &self.path,
-        })
-    }
-
-    /// The tree the rows come from.
-    pub fn tree(&self) -> &Tree {
-        &self.tree
+        }))
     }
 }
 
@@ -450,20 +493,47 @@ mod tests {
     /// Rows as "path/with/slashes" strings.
     fn rows(nodes: &Graph) -> Vec<String> {
         let tree = Tree::build(nodes);
-        let expected = tree.row_count();
         let original = tree.original.clone();
         let id = |i: NodeIndex| nodes.id(original[i as usize]);
         let mut out = Vec::new();
-        let mut cursor = tree.into_rows();
-        while let Some(row) = cursor.next_row() {
+        let mut cursor = tree.into_rows(u64::MAX, u64::MAX);
+        while let Some(row) = cursor.next_row().unwrap() {
             let path: Vec<&str> = row.path.iter().map(|&i| id(i)).collect();
             assert_eq!(row.depth, path.len());
             assert_eq!(*path.last().unwrap(), id(row.node));
             let parent = row.parent.map(id);
             assert_eq!(parent, path.len().checked_sub(2).map(|i| path[i]));
+            // A path never names a node twice.
+            let mut unique = path.clone();
+            unique.sort();
+            unique.dedup();
+            assert_eq!(unique.len(), path.len(), "{path:?}");
             out.push(path.join("/"));
         }
-        assert_eq!(out.len() as u64, expected);
+        out
+    }
+
+    /// The root's children and each node's children, by id.
+    fn children(nodes: &Graph) -> Vec<String> {
+        let tree = Tree::build(nodes);
+        let id = |i: NodeIndex| nodes.id(tree.original(i));
+        let mut out = vec![format!(
+            "root: {}",
+            tree.root_children
+                .iter()
+                .map(|&c| id(c))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )];
+        let mut lines: Vec<String> = (0..tree.node_count() as NodeIndex)
+            .filter(|&n| tree.has_children(n))
+            .map(|n| {
+                let kids: Vec<&str> = tree.children(n).iter().map(|&c| id(c)).collect();
+                format!("{}: {}", id(n), kids.join(" "))
+            })
+            .collect();
+        lines.sort();
+        out.extend(lines);
         out
     }
 
@@ -477,6 +547,7 @@ mod tests {
             ("e", &[]),
         ]);
         assert_eq!(rows(&nodes), ["a", "a/b", "a/b/d", "a/c", "e"]);
+        assert_eq!(children(&nodes), ["root: a e", "a: b c", "b: d"]);
     }
 
     #[test]
@@ -496,6 +567,7 @@ mod tests {
     fn dangling_refs_and_self_refs_are_skipped() {
         let nodes = graph(&[("a", &["gone", "a", "b", "b"]), ("b", &[])]);
         assert_eq!(rows(&nodes), ["a", "a/b"]);
+        assert_eq!(children(&nodes), ["root: a", "a: b"]);
     }
 
     #[test]
@@ -504,9 +576,23 @@ mod tests {
         // the cycle is attached to the root once, at its earliest node.
         let nodes = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &["a"])]);
         assert_eq!(rows(&nodes), ["a", "a/b", "a/b/c"]);
+        // The children map keeps every ref: it is a map, not a walk.
+        assert_eq!(children(&nodes), ["root: a", "a: b", "b: c", "c: a"]);
         // A cycle below a reachable node: r -> x -> y -> x.
         let nodes = graph(&[("r", &["x"]), ("x", &["y"]), ("y", &["x"])]);
         assert_eq!(rows(&nodes), ["r", "r/x", "r/x/y"]);
+    }
+
+    #[test]
+    fn ancestors_are_checked_along_each_path() {
+        // b and c reference each other under a: below b, c's ref to b goes
+        // back up the path; below c, b's ref to c does. Each node still
+        // appears under both of its parents.
+        let nodes = graph(&[("a", &["b", "c"]), ("b", &["c"]), ("c", &["b"])]);
+        assert_eq!(rows(&nodes), ["a", "a/b", "a/b/c", "a/c", "a/c/b"]);
+        // Creation order does not change it.
+        let nodes = graph(&[("c", &["b"]), ("b", &["c"]), ("a", &["b", "c"])]);
+        assert_eq!(rows(&nodes), ["a", "a/b", "a/b/c", "a/c", "a/c/b"]);
     }
 
     #[test]
@@ -523,72 +609,79 @@ mod tests {
             rows(&nodes),
             ["top", "c1", "c1/c2", "c1/c2/tail", "d1", "d1/d2"]
         );
-        let tree = Tree::build(&nodes);
-        let tops: Vec<&str> = tree
-            .root_children
-            .iter()
-            .map(|&r| nodes.id(tree.original(r)))
-            .collect();
-        assert_eq!(tops, ["top", "c1", "d1"]);
+        assert_eq!(children(&nodes)[0], "root: top c1 d1");
     }
 
     #[test]
-    fn the_kept_edges_are_acyclic_and_cover_every_node() {
-        // A dense little graph with cycles both ways.
+    fn only_a_cycle_is_attached_not_what_hangs_below_it() {
+        // tail is older than the cycle that references it: the cycle, not
+        // tail, goes under the root.
+        let nodes = graph(&[("tail", &[]), ("c1", &["c2"]), ("c2", &["c1", "tail"])]);
+        assert_eq!(rows(&nodes), ["c1", "c1/c2", "c1/c2/tail"]);
+        // A cycle fed by another cycle hangs below it, not under the root.
+        let nodes = graph(&[
+            ("x1", &["x2"]),
+            ("x2", &["x1", "y1"]),
+            ("y1", &["y2"]),
+            ("y2", &["y1"]),
+        ]);
+        assert_eq!(children(&nodes)[0], "root: x1");
+        assert_eq!(rows(&nodes), ["x1", "x1/x2", "x1/x2/y1", "x1/x2/y1/y2"]);
+    }
+
+    #[test]
+    fn dense_cycles_never_repeat_a_node_on_a_path() {
         let nodes = graph(&[
             ("a", &["b", "c"]),
             ("b", &["c", "a"]),
             ("c", &["b", "d"]),
             ("d", &["a", "b"]),
         ]);
-        let tree = Tree::build(&nodes);
-        let listed = rows(&nodes);
-        for id in ["a", "b", "c", "d"] {
-            assert!(listed.iter().any(|r| r.ends_with(id)), "{id} missing");
-        }
-        // Each path lists a node at most once.
-        for row in &listed {
-            let parts: Vec<&str> = row.split('/').collect();
-            let mut unique = parts.clone();
-            unique.sort();
-            unique.dedup();
-            assert_eq!(parts.len(), unique.len(), "{row}");
-        }
-        assert_eq!(listed, ["a", "a/b", "a/b/c", "a/b/c/d", "a/c", "a/c/d"]);
-        assert_eq!(tree.row_count(), 6);
+        assert_eq!(
+            rows(&nodes),
+            [
+                "a", "a/b", "a/b/c", "a/b/c/d", "a/c", "a/c/b", "a/c/d", "a/c/d/b"
+            ]
+        );
     }
 
     #[test]
-    fn row_limit() {
+    fn limits_stop_the_rows() {
         // A ladder of diamonds doubles the rows at every level.
-        let mut spec: Vec<(String, Vec<String>)> = Vec::new();
-        for level in 0..40 {
-            let next = |side: &str| format!("{side}{}", level + 1);
-            spec.push((format!("l{level}"), vec![next("l"), next("r")]));
-            spec.push((format!("r{level}"), vec![next("l"), next("r")]));
-        }
-        spec.push(("l40".into(), vec![]));
-        spec.push(("r40".into(), vec![]));
         let mut nodes = Graph::default();
-        for (i, (id, refs)) in spec.iter().enumerate() {
-            nodes.add_node(id, i as i64);
-            for r in refs {
-                nodes.add_ref(r);
+        for level in 0..40 {
+            for side in ["l", "r"] {
+                nodes.add_node(&format!("{side}{level}"), level);
+                nodes.add_ref(&format!("l{}", level + 1));
+                nodes.add_ref(&format!("r{}", level + 1));
             }
         }
-        let tree = Tree::build(&nodes);
-        assert!(tree.row_count() > 1u64 << 40);
-        let error = tree.check_row_limit(10_000_000).unwrap_err();
+        nodes.add_node("l40", 40);
+        nodes.add_node("r40", 40);
+        let mut cursor = Tree::build(&nodes).into_rows(1000, u64::MAX);
+        let mut produced = 0;
+        let error = loop {
+            match cursor.next_row() {
+                Ok(Some(_)) => produced += 1,
+                Ok(None) => panic!("the ladder ended"),
+                Err(error) => break error,
+            }
+        };
+        assert_eq!(produced, 1000);
         assert_eq!(error.kind, crate::ErrorKind::LimitExceeded);
-        let small = graph(&[("a", &["b"]), ("b", &[])]);
-        assert_eq!(Tree::build(&small).check_row_limit(2).unwrap(), 2);
+        // A long chain: few rows, many ids in their paths.
+        let chain = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &[])]);
+        let mut cursor = Tree::build(&chain).into_rows(10, 5);
+        assert!(cursor.next_row().is_ok()); // 1 id
+        assert!(cursor.next_row().is_ok()); // 3 ids
+        assert!(cursor.next_row().is_err()); // 6 ids
     }
 
     #[test]
     fn empty_graph() {
         let tree = Tree::build(&Graph::default());
         assert!(tree.root_children.is_empty());
-        assert_eq!(tree.row_count(), 0);
+        assert!(tree.into_rows(1, 1).next_row().unwrap().is_none());
     }
 
     #[test]
@@ -602,12 +695,20 @@ mod tests {
             }
         }
         let tree = Tree::build(&nodes);
-        assert_eq!(tree.row_count(), count as u64);
         let mut deepest = 0;
-        let mut cursor = tree.into_rows();
-        while let Some(row) = cursor.next_row() {
+        let mut cursor = tree.into_rows(u64::MAX, u64::MAX);
+        while let Some(row) = cursor.next_row().unwrap() {
             deepest = deepest.max(row.depth);
         }
         assert_eq!(deepest, count);
+        // A cycle of the same length.
+        let mut ring = Graph::default();
+        for i in 0..count {
+            ring.add_node(&format!("n{i}"), i as i64);
+            ring.add_ref(&format!("n{}", (i + 1) % count));
+        }
+        let tree = Tree::build(&ring);
+        assert_eq!(tree.root_children.len(), 1);
+        assert_eq!(tree.node_count(), count);
     }
 }

@@ -76,6 +76,15 @@ SELECT graph_read('alice', 'atlas') -> 'unresolvedRefs' AS unresolved;
 SELECT graph_create('alice', 'Temp again', '', '', ARRAY['__root__'], node_id => 'temp');
 SELECT graph_read('alice', 'atlas') -> 'unresolvedRefs' AS unresolved;
 
+-- The explicit ref list counts as a change even when the merged refs stay
+-- the same: it decides what a later body edit keeps.
+SELECT graph_write('alice', 'links', NULL, NULL, NULL, refs => ARRAY['c', 'a', 'b']);
+SELECT graph_write('alice', 'links', NULL, NULL, 'No links any more.');
+SELECT graph_read('alice', 'links') -> 'refs' AS refs;
+
+-- The root has no saved versions.
+SELECT count(*) AS root_versions FROM graph_versions('alice', '__root__');
+
 -- Owners are separate graphs.
 SELECT graph_create('bob', 'Bob', '', '', ARRAY['__root__'], node_id => 'projects');
 SELECT count(*) FROM graph_nodes('bob');
@@ -89,6 +98,10 @@ SELECT graph_create('tree', 'B', '', '', ARRAY['__root__'], node_id => 'b');
 SELECT graph_create('tree', 'Shared', '', '', ARRAY['a', 'b'], node_id => 's');
 SELECT graph_create('tree', 'Leaf', '', '', ARRAY['s'], node_id => 'leaf');
 SELECT graph_create('tree', 'Back to s', '', 'Up: [[s]]', ARRAY['s'], node_id => 'loop');
+-- q and r reference each other below a: each appears below the other,
+-- but a path never comes back to a node already on it.
+SELECT graph_create('tree', 'Q', '', '[[r]]', ARRAY['a'], node_id => 'q');
+SELECT graph_create('tree', 'R', '', '[[q]]', ARRAY['a'], node_id => 'r');
 SELECT graph_import('tree', '{"c1.md": "---\ntitle: C1\n---\n[[c2]]", "c2.md": "---\ntitle: C2\n---\n[[c1]]"}');
 SELECT node_id, parent_id, depth, path, title FROM graph_tree_rows('tree');
 SELECT pg_temp.shown(graph_tree('tree') -> 'root') - 'body' AS root,
@@ -104,7 +117,11 @@ SELECT graph_to_markdown('alice', '__root__') LIKE E'---\ntitle: Memory Graph\n%
 -- From markdown: the document is the node (absent refs: none; absent title: kept).
 SELECT graph_from_markdown('alice', 'links', E'---\ndescription: rewritten\n---\nOnly [[atlas]] now.', 'from a file');
 SELECT pg_temp.shown(graph_read('alice', 'links'));
--- A missing node is created under the root; no frontmatter at all is a body.
+-- A node that does not exist is not made from a file (it would have no
+-- parent); text without frontmatter is all body, and the title stays.
+SELECT graph_from_markdown('alice', 'plain', 'Just text.');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', 'Plain', '', '', ARRAY['__root__'], node_id => 'plain');
 SELECT graph_from_markdown('alice', 'plain', 'Just text.');
 SELECT graph_read('alice', 'plain') ->> 'title' AS title, graph_read('alice', 'plain') ->> 'body' AS body;
 -- daycare's own files: timestamps in milliseconds, folded strings, parents.
@@ -139,6 +156,8 @@ SELECT graph_create('alice', 'Lost', '', '', ARRAY['atlas', 'nowhere']);
 -- A parent of another owner does not exist for this one.
 SELECT graph_create('bob', 'Cross', '', '', ARRAY['atlas']);
 \echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('alice', 'Self', '', '', ARRAY['self'], node_id => 'self');
+\echo :LAST_ERROR_SQLSTATE
 SELECT graph_create('alice', 'Twice', '', '', ARRAY['__root__'], node_id => 'atlas');
 \echo :LAST_ERROR_SQLSTATE
 SELECT graph_create('alice', 'Bad id', '', '', ARRAY['__root__'], node_id => 'a b');
@@ -164,6 +183,8 @@ SELECT graph_version('alice', 'atlas', 99);
 SELECT graph_version('alice', 'atlas', 3);
 \echo :LAST_ERROR_SQLSTATE
 SELECT graph_versions('alice', 'nowhere');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_version('alice', '__root__', 1);
 \echo :LAST_ERROR_SQLSTATE
 SET agent_memory.max_node_bytes = 10;
 SELECT graph_write('alice', 'atlas', NULL, NULL, 'eleven byte');
@@ -192,6 +213,10 @@ SELECT graph_import('dave', '{"__root__.md": "x"}');
 SELECT graph_import('dave', '["a.md"]');
 \echo :LAST_ERROR_SQLSTATE
 SELECT graph_import('dave', '{"a.md": "---\ncreatedAt: some day soon\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"a.md": "---\ncreatedAt: infinity\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"a.md": "---\nupdatedAt: \"2026-01-01T10:00:00\"\n---\n"}');
 \echo :LAST_ERROR_SQLSTATE
 -- An import that meets an existing node imports nothing.
 SELECT graph_import('alice', '{"fresh1.md": "x", "atlas.md": "y"}');
