@@ -4,13 +4,12 @@
 //! document (`graph_tree`). No recursive query: its cost grows with depth
 //! times nodes, this one with nodes plus refs.
 
-use std::ops::Range;
-
 use pgrx::prelude::*;
 use pgrx::{Array, FromDatum};
 
 use agent_memory_core::graph::ROOT_ID;
 use agent_memory_core::jsonb::{JsonbWriter, key_order};
+use agent_memory_core::packed::{Packed, Span};
 use agent_memory_core::tree::{Graph, Tree};
 use agent_memory_core::{graph, time};
 
@@ -38,22 +37,21 @@ static SCAN_FOR_JSON: StreamStatement = StreamStatement {
     params: 1,
 };
 
-/// Text per node, packed into one string.
+/// One text per node (the titles), packed.
 #[derive(Default)]
 struct Texts {
-    text: String,
-    spans: Vec<Range<usize>>,
+    text: Packed,
+    spans: Vec<Span>,
 }
 
 impl Texts {
     fn push(&mut self, value: &str) {
-        let start = self.text.len();
-        self.text.push_str(value);
-        self.spans.push(start..self.text.len());
+        let span = self.text.push(value);
+        self.spans.push(span);
     }
 
     fn get(&self, node: u32) -> &str {
-        &self.text[self.spans[node as usize].clone()]
+        self.text.get(&self.spans[node as usize])
     }
 }
 
@@ -61,25 +59,17 @@ impl Texts {
 /// record per node so that writing a node touches one place in memory.
 #[derive(Default)]
 struct Facts {
-    text: String,
+    text: Packed,
     nodes: Vec<NodeFacts>,
 }
 
 struct NodeFacts {
-    title: Range<usize>,
-    description: Range<usize>,
+    title: Span,
+    description: Span,
     version: i32,
     /// Microseconds since 1970.
     created: i64,
     updated: i64,
-}
-
-impl Facts {
-    fn span(&mut self, value: &str) -> Range<usize> {
-        let start = self.text.len();
-        self.text.push_str(value);
-        start..self.text.len()
-    }
 }
 
 /// Microseconds since 1970 of a timestamptz.
@@ -113,8 +103,8 @@ fn scan(owner: &str, facts: bool) -> SqlResult<(Graph, Texts, Option<Facts>)> {
             }
         }
         if let Some(details) = details.as_mut() {
-            let title = details.span(row.text(4, "title")?);
-            let description = details.span(row.text(5, "description")?);
+            let title = details.text.push(row.text(4, "title")?);
+            let description = details.text.push(row.text(5, "description")?);
             details.nodes.push(NodeFacts {
                 title,
                 description,
@@ -284,7 +274,7 @@ fn write_node(
     node: u32,
 ) {
     let facts = &scan.facts.nodes[node as usize];
-    let text = |span: &Range<usize>| &scan.facts.text[span.clone()];
+    let text = |span: &Span| scan.facts.text.get(span);
     w.begin_object(CHILD_KEYS.len());
     for key in CHILD_KEYS {
         w.string(key);

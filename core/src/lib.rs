@@ -13,6 +13,7 @@ pub mod jsonb;
 pub mod kv;
 pub mod markdown;
 pub mod messages;
+pub mod packed;
 pub mod sensitive;
 pub mod time;
 pub mod tree;

@@ -12,8 +12,8 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::ops::Range;
 
+use crate::packed::{Packed, Span};
 use crate::{Error, Result};
 
 /// Index of a node in the [`Graph`].
@@ -23,11 +23,11 @@ pub type NodeIndex = u32;
 /// and ref is a span of one string.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Graph {
-    text: String,
-    ids: Vec<Range<usize>>,
+    text: Packed,
+    ids: Vec<Span>,
     /// Node i's refs are `refs[ref_start[i]..ref_start[i + 1]]`.
     ref_start: Vec<usize>,
-    refs: Vec<Range<usize>>,
+    refs: Vec<Span>,
     created: Vec<i64>,
 }
 
@@ -42,7 +42,7 @@ impl Graph {
         let mut ref_start = Vec::with_capacity(nodes + 1);
         ref_start.push(0);
         Graph {
-            text: String::with_capacity(text_bytes),
+            text: Packed::with_capacity(text_bytes),
             ids: Vec::with_capacity(nodes),
             ref_start,
             refs: Vec::with_capacity(refs),
@@ -50,16 +50,10 @@ impl Graph {
         }
     }
 
-    fn span(&mut self, value: &str) -> Range<usize> {
-        let start = self.text.len();
-        self.text.push_str(value);
-        start..self.text.len()
-    }
-
     /// Add a node (ids unique). `created` (any monotonic unit) orders the
     /// root's children. Its refs follow with [`Graph::add_ref`].
     pub fn add_node(&mut self, id: &str, created: i64) {
-        let span = self.span(id);
+        let span = self.text.push(id);
         self.ids.push(span);
         self.created.push(created);
         self.ref_start.push(self.refs.len());
@@ -68,7 +62,7 @@ impl Graph {
     /// Add a ref (a child id, in order) to the node added last. Unknown ids
     /// are dangling refs and are skipped by the projection.
     pub fn add_ref(&mut self, id: &str) {
-        let span = self.span(id);
+        let span = self.text.push(id);
         self.refs.push(span);
         if let Some(last) = self.ref_start.last_mut() {
             *last = self.refs.len();
@@ -84,7 +78,7 @@ impl Graph {
     }
 
     pub fn id(&self, node: NodeIndex) -> &str {
-        &self.text[self.ids[node as usize].clone()]
+        self.text.get(&self.ids[node as usize])
     }
 
     /// The refs of `node`, in order, as stored (dangling ones included).
@@ -95,7 +89,7 @@ impl Graph {
     fn refs_of(&self, node: usize) -> impl Iterator<Item = &str> {
         self.refs[self.ref_start[node]..self.ref_start[node + 1]]
             .iter()
-            .map(|span| &self.text[span.clone()])
+            .map(|span| self.text.get(span))
     }
 
     /// (created, id): the order of the root's children.
