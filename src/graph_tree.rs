@@ -29,12 +29,27 @@ static SCAN_FOR_ROWS: StreamStatement = StreamStatement {
     sql: c"SELECT node_id, refs, created_at, title
            FROM agent_memory.graph_nodes WHERE owner = $1",
     params: 1,
+    columns: &[
+        pg_sys::TEXTOID,
+        pg_sys::TEXTARRAYOID,
+        pg_sys::TIMESTAMPTZOID,
+        pg_sys::TEXTOID,
+    ],
 };
 
 static SCAN_FOR_JSON: StreamStatement = StreamStatement {
     sql: c"SELECT node_id, refs, created_at, title, description, version, updated_at
            FROM agent_memory.graph_nodes WHERE owner = $1",
     params: 1,
+    columns: &[
+        pg_sys::TEXTOID,
+        pg_sys::TEXTARRAYOID,
+        pg_sys::TIMESTAMPTZOID,
+        pg_sys::TEXTOID,
+        pg_sys::TEXTOID,
+        pg_sys::INT4OID,
+        pg_sys::TIMESTAMPTZOID,
+    ],
 };
 
 /// One text per node (the titles), packed.

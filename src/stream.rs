@@ -22,6 +22,9 @@ use crate::error::{SqlResult, report};
 pub struct StreamStatement {
     pub sql: &'static CStr,
     pub params: usize,
+    /// The type of each result column: the reader trusts them, so they are
+    /// checked before the first row (a table changed by hand fails cleanly).
+    pub columns: &'static [pg_sys::Oid],
 }
 
 thread_local! {
@@ -72,6 +75,7 @@ type Callback<'f> = dyn FnMut(&StreamRow<'_>) -> SqlResult<()> + 'f;
 #[repr(C)]
 struct Receiver {
     base: pg_sys::DestReceiver,
+    columns: &'static [pg_sys::Oid],
     /// Points to a `&mut Callback` (a thin pointer to the closure's fat one).
     each: *mut std::ffi::c_void,
     failure: Option<pgrx::pg_sys::panic::ErrorReport>,
@@ -104,13 +108,30 @@ unsafe extern "C-unwind" fn receive_slot(
     }
 }
 
-// Nothing to set up or tear down (these cannot fail, so need no guard).
+/// Before the first row: the result has the columns the reader expects.
+#[pg_guard]
 unsafe extern "C-unwind" fn startup(
-    _receiver: *mut pg_sys::DestReceiver,
-    _operation: i32,
-    _tupdesc: pg_sys::TupleDesc,
+    receiver: *mut pg_sys::DestReceiver,
+    operation: i32,
+    tupdesc: pg_sys::TupleDesc,
 ) {
+    let _ = operation;
+    // SAFETY: `receiver` is our Receiver; `tupdesc` describes the result.
+    unsafe {
+        let expected = (*receiver.cast::<Receiver>()).columns;
+        let natts = (*tupdesc).natts as usize;
+        let attrs = (*tupdesc).attrs.as_slice(natts);
+        let found: Vec<pg_sys::Oid> = attrs.iter().map(|a| a.atttypid).collect();
+        if found.as_slice() != expected {
+            report(Error::internal(
+                "a stream statement's columns are not of the types its reader expects",
+            ))
+            .report(PgLogLevel::ERROR);
+        }
+    }
 }
+
+// Nothing to tear down (this cannot fail, so needs no guard).
 
 unsafe extern "C-unwind" fn nothing(_receiver: *mut pg_sys::DestReceiver) {}
 
@@ -169,6 +190,7 @@ pub fn for_each_row(
                     rDestroy: Some(nothing),
                     mydest: pg_sys::CommandDest::DestNone,
                 },
+                columns: statement.columns,
                 each: (&mut each as *mut &mut Callback<'_>).cast(),
                 failure: None,
             };
