@@ -67,47 +67,119 @@ pub fn text_datum(value: &str) -> pg_sys::Datum {
     pg_sys::Datum::from(text)
 }
 
-// text_array writes varlena headers in their little-endian form.
+// The builders below write varlena headers in their little-endian form.
 #[cfg(target_endian = "big")]
-compile_error!("agent_memory builds arrays for little-endian machines only");
+compile_error!("agent_memory builds varlenas for little-endian machines only");
 
-/// A one-dimensional `text[]` of `elements`, each a plain (uncompressed,
-/// 4-byte header) text datum such as [`text_datum`] makes, laid out as
-/// `construct_array` would, without its per-element detoast checks.
+/// Many `text` values built once into one aligned buffer (no allocation or
+/// call into PostgreSQL per value), each usable as a datum, or copied
+/// whole into an array, for as long as the block lives.
+pub struct TextBlock {
+    /// Each value as a plain varlena: a 4-byte header, the bytes, zero
+    /// padding to a 4-byte boundary.
+    words: Vec<u32>,
+    /// Where each value starts, and its length in words.
+    spans: Vec<(u32, u32)>,
+}
+
+impl TextBlock {
+    pub fn new<'a>(values: impl Iterator<Item = &'a str>) -> TextBlock {
+        let mut block = TextBlock {
+            words: Vec::new(),
+            spans: Vec::new(),
+        };
+        for value in values {
+            let start = block.words.len();
+            block.words.push(((value.len() as u32) + 4) << 2); // SET_VARSIZE
+            block.words.resize(start + 1 + value.len().div_ceil(4), 0);
+            // SAFETY: the words just added hold at least value.len() bytes,
+            // and u8 has no alignment requirement.
+            unsafe {
+                let bytes = block.words.as_mut_ptr().add(start + 1).cast::<u8>();
+                std::ptr::copy_nonoverlapping(value.as_ptr(), bytes, value.len());
+            }
+            block
+                .spans
+                .push((start as u32, (block.words.len() - start) as u32));
+        }
+        block
+    }
+
+    /// Value `i` as a `text` datum, valid while the block lives.
+    pub fn datum(&self, i: u32) -> pg_sys::Datum {
+        let (start, _) = self.spans[i as usize];
+        pg_sys::Datum::from(self.words[start as usize..].as_ptr())
+    }
+
+    /// Value `i` as its varlena words (header and padding included).
+    fn words(&self, i: u32) -> &[u32] {
+        let (start, len) = self.spans[i as usize];
+        &self.words[start as usize..(start + len) as usize]
+    }
+}
+
+/// A one-dimensional `text[]` of values of `block`, laid out as
+/// `construct_array` lays it out, built in `out` (reused from row to row);
+/// the datum is valid until `out` changes.
+pub fn text_array(out: &mut Vec<u32>, block: &TextBlock, elements: &[u32]) -> pg_sys::Datum {
+    out.clear();
+    // Header: size (set below), ndim 1, no null bitmap, element type,
+    // dims[0], lbound[0]; 24 bytes, so the first element is aligned.
+    out.extend_from_slice(&[0, 1, 0, pg_sys::TEXTOID.to_u32(), elements.len() as u32, 1]);
+    for &element in elements {
+        // Each value is whole words, so every element starts on a 4-byte
+        // boundary and the array ends on one, as construct_array pads.
+        out.extend_from_slice(block.words(element));
+    }
+    out[0] = ((out.len() * 4) as u32) << 2; // SET_VARSIZE
+    pg_sys::Datum::from(out.as_ptr())
+}
+
+/// Text bytes read from the database as a `str`. A UTF-8 database only
+/// stores valid UTF-8 (PostgreSQL checks encodings on input), so there the
+/// bytes are taken as they are; elsewhere they are checked.
+pub fn database_str(bytes: &[u8]) -> Option<&str> {
+    thread_local! {
+        // SAFETY: a plain read of the database's encoding.
+        static UTF8: bool = unsafe { pg_sys::GetDatabaseEncoding() } == pg_sys::pg_enc::PG_UTF8 as i32;
+    }
+    if UTF8.with(|utf8| *utf8) {
+        // SAFETY: the database encoding is UTF-8 (see above).
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).ok()
+    }
+}
+
+/// The payload of a varlena stored inline and uncompressed (1- or 4-byte
+/// header), read in place; None when it is compressed or stored out of
+/// line, and so needs detoasting.
 ///
 /// # Safety
-/// Every element must be a valid, plain, 4-byte-header text datum.
-pub unsafe fn text_array(elements: &[pg_sys::Datum]) -> pg_sys::Datum {
-    const HEADER: usize = 24; // MAXALIGN(sizeof(ArrayType) + dims + lbound), one dimension
-    let int_align = |n: usize| (n + 3) & !3;
-    // SAFETY: each element is a plain varlena with a 4-byte header.
-    let size_of = |datum: pg_sys::Datum| unsafe {
-        (*datum.cast_mut_ptr::<u32>() >> 2) as usize // VARSIZE_4B (little-endian)
-    };
-    // Each element starts on a 4-byte boundary, and the array ends on one
-    // (construct_array pads after the last element too).
-    let total = int_align(
-        elements
-            .iter()
-            .fold(HEADER, |end, &element| int_align(end) + size_of(element)),
-    );
-    // SAFETY: the buffer is `total` bytes and every write below stays in it.
+/// `datum` must point to a varlena that outlives `'a`.
+pub unsafe fn inline_payload<'a>(datum: pg_sys::Datum) -> Option<&'a [u8]> {
+    // SAFETY: a varlena starts with its header; the sizes come from it.
     unsafe {
-        let array = pg_sys::palloc0(total).cast::<u8>();
-        array.cast::<u32>().write((total as u32) << 2); // SET_VARSIZE (4-byte header)
-        array.add(4).cast::<i32>().write(1); // ndim
-        array.add(8).cast::<i32>().write(0); // dataoffset: no null bitmap
-        array.add(12).cast::<pg_sys::Oid>().write(pg_sys::TEXTOID); // elemtype
-        array.add(16).cast::<i32>().write(elements.len() as i32); // dims[0]
-        array.add(20).cast::<i32>().write(1); // lbound[0]
-        let mut end = HEADER;
-        for &element in elements {
-            end = int_align(end);
-            let size = size_of(element);
-            std::ptr::copy_nonoverlapping(element.cast_mut_ptr::<u8>(), array.add(end), size);
-            end += size;
+        let ptr = datum.cast_mut_ptr::<u8>().cast_const();
+        let first = ptr.read();
+        if first & 0x01 == 0x01 {
+            if first == 0x01 {
+                return None; // a TOAST pointer
+            }
+            let size = ((first >> 1) & 0x7F) as usize;
+            Some(std::slice::from_raw_parts(
+                ptr.add(1),
+                size.saturating_sub(1),
+            ))
+        } else if first & 0x03 == 0x00 {
+            let size = (ptr.cast::<u32>().read_unaligned() >> 2) as usize;
+            Some(std::slice::from_raw_parts(
+                ptr.add(4),
+                size.saturating_sub(4),
+            ))
+        } else {
+            None // compressed
         }
-        pg_sys::Datum::from(array)
     }
 }
 
@@ -127,9 +199,13 @@ pub unsafe fn for_each_text_element<'a>(
     // out-of-line one gives its plain form; a short (1-byte header) one
     // stays where it is.
     unsafe {
-        let raw = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr())
-            .cast::<u8>()
-            .cast_const();
+        let raw = if inline_payload(datum).is_some() {
+            datum.cast_mut_ptr::<u8>().cast_const()
+        } else {
+            pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr())
+                .cast::<u8>()
+                .cast_const()
+        };
         let first = raw.read();
         // The array's payload, and its size as if it had a 4-byte header:
         // offsets inside an array (element alignment) count from there.
@@ -184,10 +260,10 @@ pub unsafe fn for_each_text_element<'a>(
                 }
                 let bytes: &'a [u8] =
                     std::slice::from_raw_parts(array.wrapping_add(at + 4), size - 4);
-                match std::str::from_utf8(bytes) {
-                    Ok(text) if calling => each(text),
-                    Ok(_) => {}
-                    Err(_) => return false,
+                match database_str(bytes) {
+                    Some(text) if calling => each(text),
+                    Some(_) => {}
+                    None => return false,
                 }
                 at += size;
             }

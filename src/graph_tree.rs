@@ -13,7 +13,7 @@ use agent_memory_core::packed::{Packed, Span};
 use agent_memory_core::tree::{Graph, Tree};
 use agent_memory_core::{graph, time};
 
-use crate::datums::{JsonbBytes, for_each_text_element, text_array, text_datum};
+use crate::datums::{JsonbBytes, TextBlock, for_each_text_element, text_array};
 use crate::error::{OrReport, SqlResult};
 use crate::graph::checked_owner;
 use crate::sessions::required;
@@ -184,40 +184,33 @@ unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
     let (graph, titles, _) = scan(owner, false)?;
     let tree = Tree::build(&graph);
 
-    // Each node's id and title become a text datum once; rows point to them.
-    // They are made in the tree's order (the order rows visit nodes), so
-    // the rows read them front to back.
+    // Each node's id and title become a text value once, in one block, in
+    // the tree's order (the order rows visit nodes), so the rows read them
+    // front to back; rows point to them.
     let count = tree.node_count() as u32;
-    let ids: Vec<pg_sys::Datum> = (0..count)
-        .map(|node| text_datum(graph.id(tree.original(node))))
-        .collect();
-    let title_datums: Vec<pg_sys::Datum> = (0..count)
-        .map(|node| text_datum(titles.get(tree.original(node))))
-        .collect();
-    let root = text_datum(ROOT_ID);
+    let ids = TextBlock::new((0..count).map(|node| graph.id(tree.original(node))));
+    let title_values = TextBlock::new((0..count).map(|node| titles.get(tree.original(node))));
+    let root = TextBlock::new(std::iter::once(ROOT_ID));
     drop(titles);
 
     let mut rows = tree.into_rows(MAX_TREE_ROWS, MAX_TREE_PATH_IDS);
-    let mut path: Vec<pg_sys::Datum> = Vec::new();
+    let mut path = Vec::new();
     let mut produced: u64 = 0;
     unsafe {
         pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC);
         let result = (*fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>();
         let (store, desc) = ((*result).setResult, (*result).setDesc);
         while let Some(row) = rows.next_row().or_report()? {
-            path.clear();
-            path.extend(row.path.iter().map(|&node| ids[node as usize]));
-            let array = text_array(&path);
             let mut values = [
-                ids[row.node as usize],
-                row.parent.map_or(root, |p| ids[p as usize]),
+                ids.datum(row.node),
+                row.parent.map_or(root.datum(0), |p| ids.datum(p)),
                 pg_sys::Datum::from(row.depth as i32),
-                array,
-                title_datums[row.node as usize],
+                text_array(&mut path, &ids, row.path),
+                title_values.datum(row.node),
             ];
             let mut nulls = [false; 5];
+            // The store copies the values.
             pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
-            pg_sys::pfree(array.cast_mut_ptr());
             produced += 1;
             if produced % 16_384 == 0 {
                 pgrx::check_for_interrupts!();

@@ -51,9 +51,15 @@ impl StreamRow<'_> {
     /// A text column, borrowed from the row.
     pub fn text(&self, column: usize, what: &str) -> SqlResult<&str> {
         let datum = self.datum(column, what)?;
-        // SAFETY: the column is text; the row outlives the borrow.
-        unsafe { <&str>::from_datum(datum, false) }
-            .ok_or_else(|| report(Error::internal(format!("column {what} is not text"))))
+        // SAFETY: the column is text (checked at startup); the row outlives
+        // the borrow. Inline values are read in place, without a call.
+        let text = unsafe {
+            match crate::datums::inline_payload(datum) {
+                Some(bytes) => crate::datums::database_str(bytes),
+                None => <&str>::from_datum(datum, false),
+            }
+        };
+        text.ok_or_else(|| report(Error::internal(format!("column {what} is not UTF-8 text"))))
     }
 
     pub fn int4(&self, column: usize, what: &str) -> SqlResult<i32> {
