@@ -125,9 +125,10 @@ unsafe extern "C-unwind" fn startup(
     // SAFETY: `receiver` is our Receiver; `tupdesc` describes the result.
     unsafe {
         let expected = (*receiver.cast::<Receiver>()).columns;
-        let natts = (*tupdesc).natts as usize;
-        let attrs = (*tupdesc).attrs.as_slice(natts);
-        let found: Vec<pg_sys::Oid> = attrs.iter().map(|a| a.atttypid).collect();
+        let natts = (*tupdesc).natts;
+        let found: Vec<pg_sys::Oid> = (1..=natts)
+            .map(|n| pg_sys::SPI_gettypeid(tupdesc, n))
+            .collect();
         if found.as_slice() != expected {
             report(Error::internal(
                 "a stream statement's columns are not of the types its reader expects",
