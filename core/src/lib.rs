@@ -18,5 +18,6 @@ pub mod sensitive;
 pub mod time;
 pub mod tree;
 pub mod words;
+pub mod working_memory;
 
 pub use error::{Error, ErrorKind, Result};
