@@ -90,3 +90,13 @@ COMMENT ON FUNCTION agent_memory.graph_export(text) IS
     'Every node and version of an owner as {"<id>.md": markdown, "<id>.v<N>.md": markdown}; graph_import of it into an empty owner is exact';
 COMMENT ON FUNCTION agent_memory.graph_import(text, jsonb) IS
     'Import a seed 003 folder given as {"<file name>": "<content>"} (<id>.v<N>.md files become versions) into an owner that has none of its nodes; returns the files imported';
+
+-- Working memory
+COMMENT ON FUNCTION agent_memory.wm_set(text, text, jsonb, text) IS
+    'Store one part of a working-memory entry (node NULL: the session''s global entry), sanitised; false when it equals what is stored (nothing written, no notification)';
+COMMENT ON FUNCTION agent_memory.wm_set_many(text, jsonb, text) IS
+    'Store several parts {"<part>": value} of an entry in one transaction, all or nothing; returns how many changed';
+COMMENT ON FUNCTION agent_memory.wm_patch(text, text, jsonb, text) IS
+    'Apply an RFC 7396 merge patch to one part of an entry (starting from what the entry shows) and return the new value';
+COMMENT ON FUNCTION agent_memory.wm_get(text, text, text) IS
+    'One part of an entry: the node''s own, else the global one, else the contract''s empty value; config with its defaults';

@@ -145,6 +145,26 @@ GROUP BY t.session_id, t.thread_key, t.keep, t.appends;
 COMMENT ON VIEW agent_memory.message_thread_stats IS
     'Per (session, node) thread: keep, messages held, appends so far (minus pops), and how many trimming removed';
 
+-- Working memory (seeds 000 and 001): one row per part of an entry. An
+-- entry is (session, node); node_key '' is the session's global entry,
+-- which a node's unset parts fall back to. Each part is written on its own
+-- and carries its own version; the extension sanitises every value before
+-- it is stored.
+CREATE TABLE agent_memory.wm_parts (
+    session_id text        NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
+    node_key   text        NOT NULL,
+    part       text        NOT NULL,
+    value      jsonb       NOT NULL,
+    version    integer     NOT NULL DEFAULT 1,
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (session_id, node_key, part)
+);
+
+COMMENT ON TABLE agent_memory.wm_parts IS
+    'Working memory: each part (session, project_structure, node_context, fetched_context, working_history, messages, last_user_message, config) of each (session, node) entry, with its version';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.wm_parts', '');
+
 -- Graph memory (seed 003): markdown nodes per owner (a user or project id).
 -- A node's children are its refs: its explicit ref list ("links") followed
 -- by the [[id]] links of its body, each id once. refs is derived at write

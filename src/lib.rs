@@ -41,6 +41,8 @@ pub mod sessions;
 pub mod settings;
 /// The background worker that runs the cleanup on a timer.
 pub mod worker;
+/// Working memory: parts of a (session, node) entry (seeds 000 and 001).
+pub mod working_memory;
 
 // Tables, indexes and comments: readable DDL in sql/, emitted before the
 // generated function definitions.

@@ -27,6 +27,8 @@ pub static CURATOR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>:
 pub static MAX_FILE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static MAX_MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static MAX_NODE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+pub static STRIP_NODE_KEYS: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"builder,builderPayload"));
 
 /// What a write does when its value contains sensitive data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PostgresGucEnum)]
@@ -155,6 +157,14 @@ pub fn define_all() {
         i32::MAX,
         GucContext::Suset,
         GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_string_guc(
+        c"agent_memory.strip_node_keys",
+        c"Keys removed from graph nodes written to working memory (comma-separated).",
+        c"",
+        &STRIP_NODE_KEYS,
+        GucContext::Suset,
+        GucFlags::default(),
     );
     // SAFETY: called from _PG_init on the main thread with a static C string.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"agent_memory".as_ptr()) };
