@@ -208,9 +208,13 @@ fn wm_patch(
     wm::check_patch(part, &patch).or_report()?;
     // Under the session's write lock the read sees every earlier writer.
     lock_session(session_id);
-    // A node's part that was never set starts from what the entry shows
-    // (the global part, or the contract's empty value).
-    let base = read_part(session_id, node, part)?.unwrap_or_else(|| part.empty());
+    // A node's part that was never set starts from what the entry stores
+    // (the global part, or nothing yet: the contract's empty value, except
+    // for the parts that store only overrides, session and config).
+    let base = read_part(session_id, node, part)?.unwrap_or_else(|| match part {
+        Part::Session | Part::Config => Value::Object(Default::default()),
+        _ => part.empty(),
+    });
     let merged = wm::sanitise(part, wm::merge_patch(&base, &patch), &strip_keys()).or_report()?;
     write_part(session_id, node, part, merged.clone())?;
     Ok(JsonB(shown(part, Some(merged))))

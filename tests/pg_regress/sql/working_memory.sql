@@ -40,6 +40,9 @@ SELECT wm_patch('wm', 'node_context', '{"title": "Atlas 2", "id": null, "tags": 
 SELECT wm_patch('wm', 'fetched_context', '{"doc": {"a": 1}}', 'n3') AS from_empty;
 SELECT wm_patch('wm', 'working_history', '"summary so far"');
 SELECT version FROM wm_parts WHERE session_id = 'wm' AND part = 'node_context' AND node_key = '';
+-- session and config store only what is set: a first patch starts empty.
+SELECT wm_patch('wm', 'session', '{"project_id": "p1"}') AS session;
+SELECT wm_patch('wm', 'config', '{"history_length": 5}', 'n9') AS config;
 
 -- Several parts at once, all or nothing.
 SELECT wm_set_many('wm', '{"last_user_message": "hi", "working_history": "summary so far", "fetched_context": {"k": 1}}');
