@@ -154,3 +154,25 @@ pub fn worker_pid(client: &mut Client) -> Option<i32> {
         .expect("query pg_stat_activity")
         .map(|row| row.get(0))
 }
+
+/// Wait until one backend of database `db` running a query that contains
+/// `query_part` is waiting on a lock; panics with `what` after 10 s.
+pub fn wait_for_lock_waiter(client: &mut Client, db: &str, query_part: &str, what: &str) {
+    let pattern = format!("%{query_part}%");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let waiting: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = $1 AND wait_event_type = 'Lock' AND query LIKE $2",
+                &[&db, &pattern],
+            )
+            .expect("read pg_stat_activity")
+            .get(0);
+        if waiting == 1 {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

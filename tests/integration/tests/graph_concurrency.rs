@@ -3,9 +3,8 @@
 
 use std::collections::{HashMap, HashSet};
 use std::thread;
-use std::time::{Duration, Instant};
 
-use agent_memory_integration::{connect, drop_database, fresh_database};
+use agent_memory_integration::{connect, drop_database, fresh_database, wait_for_lock_waiter};
 
 const OWNER: &str = "team";
 const NODE: &str = "plan";
@@ -46,25 +45,12 @@ fn two_concurrent_versioned_writes_get_consecutive_versions() {
         write(&mut second, "second body", "second change")
     });
     // The second writer queues on the node's row lock.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let waiting: i64 = setup
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = $1 AND wait_event_type = 'Lock' AND query LIKE '%graph_write%'",
-                &[&db],
-            )
-            .unwrap()
-            .get(0);
-        if waiting == 1 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the second writer never waited for the first"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_lock_waiter(
+        &mut setup,
+        db,
+        "graph_write",
+        "the second writer never waited for the first",
+    );
     first.batch_execute("COMMIT").unwrap();
     let second_version = second
         .join()

@@ -3,9 +3,8 @@
 //! committed, so both patches survive.
 
 use std::thread;
-use std::time::{Duration, Instant};
 
-use agent_memory_integration::{connect, drop_database, fresh_database};
+use agent_memory_integration::{connect, drop_database, fresh_database, wait_for_lock_waiter};
 
 #[test]
 fn concurrent_patches_of_one_part_both_survive() {
@@ -34,22 +33,7 @@ fn concurrent_patches_of_one_part_both_survive() {
             .map(|row| row.get::<_, String>(0))
     });
     // The second patch waits for the first transaction.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let waiting: i64 = setup
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = $1 AND wait_event_type = 'Lock' AND query LIKE '%wm_patch%'",
-                &[&db],
-            )
-            .unwrap()
-            .get(0);
-        if waiting == 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the second patch never waited");
-        thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_lock_waiter(&mut setup, db, "wm_patch", "the second patch never waited");
     first.batch_execute("COMMIT").unwrap();
     let returned = second
         .join()
