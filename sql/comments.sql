@@ -100,3 +100,17 @@ COMMENT ON FUNCTION agent_memory.wm_patch(text, text, jsonb, text) IS
     'Apply an RFC 7396 merge patch to one part of an entry (starting from what the entry shows) and return the new value';
 COMMENT ON FUNCTION agent_memory.wm_get(text, text, text) IS
     'One part of an entry: the node''s own, else the global one, else the contract''s empty value; config with its defaults';
+COMMENT ON FUNCTION agent_memory.working_memory(text, text) IS
+    'The composed snapshot of an entry in seed 000''s JSON contract, read under one snapshot: parts with fallback to the global entry, the last config.history_length messages of the history, config toggles applied';
+COMMENT ON FUNCTION agent_memory.working_memory_entry(text, text) IS
+    'An entry in seed 001''s shape: project_id, current_node, structure_index, recent_messages (newest 50), work_history_summary, context_data, last_user_input, created_at, updated_at';
+COMMENT ON FUNCTION agent_memory.wm_context(text, text, text) IS
+    'Seed 000''s context bundle of an entry: messages, message_metadata, working_history, last_user_message; a project_id that is not the session''s is refused';
+COMMENT ON FUNCTION agent_memory.wm_init(text, text, text) IS
+    'Build an entry from project_id''s graph (node_context with content and meta, the structure index, the latest working history), record the project on the session, return the snapshot';
+COMMENT ON FUNCTION agent_memory.set_active_node(text, text) IS
+    'Focus a session on a node and initialise its entry from the session''s project; NULL clears the node entries; returns the snapshot';
+COMMENT ON FUNCTION agent_memory.wm_refresh_structure(text) IS
+    'Rewrite the structure index of every entry tied to a project from its graph; returns how many changed';
+COMMENT ON FUNCTION agent_memory.wm_clear(text, text) IS
+    'Delete one entry (node ''__global__'': the global one), all of a session''s entries (node NULL), or every entry (both NULL); returns how many';

@@ -156,6 +156,7 @@ CREATE TABLE agent_memory.wm_parts (
     part       text        NOT NULL,
     value      jsonb       NOT NULL,
     version    integer     NOT NULL DEFAULT 1,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     PRIMARY KEY (session_id, node_key, part)
 );

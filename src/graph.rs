@@ -429,11 +429,18 @@ fn graph_create(
 #[search_path(pg_catalog, pg_temp)]
 fn graph_read(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonB> {
     let owner = checked_owner(owner)?;
+    Ok(JsonB(read_node_json(owner, node_id)?))
+}
+
+/// A node as `graph_read` shows it (the root's prompt for `__root__`);
+/// P0002 when the owner has no such node.
+pub fn read_node_json(owner: &str, node_id: Option<&str>) -> SqlResult<serde_json::Value> {
     if node_id == Some(ROOT_ID) {
-        return Ok(JsonB(root_json()));
+        return Ok(root_json());
     }
     let node_id = checked_node(node_id)?;
     first_value_of::<JsonB>(&READ_NODE, &[owner.into(), node_id.into()])?
+        .map(|json| json.0)
         .ok_or_else(|| unknown_node(owner, node_id))
 }
 

@@ -43,6 +43,10 @@ pub mod settings;
 pub mod worker;
 /// Working memory: parts of a (session, node) entry (seeds 000 and 001).
 pub mod working_memory;
+/// Composed reads: the snapshot, the entry, the context bundle.
+pub mod working_memory_compose;
+/// Working memory built from graph memory: init, focus, structure refresh.
+pub mod working_memory_graph;
 
 // Tables, indexes and comments: readable DDL in sql/, emitted before the
 // generated function definitions.

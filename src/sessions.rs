@@ -82,8 +82,17 @@ macro_rules! active {
 }
 pub(crate) use active;
 
-/// Advisory lock class of the session write locks ("amem").
-pub const SESSION_LOCK_CLASS: i32 = 1634559341;
+/// Advisory lock class of the session write locks ("amem"), as a literal
+/// for SQL text that takes the lock itself.
+macro_rules! session_lock_class {
+    () => {
+        1634559341
+    };
+}
+pub(crate) use session_lock_class;
+
+/// Advisory lock class of the session write locks.
+pub const SESSION_LOCK_CLASS: i32 = session_lock_class!();
 
 /// Take the write lock of a session: a transaction-scoped advisory lock,
 /// taken first by everything that changes a session's entries, so they queue

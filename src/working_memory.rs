@@ -16,14 +16,14 @@ use agent_memory_core::Error;
 use agent_memory_core::working_memory::{self as wm, Part};
 
 use crate::error::{OrReport, SqlResult};
-use crate::plans::{Statement, kept};
+use crate::plans::{Statement, first_value_of, kept};
 use crate::sessions::{
     INT4, JSONB, TEXT, active, checked_id, idle_timeout_minutes, lock_session, session_gone,
 };
 use crate::settings;
 
 /// The node argument: NULL is the session's global entry ('' in the table).
-fn node_key(node_id: Option<&str>) -> SqlResult<&str> {
+pub fn node_key(node_id: Option<&str>) -> SqlResult<&str> {
     match node_id {
         None => Ok(""),
         Some(node) if node.is_empty() || node == wm::GLOBAL_NODE => Ok(""),
@@ -36,17 +36,39 @@ fn checked_part(part: Option<&str>) -> SqlResult<Part> {
 }
 
 /// The keys `agent_memory.strip_node_keys` names.
-fn strip_keys() -> Vec<String> {
+pub fn strip_keys() -> Vec<String> {
     settings::STRIP_NODE_KEYS
         .get()
         .map(|keys| wm::strip_keys(&keys.to_string_lossy()))
         .unwrap_or_default()
 }
 
+/// The notification of a change to an entry: `pg_notify('agent_memory',
+/// {session_id, node_id, part, version})`, node NULL for the global entry;
+/// part and version NULL when the whole entry was cleared.
+macro_rules! notify_change {
+    ($session:literal, $node_key:literal, $part:literal, $version:literal) => {
+        concat!(
+            "pg_catalog.pg_notify('agent_memory', pg_catalog.json_build_object(
+               'session_id', ",
+            $session,
+            ", 'node_id', NULLIF(",
+            $node_key,
+            ", ''), 'part', ",
+            $part,
+            ", 'version', ",
+            $version,
+            ")::text)"
+        )
+    };
+}
+pub(crate) use notify_change;
+
 /// Store a sanitised part unless it equals what is stored: ($1 session, $2
 /// node key, $3 part, $4 value, $5 idle minutes). Returns whether the
-/// session is alive and the new version (NULL: no change); a change
-/// notifies channel agent_memory.
+/// session is alive and the new version (NULL: no change). A change
+/// notifies channel agent_memory and renews the session's activity (when
+/// over a second old, as message appends do).
 static WRITE_PART: Statement = Statement {
     sql: concat!(
         "WITH alive AS (
@@ -60,13 +82,16 @@ static WRITE_PART: Statement = Statement {
            ON CONFLICT (session_id, node_key, part) DO UPDATE
              SET value = excluded.value, version = p.version + 1, updated_at = pg_catalog.now()
              WHERE p.value IS DISTINCT FROM excluded.value
-           RETURNING p.version)
+           RETURNING p.version),
+         renewed AS (
+           UPDATE agent_memory.sessions s SET last_activity_at = pg_catalog.now()
+           WHERE s.session_id = $1 AND s.last_activity_at < pg_catalog.now() - interval '1 second'
+             AND EXISTS (SELECT FROM written))
          SELECT EXISTS (SELECT FROM alive),
                 (SELECT version FROM written),
-                (SELECT pg_catalog.pg_notify('agent_memory', pg_catalog.json_build_object(
-                    'session_id', $1::text, 'node_id', NULLIF($2::text, ''),
-                    'part', $3::text, 'version', written.version)::text)
-                 FROM written) IS NULL"
+                (SELECT ",
+        notify_change!("$1::text", "$2::text", "$3::text", "written.version"),
+        " FROM written) IS NULL"
     ),
     args: &[TEXT, TEXT, TEXT, JSONB, INT4],
     writes: true,
@@ -88,7 +113,7 @@ static READ_PART: Statement = Statement {
 };
 
 /// The stored value of `part` as the entry sees it (None: never set).
-fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<Value>> {
+pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<Value>> {
     Spi::connect_mut(|client| {
         let plan = kept(client, &READ_PART).or_report()?;
         let table = client
@@ -111,7 +136,12 @@ fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<Value
 }
 
 /// Write a sanitised value; Some(version) when it changed something.
-fn write_part(session_id: &str, node: &str, part: Part, value: Value) -> SqlResult<Option<i32>> {
+pub fn write_part(
+    session_id: &str,
+    node: &str,
+    part: Part,
+    value: Value,
+) -> SqlResult<Option<i32>> {
     Spi::connect_mut(|client| {
         let plan = kept(client, &WRITE_PART).or_report()?;
         let table = client
@@ -232,4 +262,63 @@ fn wm_get(
     let node = node_key(node_id)?;
     let stored = read_part(session_id, node, part)?;
     Ok(JsonB(shown(part, stored)))
+}
+
+/// Delete entries and notify once per entry cleared (part and version
+/// NULL): $1 session (NULL: every session), $2 node key (NULL: every entry
+/// of the session; '' the global one, $3 = 1: every node entry but the
+/// global one). Returns the number of entries cleared.
+static CLEAR: Statement = Statement {
+    sql: concat!(
+        "WITH gone AS (
+           DELETE FROM agent_memory.wm_parts p
+           WHERE ($1::text IS NULL OR p.session_id = $1)
+             AND ($2::text IS NULL OR p.node_key = $2)
+             AND ($3 = 0 OR p.node_key <> '')
+           RETURNING p.session_id, p.node_key)
+         SELECT pg_catalog.count(",
+        notify_change!("e.session_id", "e.node_key", "NULL::text", "NULL::int4"),
+        ")::int4 FROM (SELECT DISTINCT session_id, node_key FROM gone) e"
+    ),
+    args: &[TEXT, TEXT, INT4],
+    writes: true,
+};
+
+fn clear(session_id: Option<&str>, node: Option<&str>, node_entries_only: bool) -> SqlResult<i32> {
+    Ok(first_value_of::<i32>(
+        &CLEAR,
+        &[
+            session_id.into(),
+            node.into(),
+            i32::from(node_entries_only).into(),
+        ],
+    )?
+    .unwrap_or(0))
+}
+
+/// Drop every node entry of a session, keeping the global one (seed 001:
+/// unsetting the active node). The caller holds the session's write lock.
+pub fn clear_node_entries(session_id: &str) -> SqlResult<i32> {
+    clear(Some(session_id), None, true)
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn wm_clear(
+    session_id: default!(Option<&str>, "NULL"),
+    node_id: default!(Option<&str>, "NULL"),
+) -> SqlResult<i32> {
+    match (session_id, node_id) {
+        (None, None) => clear(None, None, false),
+        (None, Some(_)) => {
+            Err(Error::invalid("wm_clear needs the session_id of node_id")).or_report()
+        }
+        (Some(session_id), node_id) => {
+            let session_id = checked_id("session_id", Some(session_id))?;
+            // NULL node: the whole session; '__global__' its global entry.
+            let node = node_id.map(|n| node_key(Some(n))).transpose()?;
+            lock_session(session_id);
+            clear(Some(session_id), node, false)
+        }
+    }
 }

@@ -91,15 +91,70 @@ fn line_error(no: usize, what: impl std::fmt::Display) -> Error {
 
 /// Split a markdown file into its frontmatter and body.
 pub fn parse(markdown: &str) -> Result<Document> {
+    match split(markdown)? {
+        None => Ok(Document {
+            frontmatter: Frontmatter::default(),
+            body: markdown.to_string(),
+        }),
+        Some((lines, body)) => Ok(Document {
+            frontmatter: interpret(parse_entries(&lines)?)?,
+            body: body.to_string(),
+        }),
+    }
+}
+
+/// Split a markdown text into all of its frontmatter, as JSON (`meta`), and
+/// the text after it. Plain scalars become null, booleans and numbers as
+/// YAML reads them; quoted and block scalars stay strings; sequences become
+/// arrays. A text without frontmatter has an empty `meta`.
+pub fn parse_meta(markdown: &str) -> Result<(serde_json::Map<String, serde_json::Value>, &str)> {
+    let Some((lines, body)) = split(markdown)? else {
+        return Ok((serde_json::Map::new(), markdown));
+    };
+    let meta = parse_entries(&lines)?
+        .into_iter()
+        .map(|(key, _, value)| {
+            let json = match value {
+                Value::Scalar(s) => scalar_json(s),
+                Value::Seq(items) => items.into_iter().map(scalar_json).collect(),
+            };
+            (key, json)
+        })
+        .collect();
+    Ok((meta, body))
+}
+
+fn scalar_json(s: Scalar) -> serde_json::Value {
+    use serde_json::Value as Json;
+    if !s.plain {
+        return Json::String(s.text);
+    }
+    if is_null(&s) {
+        return Json::Null;
+    }
+    match s.text.as_str() {
+        "true" | "True" | "TRUE" => return Json::Bool(true),
+        "false" | "False" | "FALSE" => return Json::Bool(false),
+        _ => {}
+    }
+    if let Ok(integer) = s.text.parse::<i64>() {
+        return Json::from(integer);
+    }
+    match parse_number(&s.text).and_then(serde_json::Number::from_f64) {
+        Some(number) => Json::Number(number),
+        None => Json::String(s.text),
+    }
+}
+
+/// The frontmatter lines of a markdown text and the body after them; None
+/// when the text does not open with `---`.
+fn split(markdown: &str) -> Result<Option<(Vec<Line<'_>>, &str)>> {
     let text = markdown.strip_prefix('\u{feff}').unwrap_or(markdown);
     let Some(rest) = text
         .strip_prefix("---\n")
         .or_else(|| text.strip_prefix("---\r\n"))
     else {
-        return Ok(Document {
-            frontmatter: Frontmatter::default(),
-            body: markdown.to_string(),
-        });
+        return Ok(None);
     };
     let mut lines = Vec::new();
     let mut remaining = rest;
@@ -110,11 +165,7 @@ pub fn parse(markdown: &str) -> Result<Document> {
         };
         let line = line.strip_suffix('\r').unwrap_or(line);
         if line.trim_end_matches(BLANKS) == "---" {
-            let frontmatter = interpret(parse_entries(&lines)?)?;
-            return Ok(Document {
-                frontmatter,
-                body: after.to_string(),
-            });
+            return Ok(Some((lines, after)));
         }
         if !had_end {
             return Err(Error::invalid(
@@ -802,6 +853,29 @@ fn double_quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn meta_is_every_frontmatter_key_as_json() {
+        let text = "---\nstatus: draft\npriority: 2\nscore: 1.5\npinned: true\nowner: ~\nquoted: '42'\ntags: [a, \"b c\"]\nnotes: |\n  line one\n  line two\n---\n# Body\n";
+        let (meta, body) = parse_meta(text).unwrap();
+        assert_eq!(
+            serde_json::Value::Object(meta),
+            serde_json::json!({
+                "status": "draft", "priority": 2, "score": 1.5, "pinned": true, "owner": null,
+                "quoted": "42", "tags": ["a", "b c"], "notes": "line one\nline two\n"
+            })
+        );
+        assert_eq!(body, "# Body\n");
+    }
+
+    #[test]
+    fn meta_of_text_without_frontmatter_is_empty() {
+        let (meta, body) = parse_meta("plain text\n---\nnot: frontmatter\n").unwrap();
+        assert!(meta.is_empty());
+        assert_eq!(body, "plain text\n---\nnot: frontmatter\n");
+        assert!(parse_meta("---\nnever: closed\n").is_err());
+        assert!(parse_meta("---\nnested:\n  key: 1\n---\n").is_err());
+    }
     use crate::ErrorKind;
 
     fn fm(text: &str) -> Frontmatter {

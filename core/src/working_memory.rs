@@ -1,7 +1,6 @@
 //! Rules of working memory (seeds 000 and 001): the parts an entry is made
 //! of, what each part may hold, how a write is sanitised, RFC 7396 merge
-//! patches, and how the configuration hides sections of a composed
-//! snapshot.
+//! patches, the configuration in force, and seed 001's hydrated node.
 //!
 //! Every part is stored on its own; these rules run on each write, so a
 //! stored part is always clean and composition only has to assemble.
@@ -335,34 +334,48 @@ pub fn effective_config(stored: Option<&Value>) -> Value {
     }
 }
 
-/// Hide the sections the configuration turns off, as seed 000's toggles do:
-/// empty graphs, `{}` contexts, an empty working history.
-pub fn apply_toggles(snapshot: &mut Map<String, Value>, config: &Value) {
-    let off = |key: &str| config.get(key) == Some(&Value::Bool(false));
-    if off("include_project_structure") {
-        snapshot.insert(Part::ProjectStructure.name().to_owned(), empty_structure());
-    }
-    if off("include_context") {
-        snapshot.insert(Part::NodeContext.name().to_owned(), json!({}));
-        snapshot.insert(Part::FetchedContext.name().to_owned(), json!({}));
-    }
-    if off("include_working_history") {
-        snapshot.insert(Part::WorkingHistory.name().to_owned(), json!(""));
-    }
-}
-
-/// How many messages a composed snapshot shows.
-pub fn history_length(config: &Value) -> usize {
-    config
-        .get("history_length")
-        .and_then(Value::as_u64)
-        .map_or(20, |n| n.clamp(1, MAX_MESSAGES as u64) as usize)
+/// Seed 001's hydrated node (`node_context` of an entry built from the
+/// graph): the node as `graph_read` shows it, with its body as `content`
+/// and the entries of a frontmatter block opening the body as `meta`. A
+/// block that does not read as frontmatter stays in the content, with an
+/// empty `meta`: hydration never fails on what a user wrote.
+pub fn node_context(node: Value) -> Value {
+    let Value::Object(mut node) = node else {
+        return node;
+    };
+    let body = match node.remove("body") {
+        Some(Value::String(body)) => body,
+        _ => String::new(),
+    };
+    let (meta, content) = match crate::markdown::parse_meta(&body) {
+        Ok((meta, content)) => (meta, content.to_owned()),
+        Err(_) => (Map::new(), body),
+    };
+    node.insert("content".to_owned(), Value::String(content));
+    node.insert("meta".to_owned(), Value::Object(meta));
+    Value::Object(node)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ErrorKind;
+
+    #[test]
+    fn node_context_splits_frontmatter_from_the_body() {
+        let node = json!({"id": "n1", "title": "T", "body": "---\nstatus: draft\nrank: 3\n---\nText [[n2]]\n", "refs": ["n2"]});
+        assert_eq!(
+            node_context(node),
+            json!({"id": "n1", "title": "T", "refs": ["n2"], "content": "Text [[n2]]\n",
+                   "meta": {"status": "draft", "rank": 3}})
+        );
+        let plain = node_context(json!({"id": "n2", "body": "just text"}));
+        assert_eq!(plain["content"], "just text");
+        assert_eq!(plain["meta"], json!({}));
+        let broken = node_context(json!({"id": "n3", "body": "---\nunclosed: yes\n"}));
+        assert_eq!(broken["content"], "---\nunclosed: yes\n");
+        assert_eq!(broken["meta"], json!({}));
+    }
 
     fn strip() -> Vec<String> {
         strip_keys(DEFAULT_STRIP_KEYS)
@@ -495,9 +508,9 @@ mod tests {
             );
         }
         let config = effective_config(Some(&json!({"history_length": 5})));
-        assert_eq!(history_length(&config), 5);
+        assert_eq!(config["history_length"], json!(5));
         assert_eq!(config["include_context"], json!(true));
-        assert_eq!(history_length(&effective_config(None)), 20);
+        assert_eq!(effective_config(None), default_config());
     }
 
     #[test]
@@ -567,28 +580,5 @@ mod tests {
         }
         assert!(check_patch(Part::Config, &json!([])).is_err());
         assert!(check_patch(Part::Messages, &json!([])).is_ok());
-    }
-
-    #[test]
-    fn toggles_hide_their_sections() {
-        let mut snapshot: Map<String, Value> = Map::new();
-        snapshot.insert(
-            "project_structure".into(),
-            json!({"project_graph": {"nodes": [1], "edges": []}}),
-        );
-        snapshot.insert("node_context".into(), json!({"a": 1}));
-        snapshot.insert("fetched_context".into(), json!({"b": 2}));
-        snapshot.insert("working_history".into(), json!("long"));
-        let mut all_on = snapshot.clone();
-        apply_toggles(&mut all_on, &default_config());
-        assert_eq!(all_on, snapshot);
-        let config = effective_config(Some(&json!({
-            "include_project_structure": false, "include_context": false, "include_working_history": false
-        })));
-        apply_toggles(&mut snapshot, &config);
-        assert_eq!(snapshot["project_structure"], empty_structure());
-        assert_eq!(snapshot["node_context"], json!({}));
-        assert_eq!(snapshot["fetched_context"], json!({}));
-        assert_eq!(snapshot["working_history"], json!(""));
     }
 }

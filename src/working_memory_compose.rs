@@ -1,0 +1,353 @@
+//! Composed reads of working memory: seed 000's snapshot
+//! (`working_memory`), seed 001's entry (`working_memory_entry`) and seed
+//! 000's context bundle (`wm_context`).
+//!
+//! Each is one prepared statement that assembles the jsonb inside
+//! PostgreSQL, so the whole read sees one snapshot and a stored 1,000-node
+//! project graph is never converted to Rust and back: the extension only
+//! checks the arguments and copies the finished jsonb out. Sections the
+//! configuration turns off are not even read (their subqueries sit in
+//! CASE branches that are never taken).
+//!
+//! Messages come from the message history: the entry's thread for a node,
+//! every thread of the session for the global entry. A stored `messages`
+//! part (seed 000's setter) shows only while that history is empty, and
+//! `last_user_message` likewise: the history is the record of the
+//! conversation, the parts are what an app without one pushes.
+
+use pgrx::prelude::*;
+
+use agent_memory_core::Error;
+
+use crate::datums::JsonbBytes;
+use crate::error::{OrReport, SqlResult};
+use crate::plans::{Statement, iso, kept};
+use crate::sessions::{INT4, TEXT, active, checked_id, idle_timeout_minutes, session_gone};
+use crate::working_memory::node_key;
+
+/// The entry's value of part `$name`: the node's own ($2), else the
+/// session's global one (''); NULL when neither is set.
+macro_rules! part {
+    ($name:literal) => {
+        concat!(
+            "(SELECT p.value FROM agent_memory.wm_parts p
+              WHERE p.session_id = $1 AND p.node_key IN ($2, '') AND p.part = '",
+            $name,
+            "' ORDER BY p.node_key DESC LIMIT 1)"
+        )
+    };
+}
+
+/// The sessions row ($1) if it is active (s), the entry's session part
+/// (sp), and the configuration in force (c: seed 000's defaults overlaid
+/// with the stored config part, whose keys are checked on every write)
+/// with its settings as SQL values (t); `$joins` may add more.
+macro_rules! session_and_config {
+    () => {
+        session_and_config!("")
+    };
+    ($joins:expr) => {
+        concat!(
+            " FROM agent_memory.sessions s
+              CROSS JOIN LATERAL (SELECT ",
+            part!("session"),
+            " AS value) sp
+              CROSS JOIN LATERAL (SELECT '{\"history_length\": 20, \"include_project_structure\": true,
+                                          \"include_context\": true, \"include_working_history\": true,
+                                          \"auto_refresh_interval\": 0}'::jsonb
+                                         || coalesce(",
+            part!("config"),
+            ", '{}') AS config) c
+              CROSS JOIN LATERAL (SELECT (c.config ->> 'history_length')::int4 AS history_length,
+                                         (c.config ->> 'include_project_structure')::bool AS structure,
+                                         (c.config ->> 'include_context')::bool AS context,
+                                         (c.config ->> 'include_working_history')::bool AS working_history) t ",
+            $joins,
+            " WHERE s.session_id = $1 AND ",
+            active!("s", "$3")
+        )
+    };
+}
+
+/// The newest `$limit` messages of the entry's scope, oldest first, in the
+/// shape of `messages_json`; else the newest of the stored messages part;
+/// else `[]`.
+macro_rules! recent_messages {
+    ($limit:literal) => {
+        concat!(
+            "coalesce(
+               (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                         'role', m.role, 'content', m.content, 'metadata', m.metadata,
+                         'seq', m.seq, 'created_at', m.created_at) ORDER BY m.seq)
+                FROM (SELECT h.role, h.content, h.metadata, h.seq, h.created_at
+                      FROM agent_memory.thread_messages h
+                      WHERE h.session_id = $1 AND ($2 = '' OR h.thread_key = $2)
+                      ORDER BY h.seq DESC LIMIT ",
+            $limit,
+            ") m),
+               (SELECT pg_catalog.jsonb_agg(x.e ORDER BY x.i)
+                FROM (SELECT e, i FROM pg_catalog.jsonb_array_elements(",
+            part!("messages"),
+            ") WITH ORDINALITY AS a (e, i) ORDER BY i DESC LIMIT ",
+            $limit,
+            ") x),
+               '[]')"
+        )
+    };
+}
+
+/// The last user message of the entry's scope as text: from the history,
+/// else the stored part; NULL when neither has one.
+macro_rules! last_user_message {
+    () => {
+        concat!(
+            "coalesce(
+               (SELECT h.content FROM agent_memory.thread_messages h
+                WHERE h.session_id = $1 AND ($2 = '' OR h.thread_key = $2) AND h.role = 'user'
+                ORDER BY h.seq DESC LIMIT 1),
+               ",
+            part!("last_user_message"),
+            " #>> '{}')"
+        )
+    };
+}
+
+macro_rules! empty_graph {
+    () => {
+        r#"'{"nodes": [], "edges": []}'::jsonb"#
+    };
+}
+
+macro_rules! empty_structure {
+    () => {
+        r#"'{"project_graph": {"nodes": [], "edges": []}, "elements_graph": {"nodes": [], "edges": []}}'::jsonb"#
+    };
+}
+
+/// Seed 000's snapshot ($1 session, $2 node key, $3 idle minutes); no row
+/// when the session is missing or expired.
+macro_rules! snapshot {
+    () => {
+        concat!(
+            "SELECT pg_catalog.jsonb_build_object(
+           'session', pg_catalog.jsonb_build_object(
+              'session_id', s.session_id,
+              'project_id', coalesce(sp.value ->> 'project_id', s.project_id, ''),
+              'active_node_id', coalesce(sp.value ->> 'active_node_id', s.active_node_id, ''),
+              'timestamp', ",
+            iso!("s.last_activity_at"),
+            "),
+           'project_structure', CASE WHEN t.structure THEN coalesce(",
+            part!("project_structure"),
+            ", ",
+            empty_structure!(),
+            ") ELSE ",
+            empty_structure!(),
+            " END,
+           'node_context', CASE WHEN t.context THEN coalesce(",
+            part!("node_context"),
+            ", '{}') ELSE '{}' END,
+           'fetched_context', CASE WHEN t.context THEN coalesce(",
+            part!("fetched_context"),
+            ", '{}') ELSE '{}' END,
+           'working_history', CASE WHEN t.working_history THEN coalesce(",
+            part!("working_history"),
+            ", '\"\"') ELSE '\"\"' END,
+           'messages', ",
+            recent_messages!("t.history_length"),
+            ",
+           'last_user_message', coalesce(",
+            last_user_message!(),
+            ", ''),
+           'config', c.config)",
+            session_and_config!()
+        )
+    };
+}
+
+static SNAPSHOT: Statement = Statement {
+    sql: snapshot!(),
+    args: &[TEXT, TEXT, INT4],
+    writes: false,
+};
+
+/// The snapshot as a function that has just written sees it: a read-only
+/// statement would reuse the caller's snapshot, from before the writes.
+static SNAPSHOT_AFTER_WRITES: Statement = Statement {
+    sql: snapshot!(),
+    args: &[TEXT, TEXT, INT4],
+    writes: true,
+};
+
+/// Seed 001's entry ($1 session, $2 node key, $3 idle minutes): the same
+/// parts under seed 001's names, the newest 50 messages, and when the
+/// entry's own parts were first and last written.
+static ENTRY: Statement = Statement {
+    sql: concat!(
+        "SELECT pg_catalog.jsonb_build_object(
+           'project_id', coalesce(sp.value ->> 'project_id', s.project_id),
+           'current_node', CASE WHEN t.context THEN coalesce(",
+        part!("node_context"),
+        ", '{}') ELSE '{}' END,
+           'structure_index', CASE WHEN t.structure THEN coalesce(",
+        part!("project_structure"),
+        " -> 'project_graph', ",
+        empty_graph!(),
+        ") ELSE ",
+        empty_graph!(),
+        " END,
+           'recent_messages', ",
+        recent_messages!("50"),
+        ",
+           'work_history_summary', CASE WHEN t.working_history
+              THEN (SELECT pg_catalog.jsonb_build_object('content', coalesce(w.value #>> '{}', ''),
+                                                         'timestamp', ",
+        iso!("w.updated_at"),
+        ")
+                    FROM (SELECT) one LEFT JOIN LATERAL (
+                      SELECT p.value, p.updated_at FROM agent_memory.wm_parts p
+                      WHERE p.session_id = $1 AND p.node_key IN ($2, '') AND p.part = 'working_history'
+                      ORDER BY p.node_key DESC LIMIT 1) w ON true)
+              ELSE '{\"content\": \"\", \"timestamp\": null}' END,
+           'context_data', CASE WHEN t.context THEN coalesce(",
+        part!("fetched_context"),
+        ", '{}') ELSE '{}' END,
+           'last_user_input', ",
+        last_user_message!(),
+        ",
+           'created_at', (SELECT ",
+        iso!("min(p.created_at)"),
+        " FROM agent_memory.wm_parts p WHERE p.session_id = $1 AND p.node_key = $2),
+           'updated_at', (SELECT ",
+        iso!("max(p.updated_at)"),
+        " FROM agent_memory.wm_parts p WHERE p.session_id = $1 AND p.node_key = $2))",
+        session_and_config!()
+    ),
+    args: &[TEXT, TEXT, INT4],
+    writes: false,
+};
+
+/// Seed 000's context bundle ($1 session, $2 node key, $3 idle minutes):
+/// the recent messages with what describes them, the working history and
+/// the last user message. Column 2 is the entry's project.
+static CONTEXT: Statement = Statement {
+    sql: concat!(
+        "SELECT pg_catalog.jsonb_build_object(
+           'messages', m.messages,
+           'message_metadata', pg_catalog.jsonb_build_object(
+              'session_id', s.session_id,
+              'node_id', NULLIF($2, ''),
+              'project_id', coalesce(sp.value ->> 'project_id', s.project_id),
+              'history_length', t.history_length,
+              'count', pg_catalog.jsonb_array_length(m.messages),
+              'first_seq', m.messages -> 0 -> 'seq',
+              'last_seq', m.messages -> -1 -> 'seq',
+              'in_history', (SELECT pg_catalog.count(*) FROM agent_memory.thread_messages h
+                             WHERE h.session_id = $1 AND ($2 = '' OR h.thread_key = $2))),
+           'working_history', CASE WHEN t.working_history THEN coalesce(",
+        part!("working_history"),
+        ", '\"\"') ELSE '\"\"' END,
+           'last_user_message', coalesce(",
+        last_user_message!(),
+        ", '')),
+           coalesce(sp.value ->> 'project_id', s.project_id)",
+        session_and_config!(concat!(
+            "CROSS JOIN LATERAL (SELECT ",
+            recent_messages!("t.history_length"),
+            " AS messages) m"
+        ))
+    ),
+    args: &[TEXT, TEXT, INT4],
+    writes: false,
+};
+
+/// Run one of the composed reads; the session must be active. With
+/// `project`, column 2 is read too.
+fn compose(
+    statement: &'static Statement,
+    session_id: &str,
+    node: &str,
+    project: bool,
+) -> SqlResult<(JsonbBytes, Option<String>)> {
+    Spi::connect_mut(|client| {
+        let plan = kept(client, statement).or_report()?;
+        let args = [
+            session_id.into(),
+            node.into(),
+            idle_timeout_minutes().into(),
+        ];
+        let table = if statement.writes {
+            client.update(&*plan, None, &args)
+        } else {
+            client.select(&*plan, None, &args)
+        }
+        .or_report()?;
+        if table.is_empty() {
+            return Err(session_gone(session_id)).or_report();
+        }
+        let row = table.first();
+        let json = row
+            .get::<JsonbBytes>(1)
+            .or_report()?
+            .ok_or_else(|| Error::internal("a composed read gave NULL"))
+            .or_report()?;
+        let project = if project {
+            row.get::<String>(2).or_report()?
+        } else {
+            None
+        };
+        Ok((json, project))
+    })
+}
+
+/// The snapshot of an entry after the calling function changed it.
+pub fn snapshot_after_writes(session_id: &str, node: &str) -> SqlResult<JsonbBytes> {
+    Ok(compose(&SNAPSHOT_AFTER_WRITES, session_id, node, false)?.0)
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn working_memory(
+    session_id: Option<&str>,
+    node_id: default!(Option<&str>, "NULL"),
+) -> SqlResult<JsonbBytes> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node = node_key(node_id)?;
+    Ok(compose(&SNAPSHOT, session_id, node, false)?.0)
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn working_memory_entry(
+    session_id: Option<&str>,
+    node_id: default!(Option<&str>, "NULL"),
+) -> SqlResult<JsonbBytes> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node = node_key(node_id)?;
+    Ok(compose(&ENTRY, session_id, node, false)?.0)
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn wm_context(
+    session_id: Option<&str>,
+    node_id: default!(Option<&str>, "NULL"),
+    project_id: default!(Option<&str>, "NULL"),
+) -> SqlResult<JsonbBytes> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node = node_key(node_id)?;
+    let (bundle, project) = compose(&CONTEXT, session_id, node, true)?;
+    // A caller naming a project must get that project's session only.
+    if let (Some(asked), Some(actual)) = (project_id, project.as_deref()) {
+        if asked != actual {
+            return Err(Error::invalid(format!(
+                "session {} belongs to project {}, not {}",
+                agent_memory_core::error::quoted(session_id),
+                agent_memory_core::error::quoted(actual),
+                agent_memory_core::error::quoted(asked)
+            )))
+            .or_report();
+        }
+    }
+    Ok(bundle)
+}
