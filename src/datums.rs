@@ -7,7 +7,7 @@
 //! names it; a jsonb document is written in jsonb's binary form, with no
 //! JSON text to parse.
 
-use pgrx::callconv::{BoxRet, FcInfo};
+use pgrx::callconv::{Arg, ArgAbi, BoxRet, FcInfo};
 use pgrx::pgrx_sql_entity_graph::metadata::{
     ArgumentError, ReturnsError, ReturnsRef, SqlMappingRef, SqlTranslatable, TypeOrigin,
 };
@@ -76,6 +76,78 @@ impl FromDatum for JsonbBytes {
             Some(JsonbBytes(std::slice::from_raw_parts(plain, size).to_vec()))
         }
     }
+}
+
+/// A jsonb argument taken as it is: detoasted, not decoded. It can say the
+/// JSON type of its root and be handed on to a statement unchanged; only
+/// what needs to look inside decodes it ([`JsonbArg::decode`]). Valid for
+/// the call that received it.
+pub struct JsonbArg(pg_sys::Datum);
+
+impl JsonbArg {
+    /// The value's bytes, varlena header included.
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: the datum is a detoasted jsonb with a 4-byte header,
+        // which holds its total size.
+        unsafe {
+            let at = self.0.cast_mut_ptr::<u8>().cast_const();
+            let size = (at.cast::<u32>().read_unaligned() >> 2) as usize & 0x3FFF_FFFF;
+            std::slice::from_raw_parts(at, size)
+        }
+    }
+
+    pub fn root_type(&self) -> Option<agent_memory_core::jsonb::JsonType> {
+        agent_memory_core::jsonb::root_type(self.bytes())
+    }
+
+    /// The value as serde JSON (through its text form).
+    pub fn decode(&self) -> Option<serde_json::Value> {
+        // SAFETY: a valid, non-null jsonb datum.
+        unsafe { pgrx::JsonB::from_datum(self.0, false) }.map(|j| j.0)
+    }
+}
+
+impl FromDatum for JsonbArg {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _typoid: pg_sys::Oid,
+    ) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        // SAFETY: a jsonb datum; detoasting gives the whole value with a
+        // 4-byte header (a copy when it was short, compressed or toasted).
+        let plain = unsafe { pg_sys::pg_detoast_datum(datum.cast_mut_ptr()) };
+        Some(JsonbArg(pg_sys::Datum::from(plain)))
+    }
+}
+
+impl IntoDatum for &JsonbArg {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        Some(self.0)
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+// SAFETY: unboxed with FromDatum, as pgrx unboxes its own JsonB.
+unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArg {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        let index = arg.index();
+        unsafe { arg.unbox_arg_using_from_datum() }
+            .unwrap_or_else(|| panic!("argument {index} must not be null"))
+    }
+}
+
+// SAFETY: the SQL type named is the type of the datum taken.
+unsafe impl SqlTranslatable for JsonbArg {
+    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(JsonbArg);
+    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Err(ReturnsError::Datum);
 }
 
 /// A `text` datum holding `value`, in the current memory context.

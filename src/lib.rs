@@ -33,8 +33,12 @@ pub mod graph_tree;
 pub mod kv;
 /// Bounded message history per (session, node) (seeds 000 and 001).
 pub mod messages;
+/// Change notifications: sent at commit, only while someone listens.
+pub mod notify;
 /// Sensitive-data detection and the write guard.
 pub mod sensitive;
+/// What a backend remembers of a session between calls.
+pub mod session_cache;
 /// Sessions: create, renew, end, inspect (seed 004).
 pub mod sessions;
 /// Every `agent_memory.*` setting (GUC), defined in one place.
@@ -67,6 +71,8 @@ pub extern "C-unwind" fn _PG_init() {
     if preloading && !upgrading {
         worker::register();
     }
+    notify::init(preloading && !upgrading);
+    session_cache::init(preloading && !upgrading);
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -8,6 +8,8 @@
 //! survive. This file holds the part-level functions; the composed
 //! snapshot builds on them.
 
+use std::cell::RefCell;
+
 use pgrx::JsonB;
 use pgrx::prelude::*;
 use serde_json::Value;
@@ -15,10 +17,13 @@ use serde_json::Value;
 use agent_memory_core::Error;
 use agent_memory_core::working_memory::{self as wm, Part};
 
+use crate::datums::JsonbArg;
 use crate::error::{OrReport, SqlResult};
-use crate::plans::{Statement, first_value_of, kept};
+use crate::notify;
+use crate::plans::{Statement, kept};
+use crate::session_cache;
 use crate::sessions::{
-    INT4, JSONB, TEXT, active, checked_id, idle_timeout_minutes, lock_session, session_gone,
+    INT4, JSONB, RENEW, TEXT, active, checked_id, idle_timeout_minutes, lock_session, session_gone,
 };
 use crate::settings;
 
@@ -43,59 +48,77 @@ pub fn strip_keys() -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The notification of a change to an entry: `pg_notify('agent_memory',
-/// {session_id, node_id, part, version})`, node NULL for the global entry;
-/// part and version NULL when the whole entry was cleared.
-macro_rules! notify_change {
-    ($session:literal, $node_key:literal, $part:literal, $version:literal) => {
+/// The upsert of a sanitised part, a no-op when the value equals what is
+/// stored ($2 node key, $3 part, $4 value); returns the new version.
+macro_rules! upsert_part {
+    ($source:expr) => {
         concat!(
-            "pg_catalog.pg_notify('agent_memory', pg_catalog.json_build_object(
-               'session_id', ",
-            $session,
-            ", 'node_id', NULLIF(",
-            $node_key,
-            ", ''), 'part', ",
-            $part,
-            ", 'version', ",
-            $version,
-            ")::text)"
+            "INSERT INTO agent_memory.wm_parts AS p (session_id, node_key, part, value) ",
+            $source,
+            " ON CONFLICT (session_id, node_key, part) DO UPDATE
+                SET value = excluded.value, version = p.version + 1, updated_at = pg_catalog.now()
+                WHERE p.value IS DISTINCT FROM excluded.value
+              RETURNING p.version"
         )
     };
 }
-pub(crate) use notify_change;
 
-/// Store a sanitised part unless it equals what is stored: ($1 session, $2
-/// node key, $3 part, $4 value, $5 idle minutes). Returns whether the
-/// session is alive and the new version (NULL: no change). A change
-/// notifies channel agent_memory and renews the session's activity (when
-/// over a second old, as message appends do).
-static WRITE_PART: Statement = Statement {
-    sql: concat!(
-        "WITH alive AS (
-           SELECT s.session_id FROM agent_memory.sessions s
-           WHERE s.session_id = $1 AND ",
+/// Write a part of session $1 if the session is active ($5 idle minutes):
+/// a row only for a change. One statement, no CTE: this is the hot path.
+static WRITE_CHECKED: Statement = Statement {
+    sql: upsert_part!(concat!(
+        "SELECT $1, $2, $3, $4 WHERE EXISTS (
+           SELECT FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
         active!("s", "$5"),
-        "),
-         written AS (
-           INSERT INTO agent_memory.wm_parts AS p (session_id, node_key, part, value)
-           SELECT alive.session_id, $2, $3, $4 FROM alive
-           ON CONFLICT (session_id, node_key, part) DO UPDATE
-             SET value = excluded.value, version = p.version + 1, updated_at = pg_catalog.now()
-             WHERE p.value IS DISTINCT FROM excluded.value
-           RETURNING p.version),
-         renewed AS (
-           UPDATE agent_memory.sessions s SET last_activity_at = pg_catalog.now()
-           WHERE s.session_id = $1 AND s.last_activity_at < pg_catalog.now() - interval '1 second'
-             AND EXISTS (SELECT FROM written))
-         SELECT EXISTS (SELECT FROM alive),
-                (SELECT version FROM written),
-                (SELECT ",
-        notify_change!("$1::text", "$2::text", "$3::text", "written.version"),
-        " FROM written) IS NULL"
-    ),
+        ")"
+    )),
     args: &[TEXT, TEXT, TEXT, JSONB, INT4],
     writes: true,
 };
+
+/// Write a part of session $1, known to be active (see session_cache).
+static WRITE_TRUSTED: Statement = Statement {
+    sql: upsert_part!("VALUES ($1, $2, $3, $4)"),
+    args: &[TEXT, TEXT, TEXT, JSONB],
+    writes: true,
+};
+
+/// Until when session $1 stays active ($2 idle minutes); no row when it
+/// is not active now.
+static ACTIVE_UNTIL: Statement = Statement {
+    sql: concat!(
+        "SELECT s.last_activity_at + coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2))
+         FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+        active!("s", "$2")
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+thread_local! {
+    /// The session this backend last renewed from a part write, and when
+    /// (transaction start time, microseconds).
+    static LAST_RENEWAL: RefCell<Option<(String, i64)>> = const { RefCell::new(None) };
+}
+
+/// Whether a change to `session_id` should renew its activity: not when
+/// this backend renewed it less than a second ago (so a busy writer
+/// updates the sessions row once a second, as message appends do). A
+/// renewal rolled back delays the next one by a second at most.
+fn renewal_due(session_id: &str) -> bool {
+    // SAFETY: reads the current transaction's start time; never errors.
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    LAST_RENEWAL.with(|last| {
+        let mut last = last.borrow_mut();
+        match last.as_ref() {
+            Some((session, at)) if session == session_id && now - at < 1_000_000 => false,
+            _ => {
+                *last = Some((session_id.to_owned(), now));
+                true
+            }
+        }
+    })
+}
 
 /// A part as an entry sees it: the node's own, else the global one ($1
 /// session, $2 node key, $3 part, $4 idle minutes). The first column says
@@ -135,33 +158,95 @@ pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<V
     })
 }
 
-/// Write a sanitised value; Some(version) when it changed something.
+/// Write a sanitised value; Some(version) when it changed something. The
+/// caller holds the session's write lock. A change is announced at commit
+/// and renews the session's activity.
 pub fn write_part(
     session_id: &str,
     node: &str,
     part: Part,
-    value: Value,
+    value: impl IntoDatum,
 ) -> SqlResult<Option<i32>> {
     Spi::connect_mut(|client| {
-        let plan = kept(client, &WRITE_PART).or_report()?;
-        let table = client
-            .update(
+        let minutes = idle_timeout_minutes();
+        let trusted = session_cache::surely_active(session_id, minutes)
+            || match session_cache::deletions() {
+                // Find out until when the session stays active, and
+                // remember it (the counter read first: see session_cache).
+                Some(deletions) => {
+                    let plan = kept(client, &ACTIVE_UNTIL).or_report()?;
+                    let table = client
+                        .update(&*plan, None, &[session_id.into(), minutes.into()])
+                        .or_report()?;
+                    if table.is_empty() {
+                        return Err(session_gone(session_id)).or_report();
+                    }
+                    let until = table.first().get::<TimestampWithTimeZone>(1).or_report()?;
+                    if let Some(until) = until {
+                        session_cache::remember(
+                            session_id,
+                            minutes,
+                            pg_sys::TimestampTz::from(until),
+                            deletions,
+                        );
+                    }
+                    true
+                }
+                None => false,
+            };
+        let part_name = part.name();
+        let table = if trusted {
+            let plan = kept(client, &WRITE_TRUSTED).or_report()?;
+            client.update(
                 &*plan,
                 None,
                 &[
                     session_id.into(),
                     node.into(),
-                    part.name().into(),
-                    JsonB(value).into(),
-                    idle_timeout_minutes().into(),
+                    part_name.into(),
+                    value.into(),
                 ],
             )
-            .or_report()?;
-        let row = table.first();
-        if row.get::<bool>(1).or_report()? != Some(true) {
-            return Err(session_gone(session_id)).or_report();
+        } else {
+            let plan = kept(client, &WRITE_CHECKED).or_report()?;
+            client.update(
+                &*plan,
+                None,
+                &[
+                    session_id.into(),
+                    node.into(),
+                    part_name.into(),
+                    value.into(),
+                    minutes.into(),
+                ],
+            )
         }
-        row.get::<i32>(2).or_report()
+        .or_report()?;
+        if table.is_empty() {
+            // Nothing written: the value was already stored, or (unchecked
+            // before) the session is gone.
+            if trusted {
+                return Ok(None);
+            }
+            let plan = kept(client, &ACTIVE_UNTIL).or_report()?;
+            let table = client
+                .update(&*plan, None, &[session_id.into(), minutes.into()])
+                .or_report()?;
+            return if table.is_empty() {
+                Err(session_gone(session_id)).or_report()
+            } else {
+                Ok(None)
+            };
+        }
+        let version = table.first().get::<i32>(1).or_report()?;
+        notify::queue_change(session_id, node, Some(part_name), version);
+        if renewal_due(session_id) {
+            let renew = kept(client, &RENEW).or_report()?;
+            client
+                .update(&*renew, None, &[session_id.into(), minutes.into()])
+                .or_report()?;
+        }
+        Ok(version)
     })
 }
 
@@ -179,16 +264,32 @@ fn shown(part: Part, stored: Option<Value>) -> Value {
 fn wm_set(
     session_id: Option<&str>,
     part: Option<&str>,
-    value: Option<JsonB>,
+    value: Option<JsonbArg>,
     node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<bool> {
     let session_id = checked_id("session_id", session_id)?;
     let part = checked_part(part)?;
     let node = node_key(node_id)?;
-    let value = value.ok_or_else(|| Error::null("value")).or_report()?.0;
-    let value = wm::sanitise(part, value, &strip_keys()).or_report()?;
-    lock_session(session_id);
-    Ok(write_part(session_id, node, part, value)?.is_some())
+    let value = value.ok_or_else(|| Error::null("value")).or_report()?;
+    let changed = if part.stored_as_written() {
+        // Only the JSON type to check: the jsonb goes in as it came.
+        let json_type = value
+            .root_type()
+            .ok_or_else(|| Error::internal("value is not a jsonb"))
+            .or_report()?;
+        wm::check_type(part, json_type).or_report()?;
+        lock_session(session_id);
+        write_part(session_id, node, part, &value)?
+    } else {
+        let decoded = value
+            .decode()
+            .ok_or_else(|| Error::null("value"))
+            .or_report()?;
+        let clean = wm::sanitise(part, decoded, &strip_keys()).or_report()?;
+        lock_session(session_id);
+        write_part(session_id, node, part, JsonB(clean))?
+    };
+    Ok(changed.is_some())
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -216,7 +317,7 @@ fn wm_set_many(
     lock_session(session_id);
     let mut changed = 0;
     for (part, value) in clean {
-        if write_part(session_id, node, part, value)?.is_some() {
+        if write_part(session_id, node, part, JsonB(value))?.is_some() {
             changed += 1;
         }
     }
@@ -246,7 +347,7 @@ fn wm_patch(
         _ => part.empty(),
     });
     let merged = wm::sanitise(part, wm::merge_patch(&base, &patch), &strip_keys()).or_report()?;
-    write_part(session_id, node, part, merged.clone())?;
+    write_part(session_id, node, part, JsonB(merged.clone()))?;
     Ok(JsonB(shown(part, Some(merged))))
 }
 
@@ -264,36 +365,45 @@ fn wm_get(
     Ok(JsonB(shown(part, stored)))
 }
 
-/// Delete entries and notify once per entry cleared (part and version
-/// NULL): $1 session (NULL: every session), $2 node key (NULL: every entry
-/// of the session; '' the global one, $3 = 1: every node entry but the
-/// global one). Returns the number of entries cleared.
+/// Delete entries: $1 session (NULL: every session), $2 node key (NULL:
+/// every entry of the session; '' the global one), $3 = 1: every node
+/// entry but the global one. A row per entry cleared.
 static CLEAR: Statement = Statement {
-    sql: concat!(
-        "WITH gone AS (
-           DELETE FROM agent_memory.wm_parts p
-           WHERE ($1::text IS NULL OR p.session_id = $1)
-             AND ($2::text IS NULL OR p.node_key = $2)
-             AND ($3 = 0 OR p.node_key <> '')
-           RETURNING p.session_id, p.node_key)
-         SELECT pg_catalog.count(",
-        notify_change!("e.session_id", "e.node_key", "NULL::text", "NULL::int4"),
-        ")::int4 FROM (SELECT DISTINCT session_id, node_key FROM gone) e"
-    ),
+    sql: "WITH gone AS (
+            DELETE FROM agent_memory.wm_parts p
+            WHERE ($1::text IS NULL OR p.session_id = $1)
+              AND ($2::text IS NULL OR p.node_key = $2)
+              AND ($3 = 0 OR p.node_key <> '')
+            RETURNING p.session_id, p.node_key)
+          SELECT DISTINCT session_id, node_key FROM gone",
     args: &[TEXT, TEXT, INT4],
     writes: true,
 };
 
+/// Clear entries; each cleared entry is announced (part and version null).
 fn clear(session_id: Option<&str>, node: Option<&str>, node_entries_only: bool) -> SqlResult<i32> {
-    Ok(first_value_of::<i32>(
-        &CLEAR,
-        &[
-            session_id.into(),
-            node.into(),
-            i32::from(node_entries_only).into(),
-        ],
-    )?
-    .unwrap_or(0))
+    Spi::connect_mut(|client| {
+        let plan = kept(client, &CLEAR).or_report()?;
+        let table = client
+            .update(
+                &*plan,
+                None,
+                &[
+                    session_id.into(),
+                    node.into(),
+                    i32::from(node_entries_only).into(),
+                ],
+            )
+            .or_report()?;
+        let mut cleared = 0;
+        for row in table {
+            let session = row.get::<&str>(1).or_report()?.unwrap_or_default();
+            let node = row.get::<&str>(2).or_report()?.unwrap_or_default();
+            notify::queue_change(session, node, None, None);
+            cleared += 1;
+        }
+        Ok(cleared)
+    })
 }
 
 /// Drop every node entry of a session, keeping the global one (seed 001:

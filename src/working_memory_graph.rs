@@ -14,12 +14,13 @@ use agent_memory_core::working_memory::{self as wm, Part};
 use crate::datums::JsonbBytes;
 use crate::error::{OrReport, SqlResult};
 use crate::graph::read_node_json;
+use crate::notify;
 use crate::plans::{Statement, first_value_of, iso};
 use crate::sessions::{
     INT4, TEXT, active, checked_id, idle_timeout_minutes, lock_session, session_gone,
     session_lock_class,
 };
-use crate::working_memory::{node_key, notify_change, read_part, strip_keys, write_part};
+use crate::working_memory::{node_key, read_part, strip_keys, write_part};
 use crate::working_memory_compose::snapshot_after_writes;
 
 /// Seed 001's structure index of owner $1's graph: every node without its
@@ -124,31 +125,22 @@ static LOCK_TIED: Statement = Statement {
     writes: true,
 };
 
-/// Replace the project graph of every tied entry whose index differs, with
-/// versions and notifications as any part write; the number changed.
+/// Replace the project graph of every tied entry whose index differs,
+/// with versions as any part write; a row per entry changed.
 static REFRESH_TIED: Statement = Statement {
     sql: concat!(
         "WITH fresh AS (SELECT ",
         structure_index!(),
-        " AS graph),
-         changed AS (
-           UPDATE agent_memory.wm_parts p
-           SET value = pg_catalog.jsonb_set(p.value, '{project_graph}', f.graph),
-               version = p.version + 1, updated_at = pg_catalog.now()
-           FROM fresh f, (",
+        " AS graph)
+         UPDATE agent_memory.wm_parts p
+         SET value = pg_catalog.jsonb_set(p.value, '{project_graph}', f.graph),
+             version = p.version + 1, updated_at = pg_catalog.now()
+         FROM fresh f, (",
         tied_structures!(),
         ") t
-           WHERE p.session_id = t.session_id AND p.node_key = t.node_key AND p.part = 'project_structure'
-             AND p.value -> 'project_graph' IS DISTINCT FROM f.graph
-           RETURNING p.session_id, p.node_key, p.version)
-         SELECT pg_catalog.count(",
-        notify_change!(
-            "changed.session_id",
-            "changed.node_key",
-            "'project_structure'",
-            "changed.version"
-        ),
-        ")::int4 FROM changed"
+         WHERE p.session_id = t.session_id AND p.node_key = t.node_key AND p.part = 'project_structure'
+           AND p.value -> 'project_graph' IS DISTINCT FROM f.graph
+         RETURNING p.session_id, p.node_key, p.version"
     ),
     args: &[TEXT, INT4],
     writes: true,
@@ -193,7 +185,7 @@ fn set_session(
 /// Write a part if it differs from what is stored.
 fn write(session_id: &str, node: &str, part: Part, value: Value) -> SqlResult<()> {
     let value = wm::sanitise(part, value, &strip_keys()).or_report()?;
-    write_part(session_id, node, part, value)?;
+    write_part(session_id, node, part, pgrx::JsonB(value))?;
     Ok(())
 }
 
@@ -295,5 +287,17 @@ fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
     graph::check_owner(project).or_report()?;
     let args = || [project.into(), idle_timeout_minutes().into()];
     first_value_of::<i64>(&LOCK_TIED, &args())?;
-    Ok(first_value_of::<i32>(&REFRESH_TIED, &args())?.unwrap_or(0))
+    Spi::connect_mut(|client| {
+        let plan = crate::plans::kept(client, &REFRESH_TIED).or_report()?;
+        let table = client.update(&*plan, None, &args()).or_report()?;
+        let mut changed = 0;
+        for row in table {
+            let session = row.get::<&str>(1).or_report()?.unwrap_or_default();
+            let node = row.get::<&str>(2).or_report()?.unwrap_or_default();
+            let version = row.get::<i32>(3).or_report()?;
+            notify::queue_change(session, node, Some(Part::ProjectStructure.name()), version);
+            changed += 1;
+        }
+        Ok(changed)
+    })
 }

@@ -34,6 +34,62 @@ const JB_OFFSET_STRIDE: usize = 32;
 /// Most elements (or pairs) a container may hold.
 const JB_CMASK: usize = 0x0FFF_FFFF;
 
+const JB_FSCALAR: u32 = 0x1000_0000;
+const JENTRY_TYPEMASK: u32 = 0x7000_0000;
+const JENTRY_ISBOOL_FALSE: u32 = 0x2000_0000;
+const JENTRY_ISBOOL_TRUE: u32 = 0x3000_0000;
+
+/// The JSON type of a jsonb value's root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JsonType {
+    Object,
+    Array,
+    String,
+    Number,
+    Boolean,
+    Null,
+}
+
+impl JsonType {
+    pub fn name(self) -> &'static str {
+        match self {
+            JsonType::Object => "object",
+            JsonType::Array => "array",
+            JsonType::String => "string",
+            JsonType::Number => "number",
+            JsonType::Boolean => "boolean",
+            JsonType::Null => "null",
+        }
+    }
+}
+
+/// The type of the root of a jsonb varlena (4-byte header included), read
+/// from its container header without decoding the value; None when the
+/// bytes are too short to be jsonb. A scalar is stored as a one-element
+/// array flagged scalar: its type is in that element's entry.
+pub fn root_type(varlena: &[u8]) -> Option<JsonType> {
+    let word = |at: usize| {
+        varlena
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let header = word(4)?;
+    if header & JB_FSCALAR == 0 {
+        return Some(if header & JB_FOBJECT != 0 {
+            JsonType::Object
+        } else {
+            JsonType::Array
+        });
+    }
+    Some(match word(8)? & JENTRY_TYPEMASK {
+        JENTRY_ISSTRING => JsonType::String,
+        JENTRY_ISNUMERIC => JsonType::Number,
+        JENTRY_ISBOOL_FALSE | JENTRY_ISBOOL_TRUE => JsonType::Boolean,
+        JENTRY_ISNULL => JsonType::Null,
+        _ => return None,
+    })
+}
+
 /// An open container.
 struct Frame {
     /// Where its entries start in the buffer.
@@ -267,6 +323,46 @@ pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A jsonb scalar as PostgreSQL stores it: a one-element array flagged
+    /// scalar, the element's entry, its data.
+    fn scalar(entry: u32, data: &[u8]) -> Vec<u8> {
+        let size = 4 + 4 + 4 + data.len();
+        let mut bytes = ((size as u32) << 2).to_le_bytes().to_vec();
+        bytes.extend((1 | JB_FSCALAR | JB_FARRAY).to_le_bytes());
+        bytes.extend(entry.to_le_bytes());
+        bytes.extend(data);
+        bytes
+    }
+
+    #[test]
+    fn root_type_reads_the_container_header() {
+        let mut object = JsonbWriter::default();
+        object.begin_object(0);
+        object.end();
+        assert_eq!(root_type(&object.finish().unwrap()), Some(JsonType::Object));
+        let mut array = JsonbWriter::default();
+        array.begin_array(1);
+        array.string("x");
+        array.end();
+        assert_eq!(root_type(&array.finish().unwrap()), Some(JsonType::Array));
+        assert_eq!(root_type(&scalar(2, b"ab")), Some(JsonType::String));
+        assert_eq!(
+            root_type(&scalar(JENTRY_ISNUMERIC | 8, &[0; 8])),
+            Some(JsonType::Number)
+        );
+        assert_eq!(
+            root_type(&scalar(JENTRY_ISBOOL_TRUE, b"")),
+            Some(JsonType::Boolean)
+        );
+        assert_eq!(
+            root_type(&scalar(JENTRY_ISBOOL_FALSE, b"")),
+            Some(JsonType::Boolean)
+        );
+        assert_eq!(root_type(&scalar(JENTRY_ISNULL, b"")), Some(JsonType::Null));
+        assert_eq!(root_type(&scalar(JENTRY_ISCONTAINER, b"")), None);
+        assert_eq!(root_type(&[0, 0, 0]), None);
+    }
 
     fn words(bytes: &[u8]) -> Vec<u32> {
         bytes

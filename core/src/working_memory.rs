@@ -8,6 +8,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::error::quoted;
+use crate::jsonb::JsonType;
 use crate::{Error, Result};
 
 /// The node id of a session's global entry (seed 001's `__global__`).
@@ -119,15 +120,19 @@ pub fn default_config() -> Value {
     })
 }
 
-fn type_name(value: &Value) -> &'static str {
+fn json_type(value: &Value) -> JsonType {
     match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+        Value::Null => JsonType::Null,
+        Value::Bool(_) => JsonType::Boolean,
+        Value::Number(_) => JsonType::Number,
+        Value::String(_) => JsonType::String,
+        Value::Array(_) => JsonType::Array,
+        Value::Object(_) => JsonType::Object,
     }
+}
+
+fn type_name(value: &Value) -> &'static str {
+    json_type(value).name()
 }
 
 fn wrong_type(part: Part, what: &str, value: &Value) -> Error {
@@ -136,6 +141,49 @@ fn wrong_type(part: Part, what: &str, value: &Value) -> Error {
         quoted(part.name()),
         type_name(value)
     ))
+}
+
+impl Part {
+    /// Whether a value of this part is stored exactly as written once its
+    /// JSON type is right (no clamping, stripping or checking inside), so
+    /// a write can hand the jsonb over without decoding it.
+    pub fn stored_as_written(self) -> bool {
+        matches!(
+            self,
+            Part::NodeContext | Part::FetchedContext | Part::WorkingHistory | Part::LastUserMessage
+        )
+    }
+}
+
+/// Check that a value of `json_type` fits `part` (what [`sanitise`] checks
+/// first, for a value not decoded).
+pub fn check_type(part: Part, json_type: JsonType) -> Result<()> {
+    let fits = matches!(
+        (part.shape(), json_type),
+        (Shape::Object, JsonType::Object)
+            | (Shape::Array, JsonType::Array)
+            | (Shape::String, JsonType::String)
+    );
+    if fits {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "working-memory part {} must be {}, not {}",
+            quoted(part.name()),
+            part.shape().described(),
+            json_type.name()
+        )))
+    }
+}
+
+impl Shape {
+    fn described(self) -> &'static str {
+        match self {
+            Shape::Object => "a JSON object",
+            Shape::Array => "a JSON array",
+            Shape::String => "a JSON string",
+        }
+    }
 }
 
 /// The keys stripped from graph nodes, from the setting's comma list.
@@ -153,14 +201,7 @@ pub fn strip_keys(setting: &str) -> Vec<String> {
 /// payloads, the configuration type-checked and clamped. The result is what
 /// is stored.
 pub fn sanitise(part: Part, value: Value, strip: &[String]) -> Result<Value> {
-    match (part.shape(), &value) {
-        (Shape::Object, Value::Object(_))
-        | (Shape::Array, Value::Array(_))
-        | (Shape::String, Value::String(_)) => {}
-        (Shape::Object, _) => return Err(wrong_type(part, "a JSON object", &value)),
-        (Shape::Array, _) => return Err(wrong_type(part, "a JSON array", &value)),
-        (Shape::String, _) => return Err(wrong_type(part, "a JSON string", &value)),
-    }
+    check_type(part, json_type(&value))?;
     match part {
         Part::Messages => {
             let Value::Array(mut messages) = value else {
@@ -360,6 +401,26 @@ pub fn node_context(node: Value) -> Value {
 mod tests {
     use super::*;
     use crate::ErrorKind;
+
+    #[test]
+    fn undecoded_values_are_checked_like_decoded_ones() {
+        for part in Part::ALL {
+            for (value, json_type) in [
+                (json!({}), JsonType::Object),
+                (json!([]), JsonType::Array),
+                (json!("s"), JsonType::String),
+                (json!(1), JsonType::Number),
+                (json!(null), JsonType::Null),
+            ] {
+                let decoded = sanitise(part, value, &strip());
+                let undecoded = check_type(part, json_type);
+                assert_eq!(decoded.is_ok(), undecoded.is_ok(), "{part:?} {json_type:?}");
+                if let (Err(a), Err(b)) = (decoded, undecoded) {
+                    assert_eq!(a.message, b.message);
+                }
+            }
+        }
+    }
 
     #[test]
     fn node_context_splits_frontmatter_from_the_body() {

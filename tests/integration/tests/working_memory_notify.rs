@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use agent_memory_integration::{drop_database, fresh_database};
+use agent_memory_integration::{connect, drop_database, fresh_database};
 use postgres::fallible_iterator::FallibleIterator;
 
 #[test]
@@ -56,5 +56,87 @@ fn one_notification_per_real_change_and_none_for_a_no_op() {
         ]
     );
     drop(client);
+    drop_database(db);
+}
+
+/// Every notification that reaches `client` within half a second.
+fn received(client: &mut postgres::Client) -> Vec<serde_json::Value> {
+    let mut payloads = Vec::new();
+    let mut notifications = client.notifications();
+    let mut waiting = notifications.timeout_iter(Duration::from_millis(500));
+    while let Some(note) = waiting.next().unwrap() {
+        assert_eq!(note.channel(), "agent_memory");
+        payloads.push(serde_json::from_str(note.payload()).unwrap());
+    }
+    payloads
+}
+
+/// Notifications are sent at commit, only while someone listens: a
+/// listener in another connection gets the changes committed after its
+/// LISTEN (also those of a transaction that was already open), nothing of
+/// a rolled back transaction or savepoint, and one notification per entry
+/// that wm_clear removes. After the last listener leaves, a new one is
+/// counted again.
+#[test]
+fn listeners_in_other_connections_get_committed_changes_only() {
+    let db = "am_it_wm_notify_others";
+    let mut writer = fresh_database(db);
+    writer
+        .batch_execute("SELECT agent_memory.create_session('ana', session_id => 'wm')")
+        .unwrap();
+    // Nobody listens yet: the change is not announced to anyone later.
+    writer
+        .batch_execute("SELECT agent_memory.wm_set('wm', 'working_history', '\"before\"')")
+        .unwrap();
+
+    // A transaction that writes before the LISTEN and commits after it.
+    writer
+        .batch_execute("BEGIN; SELECT agent_memory.wm_set('wm', 'working_history', '\"during\"');")
+        .unwrap();
+    let mut listener = connect(db);
+    listener.batch_execute("LISTEN agent_memory").unwrap();
+    writer.batch_execute("COMMIT").unwrap();
+
+    // Rolled back: a whole transaction, and a savepoint inside one.
+    writer
+        .batch_execute(
+            "BEGIN; SELECT agent_memory.wm_set('wm', 'node_context', '{\"a\": 1}'); ROLLBACK;
+             BEGIN;
+             SELECT agent_memory.wm_set('wm', 'last_user_message', '\"kept\"');
+             SAVEPOINT s;
+             SELECT agent_memory.wm_set('wm', 'fetched_context', '{\"dropped\": true}');
+             ROLLBACK TO SAVEPOINT s;
+             SAVEPOINT t;
+             SELECT agent_memory.wm_set('wm', 'fetched_context', '{\"kept\": true}');
+             RELEASE SAVEPOINT t;
+             COMMIT;",
+        )
+        .unwrap();
+    writer
+        .batch_execute("SELECT agent_memory.wm_clear('wm', '__global__')")
+        .unwrap();
+
+    let part = |part: &str, version: i32| serde_json::json!({"session_id": "wm", "node_id": null, "part": part, "version": version});
+    assert_eq!(
+        received(&mut listener),
+        vec![
+            part("working_history", 2),
+            part("last_user_message", 1),
+            part("fetched_context", 1),
+            serde_json::json!({"session_id": "wm", "node_id": null, "part": null, "version": null}),
+        ]
+    );
+
+    // The listener leaves; a new one is counted from zero again.
+    listener.batch_execute("UNLISTEN agent_memory").unwrap();
+    drop(listener);
+    let mut second = connect(db);
+    second.batch_execute("LISTEN agent_memory").unwrap();
+    writer
+        .batch_execute("SELECT agent_memory.wm_set('wm', 'working_history', '\"again\"')")
+        .unwrap();
+    assert_eq!(received(&mut second), vec![part("working_history", 1)]);
+    drop(second);
+    drop(writer);
     drop_database(db);
 }

@@ -104,8 +104,11 @@ FROM wm_context('snap', 'n1', 'atlas') b;
 SELECT wm_context('snap', NULL, 'other');
 \echo :LAST_ERROR_SQLSTATE
 
--- Writes renew the session's activity.
+-- Writes renew the session's activity (a backend renews a session at most
+-- once a second, so a new connection shows it at once).
 UPDATE sessions SET last_activity_at = now() - interval '1 hour' WHERE session_id = 'snap';
+\c
+SET search_path = agent_memory, public;
 SELECT wm_set('snap', 'working_history', '"renewed"');
 SELECT last_activity_at > now() - interval '1 minute' AS renewed FROM sessions WHERE session_id = 'snap';
 
