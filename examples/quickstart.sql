@@ -50,6 +50,17 @@ SELECT version, change_description FROM agent_memory.graph_versions('alice', 'li
 SELECT node_id, parent_id, depth, path FROM agent_memory.graph_tree_rows('alice');
 SELECT agent_memory.graph_to_markdown('alice', 'lisbon');
 
+-- Working memory: parts per (session, node), composed into seed 000's
+-- snapshot; an entry hydrated from the graph, focus moved between nodes.
+SELECT agent_memory.set_active_node('trip-42', NULL);
+SELECT agent_memory.wm_init('trip-42', 'lisbon', 'alice') -> 'node_context';
+SELECT agent_memory.wm_set('trip-42', 'fetched_context', '{"hotels": ["Alfama Loft", "Casa Azul"]}', 'lisbon');
+SELECT agent_memory.append_message('trip-42', 'user', 'Which hotel is nearer the tram?', node_id => 'lisbon');
+SELECT agent_memory.wm_patch('trip-42', 'config', '{"history_length": 2}');
+SELECT jsonb_pretty(agent_memory.working_memory('trip-42', 'lisbon') - 'project_structure');
+SELECT agent_memory.working_memory_entry('trip-42', 'lisbon') -> 'structure_index';
+SELECT agent_memory.set_active_node('trip-42', 'travel') #> '{session,active_node_id}';
+
 -- Sessions, and the cleanup of what has expired.
 SELECT agent_memory.session_stats();
 SELECT agent_memory.cleanup_expired();
