@@ -63,18 +63,11 @@ impl FromDatum for JsonbBytes {
     unsafe fn from_polymorphic_datum(
         datum: pg_sys::Datum,
         is_null: bool,
-        _typoid: pg_sys::Oid,
+        typoid: pg_sys::Oid,
     ) -> Option<Self> {
-        if is_null {
-            return None;
-        }
-        // SAFETY: a jsonb datum is a varlena; detoasting gives it whole and
-        // uncompressed with a 4-byte header, whose size is copied.
-        unsafe {
-            let plain = pg_sys::pg_detoast_datum(datum.cast_mut_ptr()).cast::<u8>();
-            let size = (plain.cast::<u32>().read_unaligned() >> 2) as usize & 0x3FFF_FFFF;
-            Some(JsonbBytes(std::slice::from_raw_parts(plain, size).to_vec()))
-        }
+        // SAFETY: as for JsonbArg; the bytes are copied out.
+        unsafe { JsonbArg::from_polymorphic_datum(datum, is_null, typoid) }
+            .map(|arg| JsonbBytes(arg.bytes().to_vec()))
     }
 }
 

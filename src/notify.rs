@@ -341,28 +341,17 @@ unsafe extern "C-unwind" fn track_listeners(
     // SAFETY: the arguments are the executor's, passed on unchanged.
     unsafe {
         before_utility(statement);
-        match PREVIOUS_UTILITY_HOOK {
-            Some(previous) => previous(
-                statement,
-                query,
-                read_only_tree,
-                context,
-                params,
-                environment,
-                destination,
-                completion,
-            ),
-            None => standard_process_utility(
-                statement,
-                query,
-                read_only_tree,
-                context,
-                params,
-                environment,
-                destination,
-                completion,
-            ),
-        }
+        let run = PREVIOUS_UTILITY_HOOK.unwrap_or(standard_process_utility);
+        run(
+            statement,
+            query,
+            read_only_tree,
+            context,
+            params,
+            environment,
+            destination,
+            completion,
+        );
     }
 }
 

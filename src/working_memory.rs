@@ -158,6 +158,24 @@ pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<V
     })
 }
 
+/// Until when the session stays active (TimestampTz); None when it is not
+/// active now.
+fn active_until(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    minutes: i32,
+) -> SqlResult<Option<i64>> {
+    let plan = kept(client, &ACTIVE_UNTIL).or_report()?;
+    let table = client
+        .update(&*plan, None, &[session_id.into(), minutes.into()])
+        .or_report()?;
+    if table.is_empty() {
+        return Ok(None);
+    }
+    let until = table.first().get::<TimestampWithTimeZone>(1).or_report()?;
+    Ok(until.map(pg_sys::TimestampTz::from))
+}
+
 /// Write a sanitised value; Some(version) when it changed something. The
 /// caller holds the session's write lock. A change is announced at commit
 /// and renews the session's activity.
@@ -169,31 +187,19 @@ pub fn write_part(
 ) -> SqlResult<Option<i32>> {
     Spi::connect_mut(|client| {
         let minutes = idle_timeout_minutes();
-        let trusted = session_cache::surely_active(session_id, minutes)
-            || match session_cache::deletions() {
-                // Find out until when the session stays active, and
-                // remember it (the counter read first: see session_cache).
-                Some(deletions) => {
-                    let plan = kept(client, &ACTIVE_UNTIL).or_report()?;
-                    let table = client
-                        .update(&*plan, None, &[session_id.into(), minutes.into()])
-                        .or_report()?;
-                    if table.is_empty() {
-                        return Err(session_gone(session_id)).or_report();
-                    }
-                    let until = table.first().get::<TimestampWithTimeZone>(1).or_report()?;
-                    if let Some(until) = until {
-                        session_cache::remember(
-                            session_id,
-                            minutes,
-                            pg_sys::TimestampTz::from(until),
-                            deletions,
-                        );
-                    }
-                    true
-                }
-                None => false,
-            };
+        // Whether the session is known to be active, so the write need
+        // not check it (see session_cache).
+        let trusted = if session_cache::surely_active(session_id, minutes) {
+            true
+        } else if let Some(deletions) = session_cache::deletions() {
+            let until = active_until(client, session_id, minutes)?
+                .ok_or_else(|| session_gone(session_id))
+                .or_report()?;
+            session_cache::remember(session_id, minutes, until, deletions);
+            true
+        } else {
+            false
+        };
         let part_name = part.name();
         let table = if trusted {
             let plan = kept(client, &WRITE_TRUSTED).or_report()?;
@@ -223,20 +229,12 @@ pub fn write_part(
         }
         .or_report()?;
         if table.is_empty() {
-            // Nothing written: the value was already stored, or (unchecked
-            // before) the session is gone.
-            if trusted {
+            // Nothing written: the value was already stored, or (when not
+            // checked before) the session is gone.
+            if trusted || active_until(client, session_id, minutes)?.is_some() {
                 return Ok(None);
             }
-            let plan = kept(client, &ACTIVE_UNTIL).or_report()?;
-            let table = client
-                .update(&*plan, None, &[session_id.into(), minutes.into()])
-                .or_report()?;
-            return if table.is_empty() {
-                Err(session_gone(session_id)).or_report()
-            } else {
-                Ok(None)
-            };
+            return Err(session_gone(session_id)).or_report();
         }
         let version = table.first().get::<i32>(1).or_report()?;
         notify::queue_change(session_id, node, Some(part_name), version);
