@@ -11,15 +11,18 @@
 //!
 //! * the transaction's time is before it,
 //! * `agent_memory.session_idle_timeout` is what it was when read, and
-//! * no session has been deleted since: every `DELETE` or `TRUNCATE` of
-//!   `agent_memory.sessions` bumps a counter in shared memory once it has
-//!   committed (a statement trigger), and the counter is read before the
-//!   session is, so a deletion that commits after the read is noticed.
+//! * no session has been deleted since: a transaction that deletes
+//!   sessions (by any `DELETE`, or `TRUNCATE`) bumps a counter in shared
+//!   memory once it has committed (triggers), and the counter is read
+//!   before the session is, so a deletion that commits after the read is
+//!   noticed;
+//! * no transaction or savepoint of this backend has rolled back since (the
+//!   read may have seen a renewal of this backend's own that rolled back).
 //!
 //! Without `shared_preload_libraries` there is no counter, nothing is
 //! remembered and every write asks.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use pgrx::prelude::*;
@@ -41,6 +44,8 @@ struct Known {
 
 thread_local! {
     static KNOWN: RefCell<Option<Known>> = const { RefCell::new(None) };
+    /// Whether this transaction deleted sessions (the bump is due at commit).
+    static DELETING: Cell<bool> = const { Cell::new(false) };
 }
 
 // pg_shmem_init! tests pgrx's features for versions this crate never builds.
@@ -48,7 +53,38 @@ thread_local! {
 pub fn init(preloading: bool) {
     if preloading {
         pg_shmem_init!(DELETIONS = AtomicU64::new(0));
+        // SAFETY: registering callbacks at load time, on the main thread.
+        unsafe {
+            pg_sys::RegisterXactCallback(Some(forget_on_abort), std::ptr::null_mut());
+            pg_sys::RegisterSubXactCallback(Some(forget_on_sub_abort), std::ptr::null_mut());
+        }
         SHARED.store(true, Ordering::Relaxed);
+    }
+}
+
+fn forget() {
+    KNOWN.with(|known| known.borrow_mut().take());
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn forget_on_abort(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::XactEvent::XACT_EVENT_ABORT {
+        forget();
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn forget_on_sub_abort(
+    event: pg_sys::SubXactEvent::Type,
+    _subxact: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        forget();
     }
 }
 
@@ -93,16 +129,20 @@ pub fn remember(session_id: &str, idle_minutes: i32, active_until: i64, deletion
     });
 }
 
-/// Statement trigger on agent_memory.sessions (DELETE, TRUNCATE): bump the
-/// counter once the deletion is visible to everyone.
+/// Trigger on agent_memory.sessions, for each deleted row and for TRUNCATE:
+/// bump the counter once the transaction's deletions are visible to
+/// everyone (once per transaction; a DELETE that removes nothing bumps
+/// nothing, so the cleanup's idle runs leave the backends' memory alone).
 #[pg_trigger]
 fn note_session_deletions<'a>(
     _trigger: &'a pgrx::PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, pgrx::pg_sys::panic::ErrorReport> {
-    if SHARED.load(Ordering::Relaxed) {
+    if SHARED.load(Ordering::Relaxed) && !DELETING.replace(true) {
         pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Commit, || {
             DELETIONS.get().fetch_add(1, Ordering::SeqCst);
+            DELETING.set(false);
         });
+        pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Abort, || DELETING.set(false));
     }
     Ok(None)
 }
@@ -112,7 +152,10 @@ extension_sql!(
 -- A backend remembers until when a session stays active, trusting it while
 -- no session has been deleted since: every deletion bumps a shared counter.
 CREATE TRIGGER sessions_deleted
-    AFTER DELETE OR TRUNCATE ON agent_memory.sessions
+    AFTER DELETE ON agent_memory.sessions
+    FOR EACH ROW EXECUTE FUNCTION agent_memory.note_session_deletions();
+CREATE TRIGGER sessions_truncated
+    AFTER TRUNCATE ON agent_memory.sessions
     FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.note_session_deletions();
 "#,
     name = "sessions_deleted_trigger",

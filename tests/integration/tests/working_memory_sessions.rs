@@ -54,6 +54,28 @@ fn a_session_ended_or_deleted_elsewhere_or_expired_is_refused() {
     sleep(Duration::from_millis(1500));
     assert_eq!(wm_set(&mut writer, "brief", "two"), Err("P0002".into()));
 
+    // What a rolled back transaction saw is not remembered: here it renewed
+    // the session, wrote, and rolled back, so the session still expires
+    // at its last committed activity.
+    writer
+        .batch_execute(
+            "SELECT agent_memory.create_session('ana', session_id => 'rolled', idle_timeout => '2 seconds');
+             UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1.5 seconds'
+             WHERE session_id = 'rolled';",
+        )
+        .unwrap();
+    // (A batch holding BEGIN would take the lines above into its transaction.)
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT agent_memory.renew_activity('rolled');
+             SELECT agent_memory.wm_set('rolled', 'working_history', '\"one\"');
+             ROLLBACK;",
+        )
+        .unwrap();
+    sleep(Duration::from_millis(800));
+    assert_eq!(wm_set(&mut writer, "rolled", "two"), Err("P0002".into()));
+
     // Nothing was written to any of them after they went.
     let rows: i64 = other
         .query_one(
