@@ -116,3 +116,7 @@ COMMENT ON FUNCTION agent_memory.wm_refresh_structure(text) IS
     'Rewrite the structure index of every entry tied to a project from its graph; returns how many changed';
 COMMENT ON FUNCTION agent_memory.wm_clear(text, text) IS
     'Delete one entry (node ''__global__'': the global one), all of a session''s entries (node NULL), or every entry (both NULL); returns how many';
+COMMENT ON FUNCTION agent_memory.memory_scope(text, text, text) IS
+    'The scope key of seed 002''s memory node: global (one per node) or perThread (one per node and thread)';
+COMMENT ON FUNCTION agent_memory.memory_tool(text, jsonb) IS
+    'Run one memory tool request {path, command, content?, oldContent?} on a scope''s files; returns seed 002''s JSON envelope, never an SQL error for a bad request';

@@ -216,6 +216,37 @@ COMMENT ON TABLE agent_memory.graph_node_versions IS
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.graph_node_versions', '');
 
+-- The memory tool (seed 002): text files per scope, addressed by
+-- normalised paths; directories exist through the files under them. Paths
+-- are C-collated so that the files under /a are exactly the range
+-- ['/a/', '/a0'): '0' is the byte after '/'.
+CREATE TABLE agent_memory.memory_files (
+    scope      text COLLATE "C" NOT NULL,
+    path       text COLLATE "C" NOT NULL,
+    content    text        NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (scope, path),
+    CONSTRAINT memory_files_path_absolute CHECK (path LIKE '/_%')
+);
+
+COMMENT ON TABLE agent_memory.memory_files IS
+    'Memory tool files: one row per file of a scope, at its normalised path';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_files', '');
+
+-- Files per scope, kept by every creation and deletion, so the limit
+-- agent_memory.max_files_per_scope costs one row, not a count.
+CREATE TABLE agent_memory.memory_scopes (
+    scope text COLLATE "C" NOT NULL PRIMARY KEY,
+    files integer NOT NULL DEFAULT 0 CHECK (files >= 0)
+);
+
+COMMENT ON TABLE agent_memory.memory_scopes IS
+    'Memory tool scopes: how many files each holds';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_scopes', '');
+
 -- One row per cleanup run, by cleanup_expired() or the background worker.
 -- Operational history, not user data: not dumped.
 CREATE TABLE agent_memory.cleanup_runs (

@@ -143,6 +143,22 @@ unsafe impl SqlTranslatable for JsonbArg {
     const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Err(ReturnsError::Datum);
 }
 
+/// A `json` value given as its exact text (key order and spacing kept, as
+/// `jsonb` would not).
+pub struct JsonText(pub String);
+
+impl IntoDatum for JsonText {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        Some(text_datum(&self.0))
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONOID
+    }
+}
+
+returned_as!(JsonText, "json");
+
 /// A `text` datum holding `value`, in the current memory context.
 pub fn text_datum(value: &str) -> pg_sys::Datum {
     // SAFETY: the pointer and length describe `value`; PostgreSQL copies it.

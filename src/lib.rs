@@ -31,6 +31,8 @@ pub mod graph_markdown;
 pub mod graph_tree;
 /// Key-value working memory per session with a word budget (seed 004).
 pub mod kv;
+/// The memory tool: path-addressed files with seed 002's envelope.
+pub mod memory_tool;
 /// Bounded message history per (session, node) (seeds 000 and 001).
 pub mod messages;
 /// Change notifications: sent at commit, only while someone listens.

@@ -24,7 +24,8 @@ pub static DATABASE: GucSetting<Option<CString>> =
 pub static SENSITIVE_DATA: GucSetting<SensitiveData> =
     GucSetting::<SensitiveData>::new(SensitiveData::Reject);
 pub static CURATOR: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
-pub static MAX_FILE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+pub static MAX_FILE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(100 * 1024);
+pub static MAX_FILES_PER_SCOPE: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub static MAX_MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static MAX_NODE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static STRIP_NODE_KEYS: GucSetting<Option<CString>> =
@@ -137,6 +138,16 @@ pub fn define_all() {
         i32::MAX,
         GucContext::Suset,
         GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_files_per_scope",
+        c"Most files the memory tool keeps in one scope.",
+        c"",
+        &MAX_FILES_PER_SCOPE,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
     );
     GucRegistry::define_int_guc(
         c"agent_memory.max_message_bytes",

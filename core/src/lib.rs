@@ -12,6 +12,7 @@ pub mod graph;
 pub mod jsonb;
 pub mod kv;
 pub mod markdown;
+pub mod memory_files;
 pub mod messages;
 pub mod packed;
 pub mod sensitive;

@@ -1,0 +1,541 @@
+//! The memory tool (seed 002): a tree of text files per scope, addressed by
+//! paths, driven by requests `{path, command, content?, oldContent?}` and
+//! answered with a JSON envelope. This module holds the rules: what a path
+//! may be and its one canonical spelling, what a request must hold, and the
+//! envelope's exact text (keys in the seed's order, as `JSON.stringify`
+//! writes them).
+
+use unicode_normalization::UnicodeNormalization;
+
+use crate::error::quoted;
+
+/// Most bytes of a normalised path.
+pub const MAX_PATH_BYTES: usize = 1024;
+/// Most bytes of one segment of a path.
+pub const MAX_SEGMENT_BYTES: usize = 255;
+/// Most segments of a path.
+pub const MAX_SEGMENTS: usize = 32;
+
+/// The error codes of the envelope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// A missing file or directory.
+    Enoent,
+    /// A missing or wrong-typed argument, an unknown command, a bad path, a
+    /// request that is not an object.
+    Einval,
+    /// A read or update of a directory.
+    Eisdir,
+    /// A list of a file (or a file where a directory is needed).
+    Enotdir,
+    /// Content above `agent_memory.max_file_bytes`.
+    Efbig,
+    /// More files than `agent_memory.max_files_per_scope`.
+    Enospc,
+}
+
+impl Code {
+    pub fn name(self) -> &'static str {
+        match self {
+            Code::Enoent => "ENOENT",
+            Code::Einval => "EINVAL",
+            Code::Eisdir => "EISDIR",
+            Code::Enotdir => "ENOTDIR",
+            Code::Efbig => "EFBIG",
+            Code::Enospc => "ENOSPC",
+        }
+    }
+}
+
+/// A request the tool refuses: the envelope's `error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolError {
+    pub code: Code,
+    pub message: String,
+}
+
+impl ToolError {
+    pub fn new(code: Code, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code,
+            message: message.into(),
+        }
+    }
+
+    fn invalid(message: impl Into<String>) -> ToolError {
+        ToolError::new(Code::Einval, message)
+    }
+}
+
+pub type ToolResult<T> = std::result::Result<T, ToolError>;
+
+fn is_control(c: char) -> bool {
+    c.is_control()
+}
+
+/// The canonical spelling of a path: NFC, one leading `/`, segments joined
+/// by single `/`, no trailing `/` (the root is `/`, as is the empty path).
+/// Refused (EINVAL): `.` or `..` segments, percent-encoded dots, slashes or
+/// backslashes, backslashes, control characters, a segment over 255 bytes,
+/// more than 32 segments, more than 1,024 bytes in all.
+pub fn normalise_path(raw: &str) -> ToolResult<String> {
+    let text: String = raw.nfc().collect();
+    if let Some(c) = text.chars().find(|&c| is_control(c)) {
+        return Err(ToolError::invalid(format!(
+            "path must not contain control characters (found U+{:04X})",
+            c as u32
+        )));
+    }
+    if text.contains('\\') {
+        return Err(ToolError::invalid("path must not contain backslashes"));
+    }
+    let lower = text.to_ascii_lowercase();
+    if ["%2e", "%2f", "%5c"]
+        .iter()
+        .any(|code| lower.contains(code))
+    {
+        return Err(ToolError::invalid(
+            "path must not contain percent-encoded dots, slashes or backslashes",
+        ));
+    }
+    let segments: Vec<&str> = text.split('/').filter(|s| !s.is_empty()).collect();
+    if let Some(dots) = segments.iter().find(|s| **s == "." || **s == "..") {
+        return Err(ToolError::invalid(format!(
+            "path must not contain {} segments",
+            quoted(dots)
+        )));
+    }
+    if segments.len() > MAX_SEGMENTS {
+        return Err(ToolError::invalid(format!(
+            "path has {} segments; at most {MAX_SEGMENTS} are allowed",
+            segments.len()
+        )));
+    }
+    if let Some(long) = segments.iter().find(|s| s.len() > MAX_SEGMENT_BYTES) {
+        return Err(ToolError::invalid(format!(
+            "a path segment has {} bytes; at most {MAX_SEGMENT_BYTES} are allowed",
+            long.len()
+        )));
+    }
+    let path = format!("/{}", segments.join("/"));
+    if path.len() > MAX_PATH_BYTES {
+        return Err(ToolError::invalid(format!(
+            "path has {} bytes; at most {MAX_PATH_BYTES} are allowed",
+            path.len()
+        )));
+    }
+    Ok(path)
+}
+
+/// The directory holding a normalised path (`/` for a top-level entry).
+pub fn parent(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(at) => &path[..at],
+    }
+}
+
+/// Every directory above a normalised path, nearest last, root excluded.
+pub fn ancestors(path: &str) -> Vec<&str> {
+    path.match_indices('/')
+        .skip(1)
+        .map(|(at, _)| &path[..at])
+        .collect()
+}
+
+/// The prefix every path under directory `dir` starts with.
+pub fn under(dir: &str) -> String {
+    if dir == "/" {
+        "/".to_owned()
+    } else {
+        format!("{dir}/")
+    }
+}
+
+/// The end of the range of paths under `dir` in byte order: `0` is the
+/// byte after `/`, so `[under(dir), under_end(dir))` holds exactly the
+/// paths inside it (and `/a/b` never catches `/a/bc`).
+pub fn under_end(dir: &str) -> String {
+    if dir == "/" {
+        "0".to_owned()
+    } else {
+        format!("{dir}0")
+    }
+}
+
+/// The entry of directory `dir` that `path` (under it) belongs to: its
+/// name, and whether it is a directory (the path goes deeper).
+pub fn entry_of<'a>(dir: &str, path: &'a str) -> (&'a str, bool) {
+    let rest = &path[under(dir).len()..];
+    match rest.find('/') {
+        Some(at) => (&rest[..at], true),
+        None => (rest, false),
+    }
+}
+
+/// How many directories a deletion of `dir` removes, from the files it
+/// removed: `dir` itself and every directory between it and a file.
+pub fn directories_removed<'a>(dir: &str, files: impl Iterator<Item = &'a str>) -> usize {
+    let mut dirs = std::collections::HashSet::new();
+    dirs.insert(dir.to_owned());
+    let depth = if dir == "/" { 0 } else { dir.len() };
+    for file in files {
+        for ancestor in ancestors(file) {
+            if ancestor.len() > depth {
+                dirs.insert(ancestor.to_owned());
+            }
+        }
+    }
+    dirs.len()
+}
+
+/// A request to the tool, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Read,
+    List,
+    Append { content: String },
+    Update { old: String, new: String },
+    Delete,
+}
+
+impl Command {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Command::Read => "read",
+            Command::List => "list",
+            Command::Append { .. } => "append",
+            Command::Update { .. } => "update",
+            Command::Delete => "delete",
+        }
+    }
+}
+
+/// What a request names, as given: echoed in the envelope even when the
+/// request is refused.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Echo {
+    pub command: Option<String>,
+    pub path: Option<String>,
+}
+
+/// Check a request `{path, command, content?, oldContent?}`: the command
+/// and the normalised path, or the error, with what to echo either way.
+pub fn parse_request(request: &serde_json::Value) -> (Echo, ToolResult<(Command, String)>) {
+    let mut echo = Echo::default();
+    let serde_json::Value::Object(fields) = request else {
+        return (
+            echo,
+            Err(ToolError::invalid("request must be a JSON object")),
+        );
+    };
+    echo.command = fields
+        .get("command")
+        .and_then(|c| c.as_str())
+        .map(str::to_owned);
+    echo.path = fields
+        .get("path")
+        .and_then(|p| p.as_str())
+        .map(str::to_owned);
+    let result = (|| {
+        let command = match fields.get("command") {
+            None | Some(serde_json::Value::Null) => {
+                return Err(ToolError::invalid("command is required"));
+            }
+            Some(serde_json::Value::String(c)) => c.as_str(),
+            Some(_) => return Err(ToolError::invalid("command must be a string")),
+        };
+        let path = match fields.get("path") {
+            None | Some(serde_json::Value::Null) => {
+                return Err(ToolError::invalid("path is required"));
+            }
+            Some(serde_json::Value::String(p)) => normalise_path(p)?,
+            Some(_) => return Err(ToolError::invalid("path must be a string")),
+        };
+        let text = |key: &str| -> ToolResult<String> {
+            match fields.get(key) {
+                None | Some(serde_json::Value::Null) => Err(ToolError::invalid(format!(
+                    "{key} is required for {command}"
+                ))),
+                Some(serde_json::Value::String(s)) => Ok(s.clone()),
+                Some(_) => Err(ToolError::invalid(format!("{key} must be a string"))),
+            }
+        };
+        let parsed = match command {
+            "read" => Command::Read,
+            "list" => Command::List,
+            "delete" => Command::Delete,
+            "append" => Command::Append {
+                content: text("content")?,
+            },
+            "update" => {
+                let old = text("oldContent")?;
+                if old.is_empty() {
+                    return Err(ToolError::invalid("oldContent must not be empty"));
+                }
+                Command::Update {
+                    old,
+                    new: text("content")?,
+                }
+            }
+            other => {
+                return Err(ToolError::invalid(format!(
+                    "unknown command {}; the commands are read, list, append, update, delete",
+                    quoted(other)
+                )));
+            }
+        };
+        Ok((parsed, path))
+    })();
+    if let Ok((_, path)) = &result {
+        echo.path = Some(path.clone());
+    }
+    (echo, result)
+}
+
+/// A JSON string as `JSON.stringify` writes it.
+pub fn json_string(value: &str) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "\"\"".to_owned())
+}
+
+fn echo_json(value: &Option<String>) -> String {
+    value
+        .as_deref()
+        .map_or_else(|| "null".to_owned(), json_string)
+}
+
+/// The envelope of a success: `{"command","path","ok":true,"result"}`,
+/// `result` already JSON text.
+pub fn envelope_ok(echo: &Echo, result: &str) -> String {
+    format!(
+        "{{\"command\":{},\"path\":{},\"ok\":true,\"result\":{result}}}",
+        echo_json(&echo.command),
+        echo_json(&echo.path)
+    )
+}
+
+/// The envelope of a refusal: `{"command","path","ok":false,"error":{"message","code"}}`.
+pub fn envelope_error(echo: &Echo, error: &ToolError) -> String {
+    format!(
+        "{{\"command\":{},\"path\":{},\"ok\":false,\"error\":{{\"message\":{},\"code\":\"{}\"}}}}",
+        echo_json(&echo.command),
+        echo_json(&echo.path),
+        json_string(&error.message),
+        error.code.name()
+    )
+}
+
+/// The result of a read: `{"content":…}`.
+pub fn read_result(content: &str) -> String {
+    format!("{{\"content\":{}}}", json_string(content))
+}
+
+/// The result of a list: entries sorted by name.
+pub fn list_result(entries: &mut [(String, bool)]) -> String {
+    entries.sort();
+    let items: Vec<String> = entries
+        .iter()
+        .map(|(name, dir)| {
+            format!(
+                "{{\"name\":{},\"kind\":\"{}\"}}",
+                json_string(name),
+                if *dir { "dir" } else { "file" }
+            )
+        })
+        .collect();
+    format!("{{\"entries\":[{}]}}", items.join(","))
+}
+
+/// How many times `old` occurs in `content`, without overlaps (what a
+/// replace-all replaces).
+pub fn occurrences(content: &str, old: &str) -> usize {
+    if old.is_empty() {
+        0
+    } else {
+        content.matches(old).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn paths_have_one_spelling() {
+        for (raw, canonical) in [
+            ("", "/"),
+            ("/", "/"),
+            ("//", "/"),
+            ("/notes/today", "/notes/today"),
+            ("notes/today", "/notes/today"),
+            ("//notes///today/", "/notes/today"),
+            ("/caf\u{0065}\u{0301}", "/caf\u{00e9}"),
+            ("/a b/c-d_e.txt", "/a b/c-d_e.txt"),
+            ("/.hidden/..x", "/.hidden/..x"),
+        ] {
+            assert_eq!(normalise_path(raw).unwrap(), canonical, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn bad_paths_are_einval() {
+        let long_segment = format!("/{}", "x".repeat(256));
+        let deep = "/a".repeat(33);
+        let long_path = format!("/{}", vec!["y".repeat(200); 6].join("/"));
+        for raw in [
+            "/a/../b",
+            "..",
+            "/./a",
+            "/a/.",
+            "/a/%2e%2e/b",
+            "/a%2Fb",
+            "/a%5cb",
+            "/a\\b",
+            "/a\u{0}b",
+            "/a\nb",
+            "/a\u{7f}",
+            "/a\u{85}",
+            long_segment.as_str(),
+            deep.as_str(),
+            long_path.as_str(),
+        ] {
+            let error = normalise_path(raw).expect_err(raw);
+            assert_eq!(error.code, Code::Einval, "{raw:?}");
+        }
+        assert!(normalise_path(&format!("/{}", "x".repeat(255))).is_ok());
+        assert!(normalise_path(&"/a".repeat(32)).is_ok());
+    }
+
+    #[test]
+    fn parents_ancestors_and_ranges() {
+        assert_eq!(parent("/notes/today"), "/notes");
+        assert_eq!(parent("/notes"), "/");
+        assert_eq!(ancestors("/a/b/c"), vec!["/a", "/a/b"]);
+        assert!(ancestors("/a").is_empty());
+        assert_eq!(
+            (under("/a"), under_end("/a")),
+            ("/a/".to_owned(), "/a0".to_owned())
+        );
+        assert_eq!(
+            (under("/"), under_end("/")),
+            ("/".to_owned(), "0".to_owned())
+        );
+        assert!("/a/bc".to_owned() < under_end("/a") && "/a0" >= under_end("/a").as_str());
+        assert!(!("/ab" >= under("/a").as_str() && "/ab" < under_end("/a").as_str()));
+        assert_eq!(entry_of("/notes", "/notes/today"), ("today", false));
+        assert_eq!(entry_of("/", "/notes/today"), ("notes", true));
+        assert_eq!(
+            directories_removed(
+                "/notes",
+                ["/notes/today", "/notes/a/b/c", "/notes/a/x"].into_iter()
+            ),
+            3
+        );
+        assert_eq!(
+            directories_removed("/notes", ["/notes/today"].into_iter()),
+            1
+        );
+    }
+
+    #[test]
+    fn requests_are_checked() {
+        let (echo, parsed) =
+            parse_request(&json!({"path": "/notes//x/", "command": "append", "content": "hi"}));
+        assert_eq!(
+            parsed.unwrap(),
+            (
+                Command::Append {
+                    content: "hi".into()
+                },
+                "/notes/x".into()
+            )
+        );
+        assert_eq!(echo.path.as_deref(), Some("/notes/x"));
+        let refused = |request: serde_json::Value| parse_request(&request).1.unwrap_err();
+        assert_eq!(
+            refused(json!({"path": "/notes/x", "command": "append"})).message,
+            "content is required for append"
+        );
+        assert_eq!(refused(json!([1])).code, Code::Einval);
+        assert_eq!(
+            refused(json!({"path": "/a"})).message,
+            "command is required"
+        );
+        assert_eq!(
+            refused(json!({"path": "/a", "command": 3})).message,
+            "command must be a string"
+        );
+        assert_eq!(
+            refused(json!({"command": "read"})).message,
+            "path is required"
+        );
+        assert_eq!(
+            refused(json!({"path": 7, "command": "read"})).message,
+            "path must be a string"
+        );
+        assert!(
+            refused(json!({"path": "/a", "command": "move"}))
+                .message
+                .contains("unknown command")
+        );
+        assert_eq!(
+            refused(json!({"path": "/a", "command": "update", "oldContent": "", "content": "x"}))
+                .message,
+            "oldContent must not be empty"
+        );
+        assert_eq!(
+            refused(json!({"path": "/a", "command": "update", "oldContent": "a"})).message,
+            "content is required for update"
+        );
+        assert_eq!(
+            refused(json!({"path": "/a", "command": "append", "content": 5})).message,
+            "content must be a string"
+        );
+        let (echo, _) = parse_request(&json!({"path": "/a/../b", "command": "read"}));
+        assert_eq!(
+            echo.path.as_deref(),
+            Some("/a/../b"),
+            "a bad path is echoed as given"
+        );
+    }
+
+    #[test]
+    fn envelopes_are_the_seed_text() {
+        let echo = Echo {
+            command: Some("read".into()),
+            path: Some("/notes/today".into()),
+        };
+        assert_eq!(
+            envelope_ok(&echo, &read_result("...")),
+            r#"{"command":"read","path":"/notes/today","ok":true,"result":{"content":"..."}}"#
+        );
+        let echo = Echo {
+            command: Some("read".into()),
+            path: Some("/missing".into()),
+        };
+        assert_eq!(
+            envelope_error(
+                &echo,
+                &ToolError::new(Code::Enoent, "ENOENT: file not found")
+            ),
+            r#"{"command":"read","path":"/missing","ok":false,"error":{"message":"ENOENT: file not found","code":"ENOENT"}}"#
+        );
+        let echo = Echo {
+            command: Some("list".into()),
+            path: Some("/".into()),
+        };
+        let mut entries = vec![("notes".to_owned(), true)];
+        assert_eq!(
+            envelope_ok(&echo, &list_result(&mut entries)),
+            r#"{"command":"list","path":"/","ok":true,"result":{"entries":[{"name":"notes","kind":"dir"}]}}"#
+        );
+        assert_eq!(
+            envelope_error(&Echo::default(), &ToolError::invalid("x")),
+            r#"{"command":null,"path":null,"ok":false,"error":{"message":"x","code":"EINVAL"}}"#
+        );
+        assert_eq!(json_string("a\"b\n\u{1}é"), r#""a\"b\n\u0001é""#);
+        assert_eq!(occurrences("hello hello", "hello"), 2);
+        assert_eq!(occurrences("aaa", "aa"), 1);
+    }
+}

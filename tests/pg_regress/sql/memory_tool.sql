@@ -1,0 +1,100 @@
+-- The memory tool (seed 002): the seed's seven examples verbatim, each
+-- error code, bad paths and malformed requests answered with EINVAL and
+-- no row changed, scopes.
+SET search_path = agent_memory, public;
+SELECT memory_scope('M') AS global_scope, memory_scope('M', 'perThread', 't1') AS thread_scope;
+SELECT memory_scope('M', 'perThread');
+\echo :LAST_ERROR_SQLSTATE
+SELECT memory_scope('M', 'everywhere');
+\echo :LAST_ERROR_SQLSTATE
+
+-- The seed's examples, in the order that makes them true.
+SELECT memory_tool('seed', '{"path": "/notes/today", "command": "append", "content": "hello"}');
+SELECT memory_tool('seed', '{"path": "/notes/today", "command": "read"}');
+SELECT memory_tool('seed', '{"path": "/missing", "command": "read"}');
+SELECT memory_tool('seed', '{"path": "", "command": "list"}');
+SELECT memory_tool('seed', '{"path": "/notes/today", "command": "update", "oldContent": "hello", "content": "hi"}');
+SELECT memory_tool('seed', '{"path": "/notes", "command": "delete"}');
+SELECT memory_tool('seed', '{"path": "/notes/x", "command": "append"}');
+
+-- The envelope is json text, keys in the seed's order.
+SELECT pg_typeof(memory_tool('seed', '{"path": "/", "command": "list"}'));
+
+-- Appends accumulate; update replaces every occurrence; two spellings of
+-- one path reach one file.
+SELECT memory_tool('t', '{"path": "/a/b/file", "command": "append", "content": "one two one"}');
+SELECT memory_tool('t', '{"path": "a//b/file/", "command": "append", "content": " one"}');
+SELECT memory_tool('t', '{"path": "/a/b/file", "command": "update", "oldContent": "one", "content": "1"}');
+SELECT memory_tool('t', '{"path": "/a/b/file", "command": "update", "oldContent": "zzz", "content": "1"}');
+SELECT memory_tool('t', '{"path": "/a/b/file", "command": "read"}');
+SELECT memory_tool('t', '{"path": "/a/caf\u0065\u0301", "command": "append", "content": "nfc"}');
+SELECT memory_tool('t', '{"path": "/a/caf\u00e9", "command": "read"}');
+SELECT memory_tool('t', '{"path": "/a/b-c", "command": "append", "content": "x"}');
+SELECT memory_tool('t', '{"path": "/a/b0", "command": "append", "content": "x"}');
+SELECT memory_tool('t', '{"path": "/a", "command": "list"}');
+SELECT memory_tool('t', '{"path": "/a/b", "command": "delete"}');
+SELECT memory_tool('t', '{"path": "/a", "command": "list"}');
+
+-- Each code.
+SELECT memory_tool('t', '{"path": "/nothing/here", "command": "list"}');
+SELECT memory_tool('t', '{"path": "/nothing", "command": "delete"}');
+SELECT memory_tool('t', '{"path": "/nothing", "command": "update", "oldContent": "a", "content": "b"}');
+SELECT memory_tool('t', '{"path": "/a", "command": "read"}');
+SELECT memory_tool('t', '{"path": "/a", "command": "update", "oldContent": "a", "content": "b"}');
+SELECT memory_tool('t', '{"path": "/a", "command": "append", "content": "a directory"}');
+SELECT memory_tool('t', '{"path": "/a/b-c", "command": "list"}');
+SELECT memory_tool('t', '{"path": "/a/b-c/deeper", "command": "append", "content": "under a file"}');
+SET agent_memory.max_file_bytes = 10;
+SELECT memory_tool('t', '{"path": "/big", "command": "append", "content": "more than ten bytes"}');
+SELECT memory_tool('t', '{"path": "/a/b-c", "command": "append", "content": "0123456789"}');
+SELECT memory_tool('t', '{"path": "/a/b-c", "command": "update", "oldContent": "x", "content": "0123456789ab"}');
+RESET agent_memory.max_file_bytes;
+SELECT files AS files_now FROM memory_scopes WHERE scope = 't';
+SET agent_memory.max_files_per_scope = 4;
+SELECT memory_tool('t', '{"path": "/one", "command": "append", "content": "1"}');
+SELECT memory_tool('t', '{"path": "/two", "command": "append", "content": "2"}');
+SELECT memory_tool('t', '{"path": "/one", "command": "append", "content": " more"}');
+RESET agent_memory.max_files_per_scope;
+SELECT scope, files FROM memory_scopes ORDER BY scope;
+
+-- Bad paths and malformed requests: EINVAL, and nothing changes.
+CREATE TEMP TABLE before AS SELECT * FROM memory_files;
+SELECT r ->> 'code' AS code, r ->> 'message' AS message, request
+FROM (VALUES
+  ('{"path": "/a/../b", "command": "read"}'),
+  ('{"path": "..", "command": "list"}'),
+  ('{"path": "/./a", "command": "append", "content": "x"}'),
+  ('{"path": "/a/.", "command": "delete"}'),
+  ('{"path": "/a/%2e%2e/b", "command": "read"}'),
+  ('{"path": "/a%2Fb", "command": "append", "content": "x"}'),
+  ('{"path": "/a%5Cb", "command": "append", "content": "x"}'),
+  ('{"path": "/a\\b", "command": "append", "content": "x"}'),
+  ('{"path": "/a\nb", "command": "append", "content": "x"}'),
+  ('{"path": "/a\tb", "command": "read"}'),
+  ('{"path": "/a\u007f", "command": "read"}'),
+  ('{"path": "/a\u0085", "command": "read"}'),
+  ('{"path": "/' || repeat('x', 256) || '", "command": "append", "content": "x"}'),
+  ('{"path": "' || repeat('/a', 33) || '", "command": "append", "content": "x"}'),
+  ('{"path": "/' || repeat(repeat('y', 200) || '/', 6) || 'z", "command": "append", "content": "x"}'),
+  ('{"path": 7, "command": "read"}'),
+  ('{"path": null, "command": "read"}'),
+  ('{"command": "read"}'),
+  ('{"path": "/a"}'),
+  ('{"path": "/a", "command": 1}'),
+  ('{"path": "/a", "command": "move"}'),
+  ('{"path": "/a", "command": "READ"}'),
+  ('{"path": "/x", "command": "append", "content": 5}'),
+  ('{"path": "/x", "command": "append", "content": null}'),
+  ('{"path": "/x", "command": "update", "content": "b"}'),
+  ('{"path": "/x", "command": "update", "oldContent": "", "content": "b"}'),
+  ('{"path": "/x", "command": "update", "oldContent": "a"}'),
+  ('{"path": "/x", "command": "update", "oldContent": ["a"], "content": "b"}'),
+  ('{"path": "/", "command": "delete"}'),
+  ('[]'),
+  ('"read /a"'),
+  ('null')
+) AS bad (request), LATERAL (SELECT memory_tool('t', bad.request::jsonb)::jsonb #> '{error}' AS r) e;
+SELECT memory_tool('t', NULL);
+SELECT memory_tool(NULL, '{"path": "/a", "command": "read"}');
+SELECT (SELECT count(*) FROM memory_files) = (SELECT count(*) FROM before)
+   AND NOT EXISTS (SELECT * FROM memory_files EXCEPT SELECT * FROM before) AS nothing_changed;
