@@ -421,7 +421,7 @@ mod tests {
             (under("/"), under_end("/")),
             ("/".to_owned(), "0".to_owned())
         );
-        assert!("/a/bc".to_owned() < under_end("/a") && "/a0" >= under_end("/a").as_str());
+        assert!("/a/bc" < under_end("/a").as_str() && "/a0" >= under_end("/a").as_str());
         assert!(!("/ab" >= under("/a").as_str() && "/ab" < under_end("/a").as_str()));
         assert_eq!(entry_of("/notes", "/notes/today"), ("today", false));
         assert_eq!(entry_of("/", "/notes/today"), ("notes", true));
