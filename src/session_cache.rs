@@ -137,6 +137,8 @@ pub fn remember(session_id: &str, idle_minutes: i32, active_until: i64, deletion
 fn note_session_deletions<'a>(
     _trigger: &'a pgrx::PgTrigger<'a>,
 ) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, pgrx::pg_sys::panic::ErrorReport> {
+    // This backend's own transaction may write again before it commits.
+    forget();
     if SHARED.load(Ordering::Relaxed) && !DELETING.replace(true) {
         pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Commit, || {
             DELETIONS.get().fetch_add(1, Ordering::SeqCst);

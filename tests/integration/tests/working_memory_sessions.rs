@@ -42,6 +42,18 @@ fn a_session_ended_or_deleted_elsewhere_or_expired_is_refused() {
         .unwrap();
     assert_eq!(wm_set(&mut writer, "ended", "two"), Err("P0002".into()));
 
+    // Ended by this connection, in the transaction that writes next.
+    assert_eq!(wm_set(&mut writer, "mine", "one"), Err("P0002".into()));
+    writer
+        .batch_execute("SELECT agent_memory.create_session('ana', session_id => 'mine')")
+        .unwrap();
+    assert_eq!(wm_set(&mut writer, "mine", "one"), Ok(true));
+    writer
+        .batch_execute("BEGIN; SELECT agent_memory.end_session('mine')")
+        .unwrap();
+    assert_eq!(wm_set(&mut writer, "mine", "two"), Err("P0002".into()));
+    writer.batch_execute("ROLLBACK").unwrap();
+
     // Deleted by hand, not through the extension.
     assert_eq!(wm_set(&mut writer, "deleted", "one"), Ok(true));
     other
