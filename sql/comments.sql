@@ -120,3 +120,7 @@ COMMENT ON FUNCTION agent_memory.memory_scope(text, text, text) IS
     'The scope key of seed 002''s memory node: global (one per node) or perThread (one per node and thread)';
 COMMENT ON FUNCTION agent_memory.memory_tool(text, jsonb) IS
     'Run one memory tool request {path, command, content?, oldContent?} on a scope''s files; returns seed 002''s JSON envelope, never an SQL error for a bad request';
+COMMENT ON FUNCTION agent_memory.memory_render(text, text, integer) IS
+    'A scope''s files for a prompt (seed 002''s connector): tree (the paths, indented) or full (paths and contents), within max_chars, saying at the end what a cut left out';
+COMMENT ON FUNCTION agent_memory.memory_tool_definition(text, text, text, text) IS
+    'A definition of the memory tool with the JSON Schema of its request, in Anthropic''s (name, description, input_schema) or OpenAI''s function format';

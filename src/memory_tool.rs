@@ -469,3 +469,132 @@ fn memory_scope(
     };
     Ok(key.to_string())
 }
+
+/// A scope's files in path order: paths only, or paths and contents.
+static SCOPE_PATHS: Statement = Statement {
+    sql: "SELECT f.path FROM agent_memory.memory_files f WHERE f.scope = $1 ORDER BY f.path",
+    args: &[TEXT],
+    writes: false,
+};
+
+static SCOPE_FILES: Statement = Statement {
+    sql: "SELECT f.path, f.content FROM agent_memory.memory_files f WHERE f.scope = $1 ORDER BY f.path",
+    args: &[TEXT],
+    writes: false,
+};
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn memory_render(
+    scope: Option<&str>,
+    content: default!(Option<&str>, "'tree'"),
+    max_chars: default!(Option<i32>, "4000"),
+) -> SqlResult<String> {
+    let scope = scope.ok_or_else(|| Error::null("scope")).or_report()?;
+    let max_chars = match max_chars {
+        Some(n) if n >= 1 => n as usize,
+        Some(n) => {
+            return Err(Error::invalid(format!(
+                "max_chars must be at least 1, not {n}"
+            )))
+            .or_report();
+        }
+        None => return Err(Error::null("max_chars")).or_report(),
+    };
+    let full = match content {
+        Some("tree") => false,
+        Some("full") => true,
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "unknown content {}",
+                agent_memory_core::error::quoted(other)
+            ))
+            .with_detail("content is tree (the paths) or full (paths and contents)"))
+            .or_report();
+        }
+        None => return Err(Error::null("content")).or_report(),
+    };
+    let lines = Spi::connect(|client| -> SqlResult<Vec<String>> {
+        let plan = kept(client, if full { &SCOPE_FILES } else { &SCOPE_PATHS }).or_report()?;
+        let table = client.select(&*plan, None, &[scope.into()]).or_report()?;
+        let mut rows = Vec::with_capacity(table.len());
+        for row in table {
+            let path = row.get::<String>(1).or_report()?.unwrap_or_default();
+            let text = if full {
+                row.get::<String>(2).or_report()?.unwrap_or_default()
+            } else {
+                String::new()
+            };
+            rows.push((path, text));
+        }
+        Ok(if full {
+            files::full_lines(rows.iter().map(|(p, c)| (p.as_str(), c.as_str())))
+        } else {
+            let paths: Vec<String> = rows.into_iter().map(|(p, _)| p).collect();
+            files::tree_lines(&paths)
+        })
+    })?;
+    Ok(files::within(&lines, max_chars))
+}
+
+#[pg_extern(immutable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn memory_tool_definition(
+    name: default!(Option<&str>, "'memory'"),
+    description: default!(Option<&str>, "NULL"),
+    title: default!(Option<&str>, "NULL"),
+    format: default!(Option<&str>, "'anthropic'"),
+) -> SqlResult<pgrx::JsonB> {
+    let name = name.ok_or_else(|| Error::null("name")).or_report()?;
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !valid {
+        return Err(Error::invalid(format!(
+            "tool name {} must be 1 to 64 letters, digits, _ or -",
+            agent_memory_core::error::quoted(name)
+        )))
+        .or_report();
+    }
+    let description = description.unwrap_or(
+        "Memory that persists across conversations: text files addressed by paths. \
+         Commands: read a file, list a directory (an empty path is the root), append to a file \
+         (creating it), update a file (replace every occurrence of oldContent by content), \
+         delete a file or a whole directory. Answers with a JSON envelope {command, path, ok, result | error}.",
+    );
+    let mut schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "Path of the file or directory, such as /notes/today; an empty path is the root."},
+            "command": {"type": "string", "enum": ["read", "list", "append", "update", "delete"], "description": "What to do at the path."},
+            "content": {"type": "string", "description": "append: the text to add; update: the replacement text."},
+            "oldContent": {"type": "string", "description": "update: the text to replace, every occurrence."}
+        },
+        "required": ["path", "command"],
+        "additionalProperties": false
+    });
+    if let Some(title) = title {
+        schema["title"] = serde_json::json!(title);
+    }
+    let definition = match format {
+        Some("anthropic") => serde_json::json!({
+            "name": name, "description": description, "input_schema": schema
+        }),
+        Some("openai") => serde_json::json!({
+            "type": "function",
+            "function": {"name": name, "description": description, "parameters": schema}
+        }),
+        Some(other) => {
+            return Err(Error::invalid(format!(
+                "unknown tool format {}",
+                agent_memory_core::error::quoted(other)
+            ))
+            .with_detail("the formats are anthropic and openai"))
+            .or_report();
+        }
+        None => return Err(Error::null("format")).or_report(),
+    };
+    Ok(pgrx::JsonB(definition))
+}

@@ -356,6 +356,82 @@ pub fn occurrences(content: &str, old: &str) -> usize {
     }
 }
 
+/// The lines of a tree listing of a scope's files (normalised paths, any
+/// order): every directory once as `name/`, then what it holds, two spaces
+/// deeper, entries by name.
+pub fn tree_lines(paths: &[String]) -> Vec<String> {
+    let mut split: Vec<Vec<&str>> = paths
+        .iter()
+        .map(|p| p.split('/').filter(|s| !s.is_empty()).collect())
+        .collect();
+    split.sort();
+    let mut lines = Vec::new();
+    let mut open: Vec<&str> = Vec::new();
+    for segments in &split {
+        let (dirs, file) = segments.split_at(segments.len().saturating_sub(1));
+        let shared = open.iter().zip(dirs).take_while(|(a, b)| a == b).count();
+        open.truncate(shared);
+        for dir in &dirs[shared..] {
+            lines.push(format!("{}{dir}/", "  ".repeat(open.len())));
+            open.push(dir);
+        }
+        if let Some(file) = file.first() {
+            lines.push(format!("{}{file}", "  ".repeat(open.len())));
+        }
+    }
+    lines
+}
+
+/// The lines of a full rendering: each file's path as a heading, then its
+/// content.
+pub fn full_lines<'a>(files: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<String> {
+    let mut lines = Vec::new();
+    for (path, content) in files {
+        if !lines.is_empty() {
+            lines.push(String::new());
+        }
+        lines.push(format!("### {path}"));
+        lines.extend(content.lines().map(str::to_owned));
+    }
+    lines
+}
+
+/// Join `lines` within `max_chars` characters. When they do not all fit,
+/// keep the first whole lines that do and end with a line saying what was
+/// left out: never a silent truncation.
+pub fn within(lines: &[String], max_chars: usize) -> String {
+    let chars = |line: &String| line.chars().count();
+    let total: usize = lines.iter().map(chars).sum::<usize>() + lines.len().saturating_sub(1);
+    if total <= max_chars {
+        return lines.join("\n");
+    }
+    let note = |more_lines: usize, more_chars: usize| {
+        format!(
+            "[cut at {max_chars} characters: {more_lines} more lines, {more_chars} more characters left out]"
+        )
+    };
+    // The note with the largest numbers it could carry: the real one is
+    // never longer.
+    let budget = max_chars.saturating_sub(note(lines.len(), total).chars().count() + 1);
+    let mut kept = 0;
+    let mut used = 0;
+    for line in lines {
+        let cost = chars(line) + usize::from(kept > 0);
+        if used + cost > budget {
+            break;
+        }
+        used += cost;
+        kept += 1;
+    }
+    let left_chars = total - used;
+    let mut out = lines[..kept].join("\n");
+    if kept > 0 {
+        out.push('\n');
+    }
+    out.push_str(&note(lines.len() - kept, left_chars));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -497,6 +573,60 @@ mod tests {
             echo.path.as_deref(),
             Some("/a/../b"),
             "a bad path is echoed as given"
+        );
+    }
+
+    #[test]
+    fn tree_and_full_renderings() {
+        let paths: Vec<String> = [
+            "/notes/today",
+            "/a-b",
+            "/notes/work/plan",
+            "/readme",
+            "/notes/a",
+        ]
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+        assert_eq!(
+            tree_lines(&paths).join("\n"),
+            "a-b\nnotes/\n  a\n  today\n  work/\n    plan\nreadme"
+        );
+        assert!(tree_lines(&[]).is_empty());
+        let full = full_lines([("/a", "one\ntwo"), ("/b", "three")].into_iter());
+        assert_eq!(full.join("\n"), "### /a\none\ntwo\n\n### /b\nthree");
+    }
+
+    #[test]
+    fn a_cut_says_what_it_left_out() {
+        let lines: Vec<String> = (1..=50).map(|i| format!("line number {i}")).collect();
+        let all = lines.join("\n");
+        assert_eq!(
+            within(&lines, all.chars().count()),
+            all,
+            "everything fits: no note"
+        );
+        let cut = within(&lines, 200);
+        assert!(cut.chars().count() <= 200, "{cut}");
+        let kept = cut.lines().count() - 1;
+        let last = cut.lines().last().unwrap();
+        let left: usize = lines[kept..]
+            .iter()
+            .map(|l| l.chars().count())
+            .sum::<usize>()
+            + (50 - kept);
+        assert_eq!(
+            last,
+            format!(
+                "[cut at 200 characters: {} more lines, {left} more characters left out]",
+                50 - kept
+            )
+        );
+        assert!(cut.starts_with("line number 1\nline number 2"));
+        let tiny = within(&lines, 5);
+        assert!(
+            tiny.starts_with("[cut at 5 characters: 50 more lines"),
+            "{tiny}"
         );
     }
 

@@ -98,3 +98,28 @@ SELECT memory_tool('t', NULL);
 SELECT memory_tool(NULL, '{"path": "/a", "command": "read"}');
 SELECT (SELECT count(*) FROM memory_files) = (SELECT count(*) FROM before)
    AND NOT EXISTS (SELECT * FROM memory_files EXCEPT SELECT * FROM before) AS nothing_changed;
+
+-- Rendering for a prompt (seed 002's connector): the tree, the full text,
+-- and a cut that says what it left out.
+SELECT count(memory_tool('r', jsonb_build_object('path', p, 'command', 'append', 'content', c)))
+FROM (VALUES ('/notes/today', E'Booked the flight.\nHotel next.'), ('/notes/work/plan', 'Ship the memory tool.'),
+             ('/readme', 'What this memory holds.'), ('/a-b', 'sorted by name')) AS f (p, c);
+SELECT memory_render('r');
+SELECT memory_render('r', 'full');
+SELECT memory_render('r', 'full', 80);
+SELECT length(memory_render('r', 'full', 80)) <= 80 AS within_the_limit;
+SELECT memory_render('nothing stored') = '' AS empty_scope;
+SELECT memory_render('r', 'everything');
+\echo :LAST_ERROR_SQLSTATE
+SELECT memory_render('r', 'tree', 0);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Tool definitions in both formats; the seed's named instances.
+SELECT memory_tool_definition();
+SELECT memory_tool_definition('memory_write', 'Write memory tool', 'Mem Write', format => 'openai');
+SELECT d ->> 'name' AS name, d ->> 'description' AS description, d #>> '{input_schema,title}' AS title
+FROM memory_tool_definition('memory_readonly', 'Read-only memory tool', 'Mem Read') d;
+SELECT memory_tool_definition('bad name!');
+\echo :LAST_ERROR_SQLSTATE
+SELECT memory_tool_definition(format => 'mcp');
+\echo :LAST_ERROR_SQLSTATE
