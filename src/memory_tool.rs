@@ -123,7 +123,9 @@ static UPDATE_FILE: Statement = Statement {
 };
 
 /// Delete a file, or every file of a directory (the range [$3, $4)), and
-/// count them off the scope; returns the deleted paths.
+/// count them off the scope. Returns how many files went, whether the file
+/// $2 itself was one, and the distinct directories that held them (a
+/// directory's subdirectories follow from those).
 static DELETE_FILES: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.memory_files f
@@ -132,7 +134,11 @@ static DELETE_FILES: Statement = Statement {
           counted AS (
             UPDATE agent_memory.memory_scopes s SET files = s.files - (SELECT count(*) FROM gone)
             WHERE s.scope = $1 AND EXISTS (SELECT FROM gone))
-          SELECT path FROM gone",
+          SELECT (SELECT count(*) FROM gone)::int4,
+                 EXISTS (SELECT FROM gone WHERE gone.path = $2),
+                 ARRAY (SELECT DISTINCT pg_catalog.left(g.path,
+                          pg_catalog.length(g.path) - pg_catalog.strpos(pg_catalog.reverse(g.path), '/'))
+                        FROM gone g)",
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -384,26 +390,21 @@ fn delete(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<Strin
             ],
         )
         .or_report()?;
-    let mut paths = Vec::with_capacity(table.len());
-    for row in table {
-        paths.push(row.get::<String>(1).or_report()?.unwrap_or_default());
-    }
-    if paths.is_empty() {
+    let row = table.first();
+    let files_gone = row.get::<i32>(1).or_report()?.unwrap_or(0);
+    if files_gone == 0 {
         return Ok(Err(ToolError::new(
             Code::Enoent,
             "ENOENT: file or directory not found",
         )));
     }
-    let result = if paths.len() == 1 && paths[0] == path {
-        "{\"files\":1,\"dirs\":0}".to_owned()
+    let dirs = if row.get::<bool>(2).or_report()? == Some(true) {
+        0
     } else {
-        format!(
-            "{{\"files\":{},\"dirs\":{}}}",
-            paths.len(),
-            files::directories_removed(path, paths.iter().map(String::as_str))
-        )
+        let parents = row.get::<Vec<String>>(3).or_report()?.unwrap_or_default();
+        files::directories_removed(path, parents.iter().map(String::as_str))
     };
-    Ok(Ok(result))
+    Ok(Ok(format!("{{\"files\":{files_gone},\"dirs\":{dirs}}}")))
 }
 
 fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<String>> {

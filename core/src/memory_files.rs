@@ -173,17 +173,19 @@ pub fn entry_of<'a>(dir: &str, path: &'a str) -> (&'a str, bool) {
     }
 }
 
-/// How many directories a deletion of `dir` removes, from the files it
-/// removed: `dir` itself and every directory between it and a file.
-pub fn directories_removed<'a>(dir: &str, files: impl Iterator<Item = &'a str>) -> usize {
+/// How many directories a deletion of `dir` removes, from the directories
+/// that held the files it removed: `dir` itself and every directory
+/// between it and one of them.
+pub fn directories_removed<'a>(dir: &str, holders: impl Iterator<Item = &'a str>) -> usize {
     let mut dirs = std::collections::HashSet::new();
     dirs.insert(dir.to_owned());
-    let depth = if dir == "/" { 0 } else { dir.len() };
-    for file in files {
-        for ancestor in ancestors(file) {
-            if ancestor.len() > depth {
-                dirs.insert(ancestor.to_owned());
+    for holder in holders {
+        let mut at = holder;
+        while at.len() > dir.len() {
+            if !dirs.insert(at.to_owned()) {
+                break;
             }
+            at = parent(at);
         }
     }
     dirs.len()
@@ -501,17 +503,17 @@ mod tests {
         assert!(!("/ab" >= under("/a").as_str() && "/ab" < under_end("/a").as_str()));
         assert_eq!(entry_of("/notes", "/notes/today"), ("today", false));
         assert_eq!(entry_of("/", "/notes/today"), ("notes", true));
+        // Files /notes/today, /notes/a/b/c, /notes/a/x: held by /notes,
+        // /notes/a/b and /notes/a.
         assert_eq!(
-            directories_removed(
-                "/notes",
-                ["/notes/today", "/notes/a/b/c", "/notes/a/x"].into_iter()
-            ),
+            directories_removed("/notes", ["/notes", "/notes/a/b", "/notes/a"].into_iter()),
             3
         );
         assert_eq!(
-            directories_removed("/notes", ["/notes/today"].into_iter()),
-            1
+            directories_removed("/notes", ["/notes/x/y/z"].into_iter()),
+            4
         );
+        assert_eq!(directories_removed("/notes", ["/notes"].into_iter()), 1);
     }
 
     #[test]
