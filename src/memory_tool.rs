@@ -143,6 +143,20 @@ static DELETE_FILES: Statement = Statement {
     writes: true,
 };
 
+/// A setting-like argument that must be one of `choices`.
+fn one_of<'a>(what: &str, value: Option<&'a str>, choices: &[&str]) -> SqlResult<&'a str> {
+    let value = value.ok_or_else(|| Error::null(what)).or_report()?;
+    if choices.contains(&value) {
+        return Ok(value);
+    }
+    Err(Error::invalid(format!(
+        "unknown {what} {}",
+        agent_memory_core::error::quoted(value)
+    ))
+    .with_detail(format!("{what} is one of: {}", choices.join(", "))))
+    .or_report()
+}
+
 fn max_file_bytes() -> i32 {
     settings::MAX_FILE_BYTES.get()
 }
@@ -450,23 +464,14 @@ fn memory_scope(
         .filter(|n| !n.is_empty())
         .ok_or_else(|| Error::null("memory_node_id"))
         .or_report()?;
-    let key = match scope.unwrap_or("global") {
-        "global" => serde_json::json!([node]),
-        "perThread" => {
-            let thread = thread_id
-                .filter(|t| !t.is_empty())
-                .ok_or_else(|| Error::invalid("a perThread scope needs a thread_id"))
-                .or_report()?;
-            serde_json::json!([node, thread])
-        }
-        other => {
-            return Err(Error::invalid(format!(
-                "unknown memory scope {}",
-                agent_memory_core::error::quoted(other)
-            ))
-            .with_detail("the scopes are global and perThread"))
-            .or_report();
-        }
+    let key = if one_of("scope", scope, &["global", "perThread"])? == "global" {
+        serde_json::json!([node])
+    } else {
+        let thread = thread_id
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| Error::invalid("a perThread scope needs a thread_id"))
+            .or_report()?;
+        serde_json::json!([node, thread])
     };
     Ok(key.to_string())
 }
@@ -502,19 +507,7 @@ fn memory_render(
         }
         None => return Err(Error::null("max_chars")).or_report(),
     };
-    let full = match content {
-        Some("tree") => false,
-        Some("full") => true,
-        Some(other) => {
-            return Err(Error::invalid(format!(
-                "unknown content {}",
-                agent_memory_core::error::quoted(other)
-            ))
-            .with_detail("content is tree (the paths) or full (paths and contents)"))
-            .or_report();
-        }
-        None => return Err(Error::null("content")).or_report(),
-    };
+    let full = one_of("content", content, &["tree", "full"])? == "full";
     let lines = Spi::connect(|client| -> SqlResult<Vec<String>> {
         let plan = kept(client, if full { &SCOPE_FILES } else { &SCOPE_PATHS }).or_report()?;
         let table = client.select(&*plan, None, &[scope.into()]).or_report()?;
@@ -579,23 +572,13 @@ fn memory_tool_definition(
     if let Some(title) = title {
         schema["title"] = serde_json::json!(title);
     }
-    let definition = match format {
-        Some("anthropic") => serde_json::json!({
-            "name": name, "description": description, "input_schema": schema
-        }),
-        Some("openai") => serde_json::json!({
+    let definition = if one_of("format", format, &["anthropic", "openai"])? == "anthropic" {
+        serde_json::json!({"name": name, "description": description, "input_schema": schema})
+    } else {
+        serde_json::json!({
             "type": "function",
             "function": {"name": name, "description": description, "parameters": schema}
-        }),
-        Some(other) => {
-            return Err(Error::invalid(format!(
-                "unknown tool format {}",
-                agent_memory_core::error::quoted(other)
-            ))
-            .with_detail("the formats are anthropic and openai"))
-            .or_report();
-        }
-        None => return Err(Error::null("format")).or_report(),
+        })
     };
     Ok(pgrx::JsonB(definition))
 }
