@@ -171,6 +171,10 @@ fn too_big(bytes: i64) -> ToolError {
     )
 }
 
+fn a_directory() -> ToolError {
+    ToolError::new(Code::Eisdir, "EISDIR: path is a directory")
+}
+
 fn not_found() -> ToolError {
     ToolError::new(Code::Enoent, "ENOENT: file not found")
 }
@@ -208,10 +212,7 @@ fn read(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<String>
         return Ok(Ok(files::read_result(content)));
     }
     if path == "/" || is_directory(client, scope, path)? {
-        return Ok(Err(ToolError::new(
-            Code::Eisdir,
-            "EISDIR: path is a directory",
-        )));
+        return Ok(Err(a_directory()));
     }
     Ok(Err(not_found()))
 }
@@ -261,10 +262,7 @@ fn list(client: Client, scope: &str, dir: &str) -> SqlResult<ToolResult<String>>
 fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<ToolResult<String>> {
     let ok = || Ok(Ok("{\"status\":\"ok\"}".to_owned()));
     if path == "/" {
-        return Ok(Err(ToolError::new(
-            Code::Eisdir,
-            "EISDIR: path is a directory",
-        )));
+        return Ok(Err(a_directory()));
     }
     let limit = max_file_bytes();
     let plan = kept(client, &APPEND_EXISTING).or_report()?;
@@ -295,10 +293,7 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
         return Ok(Err(too_big(content.len() as i64)));
     }
     if is_directory(client, scope, path)? {
-        return Ok(Err(ToolError::new(
-            Code::Eisdir,
-            "EISDIR: path is a directory",
-        )));
+        return Ok(Err(a_directory()));
     }
     let above: Vec<String> = files::ancestors(path)
         .into_iter()
@@ -366,10 +361,7 @@ fn update(
         .or_report()?;
     if table.is_empty() {
         if path == "/" || is_directory(client, scope, path)? {
-            return Ok(Err(ToolError::new(
-                Code::Eisdir,
-                "EISDIR: path is a directory",
-            )));
+            return Ok(Err(a_directory()));
         }
         return Ok(Err(not_found()));
     }
