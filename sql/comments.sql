@@ -124,3 +124,7 @@ COMMENT ON FUNCTION agent_memory.memory_render(text, text, integer) IS
     'A scope''s files for a prompt (seed 002''s connector): tree (the paths, indented) or full (paths and contents), within max_chars, saying at the end what a cut left out';
 COMMENT ON FUNCTION agent_memory.memory_tool_definition(text, text, text, text) IS
     'A definition of the memory tool with the JSON Schema of its request, in Anthropic''s (name, description, input_schema) or OpenAI''s function format';
+COMMENT ON FUNCTION agent_memory.claude_memory(text, jsonb) IS
+    'Run one call of Claude''s memory tool (memory_20250818: view, create, str_replace, insert, delete, rename under /memories) on a scope''s files; returns the tool''s text, a refusal included';
+COMMENT ON FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) IS
+    'Run the memory call of a Claude tool_use block ({id, input, ...}) and return the tool_result block to send back (is_error true when refused)';

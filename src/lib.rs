@@ -19,6 +19,8 @@ pub mod plans;
 /// Large query results read row by row as the executor produces them.
 pub mod stream;
 
+/// Claude's memory tool (`memory_20250818`) over the memory tool's files.
+pub mod claude_memory;
 /// Removal of expired sessions and entries.
 pub mod cleanup;
 /// build_context / update_context (seed 004's context builder).

@@ -19,7 +19,7 @@ use crate::plans::{Statement, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
 use crate::settings;
 
-static READ: Statement = Statement {
+pub(crate) static READ: Statement = Statement {
     sql: "SELECT f.content FROM agent_memory.memory_files f WHERE f.scope = $1 AND f.path = $2",
     args: &[TEXT, TEXT],
     writes: false,
@@ -90,6 +90,15 @@ static CREATE_FILE: Statement = Statement {
     writes: true,
 };
 
+/// Create a file unless one is already there (then no row).
+static CREATE_ONLY: Statement = Statement {
+    sql: "INSERT INTO agent_memory.memory_files (scope, path, content) VALUES ($1, $2, $3)
+          ON CONFLICT (scope, path) DO NOTHING
+          RETURNING true",
+    args: &[TEXT, TEXT, TEXT],
+    writes: true,
+};
+
 /// Give back room counted for a file that a concurrent append created.
 static GIVE_ROOM: Statement = Statement {
     sql: "UPDATE agent_memory.memory_scopes SET files = files - $2 WHERE scope = $1",
@@ -126,7 +135,7 @@ static UPDATE_FILE: Statement = Statement {
 /// count them off the scope. Returns how many files went, whether the file
 /// $2 itself was one, and the distinct directories that held them (a
 /// directory's subdirectories follow from those).
-static DELETE_FILES: Statement = Statement {
+pub(crate) static DELETE_FILES: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.memory_files f
             WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
@@ -157,7 +166,7 @@ fn one_of<'a>(what: &str, value: Option<&'a str>, choices: &[&str]) -> SqlResult
     .or_report()
 }
 
-fn max_file_bytes() -> i32 {
+pub(crate) fn max_file_bytes() -> i32 {
     settings::MAX_FILE_BYTES.get()
 }
 
@@ -179,10 +188,10 @@ fn not_found() -> ToolError {
     ToolError::new(Code::Enoent, "ENOENT: file not found")
 }
 
-type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
+pub(crate) type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
 
 /// Whether directory `dir` has files under it.
-fn is_directory(client: Client, scope: &str, dir: &str) -> SqlResult<bool> {
+pub(crate) fn is_directory(client: Client, scope: &str, dir: &str) -> SqlResult<bool> {
     let plan = kept(client, &ANY_UNDER).or_report()?;
     let table = client
         .update(
@@ -259,8 +268,10 @@ fn list(client: Client, scope: &str, dir: &str) -> SqlResult<ToolResult<String>>
     Ok(Ok(files::list_result(&mut entries)))
 }
 
+/// The result of an append.
+const OK: &str = "{\"status\":\"ok\"}";
+
 fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<ToolResult<String>> {
-    let ok = || Ok(Ok("{\"status\":\"ok\"}".to_owned()));
     if path == "/" {
         return Ok(Err(a_directory()));
     }
@@ -274,7 +285,7 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
         )
         .or_report()?;
     if !table.is_empty() {
-        return ok();
+        return Ok(Ok(OK.to_owned()));
     }
     // Not appended: the file is too big for it, or does not exist yet.
     let sizes = kept(client, &FILE_BYTES).or_report()?;
@@ -289,7 +300,28 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
     {
         return Ok(Err(too_big(i64::from(bytes) + content.len() as i64)));
     }
-    if content.len() > limit as usize {
+    // Created, or appended to a file a concurrent append created first.
+    Ok(place_new_file(client, scope, path, content, true)?.map(|_| OK.to_owned()))
+}
+
+/// What became of a new file.
+pub(crate) enum Placed {
+    Created,
+    /// A concurrent call created the file first: appended to it, or (when
+    /// not appending) left alone.
+    Existed,
+}
+
+/// Create a file at `path`, within the size limit: no directory may be at
+/// the path and no file above it, and the scope must have room.
+pub(crate) fn place_new_file(
+    client: Client,
+    scope: &str,
+    path: &str,
+    content: &str,
+    append: bool,
+) -> SqlResult<ToolResult<Placed>> {
+    if content.len() > max_file_bytes() as usize {
         return Ok(Err(too_big(content.len() as i64)));
     }
     if is_directory(client, scope, path)? {
@@ -324,17 +356,18 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
             ),
         )));
     }
-    let create = kept(client, &CREATE_FILE).or_report()?;
+    let create = kept(client, if append { &CREATE_FILE } else { &CREATE_ONLY }).or_report()?;
     let table = client
         .update(&*create, None, &[scope.into(), path.into(), content.into()])
         .or_report()?;
-    if table.first().get::<bool>(1).or_report()? != Some(true) {
-        let give = kept(client, &GIVE_ROOM).or_report()?;
-        client
-            .update(&*give, None, &[scope.into(), 1i32.into()])
-            .or_report()?;
+    if !table.is_empty() && table.first().get::<bool>(1).or_report()? == Some(true) {
+        return Ok(Ok(Placed::Created));
     }
-    ok()
+    let give = kept(client, &GIVE_ROOM).or_report()?;
+    client
+        .update(&*give, None, &[scope.into(), 1i32.into()])
+        .or_report()?;
+    Ok(Ok(Placed::Existed))
 }
 
 fn update(

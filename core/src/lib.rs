@@ -7,6 +7,7 @@
 //! tests, runnable with `cargo test -p agent_memory_core` and no server.
 
 pub mod budget;
+pub mod claude_memory;
 pub mod error;
 pub mod graph;
 pub mod jsonb;

@@ -1,0 +1,750 @@
+//! Claude's client-side memory tool (`memory_20250818`) over the memory
+//! tool's files: the requests Claude sends (`view`, `create`,
+//! `str_replace`, `insert`, `delete`, `rename`), paths under `/memories`,
+//! and the exact texts of the answers.
+//!
+//! `/memories/notes/a.md` is the file `/notes/a.md` of the scope, so Claude
+//! and the JSON memory tool share one tree. The texts are those of
+//! Anthropic's memory tool documentation; where the documentation gives
+//! none, those of the SDK's reference implementation
+//! (`BetaLocalFilesystemMemoryTool`); the few refusals neither has (a size
+//! or file-count limit, a malformed request) start with `Error:`.
+//!
+//! Every answer is `Ok(text)` or `Err(text)`: the `Err` texts are what a
+//! `tool_result` sends back with `is_error: true`.
+
+use crate::memory_files::{self as files, occurrences};
+
+/// The directory every path of the tool lives under.
+pub const ROOT: &str = "/memories";
+/// The most lines a viewed file may have (the reference implementation's).
+pub const MAX_LINES: usize = 999_999;
+/// Line numbers are right-aligned to the width of `MAX_LINES`.
+const NUMBER_WIDTH: usize = 6;
+/// Lines of context shown around an edit.
+const SNIPPET_CONTEXT: usize = 2;
+
+/// A command's answer: the text for Claude, or the text of a refusal.
+pub type Answer<T> = Result<T, String>;
+
+/// A path of the tool, as Claude reads it (`/memories/...`, normalised) and
+/// as the scope stores it (`/...`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub shown: String,
+    pub stored: String,
+}
+
+impl Target {
+    pub fn is_root(&self) -> bool {
+        self.stored == "/"
+    }
+}
+
+/// One request, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    View {
+        path: Target,
+        range: Option<(i64, i64)>,
+    },
+    Create {
+        path: Target,
+        text: String,
+    },
+    StrReplace {
+        path: Target,
+        old: String,
+        new: String,
+    },
+    Insert {
+        path: Target,
+        line: i64,
+        text: String,
+    },
+    Delete {
+        path: Target,
+    },
+    Rename {
+        from: Target,
+        to: Target,
+    },
+}
+
+/// The commands, in the documentation's order.
+pub const COMMANDS: [&str; 6] = [
+    "view",
+    "create",
+    "str_replace",
+    "insert",
+    "delete",
+    "rename",
+];
+
+/// A path as given, fit to quote in an answer: control characters escaped.
+fn as_given(raw: &str) -> String {
+    raw.chars()
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_default().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect()
+}
+
+/// Map a path of the tool to the scope's path. It must be `/memories` or
+/// lie under it; the rest follows the memory tool's path rules, and a
+/// `..` segment or a percent-encoded dot is an attempt to escape.
+pub fn target(raw: &str) -> Answer<Target> {
+    let rest = match raw.strip_prefix(ROOT) {
+        Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
+        _ => {
+            return Err(format!(
+                "Path must start with /memories, got: {}",
+                as_given(raw)
+            ));
+        }
+    };
+    let escapes =
+        rest.split('/').any(|segment| segment == "..") || rest.to_ascii_lowercase().contains("%2e");
+    if escapes {
+        return Err(format!(
+            "Path {} would escape /memories directory",
+            as_given(raw)
+        ));
+    }
+    let stored = files::normalise_path(rest)
+        .map_err(|e| format!("Error: Invalid path {}: {}", as_given(raw), e.message))?;
+    let shown = if stored == "/" {
+        ROOT.to_owned()
+    } else {
+        format!("{ROOT}{stored}")
+    };
+    Ok(Target { shown, stored })
+}
+
+/// Check one request: `{command, path, ...}` with the arguments the
+/// command needs.
+pub fn parse(request: &serde_json::Value) -> Answer<Request> {
+    use serde_json::Value;
+    let Value::Object(fields) = request else {
+        return Err("Error: The request must be a JSON object".to_owned());
+    };
+    let command = match fields.get("command") {
+        Some(Value::String(c)) => c.as_str(),
+        None | Some(Value::Null) => return Err("Error: Parameter `command` is required".to_owned()),
+        Some(_) => return Err("Error: Parameter `command` must be a string".to_owned()),
+    };
+    if !COMMANDS.contains(&command) {
+        return Err(format!(
+            "Error: Unrecognized command {}. The allowed commands are: {}",
+            as_given(command),
+            COMMANDS.join(", ")
+        ));
+    }
+    let text = |name: &str| -> Answer<String> {
+        match fields.get(name) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            None | Some(Value::Null) => Err(format!(
+                "Error: Parameter `{name}` is required for command: {command}"
+            )),
+            Some(_) => Err(format!("Error: Parameter `{name}` must be a string")),
+        }
+    };
+    let integer = |name: &str| -> Answer<i64> {
+        match fields.get(name) {
+            Some(Value::Number(n)) => n
+                .as_i64()
+                .ok_or_else(|| format!("Error: Parameter `{name}` must be an integer")),
+            None | Some(Value::Null) => Err(format!(
+                "Error: Parameter `{name}` is required for command: {command}"
+            )),
+            Some(_) => Err(format!("Error: Parameter `{name}` must be an integer")),
+        }
+    };
+    let path = |name: &str| -> Answer<Target> { target(&text(name)?) };
+    Ok(match command {
+        "view" => {
+            let range = match fields.get("view_range") {
+                None | Some(Value::Null) => None,
+                Some(Value::Array(pair)) if pair.len() == 2 => {
+                    match (pair[0].as_i64(), pair[1].as_i64()) {
+                        (Some(start), Some(end)) => Some((start, end)),
+                        _ => return Err(bad_range()),
+                    }
+                }
+                Some(_) => return Err(bad_range()),
+            };
+            Request::View {
+                path: path("path")?,
+                range,
+            }
+        }
+        "create" => Request::Create {
+            path: path("path")?,
+            text: text("file_text")?,
+        },
+        "str_replace" => {
+            let path = path("path")?;
+            let old = text("old_str")?;
+            if old.is_empty() {
+                return Err("Error: Parameter `old_str` must not be empty".to_owned());
+            }
+            Request::StrReplace {
+                path,
+                old,
+                new: text("new_str")?,
+            }
+        }
+        "insert" => Request::Insert {
+            path: path("path")?,
+            line: integer("insert_line")?,
+            text: text("insert_text")?,
+        },
+        "delete" => Request::Delete {
+            path: path("path")?,
+        },
+        _ => Request::Rename {
+            from: path("old_path")?,
+            to: path("new_path")?,
+        },
+    })
+}
+
+fn bad_range() -> String {
+    "Error: Parameter `view_range` must be a list of two integers [start, end]".to_owned()
+}
+
+/// The refusal for a path that names no file (or, for `view` and
+/// `delete`, no directory either).
+pub fn not_found(path: &Target) -> String {
+    format!(
+        "The path {} does not exist. Please provide a valid path.",
+        path.shown
+    )
+}
+
+pub fn already_exists(path: &Target) -> String {
+    format!("Error: File {} already exists", path.shown)
+}
+
+pub fn destination_exists(path: &Target) -> String {
+    format!("Error: The destination {} already exists", path.shown)
+}
+
+pub fn root_not_deleted() -> String {
+    "Cannot delete the /memories directory itself".to_owned()
+}
+
+pub fn root_not_renamed() -> String {
+    "Error: Cannot rename the /memories directory itself".to_owned()
+}
+
+pub fn into_itself(from: &Target, to: &Target) -> String {
+    format!(
+        "Error: Cannot move {} into itself ({})",
+        from.shown, to.shown
+    )
+}
+
+pub fn file_above(path: &Target) -> String {
+    format!("Error: A directory on the way to {} is a file", path.shown)
+}
+
+pub fn too_big(path: &Target, bytes: usize, max_bytes: i64) -> String {
+    format!(
+        "Error: File {} would have {bytes} bytes; at most {max_bytes} are allowed (agent_memory.max_file_bytes)",
+        path.shown
+    )
+}
+
+pub fn memory_full(max_files: i64) -> String {
+    format!(
+        "Error: Memory is full: it holds {max_files} files, the most allowed (agent_memory.max_files_per_scope)"
+    )
+}
+
+pub fn bad_destination(from: &Target, to: &Target, why: &str) -> String {
+    format!("Error: Cannot rename {} to {}: {why}", from.shown, to.shown)
+}
+
+pub fn view_range_of_directory() -> String {
+    "Error: The `view_range` parameter is not allowed when `path` points to a directory.".to_owned()
+}
+
+pub fn created(path: &Target) -> String {
+    format!("File created successfully at: {}", path.shown)
+}
+
+pub fn deleted(path: &Target) -> String {
+    format!("Successfully deleted {}", path.shown)
+}
+
+pub fn renamed(from: &Target, to: &Target) -> String {
+    format!("Successfully renamed {} to {}", from.shown, to.shown)
+}
+
+/// A size the way `du -h` writes it: bytes below 1 KiB (`512B`), then one
+/// decimal below 10 (`1.5K`, `4.0K`), whole numbers above (`12K`), rounded
+/// up.
+pub fn human_size(bytes: u64) -> String {
+    if bytes < 1024 {
+        return format!("{bytes}B");
+    }
+    let mut value = bytes as f64;
+    let mut unit = 'B';
+    for next in ['K', 'M', 'G', 'T'] {
+        if value < 1024.0 && unit != 'B' {
+            break;
+        }
+        value /= 1024.0;
+        unit = next;
+    }
+    if value < 10.0 {
+        let tenths = (value * 10.0).ceil() / 10.0;
+        if tenths < 10.0 {
+            return format!("{tenths:.1}{unit}");
+        }
+    }
+    format!("{}{unit}", value.ceil() as u64)
+}
+
+/// Whether a listing leaves an entry out, with everything under it.
+fn hidden(name: &str, is_dir: bool) -> bool {
+    name.starts_with('.') || (is_dir && name == "node_modules")
+}
+
+/// The answer to `view` of a directory: its entries two levels deep by
+/// name (each directory followed by what it holds), hidden entries and
+/// `node_modules` left out, each with its size (a directory's is the sum of
+/// the files under it, as `du` counts). `files` are the stored paths under
+/// the directory with their sizes in bytes.
+pub fn directory_listing(dir: &Target, files_under: &[(String, u64)]) -> String {
+    use std::collections::BTreeMap;
+    let prefix = files::under(&dir.stored);
+    let mut total = 0u64;
+    // Segment lists sort each directory right before what it holds.
+    let mut entries: BTreeMap<Vec<&str>, (u64, bool)> = BTreeMap::new();
+    for (path, bytes) in files_under {
+        total += bytes;
+        let Some(rest) = path.strip_prefix(&prefix) else {
+            continue;
+        };
+        let segments: Vec<&str> = rest.split('/').collect();
+        for depth in 1..=segments.len().min(2) {
+            let is_dir = depth < segments.len();
+            if hidden(segments[depth - 1], is_dir) {
+                break;
+            }
+            let entry = entries
+                .entry(segments[..depth].to_vec())
+                .or_insert((0, is_dir));
+            entry.0 += bytes;
+        }
+    }
+    let mut out = format!(
+        "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:\n{}\t{}",
+        dir.shown,
+        human_size(total),
+        dir.shown
+    );
+    for (segments, (bytes, is_dir)) in entries {
+        out.push('\n');
+        out.push_str(&human_size(bytes));
+        out.push('\t');
+        out.push_str(&dir.shown);
+        out.push('/');
+        out.push_str(&segments.join("/"));
+        if is_dir {
+            out.push('/');
+        }
+    }
+    out
+}
+
+/// Lines numbered as the tool numbers them: right-aligned to six places,
+/// then a tab.
+fn numbered<'a>(first: usize, lines: impl Iterator<Item = &'a str>) -> String {
+    lines
+        .enumerate()
+        .map(|(i, line)| format!("{:>NUMBER_WIDTH$}\t{line}", first + i))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The answer to `view` of a file: its lines numbered, all of them or the
+/// `[start, end]` range (1-based, `end` -1 for the last line).
+pub fn file_view(path: &Target, content: &str, range: Option<(i64, i64)>) -> Answer<String> {
+    let lines: Vec<&str> = content.split('\n').collect();
+    if lines.len() > MAX_LINES {
+        return Err(format!(
+            "File {} exceeds maximum line limit of 999,999 lines.",
+            path.shown
+        ));
+    }
+    let count = lines.len() as i64;
+    let (start, end) = match range {
+        None => (1, count),
+        Some((start, end)) => {
+            let shown = format!("[{start}, {end}]");
+            if start < 1 || start > count {
+                return Err(format!(
+                    "Error: Invalid `view_range`: {shown}. Its first element `{start}` should be within the range of lines of the file: [1, {count}]"
+                ));
+            }
+            if end == -1 {
+                (start, count)
+            } else if end > count {
+                return Err(format!(
+                    "Error: Invalid `view_range`: {shown}. Its second element `{end}` should be smaller than the number of lines in the file: `{count}`"
+                ));
+            } else if end < start {
+                return Err(format!(
+                    "Error: Invalid `view_range`: {shown}. Its second element `{end}` should be larger or equal than its first `{start}`"
+                ));
+            } else {
+                (start, end)
+            }
+        }
+    };
+    let shown = &lines[(start - 1) as usize..end as usize];
+    Ok(format!(
+        "Here's the content of {} with line numbers:\n{}",
+        path.shown,
+        numbered(start as usize, shown.iter().copied())
+    ))
+}
+
+/// `str_replace`: the file's new content and the answer, when `old` occurs
+/// exactly once.
+pub fn replace_once(
+    path: &Target,
+    content: &str,
+    old: &str,
+    new: &str,
+) -> Answer<(String, String)> {
+    match occurrences(content, old) {
+        0 => {
+            return Err(format!(
+                "No replacement was performed, old_str `{old}` did not appear verbatim in {}.",
+                path.shown
+            ));
+        }
+        1 => {}
+        _ => {
+            let lines: Vec<String> = content
+                .match_indices(old)
+                .map(|(at, _)| (content[..at].matches('\n').count() + 1).to_string())
+                .collect();
+            return Err(format!(
+                "No replacement was performed. Multiple occurrences of old_str `{old}` in lines: {}. Please ensure it is unique",
+                lines.join(", ")
+            ));
+        }
+    }
+    let at = content.find(old).unwrap_or(0);
+    let edited = format!("{}{new}{}", &content[..at], &content[at + old.len()..]);
+    // The lines the new text spans, with two lines of context each side.
+    let first = content[..at].matches('\n').count();
+    let last = first + new.matches('\n').count();
+    let lines: Vec<&str> = edited.split('\n').collect();
+    let from = first.saturating_sub(SNIPPET_CONTEXT);
+    let to = (last + SNIPPET_CONTEXT + 1).min(lines.len());
+    let answer = format!(
+        "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n{}",
+        numbered(from + 1, lines[from..to].iter().copied())
+    );
+    Ok((edited, answer))
+}
+
+/// `insert`: the file's new content with `text` as new lines after line
+/// `line` (0: at the top), and the answer. The file's lines are split on
+/// `\n`; the result ends with a newline.
+pub fn insert_lines(
+    path: &Target,
+    content: &str,
+    line: i64,
+    text: &str,
+) -> Answer<(String, String)> {
+    let mut lines: Vec<&str> = if content.is_empty() {
+        Vec::new()
+    } else {
+        content
+            .strip_suffix('\n')
+            .unwrap_or(content)
+            .split('\n')
+            .collect()
+    };
+    if line < 0 || line > lines.len() as i64 {
+        return Err(format!(
+            "Error: Invalid `insert_line` parameter: {line}. It should be within the range of lines of the file: [0, {}]",
+            lines.len()
+        ));
+    }
+    lines.insert(line as usize, text.trim_end_matches('\n'));
+    let mut edited = lines.join("\n");
+    if !edited.ends_with('\n') {
+        edited.push('\n');
+    }
+    Ok((edited, format!("The file {} has been edited.", path.shown)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn at(raw: &str) -> Target {
+        target(raw).unwrap()
+    }
+
+    #[test]
+    fn paths_live_under_memories() {
+        assert_eq!(
+            at("/memories"),
+            Target {
+                shown: "/memories".into(),
+                stored: "/".into()
+            }
+        );
+        assert_eq!(at("/memories/").stored, "/");
+        let t = at("/memories//notes///a.md/");
+        assert_eq!(
+            (t.shown.as_str(), t.stored.as_str()),
+            ("/memories/notes/a.md", "/notes/a.md")
+        );
+        // NFC: two spellings of é reach one file.
+        assert_eq!(
+            at("/memories/cafe\u{301}").stored,
+            at("/memories/caf\u{e9}").stored
+        );
+    }
+
+    #[test]
+    fn paths_outside_memories_are_refused() {
+        for raw in ["/etc/passwd", "memories/a", "/memoriesx/a", "", "/"] {
+            assert_eq!(
+                target(raw).unwrap_err(),
+                format!("Path must start with /memories, got: {raw}")
+            );
+        }
+        for raw in [
+            "/memories/../etc",
+            "/memories/a/../../x",
+            "/memories/%2E%2E/x",
+            "/memories/..",
+        ] {
+            assert_eq!(
+                target(raw).unwrap_err(),
+                format!("Path {raw} would escape /memories directory")
+            );
+        }
+        let err = target("/memories/a\u{0}b").unwrap_err();
+        assert!(
+            err.starts_with("Error: Invalid path /memories/a\\u{0}b: "),
+            "{err}"
+        );
+        assert!(
+            target("/memories/a\\b")
+                .unwrap_err()
+                .contains("backslashes")
+        );
+        assert!(
+            target("/memories/./a")
+                .unwrap_err()
+                .starts_with("Error: Invalid path")
+        );
+    }
+
+    #[test]
+    fn requests_are_checked() {
+        let ok =
+            parse(&json!({"command": "view", "path": "/memories", "view_range": [1, -1]})).unwrap();
+        assert_eq!(
+            ok,
+            Request::View {
+                path: at("/memories"),
+                range: Some((1, -1))
+            }
+        );
+        let cases = [
+            (json!([]), "Error: The request must be a JSON object"),
+            (json!({}), "Error: Parameter `command` is required"),
+            (
+                json!({"command": 3}),
+                "Error: Parameter `command` must be a string",
+            ),
+            (
+                json!({"command": "cat"}),
+                "Error: Unrecognized command cat. The allowed commands are: view, create, str_replace, insert, delete, rename",
+            ),
+            (
+                json!({"command": "create", "path": "/memories/a"}),
+                "Error: Parameter `file_text` is required for command: create",
+            ),
+            (
+                json!({"command": "create", "path": "/memories/a", "file_text": 1}),
+                "Error: Parameter `file_text` must be a string",
+            ),
+            (
+                json!({"command": "insert", "path": "/memories/a", "insert_line": "2", "insert_text": ""}),
+                "Error: Parameter `insert_line` must be an integer",
+            ),
+            (
+                json!({"command": "insert", "path": "/memories/a", "insert_line": 1.5, "insert_text": ""}),
+                "Error: Parameter `insert_line` must be an integer",
+            ),
+            (
+                json!({"command": "view", "path": "/memories/a", "view_range": [1]}),
+                "Error: Parameter `view_range` must be a list of two integers [start, end]",
+            ),
+            (
+                json!({"command": "str_replace", "path": "/memories/a", "old_str": "", "new_str": "x"}),
+                "Error: Parameter `old_str` must not be empty",
+            ),
+            (
+                json!({"command": "str_replace", "path": "/memories/a", "old_str": "x"}),
+                "Error: Parameter `new_str` is required for command: str_replace",
+            ),
+            (
+                json!({"command": "rename", "old_path": "/memories/a"}),
+                "Error: Parameter `new_path` is required for command: rename",
+            ),
+            (
+                json!({"command": "delete", "path": "/tmp/a"}),
+                "Path must start with /memories, got: /tmp/a",
+            ),
+        ];
+        for (request, answer) in cases {
+            assert_eq!(parse(&request).unwrap_err(), answer, "{request}");
+        }
+    }
+
+    #[test]
+    fn sizes_read_like_du() {
+        assert_eq!(human_size(0), "0B");
+        assert_eq!(human_size(1023), "1023B");
+        assert_eq!(human_size(1024), "1.0K");
+        assert_eq!(human_size(1536), "1.5K");
+        assert_eq!(human_size(1537), "1.6K");
+        assert_eq!(human_size(4096), "4.0K");
+        assert_eq!(human_size(10 * 1024 - 1), "10K");
+        assert_eq!(human_size(12 * 1024), "12K");
+        assert_eq!(human_size(1024 * 1024), "1.0M");
+        assert_eq!(human_size(5 * 1024 * 1024 * 1024), "5.0G");
+    }
+
+    #[test]
+    fn directories_list_two_levels_with_sizes() {
+        let files: Vec<(String, u64)> = [
+            ("/a-b.md", 100),
+            ("/a/x.md", 2048),
+            ("/a/deep/er/y.md", 1024),
+            ("/.hidden/z", 10),
+            ("/node_modules/m.js", 10),
+            ("/.env", 5),
+        ]
+        .iter()
+        .map(|(p, b)| (p.to_string(), *b))
+        .collect();
+        let listing = directory_listing(&at("/memories"), &files);
+        assert_eq!(
+            listing,
+            "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n\
+             3.2K\t/memories\n\
+             3.0K\t/memories/a/\n\
+             1.0K\t/memories/a/deep/\n\
+             2.0K\t/memories/a/x.md\n\
+             100B\t/memories/a-b.md"
+        );
+        let sub: Vec<(String, u64)> = files
+            .into_iter()
+            .filter(|(p, _)| p.starts_with("/a/"))
+            .collect();
+        let listing = directory_listing(&at("/memories/a"), &sub);
+        assert!(listing.ends_with("3.0K\t/memories/a\n1.0K\t/memories/a/deep/\n1.0K\t/memories/a/deep/er/\n2.0K\t/memories/a/x.md"), "{listing}");
+    }
+
+    #[test]
+    fn files_show_numbered_lines() {
+        let p = at("/memories/n.md");
+        assert_eq!(
+            file_view(&p, "one\ntwo\nthree", None).unwrap(),
+            "Here's the content of /memories/n.md with line numbers:\n     1\tone\n     2\ttwo\n     3\tthree"
+        );
+        assert_eq!(
+            file_view(&p, "one\ntwo\nthree", Some((2, -1))).unwrap(),
+            "Here's the content of /memories/n.md with line numbers:\n     2\ttwo\n     3\tthree"
+        );
+        assert_eq!(
+            file_view(&p, "one\ntwo\nthree", Some((2, 2))).unwrap(),
+            "Here's the content of /memories/n.md with line numbers:\n     2\ttwo"
+        );
+        assert_eq!(
+            file_view(&p, "a\nb", Some((0, 1))).unwrap_err(),
+            "Error: Invalid `view_range`: [0, 1]. Its first element `0` should be within the range of lines of the file: [1, 2]"
+        );
+        assert_eq!(
+            file_view(&p, "a\nb", Some((1, 3))).unwrap_err(),
+            "Error: Invalid `view_range`: [1, 3]. Its second element `3` should be smaller than the number of lines in the file: `2`"
+        );
+        assert_eq!(
+            file_view(&p, "a\nb", Some((2, 1))).unwrap_err(),
+            "Error: Invalid `view_range`: [2, 1]. Its second element `1` should be larger or equal than its first `2`"
+        );
+        let huge = "\n".repeat(MAX_LINES);
+        assert_eq!(
+            file_view(&p, &huge, None).unwrap_err(),
+            "File /memories/n.md exceeds maximum line limit of 999,999 lines."
+        );
+    }
+
+    #[test]
+    fn replace_needs_exactly_one_occurrence() {
+        let p = at("/memories/n.md");
+        let text = "1\n2\n3\nold\n5\n6\n7";
+        let (edited, answer) = replace_once(&p, text, "old", "new\nnewer").unwrap();
+        assert_eq!(edited, "1\n2\n3\nnew\nnewer\n5\n6\n7");
+        assert_eq!(
+            answer,
+            "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     2\t2\n     3\t3\n     4\tnew\n     5\tnewer\n     6\t5\n     7\t6"
+        );
+        assert_eq!(
+            replace_once(&p, text, "nope", "x").unwrap_err(),
+            "No replacement was performed, old_str `nope` did not appear verbatim in /memories/n.md."
+        );
+        assert_eq!(
+            replace_once(&p, "a\nb a\na", "a", "x").unwrap_err(),
+            "No replacement was performed. Multiple occurrences of old_str `a` in lines: 1, 2, 3. Please ensure it is unique"
+        );
+        // At the top, the snippet starts at line 1.
+        let (_, answer) = replace_once(&p, "x\ny", "x", "z").unwrap();
+        assert!(answer.ends_with(":\n     1\tz\n     2\ty"), "{answer}");
+    }
+
+    #[test]
+    fn insert_adds_lines_after_a_line() {
+        let p = at("/memories/n.md");
+        assert_eq!(
+            insert_lines(&p, "a\nb\n", 0, "top\n").unwrap(),
+            (
+                "top\na\nb\n".to_owned(),
+                "The file /memories/n.md has been edited.".to_owned()
+            )
+        );
+        assert_eq!(insert_lines(&p, "a\nb", 2, "end").unwrap().0, "a\nb\nend\n");
+        assert_eq!(
+            insert_lines(&p, "a\nb", 1, "x\ny").unwrap().0,
+            "a\nx\ny\nb\n"
+        );
+        assert_eq!(insert_lines(&p, "", 0, "first").unwrap().0, "first\n");
+        assert_eq!(
+            insert_lines(&p, "a\nb\n", 3, "x").unwrap_err(),
+            "Error: Invalid `insert_line` parameter: 3. It should be within the range of lines of the file: [0, 2]"
+        );
+        assert!(insert_lines(&p, "a", -1, "x").is_err());
+    }
+}

@@ -1,0 +1,358 @@
+//! Claude's memory tool (`memory_20250818`) in SQL: `claude_memory` runs
+//! the command of one tool call on a scope's files and answers with the
+//! tool's text; `claude_memory_tool_result` turns a whole `tool_use` block
+//! into the `tool_result` block to send back. The paths, requests and
+//! texts are the core's (`agent_memory_core::claude_memory`); the files are
+//! the memory tool's, `/memories/x` being the file `/x`.
+//!
+//! A refused call is an answer too (what Claude reads with `is_error`),
+//! never an SQL error, and changes nothing. Each call is one transaction:
+//! an edit locks its file before reading it, so concurrent edits apply one
+//! after the other.
+
+use pgrx::prelude::*;
+
+use agent_memory_core::Error;
+use agent_memory_core::claude_memory::{self as claude, Answer, Request, Target};
+use agent_memory_core::memory_files::{self as files, Code};
+
+use crate::datums::JsonbArg;
+use crate::error::{OrReport, SqlResult};
+use crate::memory_tool::{self as tool, Client, Placed};
+use crate::plans::{Statement, kept};
+use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
+use crate::settings;
+
+/// A file's content, locked for an edit.
+static LOCK_FILE: Statement = Statement {
+    sql: "SELECT f.content FROM agent_memory.memory_files f
+          WHERE f.scope = $1 AND f.path = $2 FOR NO KEY UPDATE",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+static WRITE_FILE: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f SET content = $3, updated_at = pg_catalog.now()
+          WHERE f.scope = $1 AND f.path = $2",
+    args: &[TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// The files of a directory (the range [$2, $3)) with their sizes, which
+/// `octet_length` reads without detoasting the contents.
+static SIZES_UNDER: Statement = Statement {
+    sql: "SELECT f.path, pg_catalog.octet_length(f.content)::int8 FROM agent_memory.memory_files f
+          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $3",
+    args: &[TEXT, TEXT, TEXT],
+    writes: false,
+};
+
+/// The files a rename moves: the file $2 or the directory's files in
+/// [$3, $4), locked.
+static MOVING: Statement = Statement {
+    sql: "SELECT f.path FROM agent_memory.memory_files f
+          WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
+          FOR UPDATE",
+    args: &[TEXT, TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// Whether a destination is taken (a file at $2 or under it, in [$3, $4)),
+/// and whether a directory above it ($5) is a file.
+static DESTINATION: Statement = Statement {
+    sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
+                         WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))),
+                 EXISTS (SELECT FROM agent_memory.memory_files f
+                         WHERE f.scope = $1 AND f.path = ANY ($5))",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Move the file $2, or the directory's files in [$3, $4), to $5: each
+/// path's first $6 characters become $5.
+static MOVE: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f
+          SET path = $5 || pg_catalog.substr(f.path, $6 + 1)
+          WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
+    writes: true,
+};
+
+fn view(
+    client: Client,
+    scope: &str,
+    path: &Target,
+    range: Option<(i64, i64)>,
+) -> SqlResult<Answer<String>> {
+    if !path.is_root() {
+        let plan = kept(client, &tool::READ).or_report()?;
+        let table = client
+            .select(&*plan, None, &[scope.into(), path.stored.as_str().into()])
+            .or_report()?;
+        if !table.is_empty() {
+            let content = table
+                .first()
+                .get::<&str>(1)
+                .or_report()?
+                .unwrap_or_default();
+            return Ok(claude::file_view(path, content, range));
+        }
+    }
+    let plan = kept(client, &SIZES_UNDER).or_report()?;
+    let table = client
+        .select(
+            &*plan,
+            None,
+            &[
+                scope.into(),
+                files::under(&path.stored).into(),
+                files::under_end(&path.stored).into(),
+            ],
+        )
+        .or_report()?;
+    let mut sizes = Vec::with_capacity(table.len());
+    for row in table {
+        let file = row.get::<String>(1).or_report()?.unwrap_or_default();
+        let bytes = row.get::<i64>(2).or_report()?.unwrap_or(0);
+        sizes.push((file, bytes.max(0) as u64));
+    }
+    if sizes.is_empty() && !path.is_root() {
+        return Ok(Err(claude::not_found(path)));
+    }
+    if range.is_some() {
+        return Ok(Err(claude::view_range_of_directory()));
+    }
+    Ok(Ok(claude::directory_listing(path, &sizes)))
+}
+
+fn create(client: Client, scope: &str, path: &Target, text: &str) -> SqlResult<Answer<String>> {
+    if path.is_root() {
+        return Ok(Err(claude::already_exists(path)));
+    }
+    let refused = match tool::place_new_file(client, scope, &path.stored, text, false)? {
+        Ok(Placed::Created) => return Ok(Ok(claude::created(path))),
+        Ok(Placed::Existed) => return Ok(Err(claude::already_exists(path))),
+        Err(refused) => refused,
+    };
+    Ok(Err(match refused.code {
+        Code::Efbig => claude::too_big(path, text.len(), i64::from(tool::max_file_bytes())),
+        Code::Enotdir => claude::file_above(path),
+        Code::Enospc if file_exists(client, scope, path)? => claude::already_exists(path),
+        Code::Enospc => claude::memory_full(i64::from(settings::MAX_FILES_PER_SCOPE.get())),
+        // A directory is there.
+        _ => claude::already_exists(path),
+    }))
+}
+
+fn file_exists(client: Client, scope: &str, path: &Target) -> SqlResult<bool> {
+    let plan = kept(client, &tool::READ).or_report()?;
+    let table = client
+        .select(&*plan, None, &[scope.into(), path.stored.as_str().into()])
+        .or_report()?;
+    Ok(!table.is_empty())
+}
+
+/// Lock a file, compute its edit, write it: `edit` gives the new content
+/// and the answer, or the refusal.
+fn edit(
+    client: Client,
+    scope: &str,
+    path: &Target,
+    edit: impl FnOnce(&str) -> Answer<(String, String)>,
+) -> SqlResult<Answer<String>> {
+    let plan = kept(client, &LOCK_FILE).or_report()?;
+    let table = client
+        .update(&*plan, None, &[scope.into(), path.stored.as_str().into()])
+        .or_report()?;
+    if table.is_empty() {
+        return Ok(Err(claude::not_found(path)));
+    }
+    let content = table
+        .first()
+        .get::<String>(1)
+        .or_report()?
+        .unwrap_or_default();
+    let (edited, answer) = match edit(&content) {
+        Ok(done) => done,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let limit = tool::max_file_bytes();
+    if edited.len() > limit as usize {
+        return Ok(Err(claude::too_big(path, edited.len(), i64::from(limit))));
+    }
+    let write = kept(client, &WRITE_FILE).or_report()?;
+    client
+        .update(
+            &*write,
+            None,
+            &[scope.into(), path.stored.as_str().into(), edited.into()],
+        )
+        .or_report()?;
+    Ok(Ok(answer))
+}
+
+fn delete(client: Client, scope: &str, path: &Target) -> SqlResult<Answer<String>> {
+    if path.is_root() {
+        return Ok(Err(claude::root_not_deleted()));
+    }
+    let plan = kept(client, &tool::DELETE_FILES).or_report()?;
+    let table = client
+        .update(
+            &*plan,
+            None,
+            &[
+                scope.into(),
+                path.stored.as_str().into(),
+                files::under(&path.stored).into(),
+                files::under_end(&path.stored).into(),
+            ],
+        )
+        .or_report()?;
+    if table.first().get::<i32>(1).or_report()?.unwrap_or(0) == 0 {
+        return Ok(Err(claude::not_found(path)));
+    }
+    Ok(Ok(claude::deleted(path)))
+}
+
+fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<Answer<String>> {
+    if from.is_root() {
+        return Ok(Err(claude::root_not_renamed()));
+    }
+    if to.stored.starts_with(&files::under(&from.stored)) {
+        return Ok(Err(claude::into_itself(from, to)));
+    }
+    let range = |t: &Target| [files::under(&t.stored), files::under_end(&t.stored)];
+    let [from_under, from_end] = range(from);
+    let plan = kept(client, &MOVING).or_report()?;
+    let table = client
+        .update(
+            &*plan,
+            None,
+            &[
+                scope.into(),
+                from.stored.as_str().into(),
+                from_under.as_str().into(),
+                from_end.as_str().into(),
+            ],
+        )
+        .or_report()?;
+    let mut moving = Vec::with_capacity(table.len());
+    for row in table {
+        moving.push(row.get::<String>(1).or_report()?.unwrap_or_default());
+    }
+    if moving.is_empty() {
+        return Ok(Err(claude::not_found(from)));
+    }
+    if to.is_root() || to.stored == from.stored {
+        return Ok(Err(claude::destination_exists(to)));
+    }
+    // Every moved path must be a valid path at its new place.
+    for path in &moving {
+        let moved = format!("{}{}", to.stored, &path[from.stored.len()..]);
+        if let Err(refused) = files::normalise_path(&moved) {
+            return Ok(Err(claude::bad_destination(from, to, &refused.message)));
+        }
+    }
+    let [to_under, to_end] = range(to);
+    let above: Vec<String> = files::ancestors(&to.stored)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let plan = kept(client, &DESTINATION).or_report()?;
+    let table = client
+        .update(
+            &*plan,
+            None,
+            &[
+                scope.into(),
+                to.stored.as_str().into(),
+                to_under.as_str().into(),
+                to_end.as_str().into(),
+                above.into(),
+            ],
+        )
+        .or_report()?;
+    let row = table.first();
+    if row.get::<bool>(1).or_report()? == Some(true) {
+        return Ok(Err(claude::destination_exists(to)));
+    }
+    if row.get::<bool>(2).or_report()? == Some(true) {
+        return Ok(Err(claude::file_above(to)));
+    }
+    let plan = kept(client, &MOVE).or_report()?;
+    let prefix_chars = from.stored.chars().count() as i32;
+    client
+        .update(
+            &*plan,
+            None,
+            &[
+                scope.into(),
+                from.stored.as_str().into(),
+                from_under.as_str().into(),
+                from_end.as_str().into(),
+                to.stored.as_str().into(),
+                prefix_chars.into(),
+            ],
+        )
+        .or_report()?;
+    Ok(Ok(claude::renamed(from, to)))
+}
+
+/// Run one request of the tool on a scope: the answer, or the refusal.
+fn answer(scope: Option<&str>, request: &serde_json::Value) -> SqlResult<Answer<String>> {
+    let request = match claude::parse(request) {
+        Ok(request) => request,
+        Err(refused) => return Ok(Err(refused)),
+    };
+    let Some(scope) = scope.filter(|s| !s.is_empty()) else {
+        return Ok(Err("Error: No memory scope was given".to_owned()));
+    };
+    Spi::connect_mut(|client| match &request {
+        Request::View { path, range } => view(client, scope, path, *range),
+        Request::Create { path, text } => create(client, scope, path, text),
+        Request::StrReplace { path, old, new } => edit(client, scope, path, |content| {
+            claude::replace_once(path, content, old, new)
+        }),
+        Request::Insert { path, line, text } => edit(client, scope, path, |content| {
+            claude::insert_lines(path, content, *line, text)
+        }),
+        Request::Delete { path } => delete(client, scope, path),
+        Request::Rename { from, to } => rename(client, scope, from, to),
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn claude_memory(scope: Option<&str>, request: Option<JsonbArg>) -> SqlResult<String> {
+    let request = request
+        .and_then(|r| r.decode())
+        .unwrap_or(serde_json::Value::Null);
+    Ok(answer(scope, &request)?.unwrap_or_else(|refused| refused))
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn claude_memory_tool_result(
+    scope: Option<&str>,
+    tool_use: Option<pgrx::JsonB>,
+) -> SqlResult<pgrx::JsonB> {
+    let tool_use = tool_use.map(|t| t.0).unwrap_or(serde_json::Value::Null);
+    let id = tool_use
+        .get("id")
+        .and_then(|id| id.as_str())
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| Error::invalid("tool_use must be a tool_use block with an \"id\""))
+        .or_report()?
+        .to_owned();
+    let input = tool_use.get("input").unwrap_or(&serde_json::Value::Null);
+    let answer = answer(scope, input)?;
+    let mut result = serde_json::json!({"type": "tool_result", "tool_use_id": id});
+    match answer {
+        Ok(text) => result["content"] = text.into(),
+        Err(text) => {
+            result["content"] = text.into();
+            result["is_error"] = true.into();
+        }
+    }
+    Ok(pgrx::JsonB(result))
+}

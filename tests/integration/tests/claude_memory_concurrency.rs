@@ -1,0 +1,122 @@
+//! Concurrent calls of Claude's memory tool: edits of one file from many
+//! connections are applied one after the other (none lost), and of
+//! concurrent creates of one path exactly one succeeds.
+
+use std::thread;
+
+use agent_memory_integration::{connect, drop_database, fresh_database};
+
+fn claude(client: &mut postgres::Client, request: &str) -> String {
+    client
+        .query_one(
+            "SELECT agent_memory.claude_memory('s', $1::text::jsonb)",
+            &[&request],
+        )
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn concurrent_inserts_into_one_file_all_land() {
+    let db = "am_it_claude_insert";
+    let mut setup = fresh_database(db);
+    assert_eq!(
+        claude(
+            &mut setup,
+            r#"{"command": "create", "path": "/memories/log.md", "file_text": "end\n"}"#
+        ),
+        "File created successfully at: /memories/log.md"
+    );
+    const WRITERS: usize = 4;
+    const INSERTS: usize = 25;
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            thread::spawn(move || {
+                let mut client = connect(db);
+                for i in 0..INSERTS {
+                    let answer = claude(
+                        &mut client,
+                        &format!(
+                            r#"{{"command": "insert", "path": "/memories/log.md", "insert_line": 0, "insert_text": "[{w}:{i}]"}}"#
+                        ),
+                    );
+                    assert_eq!(answer, "The file /memories/log.md has been edited.");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let content: String = setup
+        .query_one(
+            "SELECT content FROM agent_memory.memory_files WHERE scope = 's' AND path = '/log.md'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let lines: Vec<&str> = content.lines().collect();
+    assert_eq!(lines.len(), WRITERS * INSERTS + 1, "{content}");
+    assert_eq!(lines.last(), Some(&"end"));
+    for w in 0..WRITERS {
+        // Each writer's lines are all there, newest on top.
+        let mine: Vec<&str> = lines
+            .iter()
+            .copied()
+            .filter(|l| l.starts_with(&format!("[{w}:")))
+            .collect();
+        let expected: Vec<String> = (0..INSERTS).rev().map(|i| format!("[{w}:{i}]")).collect();
+        assert_eq!(mine, expected);
+    }
+    drop(setup);
+    drop_database(db);
+}
+
+#[test]
+fn of_concurrent_creates_of_one_path_one_wins() {
+    let db = "am_it_claude_create";
+    let setup = fresh_database(db);
+    const CREATORS: usize = 4;
+    const ROUNDS: usize = 20;
+    let creators: Vec<_> = (0..CREATORS)
+        .map(|c| {
+            thread::spawn(move || {
+                let mut client = connect(db);
+                (0..ROUNDS)
+                    .map(|r| {
+                        claude(
+                            &mut client,
+                            &format!(
+                                r#"{{"command": "create", "path": "/memories/race/{r}.md", "file_text": "by {c}"}}"#
+                            ),
+                        )
+                    })
+                    .collect::<Vec<String>>()
+            })
+        })
+        .collect();
+    let answers: Vec<Vec<String>> = creators.into_iter().map(|c| c.join().unwrap()).collect();
+    for r in 0..ROUNDS {
+        let created = answers
+            .iter()
+            .filter(|a| a[r] == format!("File created successfully at: /memories/race/{r}.md"))
+            .count();
+        let refused = answers
+            .iter()
+            .filter(|a| a[r] == format!("Error: File /memories/race/{r}.md already exists"))
+            .count();
+        assert_eq!((created, refused), (1, CREATORS - 1), "round {r}");
+    }
+    let mut setup = setup;
+    let row = setup
+        .query_one(
+            "SELECT s.files::int8, (SELECT count(*) FROM agent_memory.memory_files f WHERE f.scope = 's')
+             FROM agent_memory.memory_scopes s WHERE s.scope = 's'",
+            &[],
+        )
+        .unwrap();
+    let (counted, stored): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!((counted, stored), (ROUNDS as i64, ROUNDS as i64));
+    drop(setup);
+    drop_database(db);
+}
