@@ -1,4 +1,5 @@
--- agent_memory: comments on every function (shown by \df+ and \dd).
+-- agent_memory: comments on every function (shown by \df+ and \dd), and the
+-- settings some functions run with (at the end).
 
 COMMENT ON FUNCTION agent_memory.version() IS
     'Version of the loaded agent_memory library (compare with pg_extension.extversion after an upgrade)';
@@ -128,3 +129,12 @@ COMMENT ON FUNCTION agent_memory.claude_memory(text, jsonb) IS
     'Run one call of Claude''s memory tool (memory_20250818: view, create, str_replace, insert, delete, rename under /memories) on a scope''s files; returns the tool''s text, a refusal included';
 COMMENT ON FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) IS
     'Run the memory call of a Claude tool_use block ({id, input, ...}) and return the tool_result block to send back (is_error true when refused)';
+
+-- Settings the memory tool's functions run with. Their statements are
+-- prepared once per backend; PostgreSQL would plan the range and CTE ones
+-- anew on every call (a parameter-free "generic" plan looks costlier than
+-- one planned for the values), although the index plan is the same for any
+-- values. The setting holds only during the call.
+ALTER FUNCTION agent_memory.memory_tool(text, jsonb) SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION agent_memory.claude_memory(text, jsonb) SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) SET plan_cache_mode = force_generic_plan;

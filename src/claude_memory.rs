@@ -130,26 +130,17 @@ fn create(client: Client, scope: &str, path: &Target, text: &str) -> SqlResult<A
         return Ok(Err(claude::already_exists(path)));
     }
     let refused = match tool::place_new_file(client, scope, &path.stored, text, false)? {
-        Ok(Placed::Created) => return Ok(Ok(claude::created(path))),
-        Ok(Placed::Existed) => return Ok(Err(claude::already_exists(path))),
-        Err(refused) => refused,
+        Placed::Created => return Ok(Ok(claude::created(path))),
+        Placed::There { .. } | Placed::Appended => return Ok(Err(claude::already_exists(path))),
+        Placed::Refused(refused) => refused,
     };
     Ok(Err(match refused.code {
         Code::Efbig => claude::too_big(path, text.len(), i64::from(tool::max_file_bytes())),
         Code::Enotdir => claude::file_above(path),
-        Code::Enospc if file_exists(client, scope, path)? => claude::already_exists(path),
         Code::Enospc => claude::memory_full(i64::from(settings::MAX_FILES_PER_SCOPE.get())),
         // A directory is there.
         _ => claude::already_exists(path),
     }))
-}
-
-fn file_exists(client: Client, scope: &str, path: &Target) -> SqlResult<bool> {
-    let plan = kept(client, &tool::READ).or_report()?;
-    let table = client
-        .select(&*plan, None, &[scope.into(), path.stored.as_str().into()])
-        .or_report()?;
-    Ok(!table.is_empty())
 }
 
 /// Lock a file, compute its edit, write it: `edit` gives the new content
@@ -195,20 +186,7 @@ fn delete(client: Client, scope: &str, path: &Target) -> SqlResult<Answer<String
     if path.is_root() {
         return Ok(Err(claude::root_not_deleted()));
     }
-    let plan = kept(client, &tool::DELETE_FILES).or_report()?;
-    let table = client
-        .update(
-            &*plan,
-            None,
-            &[
-                scope.into(),
-                path.stored.as_str().into(),
-                files::under(&path.stored).into(),
-                files::under_end(&path.stored).into(),
-            ],
-        )
-        .or_report()?;
-    if table.first().get::<i32>(1).or_report()?.unwrap_or(0) == 0 {
+    if tool::delete_path(client, scope, &path.stored)?.files == 0 {
         return Ok(Err(claude::not_found(path)));
     }
     Ok(Ok(claude::deleted(path)))

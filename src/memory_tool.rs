@@ -17,6 +17,8 @@ use crate::datums::{JsonText, JsonbArg};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{Statement, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
+
+const BOOL: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID);
 use crate::settings;
 
 pub(crate) static READ: Statement = Statement {
@@ -55,47 +57,38 @@ static APPEND_EXISTING: Statement = Statement {
     writes: true,
 };
 
-/// The size of a file, when it exists.
-static FILE_BYTES: Statement = Statement {
-    sql: "SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path = $2",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
-
-/// Whether any of the paths $2 of scope $1 is a file.
-static ANY_FILE: Statement = Statement {
-    sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope = $1 AND f.path = ANY ($2))",
-    args: &[TEXT, TEXT_ARRAY],
-    writes: true,
-};
-
-/// Count one more file in scope $1 if it has room ($2 files at most).
-static TAKE_ROOM: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files) VALUES ($1, 1)
-          ON CONFLICT (scope) DO UPDATE SET files = s.files + 1 WHERE s.files < $2
-          RETURNING s.files",
-    args: &[TEXT, INT4],
-    writes: true,
-};
-
-/// Create a file (or, when a concurrent append created it first, append).
-static CREATE_FILE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_files AS f (scope, path, content) VALUES ($1, $2, $3)
-          ON CONFLICT (scope, path) DO UPDATE
-            SET content = f.content || excluded.content, updated_at = pg_catalog.now()
-          RETURNING f.xmax = 0",
-    args: &[TEXT, TEXT, TEXT],
-    writes: true,
-};
-
-/// Create a file unless one is already there (then no row).
-static CREATE_ONLY: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_files (scope, path, content) VALUES ($1, $2, $3)
-          ON CONFLICT (scope, path) DO NOTHING
-          RETURNING true",
-    args: &[TEXT, TEXT, TEXT],
+/// Create the file $2 of scope $1 with content $3, in one statement, when
+/// the path is free (no file at it, no directory at it: nothing in
+/// [$4, $5), no file above it: none of $6) and the scope has room (fewer
+/// than $7 files; the count goes up by one). A file created concurrently
+/// after the checks is appended to when $8, else left alone. Returns the
+/// size of a file already at the path, whether the path had no directory
+/// and no file above it, whether the scope had room, and whether the file
+/// is new (false: it was appended to; NULL: not written).
+static CREATE_CHECKED: Statement = Statement {
+    sql: "WITH here AS (
+            SELECT (SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f
+                    WHERE f.scope = $1 AND f.path = $2) AS file_bytes,
+                   NOT EXISTS (SELECT FROM agent_memory.memory_files f
+                               WHERE f.scope = $1 AND f.path >= $4 AND f.path < $5) AS no_directory,
+                   NOT EXISTS (SELECT FROM agent_memory.memory_files f
+                               WHERE f.scope = $1 AND f.path = ANY ($6)) AS no_file_above),
+          room AS (
+            INSERT INTO agent_memory.memory_scopes AS s (scope, files)
+            SELECT $1, 1 FROM here WHERE here.file_bytes IS NULL AND here.no_directory AND here.no_file_above
+            ON CONFLICT (scope) DO UPDATE SET files = s.files + 1 WHERE s.files < $7
+            RETURNING 1),
+          created AS (
+            INSERT INTO agent_memory.memory_files AS f (scope, path, content)
+            SELECT $1, $2, $3 FROM room
+            ON CONFLICT (scope, path) DO UPDATE
+              SET content = f.content || excluded.content, updated_at = pg_catalog.now()
+              WHERE $8
+            RETURNING f.xmax = 0 AS new)
+          SELECT here.file_bytes, here.no_directory, here.no_file_above,
+                 EXISTS (SELECT FROM room), (SELECT created.new FROM created)
+          FROM here",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, BOOL],
     writes: true,
 };
 
@@ -106,48 +99,49 @@ static GIVE_ROOM: Statement = Statement {
     writes: true,
 };
 
-/// Replace every occurrence of $3 by $4 in a file (locked first, so a
-/// concurrent append or update is replayed on, not lost), within the size
-/// limit ($5 bytes). Returns whether the result fits (or nothing changes)
-/// and how many occurrences there were; no row when there is no file.
+/// Replace every occurrence of $3 by $4 in a file that holds $3, within
+/// the size limit ($5 bytes); returns how many occurrences there were. The
+/// file is read as of the statement's snapshot (o) and written at that very
+/// row version (f, by ctid): when a concurrent change replaced the version
+/// meanwhile, nothing is written (the recheck finds another ctid), no row
+/// comes back, and the caller looks again, so no change is lost and no
+/// lock is taken beforehand.
 static UPDATE_FILE: Statement = Statement {
-    sql: "WITH old AS (
-            SELECT f.content FROM agent_memory.memory_files f
-            WHERE f.scope = $1 AND f.path = $2 FOR NO KEY UPDATE),
-          new AS (
-            SELECT (pg_catalog.length(old.content)
-                    - pg_catalog.length(pg_catalog.replace(old.content, $3, ''))) / pg_catalog.length($3) AS replaced,
-                   pg_catalog.replace(old.content, $3, $4) AS content
-            FROM old),
-          written AS (
-            UPDATE agent_memory.memory_files f SET content = new.content, updated_at = pg_catalog.now()
-            FROM new
-            WHERE f.scope = $1 AND f.path = $2 AND new.replaced > 0
-              AND pg_catalog.octet_length(new.content) <= $5
-            RETURNING 1)
-          SELECT new.replaced = 0 OR pg_catalog.octet_length(new.content) <= $5, new.replaced
-          FROM new",
+    sql: "UPDATE agent_memory.memory_files f
+          SET content = pg_catalog.replace(o.content, $3, $4), updated_at = pg_catalog.now()
+          FROM agent_memory.memory_files o
+          WHERE o.scope = $1 AND o.path = $2 AND f.ctid = o.ctid
+            AND pg_catalog.strpos(o.content, $3) > 0
+            AND pg_catalog.octet_length(pg_catalog.replace(o.content, $3, $4)) <= $5
+          RETURNING ((pg_catalog.length(o.content) - pg_catalog.length(pg_catalog.replace(o.content, $3, '')))
+                     / pg_catalog.length($3))::int4",
     args: &[TEXT, TEXT, TEXT, TEXT, INT4],
     writes: true,
 };
 
+/// A file's content as of now (a fresh snapshot: the statement runs
+/// read-write), when it exists.
+static CURRENT_CONTENT: Statement = Statement {
+    sql: "SELECT f.content FROM agent_memory.memory_files f WHERE f.scope = $1 AND f.path = $2",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
 /// Delete a file, or every file of a directory (the range [$3, $4)), and
-/// count them off the scope. Returns how many files went, whether the file
-/// $2 itself was one, and the distinct directories that held them (a
-/// directory's subdirectories follow from those).
+/// count them off the scope, in one pass over what was deleted. Returns the
+/// directories that held the deleted files ('' is the root) with how many
+/// each held: a directory's subdirectories follow from those.
 pub(crate) static DELETE_FILES: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.memory_files f
             WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
-            RETURNING f.path),
+            RETURNING pg_catalog.left(f.path, -1 - pg_catalog.length(pg_catalog.split_part(f.path, '/', -1))) AS holder),
+          holders AS (
+            SELECT g.holder, count(*) AS files FROM gone g GROUP BY g.holder),
           counted AS (
-            UPDATE agent_memory.memory_scopes s SET files = s.files - (SELECT count(*) FROM gone)
-            WHERE s.scope = $1 AND EXISTS (SELECT FROM gone))
-          SELECT (SELECT count(*) FROM gone)::int4,
-                 EXISTS (SELECT FROM gone WHERE gone.path = $2),
-                 ARRAY (SELECT DISTINCT pg_catalog.left(g.path,
-                          pg_catalog.length(g.path) - pg_catalog.strpos(pg_catalog.reverse(g.path), '/'))
-                        FROM gone g)",
+            UPDATE agent_memory.memory_scopes s SET files = s.files - (SELECT sum(h.files) FROM holders h)
+            WHERE s.scope = $1 AND EXISTS (SELECT FROM holders))
+          SELECT h.holder, h.files FROM holders h",
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -287,87 +281,116 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
     if !table.is_empty() {
         return Ok(Ok(OK.to_owned()));
     }
-    // Not appended: the file is too big for it, or does not exist yet.
-    let sizes = kept(client, &FILE_BYTES).or_report()?;
-    let table = client
-        .update(&*sizes, None, &[scope.into(), path.into()])
-        .or_report()?;
-    if let Some(bytes) = (!table.is_empty())
-        .then(|| table.first().get::<i32>(1))
-        .transpose()
-        .or_report()?
-        .flatten()
-    {
-        return Ok(Err(too_big(i64::from(bytes) + content.len() as i64)));
+    // Not appended: the file does not exist yet, or is too big for it.
+    loop {
+        match place_new_file(client, scope, path, content, true)? {
+            Placed::Created | Placed::Appended => return Ok(Ok(OK.to_owned())),
+            Placed::Refused(refused) => return Ok(Err(refused)),
+            Placed::There { bytes } if bytes + content.len() as i64 > i64::from(limit) => {
+                return Ok(Err(too_big(bytes + content.len() as i64)));
+            }
+            // Created concurrently since the append looked: append again.
+            Placed::There { .. } => {
+                let table = client
+                    .update(
+                        &*plan,
+                        None,
+                        &[scope.into(), path.into(), content.into(), limit.into()],
+                    )
+                    .or_report()?;
+                if !table.is_empty() {
+                    return Ok(Ok(OK.to_owned()));
+                }
+            }
+        }
     }
-    // Created, or appended to a file a concurrent append created first.
-    Ok(place_new_file(client, scope, path, content, true)?.map(|_| OK.to_owned()))
 }
 
 /// What became of a new file.
 pub(crate) enum Placed {
     Created,
-    /// A concurrent call created the file first: appended to it, or (when
-    /// not appending) left alone.
-    Existed,
+    /// Created concurrently after the checks, and appended to.
+    Appended,
+    /// A file is already at the path, of `bytes` bytes (0 when it was
+    /// created concurrently after the checks and left alone).
+    There {
+        bytes: i64,
+    },
+    /// The path is not free (a directory at it, a file above it), the
+    /// content is too big, or the scope is full.
+    Refused(ToolError),
 }
 
-/// Create a file at `path`, within the size limit: no directory may be at
-/// the path and no file above it, and the scope must have room.
+/// Create a file at `path` (not the root) in one statement, within the size
+/// limit: no file or directory may be at the path and no file above it,
+/// and the scope must have room. With `append`, a file created
+/// concurrently after the checks is appended to.
 pub(crate) fn place_new_file(
     client: Client,
     scope: &str,
     path: &str,
     content: &str,
     append: bool,
-) -> SqlResult<ToolResult<Placed>> {
+) -> SqlResult<Placed> {
     if content.len() > max_file_bytes() as usize {
-        return Ok(Err(too_big(content.len() as i64)));
-    }
-    if is_directory(client, scope, path)? {
-        return Ok(Err(a_directory()));
+        return Ok(Placed::Refused(too_big(content.len() as i64)));
     }
     let above: Vec<String> = files::ancestors(path)
         .into_iter()
         .map(str::to_owned)
         .collect();
-    if !above.is_empty() {
-        let plan = kept(client, &ANY_FILE).or_report()?;
-        let table = client
-            .update(&*plan, None, &[scope.into(), above.into()])
-            .or_report()?;
-        if table.first().get::<bool>(1).or_report()? == Some(true) {
-            return Ok(Err(ToolError::new(
-                Code::Enotdir,
-                "ENOTDIR: a directory of the path is a file",
-            )));
-        }
-    }
-    let room = kept(client, &TAKE_ROOM).or_report()?;
     let max_files = settings::MAX_FILES_PER_SCOPE.get();
+    let plan = kept(client, &CREATE_CHECKED).or_report()?;
     let table = client
-        .update(&*room, None, &[scope.into(), max_files.into()])
+        .update(
+            &*plan,
+            None,
+            &[
+                scope.into(),
+                path.into(),
+                content.into(),
+                files::under(path).into(),
+                files::under_end(path).into(),
+                above.into(),
+                max_files.into(),
+                append.into(),
+            ],
+        )
         .or_report()?;
-    if table.is_empty() {
-        return Ok(Err(ToolError::new(
+    let row = table.first();
+    if let Some(bytes) = row.get::<i32>(1).or_report()? {
+        return Ok(Placed::There {
+            bytes: i64::from(bytes),
+        });
+    }
+    if row.get::<bool>(2).or_report()? != Some(true) {
+        return Ok(Placed::Refused(a_directory()));
+    }
+    if row.get::<bool>(3).or_report()? != Some(true) {
+        return Ok(Placed::Refused(ToolError::new(
+            Code::Enotdir,
+            "ENOTDIR: a directory of the path is a file",
+        )));
+    }
+    if row.get::<bool>(4).or_report()? != Some(true) {
+        return Ok(Placed::Refused(ToolError::new(
             Code::Enospc,
             format!(
                 "ENOSPC: the scope holds {max_files} files, the most allowed (agent_memory.max_files_per_scope)"
             ),
         )));
     }
-    let create = kept(client, if append { &CREATE_FILE } else { &CREATE_ONLY }).or_report()?;
-    let table = client
-        .update(&*create, None, &[scope.into(), path.into(), content.into()])
-        .or_report()?;
-    if !table.is_empty() && table.first().get::<bool>(1).or_report()? == Some(true) {
-        return Ok(Ok(Placed::Created));
-    }
+    let placed = match row.get::<bool>(5).or_report()? {
+        Some(true) => return Ok(Placed::Created),
+        Some(false) => Placed::Appended,
+        None => Placed::There { bytes: 0 },
+    };
+    // The file was there after all: give back the room counted for it.
     let give = kept(client, &GIVE_ROOM).or_report()?;
     client
         .update(&*give, None, &[scope.into(), 1i32.into()])
         .or_report()?;
-    Ok(Ok(Placed::Existed))
+    Ok(placed)
 }
 
 fn update(
@@ -379,34 +402,52 @@ fn update(
 ) -> SqlResult<ToolResult<String>> {
     let limit = max_file_bytes();
     let plan = kept(client, &UPDATE_FILE).or_report()?;
-    let table = client
-        .update(
-            &*plan,
-            None,
-            &[
-                scope.into(),
-                path.into(),
-                old.into(),
-                new.into(),
-                limit.into(),
-            ],
-        )
-        .or_report()?;
-    if table.is_empty() {
-        if path == "/" || is_directory(client, scope, path)? {
-            return Ok(Err(a_directory()));
+    loop {
+        let table = client
+            .update(
+                &*plan,
+                None,
+                &[
+                    scope.into(),
+                    path.into(),
+                    old.into(),
+                    new.into(),
+                    limit.into(),
+                ],
+            )
+            .or_report()?;
+        if !table.is_empty() {
+            let replaced = table.first().get::<i32>(1).or_report()?.unwrap_or(0);
+            return Ok(Ok(format!("{{\"replaced\":{replaced}}}")));
         }
-        return Ok(Err(not_found()));
+        // Nothing written: no file, nothing to replace, too big, or the
+        // file changed since the snapshot (then try again).
+        let look = kept(client, &CURRENT_CONTENT).or_report()?;
+        let table = client
+            .update(&*look, None, &[scope.into(), path.into()])
+            .or_report()?;
+        let content = if table.is_empty() {
+            None
+        } else {
+            table.first().get::<String>(1).or_report()?
+        };
+        let Some(content) = content else {
+            if path == "/" || is_directory(client, scope, path)? {
+                return Ok(Err(a_directory()));
+            }
+            return Ok(Err(not_found()));
+        };
+        let replaced = files::occurrences(&content, old);
+        if replaced == 0 {
+            return Ok(Ok("{\"replaced\":0}".to_owned()));
+        }
+        if content.replace(old, new).len() > limit as usize {
+            return Ok(Err(ToolError::new(
+                Code::Efbig,
+                format!("EFBIG: the file would exceed {limit} bytes (agent_memory.max_file_bytes)"),
+            )));
+        }
     }
-    let row = table.first();
-    if row.get::<bool>(1).or_report()? != Some(true) {
-        return Ok(Err(ToolError::new(
-            Code::Efbig,
-            format!("EFBIG: the file would exceed {limit} bytes (agent_memory.max_file_bytes)"),
-        )));
-    }
-    let replaced = row.get::<i32>(2).or_report()?.unwrap_or(0);
-    Ok(Ok(format!("{{\"replaced\":{replaced}}}")))
 }
 
 fn delete(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<String>> {
@@ -416,6 +457,41 @@ fn delete(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<Strin
             "the root cannot be deleted; delete its entries",
         )));
     }
+    let deleted = delete_path(client, scope, path)?;
+    if deleted.files == 0 {
+        return Ok(Err(ToolError::new(
+            Code::Enoent,
+            "ENOENT: file or directory not found",
+        )));
+    }
+    let dirs = if deleted.was_file(path) {
+        0
+    } else {
+        files::directories_removed(path, deleted.holders.iter().map(String::as_str))
+    };
+    Ok(Ok(format!(
+        "{{\"files\":{},\"dirs\":{dirs}}}",
+        deleted.files
+    )))
+}
+
+/// What a delete removed: how many files, and the directories that held
+/// them.
+pub(crate) struct Deleted {
+    pub files: i64,
+    pub holders: Vec<String>,
+}
+
+impl Deleted {
+    /// Whether the deleted path was a file: its holder lies above it,
+    /// where a directory's files are held at or below the directory.
+    pub fn was_file(&self, path: &str) -> bool {
+        self.holders.iter().any(|holder| holder.len() < path.len())
+    }
+}
+
+/// Delete the file or directory at `path` (not the root).
+pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<Deleted> {
     let plan = kept(client, &DELETE_FILES).or_report()?;
     let table = client
         .update(
@@ -429,21 +505,17 @@ fn delete(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<Strin
             ],
         )
         .or_report()?;
-    let row = table.first();
-    let files_gone = row.get::<i32>(1).or_report()?.unwrap_or(0);
-    if files_gone == 0 {
-        return Ok(Err(ToolError::new(
-            Code::Enoent,
-            "ENOENT: file or directory not found",
-        )));
-    }
-    let dirs = if row.get::<bool>(2).or_report()? == Some(true) {
-        0
-    } else {
-        let parents = row.get::<Vec<String>>(3).or_report()?.unwrap_or_default();
-        files::directories_removed(path, parents.iter().map(String::as_str))
+    let mut deleted = Deleted {
+        files: 0,
+        holders: Vec::with_capacity(table.len()),
     };
-    Ok(Ok(format!("{{\"files\":{files_gone},\"dirs\":{dirs}}}")))
+    for row in table {
+        deleted
+            .holders
+            .push(row.get::<String>(1).or_report()?.unwrap_or_default());
+        deleted.files += row.get::<i64>(2).or_report()?.unwrap_or(0);
+    }
+    Ok(deleted)
 }
 
 fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<String>> {

@@ -127,3 +127,55 @@ fn a_directory_delete_racing_appends_leaves_whole_files_or_none() {
     drop(deleter);
     drop_database(db);
 }
+
+#[test]
+fn concurrent_updates_of_one_file_are_none_lost() {
+    let db = "am_it_memory_tool_update";
+    let mut setup = fresh_database(db);
+    const WRITERS: usize = 4;
+    const TOKENS: usize = 40;
+    let mut content = String::new();
+    for w in 0..WRITERS {
+        for i in 0..TOKENS {
+            content.push_str(&format!("[{w}:{i}]"));
+        }
+    }
+    let created = tool(
+        &mut setup,
+        &serde_json::json!({"path": "/shared", "command": "append", "content": content})
+            .to_string(),
+    );
+    assert_eq!(created["ok"], true, "{created}");
+    // Each writer rewrites its own tokens of the one file: an update that
+    // wrote over another's would bring a token back.
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            thread::spawn(move || {
+                let mut client = connect(db);
+                for i in 0..TOKENS {
+                    let answer = tool(
+                        &mut client,
+                        &format!(
+                            r#"{{"path": "/shared", "command": "update", "oldContent": "[{w}:{i}]", "content": "<{w}:{i}>"}}"#
+                        ),
+                    );
+                    assert_eq!(answer["result"]["replaced"], 1, "{answer}");
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let answer = tool(&mut setup, r#"{"path": "/shared", "command": "read"}"#);
+    let content = answer["result"]["content"].as_str().unwrap();
+    let mut expected = String::new();
+    for w in 0..WRITERS {
+        for i in 0..TOKENS {
+            expected.push_str(&format!("<{w}:{i}>"));
+        }
+    }
+    assert_eq!(content, expected);
+    drop(setup);
+    drop_database(db);
+}
