@@ -235,15 +235,18 @@ COMMENT ON TABLE agent_memory.memory_files IS
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_files', '');
 
--- Files per scope, kept by every creation and deletion, so the limit
--- agent_memory.max_files_per_scope costs one row, not a count.
+-- Files per scope, as an upper bound: every creation adds one, deletions
+-- leave it (so they never queue on this row), and a creation that finds the
+-- bound at agent_memory.max_files_per_scope counts the scope's files
+-- exactly, under this row's lock, before it refuses. The limit costs one
+-- row per creation and a count only near the limit.
 CREATE TABLE agent_memory.memory_scopes (
     scope text COLLATE "C" NOT NULL PRIMARY KEY,
     files integer NOT NULL DEFAULT 0 CHECK (files >= 0)
 );
 
 COMMENT ON TABLE agent_memory.memory_scopes IS
-    'Memory tool scopes: how many files each holds';
+    'Memory tool scopes: an upper bound of how many files each holds (exact after a count at the limit)';
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_scopes', '');
 

@@ -99,6 +99,19 @@ static GIVE_ROOM: Statement = Statement {
     writes: true,
 };
 
+/// Count the files of scope $1 exactly, when its upper bound reached the
+/// limit: the bound becomes the count, when below the limit $2. The scope's
+/// row is already locked by the creation that found no room, so no other
+/// creation can slip in between.
+static RECOUNT: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_scopes s SET files = c.files
+          FROM (SELECT count(*)::int4 AS files FROM agent_memory.memory_files f WHERE f.scope = $1) c
+          WHERE s.scope = $1 AND c.files < $2
+          RETURNING s.files",
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
 /// Replace every occurrence of $3 by $4 in a file that holds $3, within
 /// the size limit ($5 bytes); returns how many occurrences there were. The
 /// file is read as of the statement's snapshot (o) and written at that very
@@ -127,21 +140,16 @@ static CURRENT_CONTENT: Statement = Statement {
     writes: true,
 };
 
-/// Delete a file, or every file of a directory (the range [$3, $4)), and
-/// count them off the scope, in one pass over what was deleted. Returns the
-/// directories that held the deleted files ('' is the root) with how many
-/// each held: a directory's subdirectories follow from those.
+/// Delete a file, or every file of a directory (the range [$3, $4)), in one
+/// pass. Returns the directories that held the deleted files ('' is the
+/// root) with how many each held: a directory's subdirectories follow from
+/// those. The scope's file count is an upper bound, so a delete leaves it.
 pub(crate) static DELETE_FILES: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.memory_files f
             WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
-            RETURNING pg_catalog.left(f.path, -1 - pg_catalog.length(pg_catalog.split_part(f.path, '/', -1))) AS holder),
-          holders AS (
-            SELECT g.holder, count(*) AS files FROM gone g GROUP BY g.holder),
-          counted AS (
-            UPDATE agent_memory.memory_scopes s SET files = s.files - (SELECT sum(h.files) FROM holders h)
-            WHERE s.scope = $1 AND EXISTS (SELECT FROM holders))
-          SELECT h.holder, h.files FROM holders h",
+            RETURNING pg_catalog.left(f.path, -1 - pg_catalog.length(pg_catalog.split_part(f.path, '/', -1))) AS holder)
+          SELECT g.holder, count(*) FROM gone g GROUP BY g.holder",
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -306,6 +314,15 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
     }
 }
 
+/// What CREATE_CHECKED found and did.
+struct Checked {
+    file_bytes: Option<i32>,
+    no_directory: bool,
+    no_file_above: bool,
+    room: bool,
+    new: Option<bool>,
+}
+
 /// What became of a new file.
 pub(crate) enum Placed {
     Created,
@@ -341,38 +358,63 @@ pub(crate) fn place_new_file(
         .collect();
     let max_files = settings::MAX_FILES_PER_SCOPE.get();
     let plan = kept(client, &CREATE_CHECKED).or_report()?;
-    let table = client
-        .update(
-            &*plan,
-            None,
-            &[
-                scope.into(),
-                path.into(),
-                content.into(),
-                files::under(path).into(),
-                files::under_end(path).into(),
-                above.into(),
-                max_files.into(),
-                append.into(),
-            ],
-        )
-        .or_report()?;
-    let row = table.first();
-    if let Some(bytes) = row.get::<i32>(1).or_report()? {
+    let mut recounted = false;
+    let checked = loop {
+        let table = client
+            .update(
+                &*plan,
+                None,
+                &[
+                    scope.into(),
+                    path.into(),
+                    content.into(),
+                    files::under(path).into(),
+                    files::under_end(path).into(),
+                    above.clone().into(),
+                    max_files.into(),
+                    append.into(),
+                ],
+            )
+            .or_report()?;
+        let row = table.first();
+        let checked = Checked {
+            file_bytes: row.get::<i32>(1).or_report()?,
+            no_directory: row.get::<bool>(2).or_report()? == Some(true),
+            no_file_above: row.get::<bool>(3).or_report()? == Some(true),
+            room: row.get::<bool>(4).or_report()? == Some(true),
+            new: row.get::<bool>(5).or_report()?,
+        };
+        let path_free =
+            checked.file_bytes.is_none() && checked.no_directory && checked.no_file_above;
+        if checked.room || !path_free || recounted {
+            break checked;
+        }
+        // The bound reached the limit: count the files and try once more.
+        recounted = true;
+        let recount = kept(client, &RECOUNT).or_report()?;
+        if client
+            .update(&*recount, None, &[scope.into(), max_files.into()])
+            .or_report()?
+            .is_empty()
+        {
+            break checked;
+        }
+    };
+    if let Some(bytes) = checked.file_bytes {
         return Ok(Placed::There {
             bytes: i64::from(bytes),
         });
     }
-    if row.get::<bool>(2).or_report()? != Some(true) {
+    if !checked.no_directory {
         return Ok(Placed::Refused(a_directory()));
     }
-    if row.get::<bool>(3).or_report()? != Some(true) {
+    if !checked.no_file_above {
         return Ok(Placed::Refused(ToolError::new(
             Code::Enotdir,
             "ENOTDIR: a directory of the path is a file",
         )));
     }
-    if row.get::<bool>(4).or_report()? != Some(true) {
+    if !checked.room {
         return Ok(Placed::Refused(ToolError::new(
             Code::Enospc,
             format!(
@@ -380,7 +422,7 @@ pub(crate) fn place_new_file(
             ),
         )));
     }
-    let placed = match row.get::<bool>(5).or_report()? {
+    let placed = match checked.new {
         Some(true) => return Ok(Placed::Created),
         Some(false) => Placed::Appended,
         None => Placed::There { bytes: 0 },

@@ -118,10 +118,10 @@ fn a_directory_delete_racing_appends_leaves_whole_files_or_none() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(
-        counted as usize,
-        rows.len(),
-        "the scope's counter matches its files"
+    assert!(
+        counted as usize >= rows.len(),
+        "the scope's count ({counted}) bounds its files ({})",
+        rows.len()
     );
     drop(setup);
     drop(deleter);
@@ -176,6 +176,74 @@ fn concurrent_updates_of_one_file_are_none_lost() {
         }
     }
     assert_eq!(content, expected);
+    drop(setup);
+    drop_database(db);
+}
+
+#[test]
+fn concurrent_creates_and_deletes_never_pass_the_file_limit() {
+    let db = "am_it_memory_tool_limit";
+    let mut setup = fresh_database(db);
+    const WRITERS: usize = 4;
+    const LIMIT: i64 = 10;
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            thread::spawn(move || {
+                let mut client = connect(db);
+                client
+                    .batch_execute(&format!("SET agent_memory.max_files_per_scope = {LIMIT}"))
+                    .unwrap();
+                let (mut created, mut deleted, mut refused) = (0i64, 0i64, 0i64);
+                for i in 0..40 {
+                    let answer = tool(
+                        &mut client,
+                        &format!(
+                            r#"{{"path": "/w{w}/f{i}", "command": "append", "content": "x"}}"#
+                        ),
+                    );
+                    if answer["ok"] == true {
+                        created += 1;
+                        // Delete every other file again, so the count goes
+                        // down as well as up.
+                        if i % 2 == 0 {
+                            let gone = tool(
+                                &mut client,
+                                &format!(r#"{{"path": "/w{w}/f{i}", "command": "delete"}}"#),
+                            );
+                            assert_eq!(gone["result"]["files"], 1, "{gone}");
+                            deleted += 1;
+                        }
+                    } else {
+                        assert_eq!(answer["error"]["code"], "ENOSPC", "{answer}");
+                        refused += 1;
+                    }
+                    let files: i64 = client
+                        .query_one(
+                            "SELECT count(*) FROM agent_memory.memory_files WHERE scope = 's'",
+                            &[],
+                        )
+                        .unwrap()
+                        .get(0);
+                    assert!(files <= LIMIT, "{files} files, more than {LIMIT}");
+                }
+                (created, deleted, refused)
+            })
+        })
+        .collect();
+    let totals: Vec<(i64, i64, i64)> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let files: i64 = setup
+        .query_one(
+            "SELECT count(*) FROM agent_memory.memory_files WHERE scope = 's'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let created: i64 = totals.iter().map(|t| t.0).sum();
+    let deleted: i64 = totals.iter().map(|t| t.1).sum();
+    let refused: i64 = totals.iter().map(|t| t.2).sum();
+    assert_eq!(files, created - deleted);
+    assert!(files <= LIMIT);
+    assert!(refused > 0, "the limit was reached");
     drop(setup);
     drop_database(db);
 }

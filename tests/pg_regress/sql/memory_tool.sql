@@ -49,13 +49,17 @@ SELECT memory_tool('t', '{"path": "/big", "command": "append", "content": "more 
 SELECT memory_tool('t', '{"path": "/a/b-c", "command": "append", "content": "0123456789"}');
 SELECT memory_tool('t', '{"path": "/a/b-c", "command": "update", "oldContent": "x", "content": "0123456789ab"}');
 RESET agent_memory.max_file_bytes;
-SELECT files AS files_now FROM memory_scopes WHERE scope = 't';
+-- The scope's count is an upper bound (deletions leave it); at the limit a
+-- creation counts the files exactly before it refuses.
+SELECT files AS bound_now, (SELECT count(*) FROM memory_files WHERE scope = 't') AS files_now
+FROM memory_scopes WHERE scope = 't';
 SET agent_memory.max_files_per_scope = 4;
 SELECT memory_tool('t', '{"path": "/one", "command": "append", "content": "1"}');
 SELECT memory_tool('t', '{"path": "/two", "command": "append", "content": "2"}');
 SELECT memory_tool('t', '{"path": "/one", "command": "append", "content": " more"}');
 RESET agent_memory.max_files_per_scope;
-SELECT scope, files FROM memory_scopes ORDER BY scope;
+SELECT s.scope, s.files AS bound, (SELECT count(*) FROM memory_files f WHERE f.scope = s.scope) AS files
+FROM memory_scopes s ORDER BY s.scope;
 
 -- Bad paths and malformed requests: EINVAL, and nothing changes.
 CREATE TEMP TABLE before AS SELECT * FROM memory_files;
