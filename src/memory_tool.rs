@@ -279,37 +279,28 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
     }
     let limit = max_file_bytes();
     let plan = kept(client, &APPEND_EXISTING).or_report()?;
-    let table = client
-        .update(
-            &*plan,
-            None,
-            &[scope.into(), path.into(), content.into(), limit.into()],
-        )
-        .or_report()?;
-    if !table.is_empty() {
-        return Ok(Ok(OK.to_owned()));
-    }
-    // Not appended: the file does not exist yet, or is too big for it.
+    // Append to the file when it exists and has room; else create it.
+    // The loop comes back only when a concurrent call created the file
+    // after the append looked.
     loop {
+        let appended = !client
+            .update(
+                &*plan,
+                None,
+                &[scope.into(), path.into(), content.into(), limit.into()],
+            )
+            .or_report()?
+            .is_empty();
+        if appended {
+            return Ok(Ok(OK.to_owned()));
+        }
         match place_new_file(client, scope, path, content, true)? {
             Placed::Created | Placed::Appended => return Ok(Ok(OK.to_owned())),
             Placed::Refused(refused) => return Ok(Err(refused)),
             Placed::There { bytes } if bytes + content.len() as i64 > i64::from(limit) => {
                 return Ok(Err(too_big(bytes + content.len() as i64)));
             }
-            // Created concurrently since the append looked: append again.
-            Placed::There { .. } => {
-                let table = client
-                    .update(
-                        &*plan,
-                        None,
-                        &[scope.into(), path.into(), content.into(), limit.into()],
-                    )
-                    .or_report()?;
-                if !table.is_empty() {
-                    return Ok(Ok(OK.to_owned()));
-                }
-            }
+            Placed::There { .. } => {}
         }
     }
 }
