@@ -85,17 +85,11 @@ fn view(
     range: Option<(i64, i64)>,
 ) -> SqlResult<Answer<String>> {
     if !path.is_root() {
-        let plan = kept(client, &tool::READ).or_report()?;
-        let table = client
-            .select(&*plan, None, &[scope.into(), path.stored.as_str().into()])
-            .or_report()?;
-        if !table.is_empty() {
-            let content = table
-                .first()
-                .get::<&str>(1)
-                .or_report()?
-                .unwrap_or_default();
-            return Ok(claude::file_view(path, content, range));
+        let shown = tool::with_file(client, scope, &path.stored, |content| {
+            claude::file_view(path, content, range)
+        })?;
+        if let Some(answer) = shown {
+            return Ok(answer);
         }
     }
     let plan = kept(client, &SIZES_UNDER).or_report()?;
@@ -232,10 +226,7 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
         }
     }
     let [to_under, to_end] = range(to);
-    let above: Vec<String> = files::ancestors(&to.stored)
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    let above = files::ancestors(&to.stored);
     let plan = kept(client, &DESTINATION).or_report()?;
     let table = client
         .update(

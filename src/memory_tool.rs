@@ -21,7 +21,7 @@ use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
 const BOOL: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID);
 use crate::settings;
 
-pub(crate) static READ: Statement = Statement {
+static READ: Statement = Statement {
     sql: "SELECT f.content FROM agent_memory.memory_files f WHERE f.scope = $1 AND f.path = $2",
     args: &[TEXT, TEXT],
     writes: false,
@@ -209,18 +209,28 @@ pub(crate) fn is_directory(client: Client, scope: &str, dir: &str) -> SqlResult<
     Ok(table.first().get::<bool>(1).or_report()? == Some(true))
 }
 
-fn read(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<String>> {
+/// Read file `path` of `scope` and hand its content to `use_content`
+/// (borrowed from the result, not copied); None when there is no file.
+pub(crate) fn with_file<T>(
+    client: Client,
+    scope: &str,
+    path: &str,
+    use_content: impl FnOnce(&str) -> T,
+) -> SqlResult<Option<T>> {
     let plan = kept(client, &READ).or_report()?;
     let table = client
         .select(&*plan, None, &[scope.into(), path.into()])
         .or_report()?;
-    if !table.is_empty() {
-        let content = table
-            .first()
-            .get::<&str>(1)
-            .or_report()?
-            .unwrap_or_default();
-        return Ok(Ok(files::read_result(content)));
+    if table.is_empty() {
+        return Ok(None);
+    }
+    let content = table.first().get::<&str>(1).or_report()?;
+    Ok(Some(use_content(content.unwrap_or_default())))
+}
+
+fn read(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<String>> {
+    if let Some(result) = with_file(client, scope, path, files::read_result)? {
+        return Ok(Ok(result));
     }
     if path == "/" || is_directory(client, scope, path)? {
         return Ok(Err(a_directory()));
@@ -343,10 +353,7 @@ pub(crate) fn place_new_file(
     if content.len() > max_file_bytes() as usize {
         return Ok(Placed::Refused(too_big(content.len() as i64)));
     }
-    let above: Vec<String> = files::ancestors(path)
-        .into_iter()
-        .map(str::to_owned)
-        .collect();
+    let above = files::ancestors(path);
     let max_files = settings::MAX_FILES_PER_SCOPE.get();
     let plan = kept(client, &CREATE_CHECKED).or_report()?;
     let mut recounted = false;
