@@ -2,13 +2,16 @@
 PG ?= 15
 export PG
 
-.PHONY: demo test bench stop setup install fmt lint docker
+.PHONY: demo test test-reliability bench stop setup install fmt lint docker
 
 demo:       ## install what is missing, build, start a preloaded cluster, run the quick start
 	scripts/demo.sh
 
 test:       ## every test layer: unit, pg_test, regress, integration
 	scripts/test.sh
+
+test-reliability: ## upgrades + pg_dump, isolation specs; PARTS="upgrade isolation" picks some
+	scripts/reliability.sh $(PARTS)
 
 bench:      ## extension vs plain SQL (and peers), ratios into BENCHMARKS.md
 	scripts/bench.sh

@@ -34,6 +34,7 @@ fi
 PG_BINDIR="$(dirname "$PG_CONFIG")"
 PG_REGRESS="$(dirname "$PG_CONFIG")/../lib/pgxs/src/test/regress/pg_regress"
 [ "$PG" = 15 ] && PG_REGRESS="/usr/lib/postgresql/15/lib/pgxs/src/test/regress/pg_regress"
+PG_ISOLATION_REGRESS="$(dirname "$PG_REGRESS")/../isolation/pg_isolation_regress"
 
 say()  { printf '\033[1m==> %s\033[0m\n' "$*"; }
 warn() { printf 'agent_memory: %s\n' "$*" >&2; }

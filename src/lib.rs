@@ -61,11 +61,25 @@ pub mod working_memory_graph;
 extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
 // Comments on the generated functions, emitted after everything else.
 extension_sql_file!("../sql/comments.sql", name = "comments", finalize);
+// Roles, grants and the pinned search_path of the trigger: after the
+// comments, so after every function.
+extension_sql_file!("../sql/security.sql", name = "security", requires = ["comments"]);
 
 /// Runs when the library is loaded: by `shared_preload_libraries` at server
 /// start, or on first use of a function in a backend.
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    // pgrx appends a Rust backtrace to the DETAIL a client sees when an
+    // error passes through Rust and the server's environment asks for
+    // backtraces (RUST_BACKTRACE=1 is common in images). Clients must not
+    // see the server's internals: keep library backtraces off unless the
+    // operator sets RUST_LIB_BACKTRACE explicitly.
+    if std::env::var_os("RUST_LIB_BACKTRACE").is_none() {
+        // SAFETY: a PostgreSQL process is single-threaded and this runs
+        // before the extension does anything else, so nothing reads the
+        // environment concurrently.
+        unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
+    }
     settings::define_all();
     // SAFETY: plain reads of PostgreSQL globals, on the main thread.
     let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };

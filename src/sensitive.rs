@@ -21,6 +21,7 @@ use crate::settings::{CURATOR, SENSITIVE_DATA, SensitiveData};
 
 /// The kinds of sensitive data found in a text (never the data itself).
 #[pg_extern(immutable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
 fn sensitive_findings(text: &str) -> Vec<String> {
     sensitive::findings(text)
         .into_iter()

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Upgrades and backups, against the installed extension (scripts/install.sh):
+#   1. every earlier release (sql/released/) installed, filled through its own
+#      functions, then ALTER EXTENSION agent_memory UPDATE: the catalog equals
+#      a fresh install's, fact by fact (tests/upgrade/catalog.sql), and the
+#      memory reads the same as before (tests/upgrade/read.sql);
+#   2. pg_dump / pg_restore of the updated database: same rows, same reads,
+#      same catalog, and the message sequence carries on where it was;
+#   3. the pg_regress suites run against a database that was updated from
+#      the first release instead of created fresh.
+# Prints one summary line per release and exits non-zero on any difference.
+#
+#   PG=15 scripts/upgrade_test.sh
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+
+current="$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)"
+work="$(scratch_dir "upgrade-pg$PG")"
+rm -rf "${work:?}"/*
+chown "$PG_OS_USER": "$work"
+
+"$REPO_ROOT/scripts/cluster.sh" start upgrade --fresh >/dev/null
+trap '"$REPO_ROOT/scripts/cluster.sh" stop upgrade' EXIT
+eval "$("$REPO_ROOT/scripts/cluster.sh" env upgrade)"
+
+q()   { "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d "$1" "${@:2}"; }
+run() { "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -At -d "$@"; }
+fresh_db() { run postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"; }
+
+# Row count and digest of every table and sequence of the extension.
+data_digest() {
+  local db="$1" rel rels
+  rels=$(run "$db" -c "SELECT c.relname || ':' || c.relkind::text FROM pg_class c
+                       WHERE c.relnamespace = 'agent_memory'::regnamespace AND c.relkind IN ('r', 'S')
+                       ORDER BY 1")
+  for rel in $rels; do
+    local name="${rel%:*}"
+    if [ "${rel#*:}" = S ]; then
+      run "$db" -c "SELECT '$name', last_value, is_called FROM agent_memory.$name"
+    else
+      run "$db" -c "SELECT '$name', count(*), md5(coalesce(string_agg(t::text, E'\n' ORDER BY t::text), ''))
+                    FROM agent_memory.$name t"
+    fi
+  done
+}
+
+same() { # what file-a file-b
+  if ! diff -u "$2" "$3" > "$work/diff.txt"; then
+    head -n 60 "$work/diff.txt"
+    die "upgrade: $1 differ ($2 vs $3)"
+  fi
+}
+
+fresh_db up_fresh
+run up_fresh -c "CREATE EXTENSION agent_memory"
+q up_fresh -f tests/upgrade/catalog.sql > "$work/catalog.fresh"
+facts=$(grep -c '' "$work/catalog.fresh")
+
+shopt -s nullglob
+releases=(sql/released/agent_memory--*.sql)
+[ ${#releases[@]} -gt 0 ] || die "upgrade: no earlier release in sql/released/"
+for script in "${releases[@]}"; do
+  old="$(basename "$script" .sql)"; old="${old#agent_memory--}"
+  [ "$old" != "$current" ] || continue
+  say "upgrade: $old -> $current"
+
+  fresh_db up_filled
+  run up_filled -c "CREATE EXTENSION agent_memory VERSION '$old'"
+  q up_filled -f tests/upgrade/fill.sql > /dev/null
+  q up_filled -f tests/upgrade/read.sql > "$work/read.before"
+  data_digest up_filled > "$work/data.before"
+
+  run up_filled -c "ALTER EXTENSION agent_memory UPDATE"
+  [ "$(run up_filled -c "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'")" = "$current" ] \
+    || die "upgrade: ALTER EXTENSION UPDATE did not reach $current"
+  q up_filled -f tests/upgrade/catalog.sql > "$work/catalog.updated"
+  same "catalog after update and fresh install" "$work/catalog.fresh" "$work/catalog.updated"
+  data_digest up_filled > "$work/data.after"
+  same "rows before and after the update" "$work/data.before" "$work/data.after"
+  q up_filled -f tests/upgrade/read.sql > "$work/read.after"
+  same "reads before and after the update" "$work/read.before" "$work/read.after"
+
+  # A dump of the updated database, restored into an empty one.
+  as_pg_user "$PG_BINDIR/pg_dump" -Fc -h "$PGHOST" -p "$PGPORT" -U postgres -f "$work/up.dump" up_filled
+  fresh_db up_restored
+  as_pg_user "$PG_BINDIR/pg_restore" --exit-on-error -h "$PGHOST" -p "$PGPORT" -U postgres -d up_restored "$work/up.dump"
+  q up_restored -f tests/upgrade/catalog.sql > "$work/catalog.restored"
+  same "catalog of the restored dump and a fresh install" "$work/catalog.fresh" "$work/catalog.restored"
+  data_digest up_restored > "$work/data.restored"
+  same "rows of the dump and its restore" "$work/data.after" "$work/data.restored"
+  q up_restored -f tests/upgrade/read.sql > "$work/read.restored"
+  same "reads of the dump and its restore" "$work/read.after" "$work/read.restored"
+  # New messages after a restore still sort after the old ones.
+  last=$(run up_restored -c "SELECT max(seq) FROM agent_memory.messages('up-1')")
+  next=$(run up_restored -c "SELECT agent_memory.append_message('up-1', 'user', 'after restore')")
+  [ "$next" -gt "$last" ] || die "upgrade: message sequence restarted after restore ($next <= $last)"
+
+  rows=$(awk '$0 !~ /\|t$|\|f$/ {split($0, f, "|"); n += f[2]} END {print n}' "$work/data.after")
+  tables=$(grep -vcE '\|(t|f)$' "$work/data.after")
+  echo "upgrade: $old -> $current: catalog equal to a fresh install ($facts facts), $rows rows in $tables tables kept by the update and by pg_dump/pg_restore, reads unchanged"
+done
+
+# The suites, on a database updated from the first release.
+first="${releases[0]}"; first="$(basename "$first" .sql)"; first="${first#agent_memory--}"
+say "upgrade: pg_regress suites on a database updated from $first"
+fresh_db agent_memory_regress
+run agent_memory_regress -c "CREATE EXTENSION agent_memory VERSION '$first'" -c "ALTER EXTENSION agent_memory UPDATE"
+rm -rf "$work/input" "$work/output"
+cp -r tests/pg_regress "$work/input"
+chown -R "$PG_OS_USER": "$work"
+tests=$(cd tests/pg_regress/sql && ls *.sql | sed 's/\.sql$//' | sort)
+status=0
+as_pg_user "$PG_REGRESS" --bindir="$PG_BINDIR" --use-existing --host="$PGHOST" --port="$PGPORT" \
+  --inputdir="$work/input" --outputdir="$work/output" --dbname=agent_memory_regress \
+  $tests > "$work/pg_regress.log" 2>&1 || status=$?
+passed=$(grep -cE '^(ok |test .* \.\.\. ok)' "$work/pg_regress.log" || true)
+failed=$(grep -cE '^(not ok |test .* \.\.\. FAILED)' "$work/pg_regress.log" || true)
+if [ "$status" -ne 0 ]; then
+  [ -f "$work/output/regression.diffs" ] && head -n 100 "$work/output/regression.diffs"
+  cat "$work/pg_regress.log" | tail -n 20
+  die "upgrade: suites on the updated database: $passed passed, $failed failed"
+fi
+echo "upgrade: suites on a database updated from $first: $passed passed, 0 failed"
