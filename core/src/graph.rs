@@ -142,6 +142,8 @@ pub fn check_parents(parents: &[String], child: Option<&str>) -> Result<Vec<Stri
             .with_hint("use '__root__' to put it at the top of the graph"));
     }
     let mut stored: Vec<String> = Vec::new();
+    // A set, not stored.contains: a list of 100,000 parents took seconds.
+    let mut seen: HashSet<&str> = HashSet::new();
     for parent in parents {
         if parent == ROOT_ID {
             continue;
@@ -158,7 +160,7 @@ pub fn check_parents(parents: &[String], child: Option<&str>) -> Result<Vec<Stri
                 quoted(parent)
             )));
         }
-        if !stored.contains(parent) {
+        if seen.insert(parent) {
             stored.push(parent.clone());
         }
     }
@@ -301,7 +303,8 @@ pub fn check_time(value: &TimeValue) -> Result<String> {
                 && digits(14..16)
                 && b[16] == b':'
                 && digits(17..19);
-            let mut rest = &text[19.min(text.len())..];
+            // `get`: byte 19 may fall inside a multi-byte character.
+            let mut rest = text.get(19..).unwrap_or("");
             if let Some(fraction) = rest.strip_prefix('.') {
                 let len = fraction.bytes().take_while(u8::is_ascii_digit).count();
                 rest = &fraction[len..];
@@ -309,12 +312,13 @@ pub fn check_time(value: &TimeValue) -> Result<String> {
                     rest = "?";
                 }
             }
+            let z = rest.as_bytes();
             let zone = rest == "Z"
-                || rest.len() == 6
-                    && (rest.starts_with('+') || rest.starts_with('-'))
-                    && rest[1..3].bytes().all(|d| d.is_ascii_digit())
-                    && &rest[3..4] == ":"
-                    && rest[4..6].bytes().all(|d| d.is_ascii_digit());
+                || z.len() == 6
+                    && (z[0] == b'+' || z[0] == b'-')
+                    && z[1..3].iter().all(u8::is_ascii_digit)
+                    && z[3] == b':'
+                    && z[4..6].iter().all(u8::is_ascii_digit);
             if date_time && zone {
                 Ok(text.clone())
             } else {
@@ -573,6 +577,30 @@ mod tests {
         }
         assert!(check_time(&TimeValue::EpochMillis(f64::NAN)).is_err());
         assert!(check_time(&TimeValue::EpochMillis(f64::INFINITY)).is_err());
+    }
+
+    #[test]
+    fn many_parents_are_deduplicated_in_first_seen_order() {
+        let parents: Vec<String> = (0..200_000).map(|i| format!("p{}", i % 100_000)).collect();
+        let stored = check_parents(&parents, None).unwrap();
+        assert_eq!(stored.len(), 100_000);
+        assert_eq!(stored[..2], ["p0".to_string(), "p1".to_string()]);
+        assert_eq!(stored[99_999], "p99999");
+    }
+
+    #[test]
+    fn file_times_with_multibyte_characters_are_refused_not_a_panic() {
+        // Found by fuzz/fuzz_targets/markdown.rs: byte 19 inside a character
+        // (the ☕ at bytes 17..20), and a multi-byte character in the zone.
+        for text in [
+            ":\t2026-01: café ☕ \0\0\0\0\0\0\0\u{4}0:00p",
+            "2026-05-01T12:00:0☕Z",
+            "2026-05-01T12:00:00+€12",
+            "2026-05-01T12:00:00.5-0é:0",
+            "2026-05-01T12:00:00ééé",
+        ] {
+            assert!(check_time(&TimeValue::Text(text.into())).is_err(), "{text}");
+        }
     }
 
     #[test]
