@@ -12,11 +12,11 @@
 
 use pgrx::prelude::*;
 
-use agent_memory_core::Error;
 use agent_memory_core::claude_memory::{self as claude, Answer, Request, Target};
 use agent_memory_core::memory_files::{self as files, Code};
+use agent_memory_core::{Error, jsonb};
 
-use crate::datums::JsonbArg;
+use crate::datums::{JsonB, ToolRequest};
 use crate::error::{OrReport, SqlResult};
 use crate::memory_tool::{self as tool, Client, Placed};
 use crate::plans::{Statement, kept};
@@ -292,19 +292,23 @@ fn answer(scope: Option<&str>, request: &serde_json::Value) -> SqlResult<Answer<
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn claude_memory(scope: Option<&str>, request: Option<JsonbArg>) -> SqlResult<String> {
-    let request = request
-        .and_then(|r| r.decode())
-        .unwrap_or(serde_json::Value::Null);
+fn claude_memory(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<String> {
+    let request = match request.map(|r| r.decode()) {
+        None => serde_json::Value::Null,
+        Some(Ok(request)) => request,
+        Some(Err(())) => {
+            return Ok(format!(
+                "Error: The request nests more than {} levels",
+                jsonb::MAX_DEPTH
+            ));
+        }
+    };
     Ok(answer(scope, &request)?.unwrap_or_else(|refused| refused))
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn claude_memory_tool_result(
-    scope: Option<&str>,
-    tool_use: Option<pgrx::JsonB>,
-) -> SqlResult<pgrx::JsonB> {
+fn claude_memory_tool_result(scope: Option<&str>, tool_use: Option<JsonB>) -> SqlResult<JsonB> {
     let tool_use = tool_use.map(|t| t.0).unwrap_or(serde_json::Value::Null);
     let id = tool_use
         .get("id")
@@ -323,5 +327,5 @@ fn claude_memory_tool_result(
             result["is_error"] = true.into();
         }
     }
-    Ok(pgrx::JsonB(result))
+    Ok(JsonB(result))
 }

@@ -3,12 +3,14 @@
 //! the cycle learnt.
 
 use pgrx::prelude::*;
-use pgrx::{JsonB, PgBuiltInOids, PgOid};
+use pgrx::{PgBuiltInOids, PgOid};
 use serde_json::json;
 
 use agent_memory_core::{Error, kv};
 
+use crate::datums::JsonB;
 use crate::error::{OrReport, SqlResult};
+use crate::graph::checked_list;
 use crate::kv::{delete_keys, write_entries};
 use crate::plans::{Statement, first_value_of, iso};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY, active, checked_id, idle_timeout_minutes, required};
@@ -51,10 +53,11 @@ static BUILD: Statement = Statement {
 #[search_path(pg_catalog, pg_temp)]
 fn build_context(
     session_id: Option<&str>,
-    keys: default!(Option<Vec<String>>, "NULL"),
+    keys: default!(Option<Vec<Option<String>>>, "NULL"),
     include_metadata: default!(Option<bool>, false),
 ) -> SqlResult<JsonB> {
     let session_id = checked_id("session_id", session_id)?;
+    let keys = keys.map(|keys| checked_list("keys", keys)).transpose()?;
     let include_metadata = include_metadata.unwrap_or(false);
     let context = first_value_of::<JsonB>(
         &BUILD,
@@ -85,7 +88,8 @@ fn update_context(session_id: &str, entries: JsonB) -> SqlResult<JsonB> {
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn clear_context_keys(session_id: &str, keys: Vec<String>) -> SqlResult<i32> {
+fn clear_context_keys(session_id: &str, keys: Vec<Option<String>>) -> SqlResult<i32> {
+    let keys = checked_list("keys", keys)?;
     if keys.is_empty() {
         return Err(Error::invalid("keys must name at least one key")).or_report();
     }

@@ -13,6 +13,8 @@ use pgrx::pgrx_sql_entity_graph::metadata::{
 };
 use pgrx::prelude::*;
 
+use agent_memory_core::jsonb;
+
 /// Declares how a datum wrapper is returned and what SQL type it is.
 macro_rules! returned_as {
     ($type:ident, $sql:literal) => {
@@ -96,7 +98,17 @@ impl JsonbArg {
     /// The value as serde JSON (through its text form).
     pub fn decode(&self) -> Option<serde_json::Value> {
         // SAFETY: a valid, non-null jsonb datum.
-        unsafe { pgrx::JsonB::from_datum(self.0, false) }.map(|j| j.0)
+        unsafe { JsonB::from_datum(self.0, false) }.map(|j| j.0)
+    }
+
+    /// Raise 54000 when the value nests more than `jsonb::MAX_DEPTH` levels.
+    fn check_depth(&self, index: usize) {
+        if jsonb::nested_deeper_than(self.bytes(), jsonb::MAX_DEPTH) {
+            raise(jsonb::too_deep(
+                &format!("jsonb argument {}", index + 1),
+                jsonb::MAX_DEPTH,
+            ));
+        }
     }
 }
 
@@ -130,8 +142,10 @@ impl IntoDatum for &JsonbArg {
 unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArg {
     unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
         let index = arg.index();
-        unsafe { arg.unbox_arg_using_from_datum() }
-            .unwrap_or_else(|| panic!("argument {index} must not be null"))
+        let value: JsonbArg = unsafe { arg.unbox_arg_using_from_datum() }
+            .unwrap_or_else(|| panic!("argument {index} must not be null"));
+        value.check_depth(index);
+        value
     }
 }
 
@@ -141,6 +155,145 @@ unsafe impl SqlTranslatable for JsonbArg {
     const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
     const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
     const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Err(ReturnsError::Datum);
+}
+
+/// A tool's request (jsonb): like [`JsonbArg`], but a request nested too
+/// deep is not an SQL error at the call. The tools answer every bad request
+/// in their own format (an envelope, a refusal text), this one too.
+pub struct ToolRequest(JsonbArg);
+
+impl ToolRequest {
+    /// The request as serde JSON; Err when it nests more than
+    /// `jsonb::MAX_DEPTH` levels (it is then not decoded).
+    pub fn decode(&self) -> Result<serde_json::Value, ()> {
+        if jsonb::nested_deeper_than(self.0.bytes(), jsonb::MAX_DEPTH) {
+            return Err(());
+        }
+        Ok(self.0.decode().unwrap_or(serde_json::Value::Null))
+    }
+}
+
+impl FromDatum for ToolRequest {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        typoid: pg_sys::Oid,
+    ) -> Option<Self> {
+        // SAFETY: as for JsonbArg.
+        unsafe { JsonbArg::from_polymorphic_datum(datum, is_null, typoid) }.map(ToolRequest)
+    }
+}
+
+// SAFETY: unboxed with FromDatum, as JsonbArg, without the depth check.
+unsafe impl<'fcx> ArgAbi<'fcx> for ToolRequest {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        let index = arg.index();
+        unsafe { arg.unbox_arg_using_from_datum() }
+            .unwrap_or_else(|| panic!("argument {index} must not be null"))
+    }
+}
+
+// SAFETY: the SQL type named is the type of the datum taken.
+unsafe impl SqlTranslatable for ToolRequest {
+    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(ToolRequest);
+    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Err(ReturnsError::Datum);
+}
+
+/// Raise `error` as the SQL error of its kind (from places that cannot
+/// return a `SqlResult`, such as datum conversions).
+fn raise(error: agent_memory_core::Error) -> ! {
+    crate::error::report(error).report(PgLogLevel::ERROR);
+    unreachable!("an ERROR report does not return")
+}
+
+/// A jsonb value as serde JSON: pgrx's `JsonB`, used in its place
+/// everywhere, except that failures have their SQLSTATE instead of
+/// reaching clients as internal errors (pgrx's panics): an argument nested
+/// more than `jsonb::MAX_DEPTH` levels is refused before it is decoded, and
+/// a stored value too deep for serde_json to decode (more than 128 levels,
+/// only possible for rows written without the extension's functions) is
+/// 54000 too.
+#[derive(Debug, Clone)]
+pub struct JsonB(pub serde_json::Value);
+
+impl FromDatum for JsonB {
+    unsafe fn from_polymorphic_datum(
+        datum: pg_sys::Datum,
+        is_null: bool,
+        _typoid: pg_sys::Oid,
+    ) -> Option<Self> {
+        if is_null {
+            return None;
+        }
+        // SAFETY: a jsonb datum; jsonb_out gives its text in the current
+        // memory context.
+        let text = unsafe {
+            let plain = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
+            pgrx::direct_function_call::<&core::ffi::CStr>(
+                pg_sys::jsonb_out,
+                &[Some(pg_sys::Datum::from(plain))],
+            )
+        }
+        .unwrap_or_else(|| {
+            raise(agent_memory_core::Error::internal(
+                "jsonb_out returned NULL",
+            ))
+        });
+        let text = text.to_str().unwrap_or_else(|_| {
+            raise(agent_memory_core::Error::internal(
+                "the text of a jsonb value is not UTF-8",
+            ))
+        });
+        match serde_json::from_str(text) {
+            Ok(value) => Some(JsonB(value)),
+            Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+                raise(jsonb::too_deep("a jsonb value", 128))
+            }
+            Err(e) => raise(agent_memory_core::Error::internal(format!(
+                "cannot read a jsonb value: {e}"
+            ))),
+        }
+    }
+}
+
+impl IntoDatum for JsonB {
+    fn into_datum(self) -> Option<pg_sys::Datum> {
+        pgrx::JsonB(self.0).into_datum()
+    }
+
+    fn type_oid() -> pg_sys::Oid {
+        pg_sys::JSONBOID
+    }
+}
+
+// SAFETY: the datum comes from into_datum and is returned as is.
+unsafe impl BoxRet for JsonB {
+    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
+        match self.into_datum() {
+            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
+            None => fcinfo.return_null(),
+        }
+    }
+}
+
+// SAFETY: a jsonb datum, taken and returned.
+unsafe impl SqlTranslatable for JsonB {
+    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(JsonB);
+    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
+    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
+        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
+}
+
+// SAFETY: unboxed with FromDatum after the depth check, as JsonbArg.
+unsafe impl<'fcx> ArgAbi<'fcx> for JsonB {
+    unsafe fn unbox_arg_unchecked(arg: Arg<'_, 'fcx>) -> Self {
+        // SAFETY: as for JsonbArg, whose unboxing checks the depth.
+        let raw = unsafe { JsonbArg::unbox_arg_unchecked(arg) };
+        JsonB(raw.decode().expect("a non-null jsonb decodes"))
+    }
 }
 
 /// A `json` value given as its exact text (key order and spacing kept, as

@@ -5,7 +5,6 @@
 //! `savedAt`). Timestamps are written with microseconds, so an export
 //! imported into an empty owner gives back exactly the same graph.
 
-use pgrx::JsonB;
 use pgrx::prelude::*;
 use serde_json::{Map, Value};
 
@@ -14,6 +13,7 @@ use agent_memory_core::error::quoted;
 use agent_memory_core::graph::{self, Content, ROOT_ID};
 use agent_memory_core::markdown::{self, Document, Frontmatter, TimeValue};
 
+use crate::datums::JsonB;
 use crate::error::{OrReport, SqlResult};
 use crate::graph::{checked_body, checked_node, checked_owner, iso_of, unknown_node, write_node};
 use crate::plans::{Statement, kept};

@@ -9,12 +9,13 @@
 //! are invisible to reads at once.
 
 use pgrx::prelude::*;
-use pgrx::{JsonB, PgBuiltInOids, PgOid};
+use pgrx::{PgBuiltInOids, PgOid};
 use serde_json::{Value, json};
 
 use agent_memory_core::budget::{self, Held};
 use agent_memory_core::{Error, kv, words};
 
+use crate::datums::JsonB;
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{Statement, first_value_of, kept};
 use crate::sessions::{

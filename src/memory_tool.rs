@@ -10,10 +10,10 @@
 
 use pgrx::prelude::*;
 
-use agent_memory_core::Error;
 use agent_memory_core::memory_files::{self as files, Code, Command, Echo, ToolError, ToolResult};
+use agent_memory_core::{Error, jsonb};
 
-use crate::datums::{JsonText, JsonbArg};
+use crate::datums::{JsonText, ToolRequest};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{Statement, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
@@ -570,10 +570,18 @@ fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<Strin
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn memory_tool(scope: Option<&str>, request: Option<JsonbArg>) -> SqlResult<JsonText> {
-    let request = request
-        .and_then(|r| r.decode())
-        .unwrap_or(serde_json::Value::Null);
+fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<JsonText> {
+    let request = match request.map(|r| r.decode()) {
+        None => serde_json::Value::Null,
+        Some(Ok(request)) => request,
+        Some(Err(())) => {
+            let error = ToolError::new(
+                Code::Einval,
+                format!("request nests more than {} levels", jsonb::MAX_DEPTH),
+            );
+            return Ok(JsonText(files::envelope_error(&Echo::default(), &error)));
+        }
+    };
     let (echo, parsed) = files::parse_request(&request);
     let answer = match (scope, parsed) {
         (_, Err(error)) => Err(error),

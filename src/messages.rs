@@ -8,13 +8,13 @@
 //! first; a new thread, another `keep`, an idempotency key or a missing
 //! session take the careful path, which may repack the ring.
 
-use pgrx::JsonB;
 use pgrx::prelude::*;
 use serde_json::json;
 
 use agent_memory_core::Error;
 use agent_memory_core::messages::{self, Stored};
 
+use crate::datums::JsonB;
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{FirstRow, Statement, first_value_of, kept};
 use crate::sessions::{

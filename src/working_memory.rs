@@ -10,14 +10,13 @@
 
 use std::cell::RefCell;
 
-use pgrx::JsonB;
 use pgrx::prelude::*;
 use serde_json::Value;
 
 use agent_memory_core::Error;
 use agent_memory_core::working_memory::{self as wm, Part};
 
-use crate::datums::JsonbArg;
+use crate::datums::{JsonB, JsonbArg};
 use crate::error::{OrReport, SqlResult};
 use crate::notify;
 use crate::plans::{Statement, kept};

@@ -90,6 +90,68 @@ pub fn root_type(varlena: &[u8]) -> Option<JsonType> {
     })
 }
 
+/// Most levels of nesting the extension takes in a jsonb argument. The
+/// documents it composes from stored values (`build_context`,
+/// `messages_json`, `kv_get_all`, ...) wrap a value in at most a few more
+/// levels and are decoded with serde_json, which refuses more than 128: a
+/// limit well below that keeps everything stored readable.
+pub const MAX_DEPTH: usize = 100;
+
+/// The error for a jsonb value nested more than `max` levels deep.
+pub fn too_deep(what: &str, max: usize) -> Error {
+    Error::limit(format!("{what} is nested more than {max} levels deep"))
+        .with_detail("agent_memory takes JSON values nested at most that deep.")
+}
+
+/// Whether a jsonb varlena (4-byte header included) nests arrays and
+/// objects more than `max` levels deep (`[]` is one level, a scalar none).
+/// Walks the containers' entries without recursion or decoding; bytes that
+/// are not jsonb count as not too deep (PostgreSQL made the value).
+pub fn nested_deeper_than(varlena: &[u8], max: usize) -> bool {
+    let word = |at: usize| {
+        varlena
+            .get(at..at + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    // (where a container's header is, its depth)
+    let mut pending = vec![(4usize, 1usize)];
+    while let Some((at, depth)) = pending.pop() {
+        let Some(header) = word(at) else { continue };
+        let scalar = header & JB_FSCALAR != 0;
+        if !scalar && depth > max {
+            return true;
+        }
+        let count = (header as usize) & JB_CMASK;
+        let entries = if header & JB_FOBJECT != 0 {
+            2 * count
+        } else {
+            count
+        };
+        let data = at + 4 + 4 * entries;
+        // An element's data starts where the previous one's ends; an entry
+        // holds either that end (flagged) or the element's length.
+        let mut end = 0usize;
+        for i in 0..entries {
+            let Some(entry) = word(at + 4 + 4 * i) else {
+                break;
+            };
+            let start = end;
+            let field = (entry as usize) & JENTRY_OFFLENMASK;
+            end = if entry & JENTRY_HAS_OFF != 0 {
+                field
+            } else {
+                end + field
+            };
+            if entry & JENTRY_TYPEMASK == JENTRY_ISCONTAINER {
+                // A nested container starts on a 4-byte boundary of the data.
+                let child_depth = if scalar { depth } else { depth + 1 };
+                pending.push((data + start.next_multiple_of(4), child_depth));
+            }
+        }
+    }
+    false
+}
+
 /// An open container.
 struct Frame {
     /// Where its entries start in the buffer.
@@ -473,6 +535,59 @@ mod tests {
         w.begin_array(0);
         w.end();
         assert!(w.finish().is_err());
+    }
+
+    /// `depth` arrays inside each other, or objects `{"a": ...}` (with a
+    /// string key and value next to each level, so entries have offsets).
+    fn nested(depth: usize, objects: bool) -> Vec<u8> {
+        let mut w = JsonbWriter::default();
+        for level in 1..=depth {
+            let inner = level < depth;
+            if objects {
+                w.begin_object(1 + inner as usize);
+                w.string("a");
+                if inner {
+                    w.string("bb");
+                }
+                w.string("x"); // value of "a"; the next level is that of "bb"
+            } else {
+                w.begin_array(1 + inner as usize);
+                w.string("x");
+            }
+        }
+        for _ in 0..depth {
+            w.end();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn nesting_depth_is_measured_without_decoding() {
+        for objects in [false, true] {
+            for depth in [1, 2, 3, 37, 100, 101, 1000] {
+                let bytes = nested(depth, objects);
+                assert!(!nested_deeper_than(&bytes, depth), "{depth} {objects}");
+                assert!(nested_deeper_than(&bytes, depth - 1), "{depth} {objects}");
+            }
+        }
+        // A container after 40 siblings (past an offset stride).
+        let mut w = JsonbWriter::default();
+        w.begin_array(41);
+        for _ in 0..40 {
+            w.string("abc");
+        }
+        w.begin_array(1);
+        w.begin_array(0);
+        w.end();
+        w.end();
+        w.end();
+        let bytes = w.finish().unwrap();
+        assert!(!nested_deeper_than(&bytes, 3));
+        assert!(nested_deeper_than(&bytes, 2));
+        // Scalars nest nothing; bytes too short are not too deep.
+        assert!(!nested_deeper_than(&scalar(2, b"ab"), 0));
+        assert!(!nested_deeper_than(&[0, 0, 0], 0));
+        assert_eq!(too_deep("value", 100).kind, crate::ErrorKind::LimitExceeded);
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //! by `scripts/cluster.sh` (`make test` does it), found through the usual
 //! libpq variables PGHOST / PGPORT / PGUSER, as any client would.
 
+pub mod calls;
+
 use std::env;
 use std::path::PathBuf;
 

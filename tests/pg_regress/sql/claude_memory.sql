@@ -93,6 +93,7 @@ SELECT claude_memory('c', request::jsonb) FROM (VALUES
   ('{"command": "cat", "path": "/memories"}'),
   ('{"command": "view"}'),
   ('{"command": "view", "path": 7}'),
+  ('{"command": "view", "path": "/memories", "deep": ' || repeat('[', 101) || repeat(']', 101) || '}'),
   ('{"command": "view", "path": "/memories/people/user.md", "view_range": [1]}'),
   ('{"command": "view", "path": "/memories/people/user.md", "view_range": "1-2"}'),
   ('{"command": "create", "path": "/memories/x"}'),

@@ -96,7 +96,8 @@ FROM (VALUES
   ('{"path": "/", "command": "delete"}'),
   ('[]'),
   ('"read /a"'),
-  ('null')
+  ('null'),
+  ('{"path": "/a", "command": "read", "deep": ' || repeat('[', 101) || repeat(']', 101) || '}')
 ) AS bad (request), LATERAL (SELECT memory_tool('t', bad.request::jsonb)::jsonb #> '{error}' AS r) e;
 SELECT memory_tool('t', NULL);
 SELECT memory_tool(NULL, '{"path": "/a", "command": "read"}');

@@ -1,0 +1,447 @@
+//! One valid call of every SQL function of the extension, and the data
+//! they run on: shared by the tests that call every function (hostile
+//! input, tenant isolation). A new function needs an entry in [`BASES`] (or
+//! a reason in [`SKIPPED`]); those tests fail until it has one.
+
+/// Functions of the schema that are not user API, with the reason.
+pub const SKIPPED: &[(&str, &str)] = &[(
+    "note_session_deletions()",
+    "trigger function of agent_memory.sessions (returns trigger; not callable from SQL)",
+)];
+
+/// The scope key of memory node 'M' (what `memory_scope('M')` returns).
+pub const SCOPE: &str = r#"["M"]"#;
+
+/// The data every group of calls starts from: a live session with memory,
+/// messages and working memory, a second session to end, an owner with a few
+/// graph nodes (one with a saved version), a memory-tool scope with files.
+pub const FIXTURE: &str = r#"
+SELECT agent_memory.create_session('hostile-user', '{"channel": "test"}', session_id => 'live');
+SELECT agent_memory.create_session('hostile-user', '{}', session_id => 'ender');
+SELECT agent_memory.kv_set('live', 'goal', '"find a flight to Lisbon"');
+SELECT agent_memory.kv_set('live', 'seat', '"window"');
+SELECT agent_memory.append_message('live', 'user', 'hello');
+SELECT agent_memory.append_message('live', 'assistant', 'calling a tool', 'atlas', '{"tool_calls": [{"id": "call-1"}]}');
+SELECT agent_memory.append_message('live', 'tool', 'result', 'atlas', '{"tool_call_id": "call-1"}');
+SELECT agent_memory.append_message('live', 'user', 'about atlas', 'atlas');
+SELECT agent_memory.graph_create('proj', 'Projects', 'What I work on', 'See [[atlas]].', ARRAY['__root__'], node_id => 'projects');
+SELECT agent_memory.graph_create('proj', 'Atlas', 'The Atlas project', E'---\nstatus: active\n---\nStarted in May.', ARRAY['projects'], node_id => 'atlas');
+SELECT agent_memory.graph_write('proj', 'atlas', 'Atlas 2', NULL, NULL, change_description => 'retitle');
+SELECT agent_memory.graph_create('proj', 'Victim', 'to be deleted', 'bye', ARRAY['__root__'], node_id => 'victim');
+SELECT agent_memory.wm_init('live', 'atlas', 'proj');
+SELECT agent_memory.wm_set('live', 'fetched_context', '{"fares": [412, 388]}', 'atlas');
+SELECT agent_memory.memory_tool('["M"]', '{"path": "/notes/today", "command": "append", "content": "hello"}');
+SELECT agent_memory.claude_memory('["M"]', '{"command": "create", "path": "/memories/notes.md", "file_text": "likes tea\nmeeting on friday\n"}');
+"#;
+
+/// One valid call of a function: a value (as text, cast server-side to the
+/// argument's type) for every argument, defaults included.
+pub type Args = &'static [Option<&'static str>];
+
+/// A function's valid calls, by `name(type, ...)`: hostile values replace
+/// one argument of the first; every jsonb argument of each of them also has
+/// each of its keys and elements replaced by values of the wrong type.
+pub struct Base {
+    pub function: &'static str,
+    pub calls: &'static [Args],
+}
+
+const GRAPH_FILES: &str = r#"{"imp.md": "---\ntitle: T2\ndescription: d\nversion: 2\ncreatedAt: \"2026-11-23T01:35:26.355141Z\"\nupdatedAt: \"2026-11-23T01:35:29.265947Z\"\nrefs: [x]\n---\nb [[imp]]", "imp.v1.md": "---\ntitle: T\ndescription: d\nversion: 1\ncreatedAt: \"2026-11-23T01:35:26.355141Z\"\nupdatedAt: \"2026-11-23T01:35:26.355141Z\"\nchangeDescription: retitle\nsavedAt: \"2026-11-23T01:35:29.265947Z\"\n---\nb"}"#;
+
+const MARKDOWN: &str =
+    "---\ntitle: Atlas 3\ndescription: from a file\nrefs: [projects]\n---\nNew body [[victim]]";
+
+pub const BASES: &[Base] = &[
+    Base {
+        function: "version()",
+        calls: &[&[]],
+    },
+    Base {
+        function: "session_stats()",
+        calls: &[&[]],
+    },
+    Base {
+        function: "caller_tenant()",
+        calls: &[&[]],
+    },
+    Base {
+        function: "visible_tenant()",
+        calls: &[&[]],
+    },
+    Base {
+        function: "create_session(text, jsonb, text, interval)",
+        calls: &[&[
+            Some("new-user"),
+            Some(r#"{"tier": "pro", "n": 1}"#),
+            Some("new-session"),
+            Some("15 minutes"),
+        ]],
+    },
+    Base {
+        function: "renew_activity(text)",
+        calls: &[&[Some("live")]],
+    },
+    Base {
+        function: "is_active(text)",
+        calls: &[&[Some("live")]],
+    },
+    Base {
+        function: "end_session(text)",
+        calls: &[&[Some("ender")]],
+    },
+    Base {
+        function: "user_sessions(text)",
+        calls: &[&[Some("hostile-user")]],
+    },
+    Base {
+        function: "kv_set(text, text, jsonb, interval)",
+        calls: &[&[
+            Some("live"),
+            Some("budget"),
+            Some(r#"{"amount": 1200, "currency": "EUR", "tags": ["a", "b"]}"#),
+            Some("1 hour"),
+        ]],
+    },
+    Base {
+        function: "kv_get(text, text)",
+        calls: &[&[Some("live"), Some("goal")]],
+    },
+    Base {
+        function: "kv_get_all(text)",
+        calls: &[&[Some("live")]],
+    },
+    Base {
+        function: "kv_has(text, text)",
+        calls: &[&[Some("live"), Some("goal")]],
+    },
+    Base {
+        function: "kv_delete(text, text)",
+        calls: &[&[Some("live"), Some("goal")]],
+    },
+    Base {
+        function: "kv_clear(text)",
+        calls: &[&[Some("live")]],
+    },
+    Base {
+        function: "build_context(text, text[], boolean)",
+        calls: &[&[Some("live"), Some("{goal,seat}"), Some("true")]],
+    },
+    Base {
+        function: "update_context(text, jsonb)",
+        calls: &[&[
+            Some("live"),
+            Some(r#"{"budget": 1200, "seat": "aisle", "plan": {"legs": [1, 2]}}"#),
+        ]],
+    },
+    Base {
+        function: "clear_context_keys(text, text[])",
+        calls: &[&[Some("live"), Some("{goal}")]],
+    },
+    Base {
+        function: "clear_context(text)",
+        calls: &[&[Some("live")]],
+    },
+    Base {
+        function: "sensitive_findings(text)",
+        calls: &[&[Some("card 4111 1111 1111 1111, mail a@b.example")]],
+    },
+    Base {
+        function: "cleanup_expired(integer)",
+        calls: &[&[Some("100")]],
+    },
+    Base {
+        function: "append_message(text, text, text, text, jsonb, integer)",
+        calls: &[
+            &[
+                Some("live"),
+                Some("assistant"),
+                Some("answer"),
+                Some("atlas"),
+                Some(r#"{"tool_calls": ["call-2", {"id": "call-3"}], "idempotency_key": "k1"}"#),
+                Some("50"),
+            ],
+            &[
+                Some("live"),
+                Some("tool"),
+                Some("result"),
+                Some("atlas"),
+                Some(r#"{"tool_call_id": "call-1", "idempotency_key": "k2"}"#),
+                Some("3"),
+            ],
+        ],
+    },
+    Base {
+        function: "messages(text, text, integer)",
+        calls: &[&[Some("live"), Some("atlas"), Some("10")]],
+    },
+    Base {
+        function: "messages_json(text, text, integer)",
+        calls: &[&[Some("live"), Some("atlas"), Some("10")]],
+    },
+    Base {
+        function: "pop_message(text, text)",
+        calls: &[&[Some("live"), Some("atlas")]],
+    },
+    Base {
+        function: "last_user_message(text, text)",
+        calls: &[&[Some("live"), Some("atlas")]],
+    },
+    Base {
+        function: "clear_messages(text, text)",
+        calls: &[&[Some("live"), Some("atlas")]],
+    },
+    Base {
+        function: "graph_create(text, text, text, text, text[], text)",
+        calls: &[&[
+            Some("proj"),
+            Some("Child"),
+            Some("a child"),
+            Some("body [[atlas]]"),
+            Some("{projects}"),
+            Some("child"),
+        ]],
+    },
+    Base {
+        function: "graph_read(text, text)",
+        calls: &[&[Some("proj"), Some("atlas")]],
+    },
+    Base {
+        function: "graph_write(text, text, text, text, text, text[], text)",
+        calls: &[&[
+            Some("proj"),
+            Some("atlas"),
+            Some("Atlas 3"),
+            Some("desc"),
+            Some("body [[projects]]"),
+            Some("{projects}"),
+            Some("rewrite"),
+        ]],
+    },
+    Base {
+        function: "graph_append(text, text, text)",
+        calls: &[&[Some("proj"), Some("atlas"), Some("more text")]],
+    },
+    Base {
+        function: "graph_delete(text, text)",
+        calls: &[&[Some("proj"), Some("victim")]],
+    },
+    Base {
+        function: "graph_nodes(text)",
+        calls: &[&[Some("proj")]],
+    },
+    Base {
+        function: "graph_versions(text, text)",
+        calls: &[&[Some("proj"), Some("atlas")]],
+    },
+    Base {
+        function: "graph_version(text, text, integer)",
+        calls: &[&[Some("proj"), Some("atlas"), Some("1")]],
+    },
+    Base {
+        function: "graph_tree(text)",
+        calls: &[&[Some("proj")]],
+    },
+    Base {
+        function: "graph_tree_rows(text)",
+        calls: &[&[Some("proj")]],
+    },
+    Base {
+        function: "graph_to_markdown(text, text)",
+        calls: &[&[Some("proj"), Some("atlas")]],
+    },
+    Base {
+        function: "graph_from_markdown(text, text, text, text)",
+        calls: &[&[
+            Some("proj"),
+            Some("atlas"),
+            Some(MARKDOWN),
+            Some("from a file"),
+        ]],
+    },
+    Base {
+        function: "graph_export(text)",
+        calls: &[&[Some("proj")]],
+    },
+    Base {
+        function: "graph_import(text, jsonb)",
+        calls: &[&[Some("imported"), Some(GRAPH_FILES)]],
+    },
+    Base {
+        function: "wm_set(text, text, jsonb, text)",
+        calls: &[
+            &[
+                Some("live"),
+                Some("config"),
+                Some(
+                    r#"{"history_length": 5, "include_context": false, "auto_refresh_interval": 10}"#,
+                ),
+                Some("atlas"),
+            ],
+            &[
+                Some("live"),
+                Some("messages"),
+                Some(r#"[{"role": "user", "content": "x"}]"#),
+                None,
+            ],
+            &[
+                Some("live"),
+                Some("working_history"),
+                Some(r#""summary""#),
+                None,
+            ],
+            &[
+                Some("live"),
+                Some("project_structure"),
+                Some(
+                    r#"{"project_graph": {"nodes": [{"id": "a", "builder": {}}], "edges": [{"from": "a", "to": "b"}]}}"#,
+                ),
+                None,
+            ],
+            &[
+                Some("live"),
+                Some("session"),
+                Some(r#"{"project_id": "proj", "active_node_id": "atlas"}"#),
+                None,
+            ],
+        ],
+    },
+    Base {
+        function: "wm_set_many(text, jsonb, text)",
+        calls: &[&[
+            Some("live"),
+            Some(
+                r#"{"last_user_message": "hi", "working_history": "so far", "fetched_context": {"k": 1}, "config": {"history_length": 3}}"#,
+            ),
+            Some("atlas"),
+        ]],
+    },
+    Base {
+        function: "wm_patch(text, text, jsonb, text)",
+        calls: &[&[
+            Some("live"),
+            Some("node_context"),
+            Some(r#"{"title": "patched", "id": null, "tags": ["x"]}"#),
+            Some("atlas"),
+        ]],
+    },
+    Base {
+        function: "wm_get(text, text, text)",
+        calls: &[&[Some("live"), Some("config"), Some("atlas")]],
+    },
+    Base {
+        function: "wm_init(text, text, text)",
+        calls: &[&[Some("live"), Some("projects"), Some("proj")]],
+    },
+    Base {
+        function: "set_active_node(text, text)",
+        calls: &[&[Some("live"), Some("atlas")]],
+    },
+    Base {
+        function: "wm_refresh_structure(text)",
+        calls: &[&[Some("proj")]],
+    },
+    Base {
+        function: "wm_clear(text, text)",
+        calls: &[&[Some("live"), Some("atlas")]],
+    },
+    Base {
+        function: "wm_context(text, text, text)",
+        calls: &[&[Some("live"), Some("atlas"), Some("proj")]],
+    },
+    Base {
+        function: "working_memory(text, text)",
+        calls: &[&[Some("live"), Some("atlas")]],
+    },
+    Base {
+        function: "working_memory_entry(text, text)",
+        calls: &[&[Some("live"), Some("atlas")]],
+    },
+    Base {
+        function: "memory_scope(text, text, text)",
+        calls: &[&[Some("M"), Some("perThread"), Some("t1")]],
+    },
+    Base {
+        function: "memory_render(text, text, integer)",
+        calls: &[&[Some(SCOPE), Some("full"), Some("4000")]],
+    },
+    Base {
+        function: "memory_tool_definition(text, text, text, text)",
+        calls: &[&[
+            Some("memory"),
+            Some("my memory"),
+            Some("Memory"),
+            Some("openai"),
+        ]],
+    },
+    Base {
+        function: "memory_tool(text, jsonb)",
+        calls: &[
+            &[
+                Some(SCOPE),
+                Some(
+                    r#"{"path": "/notes/today", "command": "update", "oldContent": "hello", "content": "hi"}"#,
+                ),
+            ],
+            &[
+                Some(SCOPE),
+                Some(r#"{"path": "/notes/today", "command": "read"}"#),
+            ],
+            &[
+                Some(SCOPE),
+                Some(r#"{"path": "/notes/new", "command": "append", "content": "x"}"#),
+            ],
+            &[
+                Some(SCOPE),
+                Some(r#"{"path": "/notes", "command": "list"}"#),
+            ],
+            &[
+                Some(SCOPE),
+                Some(r#"{"path": "/notes", "command": "delete"}"#),
+            ],
+        ],
+    },
+    Base {
+        function: "claude_memory(text, jsonb)",
+        calls: &[
+            &[
+                Some(SCOPE),
+                Some(r#"{"command": "view", "path": "/memories/notes.md", "view_range": [1, -1]}"#),
+            ],
+            &[
+                Some(SCOPE),
+                Some(r#"{"command": "create", "path": "/memories/new.md", "file_text": "x\n"}"#),
+            ],
+            &[
+                Some(SCOPE),
+                Some(
+                    r#"{"command": "str_replace", "path": "/memories/notes.md", "old_str": "tea", "new_str": "green tea"}"#,
+                ),
+            ],
+            &[
+                Some(SCOPE),
+                Some(
+                    r#"{"command": "insert", "path": "/memories/notes.md", "insert_line": 1, "insert_text": "y\n"}"#,
+                ),
+            ],
+            &[
+                Some(SCOPE),
+                Some(r#"{"command": "delete", "path": "/memories/notes.md"}"#),
+            ],
+            &[
+                Some(SCOPE),
+                Some(
+                    r#"{"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/archive/notes.md"}"#,
+                ),
+            ],
+        ],
+    },
+    Base {
+        function: "claude_memory_tool_result(text, jsonb)",
+        calls: &[&[
+            Some(SCOPE),
+            Some(
+                r#"{"type": "tool_use", "id": "toolu_01", "name": "memory", "input": {"command": "view", "path": "/memories/notes.md", "view_range": [1, 2]}}"#,
+            ),
+        ]],
+    },
+];
