@@ -27,21 +27,27 @@ q()   { "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d "$1" "${@:2}"; }
 run() { "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -At -d "$@"; }
 fresh_db() { run postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"; }
 
-# Row count and digest of every table and sequence of the extension.
+# Row count and digest of every table and sequence of the extension, over
+# the columns listed in file $2 (written from the catalog at the first call,
+# so that columns an update adds do not change the digest of the old ones).
 data_digest() {
-  local db="$1" rel rels
-  rels=$(run "$db" -c "SELECT c.relname || ':' || c.relkind::text FROM pg_class c
-                       WHERE c.relnamespace = 'agent_memory'::regnamespace AND c.relkind IN ('r', 'S')
-                       ORDER BY 1")
-  for rel in $rels; do
-    local name="${rel%:*}"
-    if [ "${rel#*:}" = S ]; then
+  local db="$1" columns="$2" rel name
+  if [ ! -f "$columns" ]; then
+    run "$db" -c "SELECT c.relname || ':' || c.relkind::text || ':' ||
+                         coalesce(string_agg(pg_catalog.quote_ident(a.attname), ',' ORDER BY a.attnum), '')
+                  FROM pg_class c LEFT JOIN pg_attribute a
+                    ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind = 'r'
+                  WHERE c.relnamespace = 'agent_memory'::regnamespace AND c.relkind IN ('r', 'S')
+                  GROUP BY c.relname, c.relkind ORDER BY 1" > "$columns"
+  fi
+  while IFS=: read -r name kind cols; do
+    if [ "$kind" = S ]; then
       run "$db" -c "SELECT '$name', last_value, is_called FROM agent_memory.$name"
     else
-      run "$db" -c "SELECT '$name', count(*), md5(coalesce(string_agg(t::text, E'\n' ORDER BY t::text), ''))
-                    FROM agent_memory.$name t"
+      run "$db" -c "SELECT '$name', count(*), md5(coalesce(string_agg(r::text, E'\n' ORDER BY r::text), ''))
+                    FROM (SELECT $cols FROM agent_memory.$name) r"
     fi
-  done
+  done < "$columns"
 }
 
 same() { # what file-a file-b
@@ -68,14 +74,15 @@ for script in "${releases[@]}"; do
   run up_filled -c "CREATE EXTENSION agent_memory VERSION '$old'"
   q up_filled -f tests/upgrade/fill.sql > /dev/null
   q up_filled -f tests/upgrade/read.sql > "$work/read.before"
-  data_digest up_filled > "$work/data.before"
+  rm -f "$work/columns"
+  data_digest up_filled "$work/columns" > "$work/data.before"
 
   run up_filled -c "ALTER EXTENSION agent_memory UPDATE"
   [ "$(run up_filled -c "SELECT extversion FROM pg_extension WHERE extname = 'agent_memory'")" = "$current" ] \
     || die "upgrade: ALTER EXTENSION UPDATE did not reach $current"
   q up_filled -f tests/upgrade/catalog.sql > "$work/catalog.updated"
   same "catalog after update and fresh install" "$work/catalog.fresh" "$work/catalog.updated"
-  data_digest up_filled > "$work/data.after"
+  data_digest up_filled "$work/columns" > "$work/data.after"
   same "rows before and after the update" "$work/data.before" "$work/data.after"
   q up_filled -f tests/upgrade/read.sql > "$work/read.after"
   same "reads before and after the update" "$work/read.before" "$work/read.after"
@@ -86,7 +93,7 @@ for script in "${releases[@]}"; do
   as_pg_user "$PG_BINDIR/pg_restore" --exit-on-error -h "$PGHOST" -p "$PGPORT" -U postgres -d up_restored "$work/up.dump"
   q up_restored -f tests/upgrade/catalog.sql > "$work/catalog.restored"
   same "catalog of the restored dump and a fresh install" "$work/catalog.fresh" "$work/catalog.restored"
-  data_digest up_restored > "$work/data.restored"
+  data_digest up_restored "$work/columns" > "$work/data.restored"
   same "rows of the dump and its restore" "$work/data.after" "$work/data.restored"
   q up_restored -f tests/upgrade/read.sql > "$work/read.restored"
   same "reads of the dump and its restore" "$work/read.after" "$work/read.restored"

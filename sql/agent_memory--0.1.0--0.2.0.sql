@@ -1,11 +1,90 @@
--- agent_memory 0.1.0 -> 0.2.0: roles, grants, every function's search_path
--- pinned. Run by ALTER EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh
+-- agent_memory 0.1.0 -> 0.2.0: tenants (row-level security), roles, grants,
+-- every function's search_path pinned. Run by ALTER EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh
 -- checks that the result equals a fresh 0.2.0 install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.2.0'" to load this file. \quit
 
 -- The two functions that run no SQL were the only unpinned ones in 0.1.0.
 ALTER FUNCTION agent_memory.version() SET search_path = pg_catalog, pg_temp;
 ALTER FUNCTION agent_memory.sensitive_findings(text) SET search_path = pg_catalog, pg_temp;
+
+-- The tenant functions (as cargo pgrx schema generates them).
+CREATE FUNCTION agent_memory.caller_tenant() RETURNS text
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'caller_tenant_wrapper';
+CREATE FUNCTION agent_memory.visible_tenant() RETURNS text
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'visible_tenant_wrapper';
+COMMENT ON FUNCTION agent_memory.caller_tenant() IS
+    'The tenant rows written now belong to: the current role, or role/tenant after SET agent_memory.tenant';
+COMMENT ON FUNCTION agent_memory.visible_tenant() IS
+    'The tenant whose rows the caller sees and changes while agent_memory.tenant_isolation is on; NULL (every tenant) while it is off';
+
+-- From here on: sql/tenants.sql as it is in 0.2.0. Rows stored before the
+-- update belong to the role that runs it.
+DO $owner$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'agent_memory_owner') THEN
+        CREATE ROLE agent_memory_owner NOLOGIN;
+    END IF;
+END
+$owner$;
+-- Foreign-key checks and cascades run as the owner of the tables.
+GRANT USAGE ON SCHEMA agent_memory TO agent_memory_owner;
+
+ALTER TABLE agent_memory.sessions ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.kv_entries ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.message_threads ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.thread_messages ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.wm_parts ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.graph_nodes ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.graph_node_versions ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.memory_files ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.memory_scopes ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+
+-- One policy per table. The sub-select runs once per statement, not per row.
+CREATE POLICY tenant_rows ON agent_memory.sessions
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.kv_entries
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.message_threads
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.thread_messages
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.wm_parts
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.graph_nodes
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.graph_node_versions
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.memory_files
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.memory_scopes
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+
+ALTER TABLE agent_memory.sessions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.kv_entries ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.message_threads ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.thread_messages ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.wm_parts ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.graph_nodes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.graph_node_versions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_files ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_scopes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+
+-- A view runs with its owner's rights unless told otherwise, which would
+-- show every tenant's threads.
+ALTER VIEW agent_memory.message_thread_stats SET (security_invoker = true);
 
 -- From here on: sql/security.sql as it is in 0.2.0.
 ALTER FUNCTION agent_memory.note_session_deletions() SET search_path = pg_catalog, pg_temp;
@@ -39,6 +118,8 @@ GRANT USAGE ON SCHEMA agent_memory TO agent_memory_reader;
 GRANT SELECT ON ALL TABLES IN SCHEMA agent_memory TO agent_memory_reader;
 GRANT EXECUTE ON FUNCTION
     agent_memory.version(),
+    agent_memory.caller_tenant(),
+    agent_memory.visible_tenant(),
     agent_memory.is_active(text),
     agent_memory.session_stats(),
     agent_memory.user_sessions(text),

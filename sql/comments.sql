@@ -4,6 +4,12 @@
 COMMENT ON FUNCTION agent_memory.version() IS
     'Version of the loaded agent_memory library (compare with pg_extension.extversion after an upgrade)';
 
+-- Tenants
+COMMENT ON FUNCTION agent_memory.caller_tenant() IS
+    'The tenant rows written now belong to: the current role, or role/tenant after SET agent_memory.tenant';
+COMMENT ON FUNCTION agent_memory.visible_tenant() IS
+    'The tenant whose rows the caller sees and changes while agent_memory.tenant_isolation is on; NULL (every tenant) while it is off';
+
 -- Sessions
 COMMENT ON FUNCTION agent_memory.create_session(text, jsonb, text, interval) IS
     'Create a session for user_id (id generated when session_id is NULL) and return its id; an active id of the same user is returned and renewed, of another user fails with 23505; an expired id is replaced';

@@ -4,6 +4,8 @@
 -- tenant-like key (session_id, owner or scope) so a table can later be
 -- distributed by that key. Tables are registered with
 -- pg_extension_config_dump so that pg_dump keeps their rows.
+-- Every memory table also gets a tenant column and a row-level security
+-- policy, in sql/tenants.sql (their default needs the library's functions).
 
 -- Rules on values that hot statements write are domains, not table CHECK
 -- constraints: PostgreSQL re-reads and plans a table's CHECK expressions

@@ -38,6 +38,8 @@ GRANT USAGE ON SCHEMA agent_memory TO agent_memory_reader;
 GRANT SELECT ON ALL TABLES IN SCHEMA agent_memory TO agent_memory_reader;
 GRANT EXECUTE ON FUNCTION
     agent_memory.version(),
+    agent_memory.caller_tenant(),
+    agent_memory.visible_tenant(),
     agent_memory.is_active(text),
     agent_memory.session_stats(),
     agent_memory.user_sessions(text),

@@ -47,6 +47,8 @@ pub mod session_cache;
 pub mod sessions;
 /// Every `agent_memory.*` setting (GUC), defined in one place.
 pub mod settings;
+/// Tenants: whose rows a caller sees under `agent_memory.tenant_isolation`.
+pub mod tenants;
 /// The background worker that runs the cleanup on a timer.
 pub mod worker;
 /// Working memory: parts of a (session, node) entry (seeds 000 and 001).
@@ -63,7 +65,11 @@ extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
 extension_sql_file!("../sql/comments.sql", name = "comments", finalize);
 // Roles, grants and the pinned search_path of the trigger: after the
 // comments, so after every function.
-extension_sql_file!("../sql/security.sql", name = "security", requires = ["comments"]);
+extension_sql_file!(
+    "../sql/security.sql",
+    name = "security",
+    requires = ["comments", "tenants"]
+);
 
 /// Runs when the library is loaded: by `shared_preload_libraries` at server
 /// start, or on first use of a function in a backend.

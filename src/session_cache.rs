@@ -17,7 +17,9 @@
 //!   before the session is, so a deletion that commits after the read is
 //!   noticed;
 //! * no transaction or savepoint of this backend has rolled back since (the
-//!   read may have seen a renewal of this backend's own that rolled back).
+//!   read may have seen a renewal of this backend's own that rolled back),
+//! * the role and `agent_memory.tenant` are those of the read (under tenant
+//!   isolation another tenant does not see the session at all).
 //!
 //! Without `shared_preload_libraries` there is no counter, nothing is
 //! remembered and every write asks.
@@ -28,6 +30,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use pgrx::prelude::*;
 use pgrx::{PgAtomic, pg_shmem_init};
 
+use crate::settings::TENANT;
+
 static DELETIONS: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"agent_memory_session_deletions") };
 
 /// Whether DELETIONS exists (the library was preloaded).
@@ -35,6 +39,9 @@ static SHARED: AtomicBool = AtomicBool::new(false);
 
 struct Known {
     session_id: String,
+    /// Who read it: the current role and the tenant setting.
+    role: pg_sys::Oid,
+    tenant: Option<std::ffi::CString>,
     idle_minutes: i32,
     /// TimestampTz (microseconds since 2000) until which it stays active.
     active_until: i64,
@@ -95,6 +102,11 @@ pub fn deletions() -> Option<u64> {
         .then(|| DELETIONS.get().load(Ordering::SeqCst))
 }
 
+fn current_role() -> pg_sys::Oid {
+    // SAFETY: reads the backend's current role id; never errors.
+    unsafe { pg_sys::GetUserId() }
+}
+
 fn transaction_time() -> i64 {
     // SAFETY: reads the current transaction's start time; never errors.
     unsafe { pg_sys::GetCurrentTransactionStartTimestamp() }
@@ -110,6 +122,8 @@ pub fn surely_active(session_id: &str, idle_minutes: i32) -> bool {
         known.borrow().as_ref().is_some_and(|k| {
             k.session_id == session_id
                 && k.idle_minutes == idle_minutes
+                && k.role == current_role()
+                && k.tenant == TENANT.get()
                 && k.deletions == deletions
                 && transaction_time() < k.active_until
         })
@@ -122,6 +136,8 @@ pub fn remember(session_id: &str, idle_minutes: i32, active_until: i64, deletion
     KNOWN.with(|known| {
         *known.borrow_mut() = Some(Known {
             session_id: session_id.to_owned(),
+            role: current_role(),
+            tenant: TENANT.get(),
             idle_minutes,
             active_until,
             deletions,

@@ -8,11 +8,12 @@
 //! same transaction.
 
 use pgrx::prelude::*;
-use pgrx::{JsonB, PgBuiltInOids, PgOid};
+use pgrx::{PgBuiltInOids, PgOid};
 
 use agent_memory_core::Error;
 use agent_memory_core::error::quoted;
 
+use crate::datums::JsonB;
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{FirstRow, Statement, first_value_of, kept};
 use crate::settings;
@@ -247,6 +248,12 @@ fn create_session(
     let idle_timeout = checked_positive("idle_timeout", idle_timeout)?;
     let minutes = idle_timeout_minutes();
 
+    // The session's write lock first, as every writer takes it, so that
+    // creating, ending and writing to one id queue instead of deadlocking
+    // (this call also locks the row, and renews or replaces the session).
+    if let Some(id) = session_id {
+        lock_session(id);
+    }
     Spi::connect_mut(|client| {
         // Two tries: a concurrent creator of the same id may win the insert.
         for _ in 0..2 {
@@ -278,7 +285,6 @@ fn create_session(
                         .or_report();
                     }
                     // Expired: it no longer exists for anyone; replace it.
-                    lock_session(id);
                     let delete = kept(client, &DELETE_SESSION).or_report()?;
                     client
                         .update(&*delete, None, &[id.into(), minutes.into()])
@@ -302,9 +308,15 @@ fn create_session(
                 return Ok(id);
             }
         }
-        Err(Error::conflict(
-            "session id is being created concurrently; try again",
-        ))
+        // The id is taken by a row this statement cannot see: a session
+        // created concurrently, or another tenant's under tenant isolation.
+        Err(Error::conflict(match session_id {
+            Some(id) => format!(
+                "session id {} is taken (by a session being created concurrently, or by another tenant); try again or choose another id",
+                quoted(id)
+            ),
+            None => "a generated session id collided twice; try again".to_owned(),
+        }))
         .or_report()
     })
 }

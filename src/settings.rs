@@ -28,6 +28,8 @@ pub static MAX_FILE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(100 * 1024);
 pub static MAX_FILES_PER_SCOPE: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub static MAX_MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static MAX_NODE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+pub static TENANT_ISOLATION: GucSetting<bool> = GucSetting::<bool>::new(false);
+pub static TENANT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 pub static STRIP_NODE_KEYS: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"builder,builderPayload"));
 
@@ -175,6 +177,26 @@ pub fn define_all() {
         c"",
         &STRIP_NODE_KEYS,
         GucContext::Suset,
+        GucFlags::default(),
+    );
+    // A superuser turns isolation on (per server, database or role); a
+    // tenant cannot turn it off for its own session.
+    GucRegistry::define_bool_guc(
+        c"agent_memory.tenant_isolation",
+        c"Each role (and tenant within it) sees and changes only its own memory.",
+        c"Row-level security on every memory table: see README, Tenants.",
+        &TENANT_ISOLATION,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    // Chosen by the application per connection or transaction (SET LOCAL),
+    // within its role: a role never reaches another role's rows by it.
+    GucRegistry::define_string_guc(
+        c"agent_memory.tenant",
+        c"Tenant the current role acts for (empty: the role itself).",
+        c"",
+        &TENANT,
+        GucContext::Userset,
         GucFlags::default(),
     );
     // SAFETY: called from _PG_init on the main thread with a static C string.

@@ -17,6 +17,7 @@ pub mod memory_files;
 pub mod messages;
 pub mod packed;
 pub mod sensitive;
+pub mod tenant;
 pub mod time;
 pub mod tree;
 pub mod words;

@@ -1,0 +1,79 @@
+-- agent_memory: tenant isolation by row-level security.
+--
+-- Every memory table has a tenant column, filled on insert with the
+-- caller's tenant (its role, or role/tenant after SET agent_memory.tenant),
+-- and a policy: while agent_memory.tenant_isolation is on, a role sees and
+-- changes only rows of its own tenant, through the functions and through
+-- the tables alike. While it is off, visible_tenant() is NULL and the
+-- policy lets every row through.
+--
+-- Owners and superusers bypass row-level security: the tables belong to
+-- agent_memory_owner, a role that cannot log in, and FORCE makes the
+-- policies apply even to it. Superusers (and the cleanup worker, which
+-- runs as one) still see every tenant.
+--
+-- Columns are added here rather than in schema.sql because their default
+-- calls a function of the library, created after the tables.
+
+DO $owner$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'agent_memory_owner') THEN
+        CREATE ROLE agent_memory_owner NOLOGIN;
+    END IF;
+END
+$owner$;
+-- Foreign-key checks and cascades run as the owner of the tables.
+GRANT USAGE ON SCHEMA agent_memory TO agent_memory_owner;
+
+ALTER TABLE agent_memory.sessions ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.kv_entries ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.message_threads ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.thread_messages ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.wm_parts ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.graph_nodes ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.graph_node_versions ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.memory_files ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.memory_scopes ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+
+-- One policy per table. The sub-select runs once per statement, not per row.
+CREATE POLICY tenant_rows ON agent_memory.sessions
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.kv_entries
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.message_threads
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.thread_messages
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.wm_parts
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.graph_nodes
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.graph_node_versions
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.memory_files
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+CREATE POLICY tenant_rows ON agent_memory.memory_scopes
+    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
+    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+
+ALTER TABLE agent_memory.sessions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.kv_entries ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.message_threads ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.thread_messages ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.wm_parts ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.graph_nodes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.graph_node_versions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_files ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_scopes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+
+-- A view runs with its owner's rights unless told otherwise, which would
+-- show every tenant's threads.
+ALTER VIEW agent_memory.message_thread_stats SET (security_invoker = true);
