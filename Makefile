@@ -10,7 +10,7 @@ demo:       ## install what is missing, build, start a preloaded cluster, run th
 test:       ## every test layer: unit, pg_test, regress, integration
 	scripts/test.sh
 
-test-reliability: ## upgrades + pg_dump, isolation specs; PARTS="upgrade isolation" picks some
+test-reliability: ## upgrades, pg_dump, isolation, hostile input, tenants, load; PARTS="..." picks some
 	scripts/reliability.sh $(PARTS)
 
 bench:      ## extension vs plain SQL (and peers), ratios into BENCHMARKS.md

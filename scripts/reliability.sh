@@ -5,8 +5,12 @@
 #            (scripts/upgrade_test.sh)
 #   hostile  a corpus of hostile arguments through every SQL function
 #            (tests/integration/tests/hostile_input.rs)
+#   tenants  every function called by one tenant on another's memory
+#            (tests/integration/tests/tenant_isolation.rs)
 #   isolation  interleavings of concurrent calls, as specs for PostgreSQL's
 #            isolation tester (tests/isolation/{specs,expected})
+#   load     a mixed pgbench load of every capability with the worker busy
+#            (scripts/load_test.sh; LOAD_SECONDS, default 60)
 #   fuzz     the pure core under cargo fuzz for a fixed budget
 #            (scripts/fuzz.sh; FUZZ_SECONDS per target, default 20)
 #
@@ -15,7 +19,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(upgrade isolation)
+[ ${#parts[@]} -gt 0 ] || parts=(upgrade isolation hostile tenants load fuzz)
 
 "$REPO_ROOT/scripts/setup.sh"
 log_dir="$(scratch_dir "reliability-pg$PG")"
@@ -29,19 +33,25 @@ part_upgrade() {
   summary+=("$(grep -E '^upgrade: suites' "$log_dir/upgrade.log")")
 }
 
-part_hostile() {
+# One integration test file against a fresh preloaded cluster of its own;
+# its summary line (starting with $2) goes into the report.
+run_integration_test() { # test-file summary-prefix
   "$REPO_ROOT/scripts/install.sh"
-  "$REPO_ROOT/scripts/cluster.sh" start reliability --fresh >/dev/null
+  CLUSTER_CONF="agent_memory.cleanup_interval = 1" "$REPO_ROOT/scripts/cluster.sh" start reliability --fresh >/dev/null
   trap '"$REPO_ROOT/scripts/cluster.sh" stop reliability' EXIT
   eval "$("$REPO_ROOT/scripts/cluster.sh" env reliability)"
   export AGENT_MEMORY_PG_BINDIR="$PG_BINDIR"
-  cargo test -p agent_memory_integration --test hostile_input -- --nocapture 2>&1 | tee "$log_dir/hostile.log" \
-    | grep -E '^(hostile_input|test result|  [0-9A-Z]{5} )' || true
-  [ "${PIPESTATUS[0]}" -eq 0 ] || die "reliability: hostile input failed (log: $log_dir/hostile.log)"
+  local status=0
+  cargo test -p agent_memory_integration --test "$1" -- --test-threads=1 --nocapture >"$log_dir/$1.log" 2>&1 || status=$?
+  grep -E "^($2|test result|test .* \.\.\. |  [0-9A-Z]{5} )" "$log_dir/$1.log" || true
   "$REPO_ROOT/scripts/cluster.sh" stop reliability
   trap - EXIT
-  summary+=("$(grep -E '^hostile_input: ' "$log_dir/hostile.log")")
+  [ "$status" -eq 0 ] || { tail -n 60 "$log_dir/$1.log"; die "reliability: $1 failed (log: $log_dir/$1.log)"; }
+  while IFS= read -r line; do summary+=("$line"); done < <(grep -E "^$2" "$log_dir/$1.log")
 }
+
+part_hostile() { run_integration_test hostile_input "hostile_input: "; }
+part_tenants() { run_integration_test tenant_isolation "tenants: "; }
 
 part_isolation() {
   "$REPO_ROOT/scripts/install.sh"
@@ -73,6 +83,13 @@ part_isolation() {
   summary+=("isolation: $n_perms interleavings in $n_specs specs, each with its expected outcome")
 }
 
+part_load() {
+  "$REPO_ROOT/scripts/install.sh"
+  "$REPO_ROOT/scripts/load_test.sh" "${LOAD_SECONDS:-60}" 2>&1 | tee "$log_dir/load.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || die "reliability: the load test failed"
+  summary+=("$(grep -E '^load: ' "$log_dir/load.log" | tail -n1)")
+}
+
 part_fuzz() {
   "$REPO_ROOT/scripts/fuzz.sh" "${FUZZ_SECONDS:-20}" 2>&1 | tee "$log_dir/fuzz.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || die "reliability: fuzzing found a crash"
@@ -81,8 +98,8 @@ part_fuzz() {
 
 for part in "${parts[@]}"; do
   case "$part" in
-    upgrade|isolation|hostile|fuzz) say "reliability: $part"; "part_$part" ;;
-    *) die "unknown part '$part' (upgrade, isolation, hostile, fuzz)" ;;
+    upgrade|isolation|hostile|tenants|load|fuzz) say "reliability: $part"; "part_$part" ;;
+    *) die "unknown part '$part' (upgrade, isolation, hostile, tenants, load, fuzz)" ;;
   esac
 done
 

@@ -1,0 +1,3 @@
+\set m random(1, :scopes)
+\set f random(1, :files)
+SELECT agent_memory.memory_tool('ms' || :m, jsonb_build_object('command', 'read', 'path', '/notes/f' || :f));

@@ -1,0 +1,2 @@
+\set s random(1, :sessions)
+SELECT * FROM agent_memory.messages('ls' || :s, NULL, 50);
