@@ -7,6 +7,8 @@
 #            (tests/integration/tests/hostile_input.rs)
 #   tenants  every function called by one tenant on another's memory
 #            (tests/integration/tests/tenant_isolation.rs)
+#   crash    backends killed mid-write, an immediate stop under load, the
+#            worker killed mid-batch (tests/integration/tests/crash.rs)
 #   isolation  interleavings of concurrent calls, as specs for PostgreSQL's
 #            isolation tester (tests/isolation/{specs,expected})
 #   load     a mixed pgbench load of every capability with the worker busy
@@ -19,7 +21,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(upgrade isolation hostile tenants load fuzz)
+[ ${#parts[@]} -gt 0 ] || parts=(upgrade isolation hostile tenants crash load fuzz)
 
 "$REPO_ROOT/scripts/setup.sh"
 log_dir="$(scratch_dir "reliability-pg$PG")"
@@ -52,6 +54,7 @@ run_integration_test() { # test-file summary-prefix
 
 part_hostile() { run_integration_test hostile_input "hostile_input: "; }
 part_tenants() { run_integration_test tenant_isolation "tenants: "; }
+part_crash() { run_integration_test crash "crash: "; }
 
 part_isolation() {
   "$REPO_ROOT/scripts/install.sh"
@@ -98,11 +101,21 @@ part_fuzz() {
 
 for part in "${parts[@]}"; do
   case "$part" in
-    upgrade|isolation|hostile|tenants|load|fuzz) say "reliability: $part"; "part_$part" ;;
-    *) die "unknown part '$part' (upgrade, isolation, hostile, tenants, load, fuzz)" ;;
+    upgrade|isolation|hostile|tenants|crash|load|fuzz) say "reliability: $part"; "part_$part" ;;
+    *) die "unknown part '$part' (upgrade, isolation, hostile, tenants, crash, load, fuzz)" ;;
   esac
 done
 
 printf '\n'
 for line in "${summary[@]}"; do echo "  $line"; done
-echo "reliability pg$PG: ${parts[*]}: all held"
+# The figures the issue asks for, from the parts' lines ("-": part not run).
+all="$(printf '%s\n' "${summary[@]}")"
+figure() { # regex-with-one-number: sums the number over every matching line
+  local n; n=$(grep -oE "$1" <<<"$all" | grep -oE '[0-9]+' | awk '{ s += $1 } END { if (NR) print s }')
+  echo "${n:--}"
+}
+echo "reliability pg$PG (${parts[*]}): interleavings tried $(figure '[0-9]+ interleavings')," \
+  "crashes survived $(figure '[0-9]+ crashes survived')," \
+  "hostile inputs tried $(figure 'hostile_input: [0-9]+ calls')," \
+  "internal errors $(figure '[0-9]+ internal errors')," \
+  "rows lost $(figure '[0-9]+ rows lost'): all held"

@@ -129,6 +129,21 @@ static LOCK_FOR_CREATE: Statement = Statement {
     writes: true,
 };
 
+static SESSION_STORED: Statement = Statement {
+    sql: "SELECT 1 FROM agent_memory.sessions s WHERE s.session_id = $1",
+    args: &[TEXT],
+    writes: false,
+};
+
+/// Whether a row of `session_id` is stored (live or expired), unlocked.
+fn session_stored(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> SqlResult<bool> {
+    let plan = kept(client, &SESSION_STORED).or_report()?;
+    Ok(!client
+        .select(&*plan, None, &[session_id.into()])
+        .or_report()?
+        .is_empty())
+}
+
 static INSERT_SESSION: Statement = Statement {
     sql: "INSERT INTO agent_memory.sessions (session_id, user_id, metadata, idle_timeout)
           VALUES (coalesce($1, pg_catalog.gen_random_uuid()::text), $2, $3, $4)
@@ -248,16 +263,21 @@ fn create_session(
     let idle_timeout = checked_positive("idle_timeout", idle_timeout)?;
     let minutes = idle_timeout_minutes();
 
-    // The session's write lock first, as every writer takes it, so that
-    // creating, ending and writing to one id queue instead of deadlocking
-    // (this call also locks the row, and renews or replaces the session).
-    if let Some(id) = session_id {
-        lock_session(id);
-    }
     Spi::connect_mut(|client| {
         // Two tries: a concurrent creator of the same id may win the insert.
         for _ in 0..2 {
-            if let Some(id) = session_id {
+            // An id that is stored is renewed, claimed or replaced: take the
+            // session's write lock before its row, in the order every writer
+            // takes them, so that this queues behind end_session and writes
+            // instead of deadlocking with them. A new id takes no write lock
+            // (creating many sessions in one transaction would fill the lock
+            // table).
+            let stored = match session_id {
+                Some(id) => session_stored(client, id)?,
+                None => false,
+            };
+            if let Some(id) = session_id.filter(|_| stored) {
+                lock_session(id);
                 let lock = kept(client, &LOCK_FOR_CREATE).or_report()?;
                 let existing = client
                     .update(&*lock, None, &[id.into(), minutes.into()])

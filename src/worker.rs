@@ -109,8 +109,32 @@ fn batch(kind: Expired, size: i32, cursor: &mut Cursor) -> SqlResult<i64> {
     delete_batch(kind, size, cursor)
 }
 
+/// What pg_stat_activity shows for the worker: `active` with what it
+/// removes while a run is under way, `idle` between runs.
+fn report_activity(what: Option<Expired>) {
+    let (state, text) = match what {
+        Some(Expired::Sessions) => (
+            pg_sys::BackendState::STATE_RUNNING,
+            c"agent_memory cleanup: removing expired sessions",
+        ),
+        Some(Expired::Entries) => (
+            pg_sys::BackendState::STATE_RUNNING,
+            c"agent_memory cleanup: removing expired entries",
+        ),
+        None => (pg_sys::BackendState::STATE_IDLE, c""),
+    };
+    // SAFETY: a static C string; the call only copies it into shared memory.
+    unsafe { pg_sys::pgstat_report_activity(state, text.as_ptr()) };
+}
+
 /// One cleanup run; returns the error that stopped it, if any.
 fn run_once() -> Result<(), String> {
+    let result = run_batches();
+    report_activity(None);
+    result
+}
+
+fn run_batches() -> Result<(), String> {
     if !in_transaction(ready)? {
         return Ok(());
     }
@@ -119,6 +143,7 @@ fn run_once() -> Result<(), String> {
     let mut counts = Counts::default();
     let mut failure = None;
     'kinds: for kind in Expired::ALL {
+        report_activity(Some(kind));
         let mut cursor = Cursor::start(kind);
         loop {
             if shutdown_requested() {
