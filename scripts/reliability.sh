@@ -45,11 +45,12 @@ run_integration_test() { # test-file summary-prefix
   export AGENT_MEMORY_PG_BINDIR="$PG_BINDIR"
   local status=0
   cargo test -p agent_memory_integration --test "$1" -- --test-threads=1 --nocapture >"$log_dir/$1.log" 2>&1 || status=$?
-  grep -E "^($2|test result|test .* \.\.\. |  [0-9A-Z]{5} )" "$log_dir/$1.log" || true
+  grep -E "($2|^test result|^test .* \.\.\. |^  [0-9A-Z]{5} )" "$log_dir/$1.log" || true
   "$REPO_ROOT/scripts/cluster.sh" stop reliability
   trap - EXIT
   [ "$status" -eq 0 ] || { tail -n 60 "$log_dir/$1.log"; die "reliability: $1 failed (log: $log_dir/$1.log)"; }
-  while IFS= read -r line; do summary+=("$line"); done < <(grep -E "^$2" "$log_dir/$1.log")
+  # libtest prints "test NAME ... " before a test's own output, on its line.
+  while IFS= read -r line; do summary+=("$line"); done < <(grep -oE "$2.*" "$log_dir/$1.log")
 }
 
 part_hostile() { run_integration_test hostile_input "hostile_input: "; }
