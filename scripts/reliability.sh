@@ -7,6 +7,8 @@
 #            (tests/integration/tests/hostile_input.rs)
 #   tenants  every function called by one tenant on another's memory
 #            (tests/integration/tests/tenant_isolation.rs)
+#   planted  every function called with objects planted on the search_path
+#            (tests/integration/tests/planted_objects.rs)
 #   crash    backends killed mid-write, an immediate stop under load, the
 #            worker killed mid-batch (tests/integration/tests/crash.rs)
 #   isolation  interleavings of concurrent calls, as specs for PostgreSQL's
@@ -21,7 +23,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(upgrade isolation hostile tenants crash load fuzz)
+[ ${#parts[@]} -gt 0 ] || parts=(upgrade isolation hostile tenants planted crash load fuzz)
 
 "$REPO_ROOT/scripts/setup.sh"
 log_dir="$(scratch_dir "reliability-pg$PG")"
@@ -55,6 +57,7 @@ run_integration_test() { # test-file summary-prefix
 
 part_hostile() { run_integration_test hostile_input "hostile_input: "; }
 part_tenants() { run_integration_test tenant_isolation "tenants: "; }
+part_planted() { run_integration_test planted_objects "planted: "; }
 part_crash() { run_integration_test crash "crash: "; }
 
 part_isolation() {
@@ -102,8 +105,8 @@ part_fuzz() {
 
 for part in "${parts[@]}"; do
   case "$part" in
-    upgrade|isolation|hostile|tenants|crash|load|fuzz) say "reliability: $part"; "part_$part" ;;
-    *) die "unknown part '$part' (upgrade, isolation, hostile, tenants, crash, load, fuzz)" ;;
+    upgrade|isolation|hostile|tenants|planted|crash|load|fuzz) say "reliability: $part"; "part_$part" ;;
+    *) die "unknown part '$part' (upgrade, isolation, hostile, tenants, planted, crash, load, fuzz)" ;;
   esac
 done
 
