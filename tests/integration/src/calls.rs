@@ -445,3 +445,64 @@ pub const BASES: &[Base] = &[
         ]],
     },
 ];
+
+/// A function of the schema, as `pg_proc` has it.
+pub struct SqlFunction {
+    pub name: String,
+    /// `name(type, ...)`, as in [`BASES`].
+    pub key: String,
+    pub types: Vec<String>,
+    pub returns_set: bool,
+}
+
+impl SqlFunction {
+    /// A statement calling the function with its first `args` arguments
+    /// (`$n::text::type`), answering one row with one text column: the
+    /// result as text ('' for NULL), a set-returning function's rows joined.
+    pub fn call_sql(&self, args: usize) -> String {
+        let casts: Vec<String> = self.types[..args]
+            .iter()
+            .enumerate()
+            .map(|(i, ty)| format!("${}::text::{ty}", i + 1))
+            .collect();
+        let invocation = format!("agent_memory.\"{}\"({})", self.name, casts.join(", "));
+        if self.returns_set {
+            format!("SELECT coalesce(string_agg(r::text, E'\\n'), '') FROM {invocation} r")
+        } else {
+            format!("SELECT coalesce(({invocation})::text, '')")
+        }
+    }
+}
+
+/// Every function of schema agent_memory but the [`SKIPPED`] ones, in name
+/// order, with its valid calls; panics on a function that has none.
+pub fn every_function(client: &mut postgres::Client) -> Vec<(SqlFunction, &'static Base)> {
+    client
+        .query(
+            "SELECT p.proname::text,
+                    p.proname || '(' || pg_catalog.oidvectortypes(p.proargtypes) || ')',
+                    ARRAY(SELECT pg_catalog.format_type(t, NULL)
+                          FROM pg_catalog.unnest(p.proargtypes::oid[]) WITH ORDINALITY u(t, i) ORDER BY i),
+                    p.proretset
+             FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'agent_memory'::regnamespace
+             ORDER BY 2",
+            &[],
+        )
+        .expect("list the functions")
+        .iter()
+        .map(|r| SqlFunction {
+            name: r.get(0),
+            key: r.get(1),
+            types: r.get(2),
+            returns_set: r.get(3),
+        })
+        .filter(|f| !SKIPPED.iter().any(|(k, _)| *k == f.key))
+        .map(|f| {
+            let base = BASES
+                .iter()
+                .find(|b| b.function == f.key)
+                .unwrap_or_else(|| panic!("{} has no base call in tests/integration/src/calls.rs", f.key));
+            (f, base)
+        })
+        .collect()
+}

@@ -9,7 +9,7 @@
 //! Prints `planted: N calls of F functions with planted objects on the
 //! search_path, 0 that behaved differently`.
 
-use agent_memory_integration::calls::{BASES, FIXTURE, SKIPPED};
+use agent_memory_integration::calls::{Base, FIXTURE, SqlFunction, every_function};
 use agent_memory_integration::{drop_database, fresh_database};
 use postgres::Client;
 use postgres::types::ToSql;
@@ -64,57 +64,20 @@ CREATE FUNCTION public.int_eq_planted(integer, integer) RETURNS boolean LANGUAGE
 CREATE OPERATOR public.= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.int_eq_planted);
 "#;
 
-type Function = (String, String, Vec<String>, bool);
-
-/// The schema's functions: name, `name(types)`, argument types, set-returning.
-fn functions(client: &mut Client) -> Vec<Function> {
-    client
-        .query(
-            "SELECT p.proname::text,
-                    p.proname || '(' || pg_catalog.oidvectortypes(p.proargtypes) || ')',
-                    ARRAY(SELECT pg_catalog.format_type(t, NULL)
-                          FROM pg_catalog.unnest(p.proargtypes::oid[]) WITH ORDINALITY u(t, i) ORDER BY i),
-                    p.proretset
-             FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'agent_memory'::regnamespace
-             ORDER BY 2",
-            &[],
-        )
-        .expect("list the functions")
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect()
-}
-
 /// Every valid call of every function, in a fixed order: how each ended
 /// (`ok` or its SQLSTATE) and the error messages.
 fn run_all(
     client: &mut Client,
-    functions: &[Function],
+    functions: &[(SqlFunction, &Base)],
 ) -> (Vec<(String, String)>, Vec<String>, usize) {
     let mut outcomes = Vec::new();
     let mut messages = Vec::new();
     let mut tried = 0;
-    for (name, key, types, returns_set) in functions {
-        if SKIPPED.iter().any(|(k, _)| k == key) {
-            continue;
-        }
-        let base = BASES
-            .iter()
-            .find(|b| b.function == key)
-            .unwrap_or_else(|| panic!("{key} has no base call in tests/integration/src/calls.rs"));
+    for (function, base) in functions {
+        let key = &function.key;
         tried += 1;
         for (n, args) in base.calls.iter().enumerate() {
-            let casts: Vec<String> = types[..args.len()]
-                .iter()
-                .enumerate()
-                .map(|(i, ty)| format!("${}::text::{ty}", i + 1))
-                .collect();
-            let invocation = format!("agent_memory.\"{name}\"({})", casts.join(", "));
-            let sql = if *returns_set {
-                format!("SELECT count(*) FROM {invocation} r")
-            } else {
-                format!("SELECT ({invocation}) IS NULL")
-            };
+            let sql = function.call_sql(args.len());
             let params: Vec<&(dyn ToSql + Sync)> =
                 args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
             let outcome = match client.query_one(sql.as_str(), &params) {
@@ -137,7 +100,7 @@ fn run_all(
 fn objects_planted_on_the_search_path_change_no_function() {
     let mut clean = fresh_database(CLEAN);
     clean.batch_execute(FIXTURE).expect("fixture");
-    let functions = functions(&mut clean);
+    let functions = every_function(&mut clean);
     let mut planted = fresh_database(PLANTED);
     planted.batch_execute(FIXTURE).expect("fixture");
     planted.batch_execute(PLANT).expect("plant the objects");

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use agent_memory_integration::calls::{BASES, FIXTURE, SKIPPED};
+use agent_memory_integration::calls::{FIXTURE, every_function};
 use agent_memory_integration::{connect, drop_database, fresh_database};
 use postgres::Client;
 use postgres::types::ToSql;
@@ -96,46 +96,18 @@ fn no_function_lets_one_tenant_read_or_change_another_tenants_memory() {
         "the fixture should fill most tables: {before:?}"
     );
 
-    let functions: Vec<(String, String, Vec<String>, bool)> = admin
-        .query(
-            "SELECT p.proname::text,
-                    p.proname || '(' || pg_catalog.oidvectortypes(p.proargtypes) || ')',
-                    ARRAY(SELECT format_type(t, NULL) FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY u(t, i) ORDER BY i),
-                    p.proretset
-             FROM pg_proc p WHERE p.pronamespace = 'agent_memory'::regnamespace ORDER BY 2",
-            &[],
-        )
-        .expect("list the functions")
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect();
+    let functions = every_function(&mut admin);
 
     let mut other = as_tenant(OTHER);
     let (mut calls, mut tried) = (0, 0);
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     let mut leaks = Vec::new();
     let mut changes = Vec::new();
-    for (name, key, types, returns_set) in &functions {
-        if SKIPPED.iter().any(|(k, _)| k == key) {
-            continue;
-        }
-        let base = BASES
-            .iter()
-            .find(|b| b.function == key)
-            .unwrap_or_else(|| panic!("{key} has no base call in tests/integration/src/calls.rs"));
+    for (function, base) in &functions {
+        let key = &function.key;
         tried += 1;
         for args in base.calls {
-            let casts: Vec<String> = types[..args.len()]
-                .iter()
-                .enumerate()
-                .map(|(i, ty)| format!("${}::text::{ty}", i + 1))
-                .collect();
-            let invocation = format!("agent_memory.\"{name}\"({})", casts.join(", "));
-            let sql = if *returns_set {
-                format!("SELECT coalesce(string_agg(r::text, E'\\n'), '') FROM {invocation} r")
-            } else {
-                format!("SELECT coalesce(({invocation})::text, '')")
-            };
+            let sql = function.call_sql(args.len());
             let params: Vec<&(dyn ToSql + Sync)> =
                 args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
             calls += 1;
