@@ -1,6 +1,6 @@
 //! One valid call of every SQL function of the extension, and the data
 //! they run on: shared by the tests that call every function (hostile
-//! input, tenant isolation). A new function needs an entry in [`BASES`] (or
+//! input, tenant isolation, planted objects). A new function needs an entry in [`BASES`] (or
 //! a reason in [`SKIPPED`]); those tests fail until it has one.
 
 /// Functions of the schema that are not user API, with the reason.
