@@ -63,3 +63,25 @@ detach_installed_library() {
     cp -p "$lib" "$lib.new.$$" && mv -f "$lib.new.$$" "$lib"
   fi
 }
+
+# PostgreSQL's pg_regress or pg_isolation_regress over the suites of a test
+# directory (sql/ or specs/, with expected/), in a temporary instance set up
+# by tests/pg_regress/regress.conf (the library preloaded). Results go to
+# WORK/output, the program's own output to WORK/run.log; returns its status.
+#   run_suites PROGRAM TEST-DIR WORK DBNAME SUITE...
+run_suites() {
+  local program="$1" input="$2" work="$3" dbname="$4"; shift 4
+  rm -rf "$work/input" "$work/output" "$work/tmp_check"
+  cp -r "$input" "$work/input"
+  cp "$REPO_ROOT/tests/pg_regress/regress.conf" "$work/input/regress.conf"
+  chown -R "$PG_OS_USER": "$work"
+  as_pg_user "$program" \
+    --bindir="$PG_BINDIR" \
+    --temp-instance="$work/tmp_check" \
+    --temp-config="$work/input/regress.conf" \
+    --inputdir="$work/input" \
+    --outputdir="$work/output" \
+    --dbname="$dbname" \
+    --load-extension=agent_memory \
+    "$@" >"$work/run.log" 2>&1
+}

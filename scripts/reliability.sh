@@ -63,22 +63,10 @@ part_crash() { run_integration_test crash "crash: "; }
 part_isolation() {
   "$REPO_ROOT/scripts/install.sh"
   local work; work="$(scratch_dir "isolation-pg$PG")"
-  rm -rf "$work/input" "$work/output" "$work/tmp_check"
-  cp -r tests/isolation "$work/input"
-  cp tests/pg_regress/regress.conf "$work/input/"
-  chown -R "$PG_OS_USER": "$work"
   local specs; specs=$(cd tests/isolation/specs && ls *.spec | sed 's/\.spec$//' | sort)
   local status=0
-  as_pg_user "$PG_ISOLATION_REGRESS" \
-    --bindir="$PG_BINDIR" \
-    --temp-instance="$work/tmp_check" \
-    --temp-config="$work/input/regress.conf" \
-    --inputdir="$work/input" \
-    --outputdir="$work/output" \
-    --dbname=agent_memory_isolation \
-    --load-extension=agent_memory \
-    $specs > "$work/isolation.log" 2>&1 || status=$?
-  grep -E '^(ok|not ok|test |# )' "$work/isolation.log" || cat "$work/isolation.log"
+  run_suites "$PG_ISOLATION_REGRESS" tests/isolation "$work" agent_memory_isolation $specs || status=$?
+  grep -E '^(ok|not ok|test |# )' "$work/run.log" || cat "$work/run.log"
   if [ "$status" -ne 0 ]; then
     [ -f "$work/output/regression.diffs" ] && head -n 150 "$work/output/regression.diffs"
     die "reliability: isolation specs failed"

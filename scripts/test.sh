@@ -64,24 +64,13 @@ layer_regress() {
   "$REPO_ROOT/scripts/install.sh"
   say "layer regress: pg_regress tests/pg_regress"
   local work; work="$(scratch_dir "regress-pg$PG")"
-  rm -rf "$work/input" "$work/output" "$work/tmp_check"
-  cp -r tests/pg_regress "$work/input"
-  chown -R "$PG_OS_USER": "$work"
   local tests; tests=$(cd tests/pg_regress/sql && ls *.sql | sed 's/\.sql$//' | sort)
   local status=0
-  as_pg_user "$PG_REGRESS" \
-    --bindir="$PG_BINDIR" \
-    --temp-instance="$work/tmp_check" \
-    --temp-config="$work/input/regress.conf" \
-    --inputdir="$work/input" \
-    --outputdir="$work/output" \
-    --dbname=agent_memory_regress \
-    --load-extension=agent_memory \
-    $tests >"$work/pg_regress.log" 2>&1 || status=$?
-  grep -E '^(ok|not ok|test |     |# |\+\+\+)' "$work/pg_regress.log" || cat "$work/pg_regress.log"
+  run_suites "$PG_REGRESS" tests/pg_regress "$work" agent_memory_regress $tests || status=$?
+  grep -E '^(ok|not ok|test |     |# |\+\+\+)' "$work/run.log" || cat "$work/run.log"
   local p f
-  p=$(grep -cE '^(ok |test .* \.\.\. ok)' "$work/pg_regress.log" || true)
-  f=$(grep -cE '^(not ok |test .* \.\.\. FAILED)' "$work/pg_regress.log" || true)
+  p=$(grep -cE '^(ok |test .* \.\.\. ok)' "$work/run.log" || true)
+  f=$(grep -cE '^(not ok |test .* \.\.\. FAILED)' "$work/run.log" || true)
   if [ "$status" -ne 0 ]; then
     [ "$f" -gt 0 ] || f=1
     [ -f "$work/output/regression.diffs" ] && head -n 200 "$work/output/regression.diffs"
