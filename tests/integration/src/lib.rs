@@ -178,3 +178,41 @@ pub fn wait_for_lock_waiter(client: &mut Client, db: &str, query_part: &str, wha
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// Row count and md5 of the rows of every table of schema agent_memory, by
+/// table, as the current transaction sees them; with a tenant, only the
+/// tables that have a `tenant` column and only that tenant's rows.
+pub fn table_digests(
+    client: &mut Client,
+    tenant: Option<&str>,
+) -> std::collections::BTreeMap<String, (i64, String)> {
+    let tables: Vec<String> = client
+        .query(
+            "SELECT c.relname::text FROM pg_catalog.pg_class c
+             WHERE c.relnamespace = 'agent_memory'::regnamespace AND c.relkind IN ('r', 'p')
+               AND ($1::text IS NULL OR EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                                                WHERE a.attrelid = c.oid AND a.attname = 'tenant'))
+             ORDER BY 1",
+            &[&tenant],
+        )
+        .expect("list the tables")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    tables
+        .into_iter()
+        .map(|table| {
+            let sql = format!(
+                "SELECT count(*), coalesce(md5(string_agg(t::text, '' ORDER BY t::text)), '')
+                 FROM agent_memory.\"{table}\" t"
+            );
+            let row = match tenant {
+                // Tables without a tenant column are listed only without one.
+                None => client.query_one(&sql, &[]),
+                Some(tenant) => client.query_one(&format!("{sql} WHERE t.tenant = $1"), &[&tenant]),
+            }
+            .expect("digest a table");
+            (table, (row.get(0), row.get(1)))
+        })
+        .collect()
+}

@@ -17,7 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use agent_memory_integration::{
-    SystemSettings, connect, drop_database, fresh_database, pg_program, wait_until,
+    SystemSettings, connect, drop_database, fresh_database, pg_program, table_digests, wait_until,
     worker_database, worker_pid,
 };
 use postgres::fallible_iterator::FallibleIterator;
@@ -173,32 +173,7 @@ type Digests = BTreeMap<String, (i64, String)>;
 /// Row count and md5 of every table of schema agent_memory, as the current
 /// transaction sees them.
 fn digests_in_transaction(client: &mut Client) -> Digests {
-    let tables: Vec<String> = client
-        .query(
-            "SELECT c.relname::text FROM pg_catalog.pg_class c
-             JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname = 'agent_memory' AND c.relkind IN ('r', 'p') ORDER BY 1",
-            &[],
-        )
-        .expect("list the tables")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    tables
-        .into_iter()
-        .map(|table| {
-            let row = client
-                .query_one(
-                    &format!(
-                        "SELECT count(*), coalesce(md5(string_agg(t::text, '' ORDER BY t::text)), '')
-                         FROM agent_memory.\"{table}\" t"
-                    ),
-                    &[],
-                )
-                .expect("digest a table");
-            (table, (row.get(0), row.get(1)))
-        })
-        .collect()
+    table_digests(client, None)
 }
 
 /// The digests under one snapshot.

@@ -18,11 +18,17 @@ const DB: &str = "am_it_session_end";
 const IDS: [&str; 4] = ["e1", "e2", "e3", "e4"];
 const RUN: Duration = Duration::from_secs(4);
 
-/// The SQLSTATE of a failed call (or the whole error when it has none).
-fn code(e: &postgres::Error) -> String {
-    e.code()
-        .map(|c| c.code().to_string())
-        .unwrap_or_else(|| e.to_string())
+/// Count how a call ended: `ok`, or its SQLSTATE (the whole error when it
+/// has none).
+fn tally(seen: &mut BTreeMap<String, usize>, result: Result<u64, postgres::Error>) {
+    let outcome = match result {
+        Ok(_) => "ok".to_string(),
+        Err(e) => e
+            .code()
+            .map(|c| c.code().to_string())
+            .unwrap_or_else(|| e.to_string()),
+    };
+    *seen.entry(outcome).or_default() += 1;
 }
 
 #[test]
@@ -61,11 +67,7 @@ fn ending_and_creating_sessions_under_writers_raises_nothing_but_not_found() {
                             &[&id, &format!("writer {w} step {i}")],
                         ),
                     };
-                    let outcome = match result {
-                        Ok(_) => "ok".to_string(),
-                        Err(e) => code(&e),
-                    };
-                    *seen.entry(outcome).or_default() += 1;
+                    tally(&mut seen, result);
                     i += 1;
                 }
                 seen
@@ -91,11 +93,7 @@ fn ending_and_creating_sessions_under_writers_raises_nothing_but_not_found() {
                             &[&id, &idle],
                         )
                     };
-                    let outcome = match result {
-                        Ok(_) => "ok".to_string(),
-                        Err(e) => code(&e),
-                    };
-                    *seen.entry(outcome).or_default() += 1;
+                    tally(&mut seen, result);
                     i += 1;
                 }
                 seen

@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 
 use agent_memory_integration::calls::{FIXTURE, every_function};
-use agent_memory_integration::{connect, drop_database, fresh_database};
+use agent_memory_integration::{connect, drop_database, fresh_database, table_digests};
 use postgres::Client;
 use postgres::types::ToSql;
 
@@ -36,33 +36,7 @@ const MARKERS: &[&str] = &[
 
 /// Row count and digest of each table's rows of `tenant`.
 fn rows_of(admin: &mut Client, tenant: &str) -> BTreeMap<String, (i64, String)> {
-    let tables: Vec<String> = admin
-        .query(
-            "SELECT c.relname::text FROM pg_class c
-             WHERE c.relnamespace = 'agent_memory'::regnamespace AND c.relkind = 'r'
-               AND EXISTS (SELECT FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant')
-             ORDER BY 1",
-            &[],
-        )
-        .expect("list the tables")
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    tables
-        .into_iter()
-        .map(|table| {
-            let row = admin
-                .query_one(
-                    &format!(
-                        "SELECT count(*), md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), ''))
-                         FROM agent_memory.{table} t WHERE t.tenant = $1"
-                    ),
-                    &[&tenant],
-                )
-                .expect("digest a table");
-            (table, (row.get(0), row.get(1)))
-        })
-        .collect()
+    table_digests(admin, Some(tenant))
 }
 
 fn as_tenant(role: &str) -> Client {
