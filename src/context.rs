@@ -8,7 +8,7 @@ use serde_json::json;
 
 use agent_memory_core::{Error, kv};
 
-use crate::datums::JsonB;
+use crate::datums::{JsonB, JsonbBytes};
 use crate::error::{OrReport, SqlResult};
 use crate::graph::checked_list;
 use crate::kv::{delete_keys, write_entries};
@@ -55,11 +55,11 @@ fn build_context(
     session_id: Option<&str>,
     keys: default!(Option<Vec<Option<String>>>, "NULL"),
     include_metadata: default!(Option<bool>, false),
-) -> SqlResult<JsonB> {
+) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let keys = keys.map(|keys| checked_list("keys", keys)).transpose()?;
     let include_metadata = include_metadata.unwrap_or(false);
-    let context = first_value_of::<JsonB>(
+    let context = first_value_of::<JsonbBytes>(
         &BUILD,
         &[
             session_id.into(),
@@ -75,7 +75,7 @@ fn build_context(
 #[search_path(pg_catalog, pg_temp)]
 fn update_context(session_id: &str, entries: JsonB) -> SqlResult<JsonB> {
     let batch = kv::batch_entries(&entries.0).or_report()?;
-    let written = write_entries(session_id, &batch, None)?;
+    let written = write_entries(session_id, &batch, None, None)?;
     let keys: Vec<&str> = batch.iter().map(|(k, _)| *k).collect();
     Ok(JsonB(json!({
         "stored": true,

@@ -313,6 +313,26 @@ impl IntoDatum for JsonText {
 returned_as!(JsonText, "json");
 
 /// A `text` datum holding `value`, in the current memory context.
+/// The bytes of `value` as a `numeric` datum (varlena header included), as
+/// `JsonbWriter::numeric` takes them.
+pub fn numeric_bytes(value: i64) -> Vec<u8> {
+    // SAFETY: int8_numeric takes one int8 and returns a plain (4-byte
+    // header) numeric varlena.
+    unsafe {
+        let datum = pgrx::fcinfo::direct_function_call_as_datum(
+            pg_sys::int8_numeric,
+            &[Some(pg_sys::Datum::from(value))],
+        )
+        .unwrap_or(pg_sys::Datum::from(0));
+        let ptr = datum.cast_mut_ptr::<u8>();
+        if ptr.is_null() {
+            return Vec::new();
+        }
+        let size = (ptr.cast::<u32>().read_unaligned() >> 2) as usize;
+        std::slice::from_raw_parts(ptr, size).to_vec()
+    }
+}
+
 pub fn text_datum(value: &str) -> pg_sys::Datum {
     // SAFETY: the pointer and length describe `value`; PostgreSQL copies it.
     let text =

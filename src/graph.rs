@@ -17,6 +17,7 @@ use serde_json::json;
 use agent_memory_core::graph::{self, Content, ROOT_ID, WriteKind};
 use agent_memory_core::{Error, time};
 
+use crate::datums::JsonbBytes;
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{Statement, first_value_of, iso, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY, required};
@@ -628,14 +629,14 @@ fn graph_version(
     owner: Option<&str>,
     node_id: Option<&str>,
     version: Option<i32>,
-) -> SqlResult<JsonB> {
+) -> SqlResult<JsonbBytes> {
     let owner = checked_owner(owner)?;
     if node_id == Some(ROOT_ID) {
         return Err(Error::not_found("the root node has no saved versions")).or_report();
     }
     let node_id = checked_node(node_id)?;
     let version = version.ok_or_else(|| Error::null("version")).or_report()?;
-    if let Some(json) = first_value_of::<JsonB>(
+    if let Some(json) = first_value_of::<JsonbBytes>(
         &READ_VERSION,
         &[owner.into(), node_id.into(), version.into()],
     )? {

@@ -13,7 +13,7 @@ use agent_memory_core::packed::{Packed, Span};
 use agent_memory_core::tree::{Graph, Tree};
 use agent_memory_core::{graph, time};
 
-use crate::datums::{JsonbBytes, TextBlock, for_each_text_element, text_array};
+use crate::datums::{JsonbBytes, TextBlock, for_each_text_element, numeric_bytes, text_array};
 use crate::error::{OrReport, SqlResult};
 use crate::graph::checked_owner;
 use crate::sessions::required;
@@ -235,30 +235,11 @@ impl Numerics {
             let bytes = self
                 .0
                 .entry(value)
-                .or_insert_with(|| numeric_bytes(value))
+                .or_insert_with(|| numeric_bytes(i64::from(value)))
                 .clone();
             self.1 = Some((value, bytes));
         }
         self.1.as_ref().map_or(&[], |(_, bytes)| bytes.as_slice())
-    }
-}
-
-/// The bytes of `value` as a `numeric` datum (varlena header included).
-fn numeric_bytes(value: i32) -> Vec<u8> {
-    // SAFETY: int4_numeric takes one int4 and returns a plain (4-byte
-    // header) numeric varlena.
-    unsafe {
-        let datum = pgrx::fcinfo::direct_function_call_as_datum(
-            pg_sys::int4_numeric,
-            &[Some(pg_sys::Datum::from(value))],
-        )
-        .unwrap_or(pg_sys::Datum::from(0));
-        let ptr = datum.cast_mut_ptr::<u8>();
-        if ptr.is_null() {
-            return Vec::new();
-        }
-        let size = (ptr.cast::<u32>().read_unaligned() >> 2) as usize;
-        std::slice::from_raw_parts(ptr, size).to_vec()
     }
 }
 

@@ -10,12 +10,14 @@
 
 use pgrx::prelude::*;
 use pgrx::{PgBuiltInOids, PgOid};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use agent_memory_core::budget::{self, Held};
 use agent_memory_core::{Error, kv, words};
 
-use crate::datums::JsonB;
+use agent_memory_core::jsonb::JsonbWriter;
+
+use crate::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{Statement, first_value_of, kept};
 use crate::sessions::{
@@ -219,10 +221,12 @@ pub struct Written {
 }
 
 /// Store `entries` in the session's memory as one change: all of them, or
-/// (on any error) none.
+/// (on any error) none. `received` is the single entry's value as the caller
+/// got it, handed to the statement as it is (no JSON text round trip).
 pub fn write_entries(
     session_id: &str,
     entries: &[(&str, &Value)],
+    received: Option<&JsonbArg>,
     ttl: Option<Interval>,
 ) -> SqlResult<Written> {
     for (key, value) in entries {
@@ -245,10 +249,14 @@ pub fn write_entries(
         let rows = match entries {
             [(key, value)] => {
                 let plan = kept(client, &WRITE_ONE).or_report()?;
+                let value = match received {
+                    Some(datum) => datum.into(),
+                    None => JsonB((*value).clone()).into(),
+                };
                 let args = [
                     session_id.into(),
                     (*key).into(),
-                    JsonB((*value).clone()).into(),
+                    value,
                     (counted[0].1 as i32).into(),
                     ttl.into(),
                     memory_ttl.into(),
@@ -354,27 +362,48 @@ fn kv_set(
     // arrive here and get a 22004 instead of a crash.
     session_id: Option<&str>,
     key: Option<&str>,
-    value: Option<JsonB>,
+    value: Option<JsonbArg>,
     ttl: default!(Option<Interval>, "NULL"),
-) -> SqlResult<JsonB> {
+) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let key = checked_id("key", key)?;
-    let value = value.ok_or_else(|| Error::null("value")).or_report()?.0;
+    let received = value.ok_or_else(|| Error::null("value")).or_report()?;
+    // Decoded for the word count and the sensitive-data screen only.
+    let value = received
+        .decode()
+        .ok_or_else(|| Error::null("value"))
+        .or_report()?;
     let ttl = checked_positive("ttl", ttl)?;
-    let written = write_entries(session_id, &[(key, &value)], ttl)?;
-    Ok(JsonB(json!({
-        "stored": true,
-        "key": key,
-        "words": written.words,
-        "total_words": written.total_words,
-        "evicted": written.evicted,
-    })))
+    let written = write_entries(session_id, &[(key, &value)], Some(&received), ttl)?;
+    stored_document(key, &written)
+}
+
+/// `{"stored": true, "key": …, "words": …, "total_words": …, "evicted": […]}`,
+/// written as jsonb directly (keys in jsonb's order: by length, then bytes).
+fn stored_document(key: &str, written: &Written) -> SqlResult<JsonbBytes> {
+    let mut w = JsonbWriter::with_capacity(96 + key.len());
+    w.begin_object(5);
+    for name in ["key", "words", "stored", "evicted", "total_words"] {
+        w.string(name);
+    }
+    w.string(key);
+    w.numeric(&numeric_bytes(written.words as i64));
+    w.boolean(true);
+    w.begin_array(written.evicted.len());
+    for evicted in &written.evicted {
+        w.string(evicted);
+    }
+    w.end();
+    w.numeric(&numeric_bytes(written.total_words as i64));
+    w.end();
+    Ok(JsonbBytes(w.finish().or_report()?))
 }
 
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
-fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonB>> {
-    first_value_of::<JsonB>(
+fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonbBytes>> {
+    // The stored jsonb is returned as it is: never decoded.
+    first_value_of::<JsonbBytes>(
         &GET,
         &[session_id.into(), idle_timeout_minutes().into(), key.into()],
     )
@@ -382,8 +411,8 @@ fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonB>> {
 
 /// All live entries of a session as one object (NULL for a session that does
 /// not exist or has expired).
-pub fn get_all(session_id: &str) -> SqlResult<Option<JsonB>> {
-    first_value_of::<JsonB>(
+pub fn get_all(session_id: &str) -> SqlResult<Option<JsonbBytes>> {
+    first_value_of::<JsonbBytes>(
         &GET_ALL,
         &[session_id.into(), idle_timeout_minutes().into()],
     )
@@ -391,7 +420,7 @@ pub fn get_all(session_id: &str) -> SqlResult<Option<JsonB>> {
 
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
-fn kv_get_all(session_id: &str) -> SqlResult<Option<JsonB>> {
+fn kv_get_all(session_id: &str) -> SqlResult<Option<JsonbBytes>> {
     get_all(session_id)
 }
 

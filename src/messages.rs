@@ -12,9 +12,10 @@ use pgrx::prelude::*;
 use serde_json::json;
 
 use agent_memory_core::Error;
+use agent_memory_core::jsonb::JsonbWriter;
 use agent_memory_core::messages::{self, Stored};
 
-use crate::datums::JsonB;
+use crate::datums::{JsonB, JsonbArg, JsonbBytes};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{FirstRow, Statement, first_value_of, kept};
 use crate::sessions::{
@@ -381,7 +382,7 @@ fn append_message(
     role: Option<&str>,
     content: Option<&str>,
     node_id: default!(Option<&str>, "NULL"),
-    metadata: default!(Option<JsonB>, "'{}'"),
+    metadata: default!(Option<JsonbArg>, "'{}'"),
     keep: default!(Option<i32>, "NULL"),
 ) -> SqlResult<i64> {
     let session_id = checked_id("session_id", session_id)?;
@@ -389,7 +390,15 @@ fn append_message(
     messages::check_role(role).or_report()?;
     let content = content.ok_or_else(|| Error::null("content")).or_report()?;
     let node_id = checked_node(node_id)?;
-    let metadata = metadata.map(|j| j.0).unwrap_or_else(|| json!({}));
+    // Decoded for the checks (tool calls, idempotency key); stored as passed.
+    let metadata_arg = metadata;
+    let metadata = match &metadata_arg {
+        Some(arg) => arg
+            .decode()
+            .ok_or_else(|| Error::null("metadata"))
+            .or_report()?,
+        None => json!({}),
+    };
     let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
     let idempotency_key = messages::check_message(content, &metadata, max_bytes).or_report()?;
     let keep = messages::resolve_keep(keep, settings::MAX_MESSAGES.get()).or_report()?;
@@ -400,6 +409,7 @@ fn append_message(
         role,
         content,
         metadata,
+        metadata_arg: metadata_arg.as_ref(),
         idempotency_key: idempotency_key.as_deref(),
     };
 
@@ -421,7 +431,7 @@ fn append_message(
                         message.node_id.into(),
                         message.role.into(),
                         message.content.into(),
-                        JsonB(message.metadata.clone()).into(),
+                        message.metadata_datum(),
                     ],
                 )
                 .or_report()?;
@@ -501,7 +511,19 @@ struct NewMessage<'a> {
     role: &'a str,
     content: &'a str,
     metadata: serde_json::Value,
+    /// The metadata as the caller passed it, handed to the statements as it
+    /// is (None: NULL was passed, and `metadata` is the `{}` it stands for).
+    metadata_arg: Option<&'a JsonbArg>,
     idempotency_key: Option<&'a str>,
+}
+
+impl NewMessage<'_> {
+    fn metadata_datum(&self) -> pgrx::datum::DatumWithOid<'_> {
+        match self.metadata_arg {
+            Some(arg) => arg.into(),
+            None => JsonB(self.metadata.clone()).into(),
+        }
+    }
 }
 
 /// Write `message` into `slot`, whose position the caller has taken: the
@@ -544,7 +566,7 @@ fn write_slot(
                 message.node_id.into(),
                 message.role.into(),
                 message.content.into(),
-                JsonB(message.metadata.clone()).into(),
+                message.metadata_datum(),
                 message.idempotency_key.into(),
             ],
         )
@@ -577,7 +599,7 @@ fn messages(
             name!(node_id, Option<String>),
             name!(role, String),
             name!(content, String),
-            name!(metadata, JsonB),
+            name!(metadata, JsonbBytes),
             name!(created_at, TimestampWithTimeZone),
         ),
     >,
@@ -607,7 +629,7 @@ fn messages(
                 row.get::<String>(2).or_report()?,
                 required(row.get::<String>(3).or_report()?, "role")?,
                 required(row.get::<String>(4).or_report()?, "content")?,
-                required(row.get::<JsonB>(5).or_report()?, "metadata")?,
+                required(row.get::<JsonbBytes>(5).or_report()?, "metadata")?,
                 required(
                     row.get::<TimestampWithTimeZone>(6).or_report()?,
                     "created_at",
@@ -625,11 +647,11 @@ fn messages_json(
     session_id: Option<&str>,
     node_id: default!(Option<&str>, "NULL"),
     lim: default!(Option<i32>, "50"),
-) -> SqlResult<JsonB> {
+) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
     let lim = checked_limit(lim)?;
-    let json = first_value_of::<JsonB>(
+    let json = first_value_of::<JsonbBytes>(
         &READ_JSON,
         &[
             session_id.into(),
@@ -638,7 +660,15 @@ fn messages_json(
             idle_timeout_minutes().into(),
         ],
     )?;
-    Ok(json.unwrap_or_else(|| JsonB(json!([]))))
+    match json {
+        Some(json) => Ok(json),
+        None => {
+            let mut empty = JsonbWriter::default();
+            empty.begin_array(0);
+            empty.end();
+            Ok(JsonbBytes(empty.finish().or_report()?))
+        }
+    }
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -646,11 +676,11 @@ fn messages_json(
 fn pop_message(
     session_id: Option<&str>,
     node_id: default!(Option<&str>, "NULL"),
-) -> SqlResult<Option<JsonB>> {
+) -> SqlResult<Option<JsonbBytes>> {
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
     lock_session(session_id);
-    first_value_of::<JsonB>(
+    first_value_of::<JsonbBytes>(
         &POP,
         &[
             session_id.into(),

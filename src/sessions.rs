@@ -13,7 +13,7 @@ use pgrx::{PgBuiltInOids, PgOid};
 use agent_memory_core::Error;
 use agent_memory_core::error::quoted;
 
-use crate::datums::JsonB;
+use crate::datums::{JsonB, JsonbBytes};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{FirstRow, Statement, first_value_of, kept};
 use crate::settings;
@@ -371,9 +371,9 @@ fn end_session(session_id: &str) -> SqlResult<bool> {
 
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
-fn session_stats() -> SqlResult<JsonB> {
+fn session_stats() -> SqlResult<JsonbBytes> {
     required(
-        first_value_of::<JsonB>(&STATS, &[idle_timeout_minutes().into()])?,
+        first_value_of::<JsonbBytes>(&STATS, &[idle_timeout_minutes().into()])?,
         "session statistics",
     )
 }

@@ -350,6 +350,15 @@ impl JsonbWriter {
         self.end_element(JENTRY_ISNULL);
     }
 
+    pub fn boolean(&mut self, value: bool) {
+        self.begin_element();
+        self.end_element(if value {
+            JENTRY_ISBOOL_TRUE
+        } else {
+            JENTRY_ISBOOL_FALSE
+        });
+    }
+
     /// A number, given as the bytes of a PostgreSQL `numeric` datum (its
     /// varlena header included).
     pub fn numeric(&mut self, datum: &[u8]) {
@@ -435,6 +444,22 @@ mod tests {
                 u32::from_ne_bytes(w)
             })
             .collect()
+    }
+
+    #[test]
+    fn booleans_are_entries_without_data() {
+        let mut w = JsonbWriter::default();
+        w.begin_array(2);
+        w.boolean(true);
+        w.boolean(false);
+        w.end();
+        let out = w.finish().unwrap();
+        // header, two entries, no data
+        assert_eq!(out.len(), 4 + 4 + 8);
+        let w = words(&out[4..16]);
+        assert_eq!(w[0], 2 | JB_FARRAY);
+        assert_eq!(w[1], JENTRY_ISBOOL_TRUE | JENTRY_HAS_OFF); // every 32nd entry holds an offset
+        assert_eq!(w[2], JENTRY_ISBOOL_FALSE);
     }
 
     #[test]
