@@ -226,11 +226,21 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
     let mut counts = Counts::default();
     for kind in Expired::ALL {
         let mut cursor = Cursor::start(kind);
+        let mut size = batch_size;
         loop {
-            let deleted = delete_batch(kind, batch_size, &mut cursor)?;
+            let resumed_at = cursor.0.clone();
+            let deleted = delete_batch(kind, size, &mut cursor)?;
             counts.add(kind, deleted);
-            if deleted < batch_size as i64 {
+            if deleted < i64::from(size) {
                 break;
+            }
+            // All batches here share one transaction, so the rows earlier
+            // batches removed stay in the way of a scan resuming at the same
+            // expiry. A batch that ends inside a run of equal expiries (the
+            // cursor did not move) makes the next one twice as big: a run of
+            // n equal expiries then costs O(n), not O(n * n / batch_size).
+            if cursor.0 == resumed_at {
+                size = size.saturating_mul(2);
             }
         }
     }

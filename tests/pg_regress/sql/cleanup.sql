@@ -27,5 +27,15 @@ FROM agent_memory.cleanup_runs ORDER BY run_id;
 SELECT agent_memory.cleanup_expired(0);
 \echo :LAST_ERROR_SQLSTATE
 
+-- A run of equal expiries (one statement wrote them all) is removed in a
+-- number of batches that grows with the logarithm of its length, not with
+-- its length: all batches of one call share a transaction, and each batch
+-- that ends inside the run doubles the next (10, 10, 20, ..., 640 here).
+SELECT agent_memory.create_session('u', session_id => 'many') AS many;
+INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
+SELECT 'many', 'k' || i, '1', 1, now() - interval '1 minute' FROM generate_series(1, 1000) i;
+SELECT agent_memory.cleanup_expired(10) - 'run_id' AS removed;
+SELECT count(*) AS left_behind FROM agent_memory.kv_entries WHERE session_id = 'many';
+
 -- Leave the database empty for the next suite.
 DELETE FROM agent_memory.sessions;
