@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Benchmarks: install, start a throwaway "bench" cluster, run bench/run.py.
-#   make bench [PG=18] [BENCH_CASES=a,b] [BENCH_SECONDS=10] [BENCH_ROUNDS=3]
+# Benchmarks: install, start a throwaway "bench" cluster, run bench/run.py
+# (the cases) and bench/growth.py (growth curves, plots, peak memory).
+#   make bench [PG=18] [BENCH_CASES=a,b|growth] [BENCH_SECONDS=10] [BENCH_ROUNDS=3]
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 "$REPO_ROOT/scripts/setup.sh"
@@ -8,11 +9,11 @@ cd "$REPO_ROOT"
 # Peers run from their own virtualenv (outside /root, like PostgreSQL 18's).
 BENCH_VENV="${BENCH_VENV:-/opt/agent_memory/bench-venv}"
 if [ ! -x "$BENCH_VENV/bin/python" ] || ! "$BENCH_VENV/bin/python" -c \
-    'import langgraph.store.postgres, psycopg, asyncpg, agents.extensions.memory.sqlalchemy_session' 2>/dev/null; then
+    'import langgraph.store.postgres, psycopg, asyncpg, agents.extensions.memory.sqlalchemy_session, matplotlib' 2>/dev/null; then
   say "installing the peers' Python packages into $BENCH_VENV"
   python3 -m venv "$BENCH_VENV"
   "$BENCH_VENV/bin/pip" install -q 'psycopg[binary]==3.3.9' 'langgraph-checkpoint-postgres==3.2.0' \
-    'openai-agents==0.24.0' 'sqlalchemy[asyncio]==2.1.9' 'asyncpg==0.32.0'
+    'openai-agents==0.24.0' 'sqlalchemy[asyncio]==2.1.9' 'asyncpg==0.32.0' 'matplotlib==3.10.7'
 fi
 export BENCH_PYTHON="$BENCH_VENV/bin/python"
 # Commit durability is off so the figures compare CPU work, not fsync latency
@@ -27,4 +28,9 @@ agent_memory.database = 'agent_memory_bench'
 agent_memory.cleanup_interval = '1h'" "$REPO_ROOT/scripts/cluster.sh" start bench --fresh
 trap '"$REPO_ROOT/scripts/cluster.sh" stop bench' EXIT
 eval "$("$REPO_ROOT/scripts/cluster.sh" env bench)"
+# The cases (every one, or those BENCH_CASES names), then the growth curves
+# (bench/growth.py: when BENCH_CASES is empty or names "growth").
 PG_BINDIR="$PG_BINDIR" python3 bench/run.py
+case ",${BENCH_CASES:-growth}," in
+  *,growth,*) PG_BINDIR="$PG_BINDIR" "$BENCH_PYTHON" bench/growth.py ;;
+esac
