@@ -149,8 +149,60 @@ def run_under_load(name: str, spec: dict, seconds: int, rounds: int) -> dict:
         rates.append(expired / (end - begin))
     a, b = statistics.median(loaded), statistics.median(alone)
     print(f"   worker removed rows at {statistics.median(rates):,.0f} rows/s while the load ran", flush=True)
-    return dict(case=name, kind=f"pgbench {clients} clients, during cleanup", unit="tps",
-                ext=a, base=b, ratio=a / b, baseline="same load, no cleanup")
+    rows = [dict(case=name, kind=f"pgbench {clients} clients, during cleanup", unit="tps",
+                 ext=a, base=b, ratio=a / b, baseline="same load, no cleanup")]
+    if "cron_job" in spec:
+        if os.environ.get("BENCH_PG_CRON"):
+            rows += run_cron_peer(name, spec, clients, rounds, a, statistics.median(rates))
+        else:
+            print("   pg_cron is not preloaded here: its row is left out", flush=True)
+    return rows
+
+
+def run_cron_peer(name: str, spec: dict, clients: int, rounds: int, worker_tps: float,
+                  worker_rate: float) -> list[dict]:
+    """The peer for TTL: pg_cron running the plain DELETE every minute, on
+    the same expired rows under the same load. pg_cron schedules by the
+    minute here, so each round runs the load for 75 s and finds the job's
+    run in cron.job_run_details."""
+    psql("CREATE EXTENSION IF NOT EXISTS pg_cron")
+    # Park the worker, so that only the cron job removes the rows.
+    psql("ALTER SYSTEM SET agent_memory.cleanup_interval = '1h'")
+    psql("SELECT pg_reload_conf()")
+    time.sleep(3)
+    loaded, rates = [], []
+    for _ in range(min(rounds, 3)):
+        run_statements(spec["load"])
+        expired = int(psql(spec["count_expired"]))
+        job = psql(f"SELECT cron.schedule('agent_memory_bench_ttl', '* * * * *', $job${spec['cron_job']}$job$)")
+        started, progress = pgbench_progress(spec["script"], clients, 75)
+        psql("SELECT cron.unschedule('agent_memory_bench_ttl')")
+        found = psql("SELECT extract(epoch FROM start_time), extract(epoch FROM end_time), status "
+                     f"FROM cron.job_run_details WHERE jobid = {job} AND end_time IS NOT NULL "
+                     "ORDER BY start_time LIMIT 1")
+        if not found:
+            raise RuntimeError(f"{name}: the pg_cron job did not run during the load")
+        begin, end, status = found.split("|")
+        left = int(psql(spec["count_expired"]))
+        if status != "succeeded" or left >= expired:
+            raise RuntimeError(f"{name}: the pg_cron job {status}, {left} of {expired} expired rows left")
+        begin, end = float(begin) - started, float(end) - started
+        # A progress sample at t covers (t - 1, t]: those overlapping the job.
+        during = [tps for t, tps in progress if begin < t < end + 1]
+        if not during:
+            raise RuntimeError(f"{name}: the pg_cron job ran outside the load")
+        loaded.append(statistics.mean(during))
+        rates.append((expired - left) / max(end - begin, 1e-3))
+    psql("ALTER SYSTEM SET agent_memory.cleanup_interval = '1s'")
+    psql("SELECT pg_reload_conf()")
+    cron_tps, cron_rate = statistics.median(loaded), statistics.median(rates)
+    print(f"   pg_cron's DELETE removed rows at {cron_rate:,.0f} rows/s while the load ran", flush=True)
+    return [
+        dict(case=name, kind=f"pgbench {clients} clients during cleanup: worker vs pg_cron DELETE", unit="tps",
+             ext=worker_tps, base=cron_tps, ratio=worker_tps / cron_tps, baseline="pg_cron-scheduled DELETE"),
+        dict(case=name, kind="rows removed per second under that load: worker vs pg_cron DELETE", unit="rows/s",
+             ext=worker_rate, base=cron_rate, ratio=worker_rate / cron_rate, baseline="pg_cron-scheduled DELETE"),
+    ]
 
 
 def run_peer(spec: dict, rounds: int) -> list[dict]:
@@ -219,7 +271,7 @@ def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
     if "peer" in case:
         rows += run_peer(case["peer"], rounds)
     if "under_load" in case:
-        rows.append(run_under_load(name, case["under_load"], seconds, rounds))
+        rows += run_under_load(name, case["under_load"], seconds, rounds)
     if "teardown" in case:
         run_statements(case["teardown"])
     return rows

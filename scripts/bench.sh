@@ -16,6 +16,21 @@ if [ ! -x "$BENCH_VENV/bin/python" ] || ! "$BENCH_VENV/bin/python" -c \
     'openai-agents==0.24.0' 'sqlalchemy[asyncio]==2.1.9' 'asyncpg==0.32.0' 'matplotlib==3.10.7'
 fi
 export BENCH_PYTHON="$BENCH_VENV/bin/python"
+# The TTL peer: a pg_cron job running the plain DELETE (Debian's pg_cron, so
+# PostgreSQL 15 only; elsewhere that row is left out).
+cron_conf=""
+if [ "$PG" = 15 ]; then
+  if ! dpkg-query -W -f='${Status}' postgresql-15-cron 2>/dev/null | grep -q 'install ok installed'; then
+    say "installing pg_cron (postgresql-15-cron) for the TTL peer"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql-15-cron >/dev/null \
+      || warn "pg_cron could not be installed: the pg_cron row of cleanup_under_load is left out"
+  fi
+  if [ -f "$("$PG_CONFIG" --pkglibdir)/pg_cron.so" ]; then
+    cron_conf="shared_preload_libraries = 'agent_memory,pg_cron'
+cron.database_name = 'agent_memory_bench'"
+    export BENCH_PG_CRON=1
+  fi
+fi
 # Commit durability is off so the figures compare CPU work, not fsync latency
 # (which would make every ratio look like 1).
 # The cleanup worker serves the bench database but stays parked (1h) unless
@@ -25,7 +40,8 @@ synchronous_commit = off
 max_wal_size = '4GB'
 jit = off
 agent_memory.database = 'agent_memory_bench'
-agent_memory.cleanup_interval = '1h'" "$REPO_ROOT/scripts/cluster.sh" start bench --fresh
+agent_memory.cleanup_interval = '1h'
+$cron_conf" "$REPO_ROOT/scripts/cluster.sh" start bench --fresh
 trap '"$REPO_ROOT/scripts/cluster.sh" stop bench' EXIT
 eval "$("$REPO_ROOT/scripts/cluster.sh" env bench)"
 # The cases (every one, or those BENCH_CASES names), then the growth curves
