@@ -95,10 +95,9 @@ impl JsonbArg {
         agent_memory_core::jsonb::root_type(self.bytes())
     }
 
-    /// The value as serde JSON (through its text form).
+    /// The value as serde JSON, read from its binary form.
     pub fn decode(&self) -> Option<serde_json::Value> {
-        // SAFETY: a valid, non-null jsonb datum.
-        unsafe { JsonB::from_datum(self.0, false) }.map(|j| j.0)
+        Some(value_of(self.bytes(), self.0))
     }
 
     /// Raise 54000 when the value nests more than `jsonb::MAX_DEPTH` levels.
@@ -227,34 +226,49 @@ impl FromDatum for JsonB {
         if is_null {
             return None;
         }
-        // SAFETY: a jsonb datum; jsonb_out gives its text in the current
-        // memory context.
-        let text = unsafe {
-            let plain = pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr());
-            pgrx::direct_function_call::<&core::ffi::CStr>(
-                pg_sys::jsonb_out,
-                &[Some(pg_sys::Datum::from(plain))],
-            )
+        // SAFETY: a jsonb datum; detoasted, it has a 4-byte header.
+        let arg = unsafe { JsonbArg::from_polymorphic_datum(datum, false, pg_sys::JSONBOID) }?;
+        Some(JsonB(value_of(arg.bytes(), arg.0)))
+    }
+}
+
+/// A jsonb value as serde JSON: read from its binary form, or (for a layout
+/// that reader refuses, which PostgreSQL should never write) through its
+/// text; nested deeper than serde_json reads is 54000 either way.
+fn value_of(bytes: &[u8], datum: pg_sys::Datum) -> serde_json::Value {
+    match jsonb::to_value(bytes) {
+        Ok(value) => value,
+        Err(jsonb::ReadError::TooDeep) => {
+            raise(jsonb::too_deep("a jsonb value", jsonb::READ_MAX_DEPTH))
         }
-        .unwrap_or_else(|| {
-            raise(agent_memory_core::Error::internal(
-                "jsonb_out returned NULL",
-            ))
-        });
-        let text = text.to_str().unwrap_or_else(|_| {
-            raise(agent_memory_core::Error::internal(
-                "the text of a jsonb value is not UTF-8",
-            ))
-        });
-        match serde_json::from_str(text) {
-            Ok(value) => Some(JsonB(value)),
-            Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
-                raise(jsonb::too_deep("a jsonb value", 128))
-            }
-            Err(e) => raise(agent_memory_core::Error::internal(format!(
-                "cannot read a jsonb value: {e}"
-            ))),
+        Err(jsonb::ReadError::Malformed) => value_through_text(datum),
+    }
+}
+
+fn value_through_text(datum: pg_sys::Datum) -> serde_json::Value {
+    // SAFETY: a jsonb datum; jsonb_out gives its text in the current
+    // memory context.
+    let text = unsafe {
+        pgrx::direct_function_call::<&core::ffi::CStr>(pg_sys::jsonb_out, &[Some(datum)])
+    }
+    .unwrap_or_else(|| {
+        raise(agent_memory_core::Error::internal(
+            "jsonb_out returned NULL",
+        ))
+    });
+    let text = text.to_str().unwrap_or_else(|_| {
+        raise(agent_memory_core::Error::internal(
+            "the text of a jsonb value is not UTF-8",
+        ))
+    });
+    match serde_json::from_str(text) {
+        Ok(value) => value,
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+            raise(jsonb::too_deep("a jsonb value", jsonb::READ_MAX_DEPTH))
         }
+        Err(e) => raise(agent_memory_core::Error::internal(format!(
+            "cannot read a jsonb value: {e}"
+        ))),
     }
 }
 
@@ -542,5 +556,71 @@ pub unsafe fn for_each_text_element<'a>(
             }
         }
         true
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    /// Reading jsonb's binary form gives what its text (jsonb_out) parses
+    /// to, numbers digit for digit included.
+    #[pg_test]
+    fn binary_jsonb_reads_as_its_text_parses() {
+        let wide: String = format!(
+            "{{{}}}",
+            (0..70)
+                .map(|i| format!("\"key{i}\": {i}.{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let documents = [
+            "0",
+            "-0",
+            "1.5",
+            "-12345.678",
+            "1e20",
+            "1.0e-10",
+            "-123456789012345678901234567890.123456789",
+            "0.00001",
+            "3.000",
+            "100",
+            "9999",
+            "10000",
+            "1e-300",
+            "true",
+            "null",
+            r#""São Paulo \"quoted\" \\ \n\t é""#,
+            "[]",
+            "{}",
+            r#"[1, "two", [3, [4, {"five": 5.0}]], null, false]"#,
+            r#"{"a": {"b": {"c": [{"d": -0.5}]}}, "": "", "emoji": "🦀"}"#,
+            &wide,
+        ];
+        for text in documents {
+            let text_c = std::ffi::CString::new(text).expect("no NUL");
+            // SAFETY: jsonb_in takes a NUL-terminated C string.
+            let datum = unsafe {
+                pgrx::fcinfo::direct_function_call_as_datum(
+                    pg_sys::jsonb_in,
+                    &[Some(pg_sys::Datum::from(text_c.as_ptr()))],
+                )
+            }
+            .expect("jsonb_in");
+            // SAFETY: a jsonb datum made just above.
+            let arg = unsafe {
+                <super::JsonbArg as pgrx::FromDatum>::from_polymorphic_datum(
+                    datum,
+                    false,
+                    pg_sys::JSONBOID,
+                )
+            }
+            .expect("not null");
+            let binary = agent_memory_core::jsonb::to_value(arg.bytes()).expect("readable");
+            let through_text = super::value_through_text(datum);
+            assert_eq!(binary, through_text, "{text}");
+            assert_eq!(binary.to_string(), through_text.to_string(), "{text}");
+        }
     }
 }

@@ -386,6 +386,242 @@ impl JsonbWriter {
     }
 }
 
+/// Why a jsonb varlena could not be read as JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadError {
+    /// Nested deeper than the reader follows (see [`to_value`]).
+    TooDeep,
+    /// Not a jsonb value PostgreSQL would write.
+    Malformed,
+}
+
+/// Deepest nesting [`to_value`] follows: serde_json's own limit, so a
+/// value it reads is one serde_json could also have parsed from text.
+pub const READ_MAX_DEPTH: usize = 128;
+
+/// A jsonb varlena (4-byte header included) as a serde_json value, read
+/// from the binary form: no text round trip through `jsonb_out` and a JSON
+/// parser. Numbers keep every digit (serde_json's arbitrary precision).
+pub fn to_value(varlena: &[u8]) -> std::result::Result<serde_json::Value, ReadError> {
+    let root = Container::at(varlena, 4)?;
+    let value = root.value(varlena, 0)?;
+    if root.header & JB_FSCALAR == 0 {
+        return Ok(value);
+    }
+    // A scalar is stored as a one-element array flagged scalar.
+    match value {
+        serde_json::Value::Array(mut items) if items.len() == 1 => {
+            items.pop().ok_or(ReadError::Malformed)
+        }
+        _ => Err(ReadError::Malformed),
+    }
+}
+
+struct Container {
+    at: usize,
+    header: u32,
+    count: usize,
+}
+
+fn word_at(bytes: &[u8], at: usize) -> std::result::Result<u32, ReadError> {
+    bytes
+        .get(at..at + 4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .ok_or(ReadError::Malformed)
+}
+
+impl Container {
+    fn at(bytes: &[u8], at: usize) -> std::result::Result<Container, ReadError> {
+        let header = word_at(bytes, at)?;
+        Ok(Container {
+            at,
+            header,
+            count: header as usize & JB_CMASK,
+        })
+    }
+
+    fn is_object(&self) -> bool {
+        self.header & JB_FOBJECT != 0
+    }
+
+    fn entries(&self) -> usize {
+        if self.is_object() {
+            2 * self.count
+        } else {
+            self.count
+        }
+    }
+
+    fn data(&self) -> usize {
+        self.at + 4 + 4 * self.entries()
+    }
+
+    fn value(
+        &self,
+        bytes: &[u8],
+        depth: usize,
+    ) -> std::result::Result<serde_json::Value, ReadError> {
+        if depth >= READ_MAX_DEPTH {
+            return Err(ReadError::TooDeep);
+        }
+        // One pass over the entries: each element starts where the previous
+        // one ends.
+        let data = self.data();
+        let mut spans = Vec::with_capacity(self.entries());
+        let mut end = 0usize;
+        for j in 0..self.entries() {
+            let entry = word_at(bytes, self.at + 4 + 4 * j)?;
+            let start = end;
+            let field = entry as usize & JENTRY_OFFLENMASK;
+            end = if entry & JENTRY_HAS_OFF != 0 {
+                field
+            } else {
+                end + field
+            };
+            if end < start || data + end > bytes.len() {
+                return Err(ReadError::Malformed);
+            }
+            spans.push((entry & JENTRY_TYPEMASK, start, end));
+        }
+        let read = |(kind, start, end): (u32, usize, usize)| {
+            scalar_or_container(bytes, data, kind, start, end, depth)
+        };
+        if self.is_object() {
+            let mut map = serde_json::Map::new();
+            for i in 0..self.count {
+                let (kind, start, end) = spans[i];
+                if kind != JENTRY_ISSTRING {
+                    return Err(ReadError::Malformed);
+                }
+                let key = std::str::from_utf8(&bytes[data + start..data + end])
+                    .map_err(|_| ReadError::Malformed)?;
+                map.insert(key.to_owned(), read(spans[self.count + i])?);
+            }
+            Ok(serde_json::Value::Object(map))
+        } else {
+            spans
+                .into_iter()
+                .map(read)
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map(serde_json::Value::Array)
+        }
+    }
+}
+
+fn scalar_or_container(
+    bytes: &[u8],
+    data: usize,
+    kind: u32,
+    start: usize,
+    end: usize,
+    depth: usize,
+) -> std::result::Result<serde_json::Value, ReadError> {
+    use serde_json::Value;
+    match kind {
+        JENTRY_ISSTRING => std::str::from_utf8(&bytes[data + start..data + end])
+            .map(|s| Value::String(s.to_owned()))
+            .map_err(|_| ReadError::Malformed),
+        JENTRY_ISNUMERIC => {
+            let at = data + start.next_multiple_of(4);
+            let text = numeric_text(bytes.get(at..data + end).ok_or(ReadError::Malformed)?)?;
+            serde_json::from_str::<serde_json::Number>(&text)
+                .map(Value::Number)
+                .map_err(|_| ReadError::Malformed)
+        }
+        JENTRY_ISBOOL_FALSE => Ok(Value::Bool(false)),
+        JENTRY_ISBOOL_TRUE => Ok(Value::Bool(true)),
+        JENTRY_ISNULL => Ok(Value::Null),
+        JENTRY_ISCONTAINER => {
+            let at = data + start.next_multiple_of(4);
+            Container::at(bytes, at)?.value(bytes, depth + 1)
+        }
+        _ => Err(ReadError::Malformed),
+    }
+}
+
+/// The decimal text of a PostgreSQL `numeric` datum (varlena header
+/// included), as `numeric_out` writes it: base-10000 digits, a weight (the
+/// power of 10000 of the first digit) and a display scale.
+pub fn numeric_text(datum: &[u8]) -> std::result::Result<String, ReadError> {
+    // A 4-byte header (a 1-byte one is flagged by the low bit).
+    let (size, body) = if datum.first().is_some_and(|b| b & 1 == 1) {
+        ((datum[0] >> 1) as usize, 1usize)
+    } else {
+        ((word_at(datum, 0)? >> 2) as usize, 4usize)
+    };
+    let datum = datum.get(..size).ok_or(ReadError::Malformed)?;
+    let half = |at: usize| {
+        datum
+            .get(at..at + 2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .ok_or(ReadError::Malformed)
+    };
+    let header = half(body)?;
+    let (negative, dscale, weight, digits_at) = if header & 0x8000 != 0 && header & 0x4000 == 0 {
+        // Short format: sign, display scale and weight in the one header.
+        let weight = if header & 0x0040 != 0 {
+            (header | !0x003F) as i16
+        } else {
+            (header & 0x003F) as i16
+        };
+        (
+            header & 0x2000 != 0,
+            ((header & 0x1F80) >> 7) as usize,
+            weight,
+            body + 2,
+        )
+    } else if header & 0xC000 == 0xC000 {
+        return Err(ReadError::Malformed); // NaN or infinity: not JSON
+    } else {
+        let weight = half(body + 2)? as i16;
+        (
+            header & 0x4000 != 0,
+            (header & 0x3FFF) as usize,
+            weight,
+            body + 4,
+        )
+    };
+    let digits: Vec<u16> = (digits_at..datum.len())
+        .step_by(2)
+        .map(half)
+        .collect::<std::result::Result<_, _>>()?;
+    let digit = |i: i64| -> u16 {
+        if i < 0 {
+            0
+        } else {
+            digits.get(i as usize).copied().unwrap_or(0)
+        }
+    };
+    let mut out = String::new();
+    if negative && !digits.is_empty() {
+        out.push('-');
+    }
+    let weight = i64::from(weight);
+    if weight < 0 {
+        out.push('0');
+    } else {
+        for i in 0..=weight {
+            if i == 0 {
+                out.push_str(&digit(i).to_string());
+            } else {
+                out.push_str(&format!("{:04}", digit(i)));
+            }
+        }
+    }
+    if dscale > 0 {
+        out.push('.');
+        let mut fraction = String::with_capacity(dscale + 4);
+        let mut i = weight + 1;
+        while fraction.len() < dscale {
+            fraction.push_str(&format!("{:04}", digit(i)));
+            i += 1;
+        }
+        fraction.truncate(dscale);
+        out.push_str(&fraction);
+    }
+    Ok(out)
+}
+
 /// Sort object keys the way jsonb stores them: by length, then bytewise.
 pub fn key_order(a: &str, b: &str) -> std::cmp::Ordering {
     (a.len(), a.as_bytes()).cmp(&(b.len(), b.as_bytes()))
@@ -444,6 +680,112 @@ mod tests {
                 u32::from_ne_bytes(w)
             })
             .collect()
+    }
+
+    /// A numeric datum with a 4-byte header: the 16-bit words given.
+    fn numeric(words: &[u16]) -> Vec<u8> {
+        let size = 4 + 2 * words.len();
+        let mut bytes = ((size as u32) << 2).to_le_bytes().to_vec();
+        for w in words {
+            bytes.extend(w.to_le_bytes());
+        }
+        bytes
+    }
+
+    #[test]
+    fn numerics_read_as_numeric_out_writes_them() {
+        // short format: 0x8000 | sign 0x2000 | dscale << 7 | 7-bit weight
+        assert_eq!(numeric_text(&numeric(&[0x8000])).unwrap(), "0");
+        assert_eq!(numeric_text(&numeric(&[0x8080, 1, 5000])).unwrap(), "1.5");
+        assert_eq!(
+            numeric_text(&numeric(&[0xA181, 1, 2345, 6780])).unwrap(),
+            "-12345.678"
+        );
+        assert_eq!(numeric_text(&numeric(&[0x827F, 1])).unwrap(), "0.0001");
+        assert_eq!(
+            numeric_text(&numeric(&[0x8005, 1])).unwrap(),
+            "100000000000000000000"
+        );
+        // trailing zeros of the display scale are kept
+        assert_eq!(numeric_text(&numeric(&[0x8100, 2])).unwrap(), "2.00");
+        // long format: sign and dscale, then the weight
+        assert_eq!(numeric_text(&numeric(&[0x0000, 0, 1])).unwrap(), "1");
+        assert_eq!(
+            numeric_text(&numeric(&[0x4002, 0, 3, 1400])).unwrap(),
+            "-3.14"
+        );
+        // NaN and infinities are not JSON
+        assert_eq!(numeric_text(&numeric(&[0xC000])), Err(ReadError::Malformed));
+    }
+
+    #[test]
+    fn written_documents_read_back() {
+        let mut w = JsonbWriter::default();
+        w.begin_object(3);
+        for key in ["a", "list", "nested"] {
+            w.string(key);
+        }
+        w.string("São Paulo");
+        w.begin_array(40); // more than one offset stride
+        for i in 0..40 {
+            match i % 4 {
+                0 => w.string(&format!("s{i}")),
+                1 => w.boolean(i % 8 == 1),
+                2 => w.null(),
+                _ => w.numeric(&numeric(&[0x8000, i as u16])),
+            }
+        }
+        w.end();
+        w.begin_object(1);
+        w.string("k");
+        w.begin_array(0);
+        w.end();
+        w.end();
+        w.end();
+        let value = to_value(&w.finish().unwrap()).unwrap();
+        assert_eq!(value["a"], serde_json::json!("São Paulo"));
+        assert_eq!(value["nested"], serde_json::json!({"k": []}));
+        let list = value["list"].as_array().unwrap();
+        assert_eq!(list.len(), 40);
+        assert_eq!(list[0], serde_json::json!("s0"));
+        assert_eq!(list[1], serde_json::json!(true));
+        assert_eq!(list[5], serde_json::json!(false));
+        assert_eq!(list[6], serde_json::Value::Null);
+        assert_eq!(list[39].to_string(), "39");
+        assert_eq!(list[36], serde_json::json!("s36"));
+    }
+
+    #[test]
+    fn scalars_read_back() {
+        assert_eq!(to_value(&scalar(2, b"ab")), Ok(serde_json::json!("ab")));
+        assert_eq!(
+            to_value(&scalar(JENTRY_ISBOOL_TRUE, b"")),
+            Ok(serde_json::json!(true))
+        );
+        assert_eq!(
+            to_value(&scalar(JENTRY_ISNULL, b"")),
+            Ok(serde_json::Value::Null)
+        );
+        let n = numeric(&[0x8080, 1, 5000]);
+        let v = to_value(&scalar(JENTRY_ISNUMERIC | n.len() as u32, &n)).unwrap();
+        assert_eq!(v.to_string(), "1.5");
+    }
+
+    #[test]
+    fn bad_or_too_deep_input_is_an_error_not_a_panic() {
+        assert_eq!(to_value(&[0, 0]), Err(ReadError::Malformed));
+        let mut bad = scalar(2, b"ab");
+        bad.truncate(bad.len() - 1); // the string runs past the end
+        assert_eq!(to_value(&bad), Err(ReadError::Malformed));
+        let mut w = JsonbWriter::default();
+        for _ in 0..READ_MAX_DEPTH + 1 {
+            w.begin_array(1);
+        }
+        w.null();
+        for _ in 0..READ_MAX_DEPTH + 1 {
+            w.end();
+        }
+        assert_eq!(to_value(&w.finish().unwrap()), Err(ReadError::TooDeep));
     }
 
     #[test]
