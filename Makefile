@@ -2,7 +2,7 @@
 PG ?= 15
 export PG
 
-.PHONY: demo test test-reliability bench stop setup install fmt lint docker
+.PHONY: demo test test-reliability bench profile stop setup install fmt lint docker
 
 demo:       ## install what is missing, build, start a preloaded cluster, run the quick start
 	scripts/demo.sh
@@ -15,6 +15,9 @@ test-reliability: ## upgrades, pg_dump, isolation, hostile input, tenants, load;
 
 bench:      ## extension vs plain SQL (and peers), ratios into BENCHMARKS.md
 	scripts/bench.sh
+
+profile:    ## instructions per call (callgrind) against the plain SQL, into BENCHMARKS.md
+	scripts/profile.sh
 
 stop:       ## stop the demo cluster
 	scripts/cluster.sh stop demo

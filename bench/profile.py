@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Instructions per call, counted by callgrind: where each call's work goes.
+
+Throughput on a 2-core machine moves by a tenth between runs; instruction
+counts do not. For every call of bench/profile.toml this runs the extension
+call and its plain-SQL baseline as prepared statements in a single-user
+backend under `valgrind --tool=callgrind`, twice (N1 and N2 executions), so
+that (count at N2 - count at N1) / (N2 - N1) is the cost of one more call,
+start-up and first-call planning excluded. The extension's count is split
+into:
+
+- statements: inside SPI_execute_plan (the SQL the function runs);
+- own work: the rest of the function (arguments, checks, results);
+- calling it: the SELECT that calls the function, with the function's SET
+  clauses (fmgr_security_definer) around it;
+- per statement: what every EXECUTE costs either side (parsing the
+  EXECUTE line, commit, printing the result in single-user mode).
+
+Writes the table between the bench:profile markers of BENCHMARKS.md.
+Connection: the libpq PG* variables of the cluster scripts/profile.sh
+started (it is stopped here: single-user mode needs the data directory to
+itself); PG_BINDIR, PG_DATA, PG_OS_USER, CLUSTER_SCRIPT from the script.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run as bench  # noqa: E402
+
+CALLS = bench.ROOT / "bench" / "profile.toml"
+START, END = "<!-- bench:profile:start -->", "<!-- bench:profile:end -->"
+N1, N2 = int(os.environ.get("PROFILE_N1", 200)), int(os.environ.get("PROFILE_N2", 1200))
+DATA = os.environ["PG_DATA"]
+RUNAS = os.environ.get("PG_OS_USER", "postgres")
+CLUSTER = os.environ["CLUSTER_SCRIPT"]
+
+
+def callgrind(statement: str, types: list[str], args: list[str], calls: int) -> dict[str, int]:
+    """Inclusive instruction counts of a run of `calls` executions: the
+    whole program and the functions the split needs."""
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o777)
+        script = Path(tmp) / "in.sql"
+        lines = [f"PREPARE q({', '.join(types)}) AS {' '.join(statement.split())};"]
+        for i in range(calls):
+            values = ", ".join("'" + str(eval(a, {"i": i})).replace("'", "''") + "'" for a in args)
+            lines.append(f"EXECUTE q({values});")
+        script.write_text("\n".join(lines) + "\n")
+        out = Path(tmp) / "callgrind.out"
+        with open(script) as stdin:
+            done = subprocess.run(
+                ["runuser", "-u", RUNAS, "--", "valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+                 bench.BINDIR / "postgres", "--single", "-D", DATA, "-c", "jit=off", bench.DB],
+                stdin=stdin, capture_output=True, text=True)
+        if "ERROR" in done.stdout or not out.exists():
+            raise RuntimeError(f"profiling failed:\n{statement}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+        annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
+                                   capture_output=True, text=True, check=True).stdout
+    counts: dict[str, int] = {}
+    for line in annotated.splitlines():
+        m = re.match(r"\s*([0-9,]+) \([ 0-9.]+%\)\s+(.*)$", line)
+        if not m:
+            continue
+        n, what = int(m.group(1).replace(",", "")), m.group(2)
+        if "PROGRAM TOTALS" in what:
+            counts["total"] = n
+        for key, pattern in (("spi", r":SPI_execute_plan \["), ("fmgr", r":fmgr_security_definer \["),
+                             ("wrapper", r":[a-z_]+_wrapper \["), ("execute", r":ExecuteQuery \[")):
+            if re.search(pattern, what) and key not in counts:
+                counts[key] = n
+    return counts
+
+
+def per_call(statement: str, types: list[str], args: list[str]) -> dict[str, float]:
+    small, big = callgrind(statement, types, args, N1), callgrind(statement, types, args, N2)
+    return {k: (big.get(k, 0) - small.get(k, 0)) / (N2 - N1) for k in big}
+
+
+def main() -> int:
+    calls = tomllib.loads(CALLS.read_text())["call"]
+    wanted = [c for c in os.environ.get("PROFILE_CALLS", "").split(",") if c]
+    if wanted:
+        calls = [c for c in calls if c["name"] in wanted]
+    bench.prepare_database()
+    server = bench.psql("SHOW server_version", db="postgres")
+    rows = []
+    for case in dict.fromkeys(c["case"] for c in calls):
+        subprocess.run([CLUSTER, "start", "profile"], check=True, capture_output=True)
+        spec = tomllib.loads((bench.CASES / f"{case}.toml").read_text())
+        bench.run_statements(spec.get("setup", []))
+        subprocess.run([CLUSTER, "stop", "profile"], check=True, capture_output=True)
+        for call in [c for c in calls if c["case"] == case]:
+            ext = per_call(call["extension"], call["types"], call["args"])
+            base = per_call(call["baseline"], call["types"], call["args"])
+            statements = ext.get("spi", 0)
+            own = ext.get("wrapper", 0) - statements
+            calling = ext.get("execute", 0) - ext.get("wrapper", 0)
+            fixed = ext["total"] - ext.get("execute", 0)
+            rows.append((call["name"], ext["total"], statements, own, calling, fixed, base["total"]))
+            print(f"   {call['name']:<26} {ext['total'] / 1000:8.1f}k instructions per call "
+                  f"(statements {statements / 1000:.1f}k, own work {own / 1000:.1f}k, calling it {calling / 1000:.1f}k, "
+                  f"per statement {fixed / 1000:.1f}k); baseline {base['total'] / 1000:.1f}k; "
+                  f"ratio {base['total'] / ext['total']:.2f}", flush=True)
+    when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [START, f"Counted {when} by `make profile` on PostgreSQL {server}: "
+             f"the cost of one more call, (count at {N2} calls - count at {N1}) / {N2 - N1}, in thousands of instructions.",
+             "Ratio = baseline / extension (above 1: the extension does less).",
+             "", "| call | extension | its statements | its own work | calling it | per statement | baseline | ratio |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, total, statements, own, calling, fixed, base in rows:
+        lines.append(f"| {name} | {total / 1000:,.1f}k | {statements / 1000:,.1f}k | {own / 1000:,.1f}k "
+                     f"| {calling / 1000:,.1f}k | {fixed / 1000:,.1f}k | {base / 1000:,.1f}k | {base / total:.2f} |")
+    lines.append(END)
+    text = bench.BENCHMARKS_MD.read_text()
+    if START not in text:
+        text += f"\n## Instructions per call\n\n{START}\n{END}\n"
+    head, rest = text.split(START, 1)
+    bench.BENCHMARKS_MD.write_text(head + "\n".join(lines) + rest.split(END, 1)[1])
+    print(f"wrote the profile table into {bench.BENCHMARKS_MD.relative_to(bench.ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
