@@ -3,9 +3,8 @@
 -- checks that the result equals a fresh 0.2.0 install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.2.0'" to load this file. \quit
 
--- The two functions that run no SQL were the only unpinned ones in 0.1.0.
-ALTER FUNCTION agent_memory.version() SET search_path = pg_catalog, pg_temp;
-ALTER FUNCTION agent_memory.sensitive_findings(text) SET search_path = pg_catalog, pg_temp;
+-- The two functions that run no SQL, version() and sensitive_findings(),
+-- stay unpinned, as in 0.1.0: no SQL, no search_path to pin.
 
 -- The tenant functions (as cargo pgrx schema generates them).
 CREATE FUNCTION agent_memory.caller_tenant() RETURNS text

@@ -11,8 +11,8 @@ pub fn library_version() -> &'static str {
 
 // STABLE, not IMMUTABLE: replacing the .so changes the answer without any
 // catalog change, so it must not be folded into plans or indexes.
+// It runs no SQL: no search_path to pin.
 #[pg_extern(stable, parallel_safe, name = "version")]
-#[search_path(pg_catalog, pg_temp)]
 fn agent_memory_version() -> &'static str {
     library_version()
 }

@@ -20,8 +20,9 @@ use crate::plans::FirstRow;
 use crate::settings::{CURATOR, SENSITIVE_DATA, SensitiveData};
 
 /// The kinds of sensitive data found in a text (never the data itself).
+/// It runs no SQL, so it has no search_path to pin (a SET clause would cost
+/// a call 0.7 µs).
 #[pg_extern(immutable, parallel_safe)]
-#[search_path(pg_catalog, pg_temp)]
 fn sensitive_findings(text: &str) -> Vec<String> {
     sensitive::findings(text)
         .into_iter()

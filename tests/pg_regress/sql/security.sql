@@ -1,14 +1,16 @@
 -- Who may call what, and why objects planted on the caller's search_path
 -- change nothing. Errors print their SQLSTATE on the next line.
 
--- Every function pins search_path and runs as its caller. The two tenant
--- functions run no SQL and are the default of every tenant column, called
--- per inserted row, where the SET would cost most of their time.
+-- Every function that runs SQL pins search_path, and every function runs
+-- as its caller. The four that run no SQL are not pinned: the two tenant
+-- functions (the default of every tenant column, called per inserted row,
+-- where the SET would cost most of their time), version() and
+-- sensitive_findings().
 SELECT p.oid::regprocedure AS function_with_unpinned_search_path
 FROM pg_proc p
 WHERE p.pronamespace = 'agent_memory'::regnamespace
   AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)
-ORDER BY 1;
+ORDER BY p.oid::regprocedure::text;
 SELECT p.oid::regprocedure AS security_definer_function
 FROM pg_proc p
 WHERE p.pronamespace = 'agent_memory'::regnamespace AND p.prosecdef;
