@@ -20,7 +20,7 @@ millisecond) of graph_tree on 100,000 nodes and of working_memory with the
 largest parts the extension allows.
 
 Writes the table between the bench:growth markers of BENCHMARKS.md and the
-plot bench/plots/growth.svg (matplotlib). Connection: the libpq PG*
+plot BENCHMARKS-growth.svg next to it (matplotlib). Connection: the libpq PG*
 variables of a running cluster (scripts/bench.sh starts one); PG_BINDIR.
 """
 
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as bench  # noqa: E402  (psql, machine, BENCHMARKS.md location)
 
 DB = "agent_memory_growth"
-PLOT = bench.ROOT / "bench" / "plots" / "growth.svg"
+PLOT = bench.ROOT / "BENCHMARKS-growth.svg"  # next to BENCHMARKS.md, which shows it
 START, END = "<!-- bench:growth:start -->", "<!-- bench:growth:end -->"
 SIZES = [int(s) for s in os.environ.get("BENCH_GROWTH_SIZES", "1000,10000,100000,1000000").split(",")]
 SECONDS = int(os.environ.get("BENCH_GROWTH_SECONDS", 4))
@@ -303,7 +303,6 @@ def plot(results: dict[str, dict[int, float]]) -> None:
     right.set_ylim(bottom=0)
     right.legend(fontsize=8)
     fig.tight_layout()
-    PLOT.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(PLOT, format="svg", metadata={"Date": None})
 
 
@@ -319,7 +318,7 @@ def write_markdown(results: dict[str, dict[int, float]], memory: list) -> None:
         growth = values[-1] / values[0]
         lines.append(f"| {name} | {unit} | " + " | ".join(f"{v:,.1f}" for v in values)
                      + f" | {growth:.2f}{'' if growth <= FLAT else ' (grows)'} |")
-    lines += ["", f"![growth curves](bench/plots/{PLOT.name})", "",
+    lines += ["", f"![growth curves]({PLOT.name})", "",
               "| peak backend memory | private memory at its peak | time |", "|---|---:|---:|"]
     lines += [f"| {name} | {mb:,.1f} MB | {s:,.2f} s |" for name, mb, s in memory]
     lines.append(END)
