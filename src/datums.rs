@@ -44,6 +44,19 @@ macro_rules! returned_as {
 /// as `agent_memory_core::jsonb::JsonbWriter` writes it.
 pub struct JsonbBytes(pub Vec<u8>);
 
+impl JsonbBytes {
+    /// A value built in Rust, through jsonb_in (for the rare paths that do
+    /// not have the stored bytes).
+    pub fn from_value(value: serde_json::Value) -> JsonbBytes {
+        let datum = JsonB(value)
+            .into_datum()
+            .unwrap_or_else(|| raise(agent_memory_core::Error::internal("jsonb_in returned NULL")));
+        // jsonb_in made a plain varlena with a 4-byte header, as JsonbArg
+        // holds.
+        JsonbBytes(JsonbArg(datum).bytes().to_vec())
+    }
+}
+
 impl IntoDatum for JsonbBytes {
     fn into_datum(self) -> Option<pg_sys::Datum> {
         // SAFETY: a fresh allocation of the value's size, filled by copy.

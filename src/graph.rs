@@ -9,7 +9,6 @@
 //! own version. The tree projection and the markdown format live in
 //! `graph_tree` and `graph_markdown`.
 
-use pgrx::JsonB;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use serde_json::json;
@@ -17,7 +16,7 @@ use serde_json::json;
 use agent_memory_core::graph::{self, Content, ROOT_ID, WriteKind};
 use agent_memory_core::{Error, time};
 
-use crate::datums::JsonbBytes;
+use crate::datums::{JsonB, JsonbBytes};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{Statement, first_value_of, iso, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY, required};
@@ -428,9 +427,15 @@ fn graph_create(
 
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
-fn graph_read(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonB> {
+fn graph_read(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonbBytes> {
     let owner = checked_owner(owner)?;
-    Ok(JsonB(read_node_json(owner, node_id)?))
+    if node_id == Some(ROOT_ID) {
+        return Ok(JsonbBytes::from_value(root_json()));
+    }
+    // A stored node is returned as the statement built it: never decoded.
+    let node_id = checked_node(node_id)?;
+    first_value_of::<JsonbBytes>(&READ_NODE, &[owner.into(), node_id.into()])?
+        .ok_or_else(|| unknown_node(owner, node_id))
 }
 
 /// A node as `graph_read` shows it (the root's prompt for `__root__`);
