@@ -467,6 +467,11 @@ impl Container {
         // One pass over the entries: each element starts where the previous
         // one ends.
         let data = self.data();
+        // Each entry is 4 bytes of the input: a count the bytes cannot hold
+        // is refused before anything is allocated for it.
+        if data > bytes.len() {
+            return Err(ReadError::Malformed);
+        }
         let mut spans = Vec::with_capacity(self.entries());
         let mut end = 0usize;
         for j in 0..self.entries() {
@@ -777,6 +782,11 @@ mod tests {
         let mut bad = scalar(2, b"ab");
         bad.truncate(bad.len() - 1); // the string runs past the end
         assert_eq!(to_value(&bad), Err(ReadError::Malformed));
+        // A header claiming 2^28 - 1 pairs in 8 bytes: refused, nothing
+        // allocated for them.
+        let mut huge = 8u32.to_le_bytes().to_vec();
+        huge.extend((JB_FOBJECT | 0x0FFF_FFFF).to_le_bytes());
+        assert_eq!(to_value(&huge), Err(ReadError::Malformed));
         let mut w = JsonbWriter::default();
         for _ in 0..READ_MAX_DEPTH + 1 {
             w.begin_array(1);
