@@ -309,7 +309,7 @@ def plot(results: dict[str, dict[int, float]]) -> None:
 def write_markdown(results: dict[str, dict[int, float]], memory: list) -> None:
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     header = "| operation | unit | " + " | ".join(f"{s:,} rows" for s in SIZES) + f" | largest / smallest |"
-    lines = [START, f"Measured {when} on {bench.machine()}, `make bench` (growth part), "
+    lines = [f"Measured {when} on {bench.machine()}, `make bench` (growth part), "
              f"{SECONDS} s per point. Flat means within {FLAT}× from the smallest size to the largest.", "",
              header, "|---|---|" + "---:|" * (len(SIZES) + 1)]
     for name in list(CALLS) + LINEAR:
@@ -321,12 +321,7 @@ def write_markdown(results: dict[str, dict[int, float]], memory: list) -> None:
     lines += ["", f"![growth curves]({PLOT.name})", "",
               "| peak backend memory | private memory at its peak | time |", "|---|---:|---:|"]
     lines += [f"| {name} | {mb:,.1f} MB | {s:,.2f} s |" for name, mb, s in memory]
-    lines.append(END)
-    text = bench.BENCHMARKS_MD.read_text()
-    if START not in text:
-        text += f"\n## Growth\n\n{START}\n{END}\n"
-    head, rest = text.split(START, 1)
-    bench.BENCHMARKS_MD.write_text(head + "\n".join(lines) + rest.split(END, 1)[1])
+    bench.write_section(START, END, "Growth", lines)
     print(f"wrote the growth table into {bench.BENCHMARKS_MD.relative_to(bench.ROOT)} and {PLOT.relative_to(bench.ROOT)}")
 
 

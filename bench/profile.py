@@ -111,7 +111,7 @@ def main() -> int:
                   f"per statement {fixed / 1000:.1f}k); baseline {base['total'] / 1000:.1f}k; "
                   f"ratio {base['total'] / ext['total']:.2f}", flush=True)
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [START, f"Counted {when} by `make profile` on PostgreSQL {server}: "
+    lines = [f"Counted {when} by `make profile` on PostgreSQL {server}: "
              f"the cost of one more call, (count at {N2} calls - count at {N1}) / {N2 - N1}, in thousands of instructions.",
              "Ratio = baseline / extension (above 1: the extension does less).",
              "", "| call | extension | its statements | its own work | calling it | per statement | baseline | ratio |",
@@ -119,12 +119,7 @@ def main() -> int:
     for name, total, statements, own, calling, fixed, base in rows:
         lines.append(f"| {name} | {total / 1000:,.1f}k | {statements / 1000:,.1f}k | {own / 1000:,.1f}k "
                      f"| {calling / 1000:,.1f}k | {fixed / 1000:,.1f}k | {base / 1000:,.1f}k | {base / total:.2f} |")
-    lines.append(END)
-    text = bench.BENCHMARKS_MD.read_text()
-    if START not in text:
-        text += f"\n## Instructions per call\n\n{START}\n{END}\n"
-    head, rest = text.split(START, 1)
-    bench.BENCHMARKS_MD.write_text(head + "\n".join(lines) + rest.split(END, 1)[1])
+    bench.write_section(START, END, "Instructions per call", lines)
     print(f"wrote the profile table into {bench.BENCHMARKS_MD.relative_to(bench.ROOT)}")
     return 0
 

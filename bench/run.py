@@ -311,16 +311,24 @@ def earlier_rows(text: str, cases_run: set[str]) -> list[str]:
     return kept
 
 
+def write_section(start: str, end: str, heading: str, body: list[str]) -> None:
+    """Replace what stands between the markers `start` and `end` of
+    BENCHMARKS.md with `body`; a file without them gets a section under
+    `heading` at its end."""
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else "# Benchmarks\n"
+    if start not in text:
+        text += f"\n## {heading}\n\n{start}\n{end}\n"
+    head, rest = text.split(start, 1)
+    BENCHMARKS_MD.write_text(head + "\n".join([start, *body, end]) + rest.split(end, 1)[1])
+
+
 def write_markdown(rows: list[dict], seconds: int, rounds: int) -> None:
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else f"# Benchmarks\n\n{START}\n{END}\n"
-    if START not in text:
-        text += f"\n{START}\n{END}\n"
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else ""
     cases_run = {r["case"] for r in rows}
     fresh = [(r["case"], table_row(r, when)) for r in rows]
     kept = [(line.split("|")[1].strip(), line) for line in earlier_rows(text, cases_run)]
     lines = [
-        START,
         f"Latest run {when} on {machine()}; {rounds} alternating rounds, pgbench runs of {seconds} s, medians.",
         "Ratio = extension speed / baseline speed (above 1: the extension is faster). Each row says when it was",
         "measured: a run of some cases (`BENCH_CASES`) replaces only their rows.",
@@ -330,10 +338,7 @@ def write_markdown(rows: list[dict], seconds: int, rounds: int) -> None:
     ]
     # Cases in name order, each case's rows in the order they were measured.
     lines += [line for _, line in sorted(fresh + kept, key=lambda pair: pair[0])]
-    lines.append(END)
-    head, rest = text.split(START, 1)
-    tail = rest.split(END, 1)[1]
-    BENCHMARKS_MD.write_text(head + "\n".join(lines) + tail)
+    write_section(START, END, "Results", lines)
     print(f"\nwrote {BENCHMARKS_MD.relative_to(ROOT)}")
 
 
