@@ -133,8 +133,9 @@ def fill(n: int, had: int) -> None:
     sql(f"""INSERT INTO agent_memory.message_threads (session_id, thread_key, keep, appended)
             SELECT 'gmf', 't' || t, 50, 50 FROM generate_series({lo // 50 + 1}, {hi // 50}) t""")
     sql(f"""INSERT INTO agent_memory.thread_messages (session_id, thread_key, slot, seq, role, content, metadata)
-            SELECT 'gmf', 't' || t, s, nextval('agent_memory.message_seq'), 'user', 'filler message ' || t || '/' || s, '{{}}'
+            SELECT 'gmf', 't' || t, s, t::bigint * 50 + s, 'user', 'filler message ' || t || '/' || s, '{{}}'
             FROM generate_series({lo // 50 + 1}, {hi // 50}) t, generate_series(0, 49) s""")
+    sql(f"UPDATE agent_memory.sessions SET last_message_seq = {hi // 50 * 50 + 49} WHERE session_id = 'gmf'")
     # Memory files: one scope, file i in directory i / 10 (ten per directory).
     sql(f"""INSERT INTO agent_memory.memory_files (scope, path, content)
             SELECT 'gf', '/d' || (i / 10) || '/f' || i, 'notes of file ' || i

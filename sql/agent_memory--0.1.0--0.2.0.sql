@@ -1,4 +1,4 @@
--- agent_memory 0.1.0 -> 0.2.0: tenants (row-level security), roles, grants,
+-- agent_memory 0.1.0 -> 0.2.0: tenants (row-level security), roles, grants, a
 -- every function's search_path pinned. Run by ALTER EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh
 -- checks that the result equals a fresh 0.2.0 install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.2.0'" to load this file. \quit
@@ -31,6 +31,19 @@ END
 $owner$;
 -- Foreign-key checks and cascades run as the owner of the tables.
 GRANT USAGE ON SCHEMA agent_memory TO agent_memory_owner;
+
+-- Message seq: a counter on each session instead of the global sequence
+-- agent_memory.message_seq, so that an append writes nothing shared between
+-- sessions (see docs/scaling.md). Each session carries on from its newest
+-- message, so seq keeps increasing within every session.
+ALTER TABLE agent_memory.sessions ADD COLUMN last_message_seq bigint NOT NULL DEFAULT 0;
+UPDATE agent_memory.sessions s SET last_message_seq = newest.seq
+FROM (SELECT session_id, max(seq) AS seq FROM agent_memory.thread_messages GROUP BY session_id) AS newest
+WHERE newest.session_id = s.session_id;
+-- Out of the extension first: that also takes it off the list of tables
+-- pg_dump dumps (pg_extension.extconfig), which a plain DROP would leave.
+ALTER EXTENSION agent_memory DROP SEQUENCE agent_memory.message_seq;
+DROP SEQUENCE agent_memory.message_seq;
 
 ALTER TABLE agent_memory.sessions ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.kv_entries ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();

@@ -41,6 +41,11 @@ CREATE TABLE agent_memory.sessions (
     -- write needs no recount; once it has passed, the next write recounts.
     kv_words         bigint      NOT NULL DEFAULT 0,
     kv_next_expiry   timestamptz NOT NULL DEFAULT 'infinity',
+    -- The seq of the session's newest message: each append takes the next
+    -- one under the session's write lock, so seq follows commit order within
+    -- a session. A counter per session, not a sequence: nothing on the hot
+    -- path is shared between sessions (see docs/scaling.md).
+    last_message_seq bigint      NOT NULL DEFAULT 0,
     CONSTRAINT sessions_id_not_empty CHECK (session_id <> ''),
     CONSTRAINT sessions_idle_timeout_positive CHECK (idle_timeout > interval '0')
 );
@@ -102,16 +107,11 @@ COMMENT ON TABLE agent_memory.message_threads IS
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.message_threads', '');
 
--- Strictly increasing across all sessions; appends to one session take the
--- session's write lock first, so within a session seq also follows commit
--- order.
-CREATE SEQUENCE agent_memory.message_seq AS bigint;
-SELECT pg_catalog.pg_extension_config_dump('agent_memory.message_seq', '');
-
 CREATE TABLE agent_memory.thread_messages (
     session_id      text        NOT NULL,
     thread_key      text        NOT NULL,
     slot            integer     NOT NULL,
+    -- Strictly increasing within the session (sessions.last_message_seq).
     seq             bigint      NOT NULL,
     node_id         text,
     role            agent_memory.message_role NOT NULL,

@@ -35,7 +35,9 @@ const JSONB_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBARRAYOID);
 // minutes $6). Each returned row carries the entry's exact change in words
 // (ON CONFLICT sees the latest version of a key) and the session's state,
 // read in the same statement as one int8 array (see SessionState). No row:
-// the session is gone.
+// the session is gone. The update takes its times from the row the insert
+// proposed (whose defaults are now()): Citus accepts only immutable
+// expressions in DO UPDATE SET (see docs/scaling.md).
 macro_rules! upsert_statement {
     ($($entries:expr),+) => {
         concat!(
@@ -48,8 +50,8 @@ macro_rules! upsert_statement {
                     words = excluded.words,
                     prev_words = k.words,
                     expires_at = excluded.expires_at,
-                    updated_at = pg_catalog.now(),
-                    created_at = CASE WHEN k.expires_at <= pg_catalog.now() THEN pg_catalog.now()
+                    updated_at = excluded.updated_at,
+                    created_at = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.created_at
                                       ELSE k.created_at END
              RETURNING k.words - k.prev_words,
                (SELECT ARRAY[u.kv_words,

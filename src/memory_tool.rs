@@ -82,7 +82,7 @@ static CREATE_CHECKED: Statement = Statement {
             INSERT INTO agent_memory.memory_files AS f (scope, path, content)
             SELECT $1, $2, $3 FROM room
             ON CONFLICT (scope, path) DO UPDATE
-              SET content = f.content || excluded.content, updated_at = pg_catalog.now()
+              SET content = f.content || excluded.content, updated_at = excluded.updated_at
               WHERE $8
             RETURNING f.xmax = 0 AS new)
           SELECT here.file_bytes, here.no_directory, here.no_file_above,

@@ -32,12 +32,17 @@ fn thread_key(node_id: Option<&str>) -> &str {
 
 /// The common append, in one statement: if the thread exists with this
 /// keep ($3) and the session is active (default idle minutes $4), take the
-/// thread's next position and write its slot, overwriting the oldest
-/// message in place, unless that message is a tool call (its results must
-/// go with it: the write is skipped and the caller finishes the append).
-/// Returns the new seq (NULL when skipped), the slot, and whether the
-/// session's recorded activity is over a second old; no row when the
-/// thread or the session does not qualify (nothing was written).
+/// thread's next position and the session's next seq, renew the session's
+/// activity, and write the thread's slot, overwriting the oldest message in
+/// place, unless that message is a tool call (its results must go with it:
+/// the write is skipped and the caller finishes the append). Returns the
+/// seq as written (NULL when skipped), the slot, and the seq taken; no row
+/// when the thread or the session does not qualify (nothing was written).
+///
+/// The seq comes from the session's row, not from a sequence: it only has
+/// to increase within a session, and a counter on the row the append
+/// renews anyway keeps every write of an append on the session's own key
+/// (see docs/scaling.md).
 static APPEND_FAST: Statement = Statement {
     sql: concat!(
         "WITH claimed AS (
@@ -48,29 +53,36 @@ static APPEND_FAST: Statement = Statement {
              AND s.session_id = $1 AND ",
         active!("s", "$4"),
         "
-           RETURNING (t.appended - 1) % t.keep AS slot,
-                     s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
+           RETURNING (t.appended - 1) % t.keep AS slot),
+         counted AS (
+           UPDATE agent_memory.sessions s
+           SET last_message_seq = s.last_message_seq + 1, last_activity_at = pg_catalog.now()
+           FROM claimed
+           WHERE s.session_id = $1
+           RETURNING s.last_message_seq AS seq, claimed.slot),
          written AS (
            INSERT INTO agent_memory.thread_messages AS m
              (session_id, thread_key, slot, seq, node_id, role, content, metadata, created_at)
-           SELECT $1, $2, claimed.slot, pg_catalog.nextval('agent_memory.message_seq'), $5, $6, $7, $8,
-                  pg_catalog.now()
-           FROM claimed
+           SELECT $1, $2, counted.slot, counted.seq, $5, $6, $7, $8, pg_catalog.now()
+           FROM counted
            ON CONFLICT (session_id, thread_key, slot) DO UPDATE
            SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
                content = excluded.content, metadata = excluded.metadata,
                idempotency_key = NULL, created_at = excluded.created_at
            WHERE NOT (m.role = 'assistant' AND m.metadata ? 'tool_calls')
            RETURNING m.seq)
-         SELECT written.seq, claimed.slot::int4, claimed.stale FROM claimed LEFT JOIN written ON true"
+         SELECT written.seq, counted.slot::int4, counted.seq FROM counted LEFT JOIN written ON true"
     ),
     args: &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB],
     writes: true,
 };
 
-/// Renew a session whose recorded activity is over a second old.
-static RENEW_SESSION: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions SET last_activity_at = pg_catalog.now() WHERE session_id = $1",
+/// The session's next seq, renewing its activity (the careful path).
+static NEXT_SEQ: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions
+          SET last_message_seq = last_message_seq + 1, last_activity_at = pg_catalog.now()
+          WHERE session_id = $1
+          RETURNING last_message_seq",
     args: &[TEXT],
     writes: true,
 };
@@ -88,13 +100,13 @@ static SLOT_CALLS: Statement = Statement {
 static OVERWRITE: Statement = Statement {
     sql: "INSERT INTO agent_memory.thread_messages AS m
             (session_id, thread_key, slot, seq, node_id, role, content, metadata, idempotency_key, created_at)
-          VALUES ($1, $2, $3, pg_catalog.nextval('agent_memory.message_seq'), $4, $5, $6, $7, $8, pg_catalog.now())
+          VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8, pg_catalog.now())
           ON CONFLICT (session_id, thread_key, slot) DO UPDATE
           SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
               content = excluded.content, metadata = excluded.metadata,
               idempotency_key = excluded.idempotency_key, created_at = excluded.created_at
           RETURNING m.seq",
-    args: &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, JSONB, TEXT],
+    args: &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, JSONB, TEXT, INT8],
     writes: true,
 };
 
@@ -108,16 +120,14 @@ static CLAIM_POSITION: Statement = Statement {
 };
 
 /// What the careful path needs, read at once under the lock: does the
-/// session exist, is it active, is its recorded activity over a second old;
-/// the thread's keep and position; and the seq of a message with the same
-/// idempotency key ($3).
+/// session exist, is it active; the thread's keep and position; and the seq
+/// of a message with the same idempotency key ($3).
 static APPEND_STATE: Statement = Statement {
     sql: concat!(
         "SELECT s.session_id IS NOT NULL,
                 coalesce(",
         active!("s", "$4"),
         ", false),
-                coalesce(s.last_activity_at < pg_catalog.now() - interval '1 second', false),
                 t.keep, t.appended,
                 (SELECT d.seq FROM agent_memory.thread_messages d
                  WHERE d.session_id = $1 AND d.idempotency_key = $3)
@@ -437,16 +447,12 @@ fn append_message(
                 .or_report()?;
             if !rows.is_empty() {
                 let row = rows.first();
-                let seq = row.get::<i64>(1).or_report()?;
+                let written = row.get::<i64>(1).or_report()?;
                 let slot = required(row.get::<i32>(2).or_report()?, "slot")?;
-                let stale = row.get::<bool>(3).or_report()?.unwrap_or(false);
-                let seq = match seq {
-                    Some(seq) => seq,
+                let seq = required(row.get::<i64>(3).or_report()?, "seq")?;
+                if written.is_none() {
                     // The slot holds a tool call: its results go first.
-                    None => write_slot(client, session_id, key, slot, &message)?,
-                };
-                if stale {
-                    renew(client, session_id)?;
+                    write_slot(client, session_id, key, slot, &message, seq)?;
                 }
                 return Ok(seq);
             }
@@ -470,10 +476,9 @@ fn append_message(
             .first();
         let exists = state.get::<bool>(1).or_report()?.unwrap_or(false);
         let active = state.get::<bool>(2).or_report()?.unwrap_or(false);
-        let stale = state.get::<bool>(3).or_report()?.unwrap_or(false);
-        let ring_keep = state.get::<i32>(4).or_report()?;
-        let appended = state.get::<i64>(5).or_report()?;
-        let duplicate = state.get::<i64>(6).or_report()?;
+        let ring_keep = state.get::<i32>(3).or_report()?;
+        let appended = state.get::<i64>(4).or_report()?;
+        let duplicate = state.get::<i64>(5).or_report()?;
 
         if exists && !active {
             return Err(session_gone(session_id)).or_report();
@@ -497,10 +502,14 @@ fn append_message(
         client
             .update(&*claim, None, &[session_id.into(), key.into()])
             .or_report()?;
-        let seq = write_slot(client, session_id, key, slot, &message)?;
-        if stale {
-            renew(client, session_id)?;
-        }
+        let next_seq = kept(client, &NEXT_SEQ).or_report()?;
+        let seq = client
+            .update(&*next_seq, None, &[session_id.into()])
+            .or_report()?
+            .first_value::<i64>(1)
+            .or_report()?;
+        let seq = required(seq, "seq")?;
+        write_slot(client, session_id, key, slot, &message, seq)?;
         Ok(seq)
     })
 }
@@ -526,16 +535,17 @@ impl NewMessage<'_> {
     }
 }
 
-/// Write `message` into `slot`, whose position the caller has taken: the
-/// message the slot holds goes, and if it is a tool call its results go
-/// with it. Returns the new seq.
+/// Write `message` as `seq` into `slot`, whose position and seq the caller
+/// has taken: the message the slot holds goes, and if it is a tool call its
+/// results go with it.
 fn write_slot(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
     key: &str,
     slot: i32,
     message: &NewMessage<'_>,
-) -> SqlResult<i64> {
+    seq: i64,
+) -> SqlResult<()> {
     let calls = kept(client, &SLOT_CALLS).or_report()?;
     let calls = client
         .update(&*calls, None, &[session_id.into(), key.into(), slot.into()])
@@ -555,7 +565,7 @@ fn write_slot(
             .or_report()?;
     }
     let write = kept(client, &OVERWRITE).or_report()?;
-    let seq = client
+    client
         .update(
             &*write,
             None,
@@ -568,18 +578,9 @@ fn write_slot(
                 message.content.into(),
                 message.metadata_datum(),
                 message.idempotency_key.into(),
+                seq.into(),
             ],
         )
-        .or_report()?
-        .first_value::<i64>(1)
-        .or_report()?;
-    required(seq, "seq")
-}
-
-fn renew(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> SqlResult<()> {
-    let plan = kept(client, &RENEW_SESSION).or_report()?;
-    client
-        .update(&*plan, None, &[session_id.into()])
         .or_report()?;
     Ok(())
 }

@@ -48,14 +48,15 @@ pub fn strip_keys() -> Vec<String> {
 }
 
 /// The upsert of a sanitised part, a no-op when the value equals what is
-/// stored ($2 node key, $3 part, $4 value); returns the new version.
+/// stored ($2 node key, $3 part, $4 value); returns the new version. The
+/// time comes from the proposed row (its default, now()), as Citus needs.
 macro_rules! upsert_part {
     ($source:expr) => {
         concat!(
             "INSERT INTO agent_memory.wm_parts AS p (session_id, node_key, part, value) ",
             $source,
             " ON CONFLICT (session_id, node_key, part) DO UPDATE
-                SET value = excluded.value, version = p.version + 1, updated_at = pg_catalog.now()
+                SET value = excluded.value, version = p.version + 1, updated_at = excluded.updated_at
                 WHERE p.value IS DISTINCT FROM excluded.value
               RETURNING p.version"
         )

@@ -52,9 +52,10 @@ def main() -> int:
                      SELECT 'filler', 't' || t, 50, 50 FROM generate_series(1, {threads}) t""")
     conn.execute(f"""INSERT INTO agent_memory.thread_messages
                        (session_id, thread_key, slot, seq, role, content, metadata)
-                     SELECT 'filler', 't' || t, s, nextval('agent_memory.message_seq'), 'user',
+                     SELECT 'filler', 't' || t, s, t::bigint * 50 + s, 'user',
                             'filler message ' || t || '/' || s, '{{}}'
                      FROM generate_series(1, {threads}) t, generate_series(0, 49) s""")
+    conn.execute(f"UPDATE agent_memory.sessions SET last_message_seq = {threads * 50 + 49} WHERE session_id = 'filler'")
     conn.execute("VACUUM ANALYZE agent_memory.thread_messages")
     conn.execute("CHECKPOINT")
     huge = [timed(conn, APPEND) for _ in range(ROUNDS)]

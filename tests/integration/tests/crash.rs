@@ -236,9 +236,15 @@ const INVARIANTS: &[(&str, &str)] = &[
                    = m.metadata ->> 'tool_call_id')",
     ),
     (
-        "every message's seq is unique",
-        "SELECT 'seq ' || seq || ' held by ' || count(*) || ' messages'
-         FROM agent_memory.thread_messages GROUP BY seq HAVING count(*) > 1",
+        "every message's seq is unique within its session",
+        "SELECT session_id || ': seq ' || seq || ' held by ' || count(*) || ' messages'
+         FROM agent_memory.thread_messages GROUP BY session_id, seq HAVING count(*) > 1",
+    ),
+    (
+        "no message's seq is above its session's counter",
+        "SELECT m.session_id || ': seq ' || m.seq || ' above ' || s.last_message_seq
+         FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id)
+         WHERE m.seq > s.last_message_seq",
     ),
     (
         // kv_words is exact while kv_next_expiry (no later than the soonest
@@ -880,14 +886,14 @@ fn kinds() -> Vec<Kind> {
                     SELECT agent_memory.append_message('end-ack-' || i, 'user', 'hello') FROM generate_series(0, 9) i;
                     -- 20,000 more with the same rows, by plain INSERTs (quicker), so that
                     -- ending them all takes a while.
-                    INSERT INTO agent_memory.sessions (session_id, user_id, kv_words, kv_next_expiry)
-                    SELECT 'end-x' || i, 'crash', 1, now() + interval '1 day' FROM generate_series(1, 20000) i;
+                    INSERT INTO agent_memory.sessions (session_id, user_id, kv_words, kv_next_expiry, last_message_seq)
+                    SELECT 'end-x' || i, 'crash', 1, now() + interval '1 day', 1 FROM generate_series(1, 20000) i;
                     INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
                     SELECT 'end-x' || i, 'k', '\"v\"', 1, now() + interval '2 days' FROM generate_series(1, 20000) i;
                     INSERT INTO agent_memory.message_threads (session_id, thread_key, keep, appended, appends)
                     SELECT 'end-x' || i, '', 200, 1, 1 FROM generate_series(1, 20000) i;
                     INSERT INTO agent_memory.thread_messages (session_id, thread_key, slot, seq, role, content)
-                    SELECT 'end-x' || i, '', 0, nextval('agent_memory.message_seq'), 'user', 'hello'
+                    SELECT 'end-x' || i, '', 0, 1, 'user', 'hello'
                     FROM generate_series(1, 20000) i;
                     INSERT INTO agent_memory.wm_parts (session_id, node_key, part, value)
                     SELECT 'end-x' || i, '', 'working_history', '\"h\"' FROM generate_series(1, 20000) i",
@@ -1045,26 +1051,39 @@ fn sigkill_mid_write_leaves_only_whole_writes() {
         }
     }
     // Every kind of write works after the crashes, and new messages are
-    // numbered after every stored one.
+    // numbered after every one their session stored.
     let mut client = connect(DB);
-    let newest_seq: i64 = client
-        .query_one("SELECT max(seq) FROM agent_memory.thread_messages", &[])
-        .unwrap()
-        .get(0);
-    for kind in kinds() {
-        acked.extend((kind.ack)(&mut client, 9));
-    }
-    let next_seq: i64 = client
-        .query_one(
-            "SELECT min(seq) FROM agent_memory.thread_messages WHERE content LIKE 'ack % 9'",
+    let newest_seq: std::collections::HashMap<String, i64> = client
+        .query(
+            "SELECT session_id, max(seq) FROM agent_memory.thread_messages GROUP BY session_id",
             &[],
         )
         .unwrap()
-        .get(0);
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect();
+    for kind in kinds() {
+        acked.extend((kind.ack)(&mut client, 9));
+    }
+    let appended_after = client
+        .query(
+            "SELECT session_id, min(seq) FROM agent_memory.thread_messages
+             WHERE content LIKE 'ack % 9' GROUP BY session_id",
+            &[],
+        )
+        .unwrap();
     assert!(
-        next_seq > newest_seq,
-        "a message appended after the crashes got seq {next_seq}, not after {newest_seq}"
+        !appended_after.is_empty(),
+        "no message appended after the crashes"
     );
+    for row in appended_after {
+        let (session, next_seq): (String, i64) = (row.get(0), row.get(1));
+        let newest = newest_seq.get(&session).copied().unwrap_or(0);
+        assert!(
+            next_seq > newest,
+            "{session}: a message appended after the crashes got seq {next_seq}, not after {newest}"
+        );
+    }
     assert_invariants(&mut client, "after the writes that followed the crashes");
     for check in &acked {
         if !holds(&mut client, check) {

@@ -52,8 +52,6 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
                  UNION ALL
                  SELECT to_jsonb(m)::text FROM agent_memory.thread_messages m
                  UNION ALL
-                 SELECT 'message_seq at ' || last_value FROM agent_memory.message_seq
-                 UNION ALL
                  SELECT to_jsonb(g)::text FROM agent_memory.graph_nodes g
                  UNION ALL
                  SELECT to_jsonb(v)::text FROM agent_memory.graph_node_versions v
@@ -68,8 +66,8 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
     let before = snapshot(&mut client);
     assert_eq!(
         before.len(),
-        12,
-        "two sessions, three entries, two threads of one message each, the sequence, a graph node and its version"
+        11,
+        "two sessions (with their message counters), three entries, two threads of one message each, a graph node and its version"
     );
 
     let dump =

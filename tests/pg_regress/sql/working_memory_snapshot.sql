@@ -4,9 +4,8 @@
 -- graph (wm_init, set_active_node, wm_refresh_structure) and wm_clear.
 -- Timestamps vary from run to run: they are checked by shape, not printed.
 SET search_path = agent_memory, public;
--- Message sequence numbers are printed below: start them at a known point,
--- whatever the suites before this one appended.
-SELECT setval('agent_memory.message_seq', 37) AS message_seq;
+-- Message sequence numbers are printed below: they count within the
+-- session, whatever the suites before this one appended.
 SELECT create_session('ana', session_id => 'snap');
 
 -- A session with nothing stored composes to seed 000's contract exactly,
