@@ -1051,12 +1051,12 @@ fn every_function_survives_hostile_input() {
                 .iter()
                 .map(|a| a.map(str::to_string))
                 .collect();
-            if !runner.call(g, &args, None, &format!("after storing {label}")) {
-                if let Some((code, message)) = runner.last_error.clone() {
-                    *refused_reads
-                        .entry((g.key.clone(), code, message))
-                        .or_default() += 1;
-                }
+            if !runner.call(g, &args, None, &format!("after storing {label}"))
+                && let Some((code, message)) = runner.last_error.clone()
+            {
+                *refused_reads
+                    .entry((g.key.clone(), code, message))
+                    .or_default() += 1;
             }
         }
     }
@@ -1115,7 +1115,7 @@ fn every_function_survives_hostile_input() {
         println!("  {t}");
     }
     let mut slow = r.slow.clone();
-    slow.sort_by(|a, b| b.0.cmp(&a.0));
+    slow.sort_by_key(|s| std::cmp::Reverse(s.0));
     println!("\ncalls slower than {SLOW_CALL:?}:");
     if slow.is_empty() {
         println!("  none");

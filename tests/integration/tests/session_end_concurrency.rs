@@ -82,7 +82,7 @@ fn ending_and_creating_sessions_under_writers_raises_nothing_but_not_found() {
                 let mut i = 0usize;
                 while Instant::now() < until {
                     let id = IDS[(e * 2 + i) % IDS.len()];
-                    let result = if i % 2 == 0 {
+                    let result = if i.is_multiple_of(2) {
                         client.execute("SELECT agent_memory.end_session($1)", &[&id])
                     } else {
                         // Every other creation expires almost at once, so the
