@@ -5,13 +5,15 @@
 #   2. pg_test     #[pg_test] functions inside a server (cargo pgrx test)
 #   3. regress     pg_regress suites: SQL in, exact output out
 #   4. integration real client connections to a running, preloaded cluster
+#   5. examples    the client examples (psycopg, SQLAlchemy, Node.js pg) and
+#                  the LLM wiring examples, each against a fresh database
 #
 #   PG=15 scripts/test.sh [layer ...]     (all layers by default)
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 
 layers=("$@")
-[ ${#layers[@]} -gt 0 ] || layers=(unit pg_test regress integration)
+[ ${#layers[@]} -gt 0 ] || layers=(unit pg_test regress integration examples)
 
 "$REPO_ROOT/scripts/setup.sh"
 
@@ -90,10 +92,24 @@ layer_integration() {
   run_cargo_layer integration integration cargo test -p agent_memory_integration -- --test-threads=1
 }
 
+layer_examples() {
+  "$REPO_ROOT/scripts/install.sh"
+  say "layer examples: scripts/examples.sh"
+  local log="$log_dir/examples.log" status=0
+  "$REPO_ROOT/scripts/examples.sh" 2>&1 | tee "$log" || status=$?
+  local p f
+  read -r p f < <(sed -nE 's/^examples: ([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$log" | tail -n 1) || true
+  p="${p:-0}"; f="${f:-0}"
+  if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then f=1; warn "layer examples ran no example"; fi
+  record examples "$p" "$f"
+  [ "$f" -eq 0 ] || { finish; exit 1; }
+}
+
 for layer in "${layers[@]}"; do
   case "$layer" in
-    unit|pg_test|regress|integration) "layer_$layer" ;;
-    *) die "unknown layer '$layer' (unit, pg_test, regress, integration)" ;;
+    unit|pg_test|regress|integration|examples) "layer_$layer" ;;
+    *) die "unknown layer '$layer' (unit, pg_test, regress, integration, examples)" ;;
   esac
 done
 finish
