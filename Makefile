@@ -2,7 +2,9 @@
 PG ?= 15
 export PG
 
-.PHONY: demo test test-reliability bench profile stop setup install fmt lint docker
+.PHONY: all demo test test-reliability bench profile stop setup install package fmt lint docker
+
+all: package  ## build the installable package (the default, as PGXN's client expects)
 
 demo:       ## install what is missing, build, start a preloaded cluster, run the quick start
 	scripts/demo.sh
@@ -27,6 +29,9 @@ setup:      ## install the toolchain pieces only
 
 install:    ## build (release) and install into PostgreSQL $(PG)
 	scripts/install.sh
+
+package:    ## build target/package/agent_memory-VERSION-pg$(PG)-ARCH.tar.gz (cargo pgrx package)
+	scripts/package.sh
 
 fmt:
 	cargo fmt --all
