@@ -1,0 +1,364 @@
+-- agent_memory on Citus: distribute the tables, delegate the functions,
+-- and install a per-shard cleanup. See docs/scaling.md for the why.
+--
+-- Run it once, on the coordinator, in the application's database, as the
+-- superuser that ran CREATE EXTENSION agent_memory, after:
+--
+--   * shared_preload_libraries = 'citus,agent_memory' on EVERY node
+--     (Citus refuses to load after another library that set a hook);
+--   * the same agent_memory build installed on every node;
+--   * CREATE EXTENSION citus; SELECT citus_add_node(...) for each worker;
+--   * CREATE EXTENSION agent_memory;  (Citus creates it on the workers too)
+--
+--   psql -v ON_ERROR_STOP=1 -f sql/citus.sql
+--   psql -v ON_ERROR_STOP=1 -v force_delegation=true -f sql/citus.sql   (see below)
+--
+-- WHAT IS VERIFIED AND WHAT IS PLANNED
+--
+-- Nothing in this file has been run against Citus. Citus could not be
+-- installed where it was written. scripts/citus_check.sh runs this file on
+-- plain PostgreSQL, with stub functions that have the argument names,
+-- types and defaults of Citus's own and that reproduce some of its checks.
+-- That run verifies:
+--   * the file parses and runs to the end with ON_ERROR_STOP;
+--   * every table and every function signature named here exists in the
+--     installed extension;
+--   * every table of schema agent_memory is distributed here or is listed
+--     below as staying local;
+--   * every function of schema agent_memory is delegated here or is listed
+--     below as not delegated, with the reason;
+--   * each colocation group has one distribution column. Every primary
+--     key, unique index and foreign key includes it, and every foreign key
+--     stays inside its group;
+--   * each delegated function's distribution argument has the name and
+--     type of its group's distribution column;
+--   * no sequence is left in the schema outside the identity column of
+--     the local cleanup_runs table;
+--   * the per-shard cleanup below deletes the right rows, with each table
+--     standing in for one shard. Citus would run the same SQL on each shard.
+-- What Citus itself does with these calls is planned, not verified: shard
+-- placement, function delegation, the triggers on shards, row-level
+-- security on shards, and the SQL inside the functions. docs/scaling.md
+-- lists what is known to fail and what still needs a real cluster.
+--
+-- Markers read by scripts/citus_check.sh (keep them up to date):
+--   "-- citus_check: local <table>"            a table left undistributed
+--   "-- citus_check: not_delegated <function>" a function left on the node it is called on
+
+-- force_delegation: false (the default) delegates a call only when it is
+-- made outside a transaction block. true also delegates calls made inside
+-- one. It is given only to the functions whose every statement touches
+-- their own key. See docs/scaling.md, "Delegated functions".
+\if :{?force_delegation}
+\else
+\set force_delegation false
+\endif
+
+DO $check$
+BEGIN
+    IF NOT (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+        RAISE EXCEPTION 'run sql/citus.sql as a superuser (Citus requires the owner of the functions it distributes)';
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'agent_memory') THEN
+        RAISE EXCEPTION 'CREATE EXTENSION agent_memory first';
+    END IF;
+END
+$check$;
+
+-- Delegation needs shards with one placement (Citus: "streaming
+-- replication model"). sessions carries two triggers (the shared-memory
+-- counter of session deletions), and Citus distributes a table with
+-- triggers only while this setting is on. Set it on every node too (see
+-- docs/scaling.md).
+SET citus.shard_replication_factor = 1;
+SET citus.enable_unsafe_triggers = on;
+
+-- ---------------------------------------------------------------------
+-- Tables: three colocation groups, one per tenant-like key. Every foreign
+-- key is inside one group and includes its key. Each group starts a new
+-- colocation group: the keys are unrelated values, and the graph and
+-- memory-tool keys are COLLATE "C" while session_id is not.
+-- A table already distributed is left alone, so the file can be run again
+-- after a failure. The check at the end says whether the result is right.
+-- ---------------------------------------------------------------------
+
+-- Group 1: session_id. Everything a session owns references
+-- sessions(session_id) ON DELETE CASCADE, so ending a session cascades
+-- inside one shard group, on one node. The referenced tables come first.
+SELECT create_distributed_table('agent_memory.sessions', 'session_id', colocate_with => 'none')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.sessions'::regclass);
+SELECT create_distributed_table('agent_memory.kv_entries', 'session_id', colocate_with => 'agent_memory.sessions')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.kv_entries'::regclass);
+SELECT create_distributed_table('agent_memory.message_threads', 'session_id', colocate_with => 'agent_memory.sessions')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.message_threads'::regclass);
+SELECT create_distributed_table('agent_memory.thread_messages', 'session_id', colocate_with => 'agent_memory.sessions')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.thread_messages'::regclass);
+SELECT create_distributed_table('agent_memory.wm_parts', 'session_id', colocate_with => 'agent_memory.sessions')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.wm_parts'::regclass);
+
+-- Group 2: owner (a user or project id) of graph memory.
+SELECT create_distributed_table('agent_memory.graph_nodes', 'owner', colocate_with => 'none')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.graph_nodes'::regclass);
+SELECT create_distributed_table('agent_memory.graph_node_versions', 'owner', colocate_with => 'agent_memory.graph_nodes')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.graph_node_versions'::regclass);
+
+-- Group 3: scope of the memory tool's files.
+SELECT create_distributed_table('agent_memory.memory_files', 'scope', colocate_with => 'none')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.memory_files'::regclass);
+SELECT create_distributed_table('agent_memory.memory_scopes', 'scope', colocate_with => 'agent_memory.memory_files')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.memory_scopes'::regclass);
+
+-- cleanup_runs stays a plain local table on each node. It holds history
+-- of the node it is on, has an identity column, and nothing joins it to
+-- memory. A reference table would turn every recorded run into a write
+-- on every node.
+-- citus_check: local agent_memory.cleanup_runs
+
+-- Citus's row-level security test re-runs ALTER TABLE ... OWNER TO after
+-- distributing, noting that ownership is otherwise lost on the shards.
+-- The policies and FORCE ROW LEVEL SECURITY of sql/tenants.sql go with the
+-- tables.
+ALTER TABLE agent_memory.sessions OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.kv_entries OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.message_threads OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.thread_messages OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.wm_parts OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.graph_nodes OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.graph_node_versions OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_files OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_scopes OWNER TO agent_memory_owner;
+
+-- ---------------------------------------------------------------------
+-- Functions. A call written as SELECT agent_memory.f(...), whose
+-- distribution argument is a constant or a bind parameter, runs on the
+-- node that holds that key's shards. Its statements then run against
+-- local shards. Citus refuses an extension's function without a
+-- distribution argument, so the functions below that have none are not
+-- passed to create_distributed_function at all. CREATE EXTENSION already
+-- created them on every node.
+-- ---------------------------------------------------------------------
+
+-- Group 1, by session_id. Every statement of these touches only the
+-- session's own rows.
+SELECT create_distributed_function('agent_memory.renew_activity(text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.is_active(text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.end_session(text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.kv_set(text,text,jsonb,interval)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.kv_get(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.kv_get_all(text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.kv_has(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.kv_delete(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.kv_clear(text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.build_context(text,text[],boolean)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.update_context(text,jsonb)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.clear_context_keys(text,text[])', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.clear_context(text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.append_message(text,text,text,text,jsonb,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.messages(text,text,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.messages_json(text,text,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.pop_message(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.last_user_message(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.clear_messages(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.wm_set(text,text,jsonb,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.wm_set_many(text,jsonb,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.wm_patch(text,text,jsonb,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.wm_get(text,text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.working_memory(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.working_memory_entry(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.wm_context(text,text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+
+-- Group 1, never forced: each may run a statement outside the session's
+-- own key, which forced delegation refuses.
+--   create_session: session_id is its third argument. A NULL one makes it
+--     insert a generated id, which lives on another shard. Pass your own
+--     ids where you can (docs/scaling.md).
+--   wm_init, set_active_node: read graph_nodes of the session's project,
+--     which is another key in another group, usually on another node.
+--   wm_clear: with session_id NULL it clears every session.
+SELECT create_distributed_function('agent_memory.create_session(text,jsonb,text,interval)', 'session_id', colocate_with => 'agent_memory.sessions');
+SELECT create_distributed_function('agent_memory.wm_init(text,text,text)', 'session_id', colocate_with => 'agent_memory.sessions');
+SELECT create_distributed_function('agent_memory.set_active_node(text,text)', 'session_id', colocate_with => 'agent_memory.sessions');
+SELECT create_distributed_function('agent_memory.wm_clear(text,text)', 'session_id', colocate_with => 'agent_memory.sessions');
+
+-- Group 2, by owner.
+SELECT create_distributed_function('agent_memory.graph_create(text,text,text,text,text[],text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_read(text,text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_write(text,text,text,text,text,text[],text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_append(text,text,text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_delete(text,text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_nodes(text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_versions(text,text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_version(text,text,integer)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_tree(text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_tree_rows(text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_to_markdown(text,text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_from_markdown(text,text,text,text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_export(text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_import(text,jsonb)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+
+-- Group 3, by scope.
+SELECT create_distributed_function('agent_memory.memory_render(text,text,integer)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.memory_tool(text,jsonb)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.claude_memory(text,jsonb)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,jsonb)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
+
+-- Not delegated, and why:
+-- They read no table, so they run wherever they are called:
+-- citus_check: not_delegated agent_memory.version()
+-- citus_check: not_delegated agent_memory.caller_tenant()
+-- citus_check: not_delegated agent_memory.visible_tenant()
+-- citus_check: not_delegated agent_memory.sensitive_findings(text)
+-- citus_check: not_delegated agent_memory.memory_scope(text,text,text)
+-- citus_check: not_delegated agent_memory.memory_tool_definition(text,text,text,text)
+-- The trigger function fires on each shard of sessions, on the shard's node:
+-- citus_check: not_delegated agent_memory.note_session_deletions()
+-- These cover many keys and run on the node they are called on, querying every shard:
+-- citus_check: not_delegated agent_memory.session_stats()
+-- citus_check: not_delegated agent_memory.user_sessions(text)
+-- citus_check: not_delegated agent_memory.wm_refresh_structure(text)
+-- Does not work on distributed tables. Use the per-shard cleanup below:
+-- citus_check: not_delegated agent_memory.cleanup_expired(integer)
+
+-- ---------------------------------------------------------------------
+-- Check what Citus recorded (pg_dist_partition: table, key, colocation
+-- group). A table distributed earlier by another column, or into another
+-- group, stops the script here.
+-- ---------------------------------------------------------------------
+DO $verify$
+DECLARE
+    expected CONSTANT text[][] := ARRAY[
+        ['agent_memory.sessions',            'session_id', 'agent_memory.sessions'],
+        ['agent_memory.kv_entries',          'session_id', 'agent_memory.sessions'],
+        ['agent_memory.message_threads',     'session_id', 'agent_memory.sessions'],
+        ['agent_memory.thread_messages',     'session_id', 'agent_memory.sessions'],
+        ['agent_memory.wm_parts',            'session_id', 'agent_memory.sessions'],
+        ['agent_memory.graph_nodes',         'owner',      'agent_memory.graph_nodes'],
+        ['agent_memory.graph_node_versions', 'owner',      'agent_memory.graph_nodes'],
+        ['agent_memory.memory_files',        'scope',      'agent_memory.memory_files'],
+        ['agent_memory.memory_scopes',       'scope',      'agent_memory.memory_files']];
+    i integer;
+    got_column text;
+    got_group integer;
+    anchor_group integer;
+BEGIN
+    FOR i IN 1 .. pg_catalog.array_length(expected, 1) LOOP
+        SELECT column_to_column_name(p.logicalrelid, p.partkey), p.colocationid
+          INTO got_column, got_group
+          FROM pg_dist_partition p WHERE p.logicalrelid = expected[i][1]::regclass;
+        SELECT p.colocationid INTO anchor_group
+          FROM pg_dist_partition p WHERE p.logicalrelid = expected[i][3]::regclass;
+        IF got_column IS DISTINCT FROM expected[i][2] OR got_group IS DISTINCT FROM anchor_group THEN
+            RAISE EXCEPTION '% is distributed by % in colocation group %, expected % in the group of %',
+                expected[i][1], coalesce(got_column, '(nothing)'), coalesce(got_group::text, '(none)'),
+                expected[i][2], expected[i][3];
+        END IF;
+    END LOOP;
+    IF EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.cleanup_runs'::regclass) THEN
+        RAISE EXCEPTION 'agent_memory.cleanup_runs must stay a local table';
+    END IF;
+    RAISE NOTICE 'agent_memory: % tables distributed in 3 colocation groups', pg_catalog.array_length(expected, 1);
+END
+$verify$;
+
+-- ---------------------------------------------------------------------
+-- Cleanup. Neither cleanup_expired() nor the background worker can run
+-- against distributed tables. Their batches select rows by ctid, which
+-- only means something inside one shard, and lock them with FOR UPDATE,
+-- which Citus refuses in a query over many shards. Keep the worker idle on
+-- every node (docs/scaling.md) and run this instead, e.g. from pg_cron on
+-- the coordinator:
+--
+--   SELECT cron.schedule('agent-memory-cleanup', '*/5 * * * *',
+--                        'SELECT agent_memory_citus.cleanup_expired_shards()');
+--
+-- The function sends the extension's own batch statements to each shard
+-- with run_command_on_shards(). Each shard's batch is one short
+-- transaction on the shard's node. Deleting a session cascades to the
+-- colocated shards of what it owns, on the same node, and fires the
+-- deletion trigger there. Rounds repeat until no shard returns a full
+-- batch. The run is recorded in the coordinator's cleanup_runs, as
+-- 'manual'. The idle timeout and batch size are read from the coordinator's
+-- settings, so the shards use the same values.
+-- ---------------------------------------------------------------------
+CREATE SCHEMA IF NOT EXISTS agent_memory_citus;
+REVOKE ALL ON SCHEMA agent_memory_citus FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION agent_memory_citus.cleanup_expired_shards(
+    batch_size integer DEFAULT NULL,
+    max_rounds integer DEFAULT 1000)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    size CONSTANT integer := coalesce(batch_size, current_setting('agent_memory.cleanup_batch_size')::integer);
+    idle CONSTANT text := current_setting('agent_memory.session_idle_timeout');
+    started CONSTANT timestamptz := clock_timestamp();
+    -- %1$s is left for run_command_on_shards, which puts each shard's name there.
+    sessions_sql CONSTANT text := format(
+        $cmd$WITH gone AS (
+               DELETE FROM %%1$s WHERE ctid = ANY (ARRAY (
+                 SELECT s.ctid FROM %%1$s s
+                 WHERE s.last_activity_at <= pg_catalog.now() - coalesce(s.idle_timeout, %L::interval)
+                 LIMIT %s FOR UPDATE SKIP LOCKED))
+               RETURNING 1)
+             SELECT pg_catalog.count(*) FROM gone$cmd$, idle, size);
+    entries_sql CONSTANT text := format(
+        $cmd$WITH gone AS (
+               DELETE FROM %%1$s WHERE ctid = ANY (ARRAY (
+                 SELECT k.ctid FROM %%1$s k
+                 WHERE k.expires_at <= pg_catalog.now()
+                 ORDER BY k.expires_at
+                 LIMIT %s FOR UPDATE SKIP LOCKED))
+               RETURNING 1)
+             SELECT pg_catalog.count(*) FROM gone$cmd$, size);
+    kinds CONSTANT text[][] := ARRAY[['agent_memory.sessions', 'sessions'], ['agent_memory.kv_entries', 'entries']];
+    deleted bigint[] := ARRAY[0, 0];
+    batches integer := 0;
+    failure text;
+    round_deleted bigint;
+    round_fullest bigint;
+    round_shards integer;
+    round_failure text;
+    run bigint;
+BEGIN
+    IF size < 1 THEN
+        RAISE EXCEPTION 'batch_size must be at least 1, not %', size;
+    END IF;
+    <<kinds_loop>>
+    FOR k IN 1 .. 2 LOOP
+        FOR r IN 1 .. max_rounds LOOP
+            SELECT coalesce(sum(CASE WHEN c.success THEN c.result::bigint END), 0),
+                   coalesce(max(CASE WHEN c.success THEN c.result::bigint END), 0),
+                   count(*),
+                   min(CASE WHEN NOT c.success THEN c.result END)
+              INTO round_deleted, round_fullest, round_shards, round_failure
+              FROM run_command_on_shards(kinds[k][1]::regclass,
+                                         CASE k WHEN 1 THEN sessions_sql ELSE entries_sql END) AS c;
+            batches := batches + round_shards;
+            deleted[k] := deleted[k] + round_deleted;
+            IF round_failure IS NOT NULL THEN
+                failure := kinds[k][2] || ': ' || round_failure;
+                EXIT kinds_loop;
+            END IF;
+            EXIT WHEN round_fullest < size;
+        END LOOP;
+    END LOOP;
+    -- Like the worker: runs that removed nothing and failed nowhere are not recorded.
+    IF failure IS NOT NULL OR deleted[1] > 0 OR deleted[2] > 0 THEN
+        INSERT INTO agent_memory.cleanup_runs
+            (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches, error)
+        VALUES (started, clock_timestamp(), 'manual', deleted[1], deleted[2], batches, failure)
+        RETURNING run_id INTO run;
+    END IF;
+    IF failure IS NOT NULL THEN
+        RAISE WARNING 'agent_memory per-shard cleanup stopped: %', failure;
+    END IF;
+    RETURN jsonb_build_object('sessions', deleted[1], 'entries', deleted[2],
+                              'batches', batches, 'run_id', run, 'error', failure);
+END
+$fn$;
+
+COMMENT ON FUNCTION agent_memory_citus.cleanup_expired_shards(integer, integer) IS
+    'Citus: remove expired sessions and key-value entries shard by shard (run_command_on_shards), batch_size rows per shard and transaction; records the run in the local agent_memory.cleanup_runs';
+REVOKE ALL ON FUNCTION agent_memory_citus.cleanup_expired_shards(integer, integer) FROM PUBLIC;
