@@ -47,6 +47,8 @@ run_cargo_layer() { # layer log-name command...
   status=${PIPESTATUS[0]}
   read -r p f < <(cargo_counts "$log")
   if [ "$status" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; tail -n 40 "$log"; fi
+  # What each failed test said (the filter above keeps only its first line).
+  [ "$f" -eq 0 ] || grep -A 15 'panicked at' "$log" | head -n 120
   if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then f=1; warn "layer $layer ran no test"; fi
   record "$layer" "$p" "$f"
   [ "$f" -eq 0 ] || { finish; exit 1; }

@@ -1,4 +1,5 @@
--- agent_memory 0.1.0 -> 0.2.0: tenants (row-level security), roles, grants, a
+-- agent_memory 0.1.0 -> 0.2.0: tenants (row-level security), roles, grants,
+-- messages numbered per session, table checks as domains, and
 -- every function's search_path pinned. Run by ALTER EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh
 -- checks that the result equals a fresh 0.2.0 install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.2.0'" to load this file. \quit
@@ -31,6 +32,29 @@ END
 $owner$;
 -- Foreign-key checks and cascades run as the owner of the tables.
 GRANT USAGE ON SCHEMA agent_memory TO agent_memory_owner;
+
+-- Rules on columns that hot statements write become domains, as in
+-- sql/schema.sql: PostgreSQL plans a table's CHECK expressions again for
+-- every statement that writes the table, a domain's once per connection.
+CREATE DOMAIN agent_memory.session_key AS text CHECK (VALUE <> '');
+COMMENT ON DOMAIN agent_memory.session_key IS 'A session id: any non-empty text';
+CREATE DOMAIN agent_memory.positive_interval AS interval CHECK (VALUE > interval '0');
+COMMENT ON DOMAIN agent_memory.positive_interval IS 'An interval longer than zero (a session''s idle timeout)';
+CREATE DOMAIN agent_memory.memory_path AS text COLLATE "C" CHECK (VALUE LIKE '/_%');
+COMMENT ON DOMAIN agent_memory.memory_path IS 'A memory tool path: absolute and normalised, compared bytewise';
+CREATE DOMAIN agent_memory.file_count AS integer CHECK (VALUE >= 0);
+COMMENT ON DOMAIN agent_memory.file_count IS 'A number of files: zero or more';
+ALTER TABLE agent_memory.sessions
+    DROP CONSTRAINT sessions_id_not_empty,
+    DROP CONSTRAINT sessions_idle_timeout_positive,
+    ALTER COLUMN session_id TYPE agent_memory.session_key,
+    ALTER COLUMN idle_timeout TYPE agent_memory.positive_interval;
+ALTER TABLE agent_memory.memory_files
+    DROP CONSTRAINT memory_files_path_absolute,
+    ALTER COLUMN path TYPE agent_memory.memory_path;
+ALTER TABLE agent_memory.memory_scopes
+    DROP CONSTRAINT memory_scopes_files_check,
+    ALTER COLUMN files TYPE agent_memory.file_count;
 
 -- Message seq: a counter on each session instead of the global sequence
 -- agent_memory.message_seq, so that an append writes nothing shared between

@@ -23,9 +23,22 @@ COMMENT ON DOMAIN agent_memory.message_role IS 'Who wrote a message: system, use
 CREATE DOMAIN agent_memory.memory_key AS text CHECK (VALUE <> '');
 COMMENT ON DOMAIN agent_memory.memory_key IS 'A key of key-value memory: any non-empty text';
 
+CREATE DOMAIN agent_memory.session_key AS text CHECK (VALUE <> '');
+COMMENT ON DOMAIN agent_memory.session_key IS 'A session id: any non-empty text';
+
+CREATE DOMAIN agent_memory.positive_interval AS interval CHECK (VALUE > interval '0');
+COMMENT ON DOMAIN agent_memory.positive_interval IS 'An interval longer than zero (a session''s idle timeout)';
+
+-- Paths compare bytewise (see memory_files).
+CREATE DOMAIN agent_memory.memory_path AS text COLLATE "C" CHECK (VALUE LIKE '/_%');
+COMMENT ON DOMAIN agent_memory.memory_path IS 'A memory tool path: absolute and normalised, compared bytewise';
+
+CREATE DOMAIN agent_memory.file_count AS integer CHECK (VALUE >= 0);
+COMMENT ON DOMAIN agent_memory.file_count IS 'A number of files: zero or more';
+
 -- Sessions: the root every session-scoped row belongs to.
 CREATE TABLE agent_memory.sessions (
-    session_id       text        NOT NULL PRIMARY KEY,
+    session_id       agent_memory.session_key NOT NULL PRIMARY KEY,
     -- NULL: created by append_message without a user; create_session claims it.
     user_id          text,
     project_id       text,
@@ -34,7 +47,7 @@ CREATE TABLE agent_memory.sessions (
     created_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
     last_activity_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     -- NULL: agent_memory.session_idle_timeout applies.
-    idle_timeout     interval,
+    idle_timeout     agent_memory.positive_interval,
     -- Words of the session's stored kv_entries, kept by every write, and a
     -- time no later than the soonest expiry among them. While that time is
     -- in the future no entry has expired, so kv_words is the live total and a
@@ -45,9 +58,7 @@ CREATE TABLE agent_memory.sessions (
     -- one under the session's write lock, so seq follows commit order within
     -- a session. A counter per session, not a sequence: nothing on the hot
     -- path is shared between sessions (see docs/scaling.md).
-    last_message_seq bigint      NOT NULL DEFAULT 0,
-    CONSTRAINT sessions_id_not_empty CHECK (session_id <> ''),
-    CONSTRAINT sessions_idle_timeout_positive CHECK (idle_timeout > interval '0')
+    last_message_seq bigint      NOT NULL DEFAULT 0
 );
 CREATE INDEX sessions_user_idx ON agent_memory.sessions (user_id);
 
@@ -224,12 +235,11 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.graph_node_versions', '
 -- ['/a/', '/a0'): '0' is the byte after '/'.
 CREATE TABLE agent_memory.memory_files (
     scope      text COLLATE "C" NOT NULL,
-    path       text COLLATE "C" NOT NULL,
+    path       agent_memory.memory_path NOT NULL,
     content    text        NOT NULL,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (scope, path),
-    CONSTRAINT memory_files_path_absolute CHECK (path LIKE '/_%')
+    PRIMARY KEY (scope, path)
 );
 
 COMMENT ON TABLE agent_memory.memory_files IS
@@ -244,7 +254,7 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_files', '');
 -- row per creation and a count only near the limit.
 CREATE TABLE agent_memory.memory_scopes (
     scope text COLLATE "C" NOT NULL PRIMARY KEY,
-    files integer NOT NULL DEFAULT 0 CHECK (files >= 0)
+    files agent_memory.file_count NOT NULL DEFAULT 0
 );
 
 COMMENT ON TABLE agent_memory.memory_scopes IS

@@ -606,9 +606,11 @@ fn memory_scope(
     thread_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<String> {
     let node = memory_node_id
-        .filter(|n| !n.is_empty())
         .ok_or_else(|| Error::null("memory_node_id"))
         .or_report()?;
+    if node.is_empty() {
+        return Err(Error::invalid("memory_node_id must not be empty")).or_report();
+    }
     let key = if one_of("scope", scope, &["global", "perThread"])? == "global" {
         serde_json::json!([node])
     } else {

@@ -30,14 +30,15 @@ fn thread_key(node_id: Option<&str>) -> &str {
     node_id.unwrap_or("")
 }
 
-/// The common append, in one statement: if the thread exists with this
-/// keep ($3) and the session is active (default idle minutes $4), take the
-/// thread's next position and the session's next seq, renew the session's
-/// activity, and write the thread's slot, overwriting the oldest message in
-/// place, unless that message is a tool call (its results must go with it:
-/// the write is skipped and the caller finishes the append). Returns the
-/// seq as written (NULL when skipped), the slot, and the seq taken; no row
-/// when the thread or the session does not qualify (nothing was written).
+/// The common append, in one statement: if the session is active (default
+/// idle minutes $4), take its next seq and renew its activity; then, if the
+/// thread exists with this keep ($3), take the thread's next position and
+/// write its slot, overwriting the oldest message in place, unless that
+/// message is a tool call (its results must go with it: the write is
+/// skipped and the caller finishes the append). Returns the seq taken, the
+/// slot (NULL when the thread does not qualify: the caller's careful path
+/// goes on with that seq) and whether the message was written; no row when
+/// the session is missing or expired (nothing was written).
 ///
 /// The seq comes from the session's row, not from a sequence: it only has
 /// to increase within a session, and a counter on the row the append
@@ -45,33 +46,32 @@ fn thread_key(node_id: Option<&str>) -> &str {
 /// (see docs/scaling.md).
 static APPEND_FAST: Statement = Statement {
     sql: concat!(
-        "WITH claimed AS (
-           UPDATE agent_memory.message_threads t
-           SET appended = t.appended + 1, appends = t.appends + 1
-           FROM agent_memory.sessions s
-           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3
-             AND s.session_id = $1 AND ",
-        active!("s", "$4"),
-        "
-           RETURNING (t.appended - 1) % t.keep AS slot),
-         counted AS (
+        "WITH counted AS (
            UPDATE agent_memory.sessions s
            SET last_message_seq = s.last_message_seq + 1, last_activity_at = pg_catalog.now()
-           FROM claimed
-           WHERE s.session_id = $1
-           RETURNING s.last_message_seq AS seq, claimed.slot),
+           WHERE s.session_id = $1 AND ",
+        active!("s", "$4"),
+        "
+           RETURNING s.last_message_seq AS seq),
+         claimed AS (
+           UPDATE agent_memory.message_threads t
+           SET appended = t.appended + 1, appends = t.appends + 1
+           FROM counted
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3
+           RETURNING (t.appended - 1) % t.keep AS slot, counted.seq),
          written AS (
            INSERT INTO agent_memory.thread_messages AS m
              (session_id, thread_key, slot, seq, node_id, role, content, metadata, created_at)
-           SELECT $1, $2, counted.slot, counted.seq, $5, $6, $7, $8, pg_catalog.now()
-           FROM counted
+           SELECT $1, $2, claimed.slot, claimed.seq, $5, $6, $7, $8, pg_catalog.now()
+           FROM claimed
            ON CONFLICT (session_id, thread_key, slot) DO UPDATE
            SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
                content = excluded.content, metadata = excluded.metadata,
                idempotency_key = NULL, created_at = excluded.created_at
            WHERE NOT (m.role = 'assistant' AND m.metadata ? 'tool_calls')
-           RETURNING m.seq)
-         SELECT written.seq, counted.slot::int4, counted.seq FROM counted LEFT JOIN written ON true"
+           RETURNING 1)
+         SELECT counted.seq, claimed.slot::int4, EXISTS (SELECT FROM written)
+         FROM counted LEFT JOIN claimed ON true"
     ),
     args: &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB],
     writes: true,
@@ -427,6 +427,8 @@ fn append_message(
     Spi::connect_mut(|client| {
         // A repeated idempotency key is rare: only a call that has one takes
         // the careful path, which looks for it first.
+        // The seq the fast path took for a thread that did not qualify.
+        let mut taken_seq = None;
         if message.idempotency_key.is_none() {
             let fast = kept(client, &APPEND_FAST).or_report()?;
             let rows = client
@@ -447,14 +449,15 @@ fn append_message(
                 .or_report()?;
             if !rows.is_empty() {
                 let row = rows.first();
-                let written = row.get::<i64>(1).or_report()?;
-                let slot = required(row.get::<i32>(2).or_report()?, "slot")?;
-                let seq = required(row.get::<i64>(3).or_report()?, "seq")?;
-                if written.is_none() {
-                    // The slot holds a tool call: its results go first.
-                    write_slot(client, session_id, key, slot, &message, seq)?;
+                let seq = required(row.get::<i64>(1).or_report()?, "seq")?;
+                if let Some(slot) = row.get::<i32>(2).or_report()? {
+                    if !row.get::<bool>(3).or_report()?.unwrap_or(false) {
+                        // The slot holds a tool call: its results go first.
+                        write_slot(client, session_id, key, slot, &message, seq)?;
+                    }
+                    return Ok(seq);
                 }
-                return Ok(seq);
+                taken_seq = Some(seq);
             }
         }
 
@@ -502,13 +505,18 @@ fn append_message(
         client
             .update(&*claim, None, &[session_id.into(), key.into()])
             .or_report()?;
-        let next_seq = kept(client, &NEXT_SEQ).or_report()?;
-        let seq = client
-            .update(&*next_seq, None, &[session_id.into()])
-            .or_report()?
-            .first_value::<i64>(1)
-            .or_report()?;
-        let seq = required(seq, "seq")?;
+        let seq = match taken_seq {
+            Some(seq) => seq,
+            None => {
+                let next_seq = kept(client, &NEXT_SEQ).or_report()?;
+                let seq = client
+                    .update(&*next_seq, None, &[session_id.into()])
+                    .or_report()?
+                    .first_value::<i64>(1)
+                    .or_report()?;
+                required(seq, "seq")?
+            }
+        };
         write_slot(client, session_id, key, slot, &message, seq)?;
         Ok(seq)
     })

@@ -299,7 +299,8 @@ fn wm_set_many(
 ) -> SqlResult<i32> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
-    let Some(Value::Object(parts)) = parts.map(|p| p.0) else {
+    let parts = parts.ok_or_else(|| Error::null("parts")).or_report()?;
+    let Value::Object(parts) = parts.0 else {
         return Err(Error::invalid(
             "parts must be a JSON object of part name to value",
         ))
