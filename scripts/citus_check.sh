@@ -313,8 +313,14 @@ BEGIN
         IF NOT FOUND THEN
             RAISE EXCEPTION 'cannot colocate function "%" and table "%" because colocate_with option is only supported for hash distributed tables and reference tables.', function_name, colocate_with;
         END IF;
-        IF anchor.column_type <> arg.typ THEN
-            RAISE EXCEPTION 'cannot colocate function "%" and table "%" because distribution column types don''t match', function_name, colocate_with;
+        -- Citus (EnsureFunctionCanBeColocatedWithTable) accepts different
+        -- types when find_coercion_pathway(arg, column, COERCION_EXPLICIT)
+        -- finds a path: here, the same type once domains are reduced to
+        -- their base types (text to the domain session_key, for one).
+        IF anchor.column_type <> arg.typ
+           AND (SELECT coalesce(nullif(typbasetype, 0), oid) FROM pg_type WHERE oid = anchor.column_type)
+               <> (SELECT coalesce(nullif(typbasetype, 0), oid) FROM pg_type WHERE oid = arg.typ) THEN
+            RAISE EXCEPTION 'cannot colocate function "%" and table "%" because distribution column types don''t match and there is no coercion path', function_name, colocate_with;
         END IF;
     END IF;
     IF anchor.replication <> 1 THEN
@@ -437,7 +443,11 @@ BEGIN
         IF r.delegated AND r.kept THEN
             ok := false; what := format('function %s is delegated but declared not delegated', r.fn);
         ELSIF r.delegated THEN
-            ok := r.arg_name = r.column_name AND r.arg_type = r.column_type AND r.arg_mode = 'i';
+            -- The argument's type is the column's, or the column's domain
+            -- is over it (Citus coerces the argument: text to session_key).
+            ok := r.arg_name = r.column_name AND r.arg_mode = 'i'
+                  AND r.arg_type IN (r.column_type,
+                                     (SELECT nullif(typbasetype, 0)::regtype FROM pg_type WHERE oid = r.column_type));
             what := format('function %s: argument %s %s -> %s.%s %s%s', r.fn, r.arg_name, r.arg_type,
                            r.anchor, r.column_name, r.column_type,
                            CASE WHEN r.force_delegation THEN ', forced' ELSE '' END);

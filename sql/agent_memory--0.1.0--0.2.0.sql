@@ -44,11 +44,30 @@ CREATE DOMAIN agent_memory.memory_path AS text COLLATE "C" CHECK (VALUE LIKE '/_
 COMMENT ON DOMAIN agent_memory.memory_path IS 'A memory tool path: absolute and normalised, compared bytewise';
 CREATE DOMAIN agent_memory.file_count AS integer CHECK (VALUE >= 0);
 COMMENT ON DOMAIN agent_memory.file_count IS 'A number of files: zero or more';
+-- Every session_id column takes the domain; the view over two of them is
+-- made again around the change.
+DROP VIEW agent_memory.message_thread_stats;
 ALTER TABLE agent_memory.sessions
     DROP CONSTRAINT sessions_id_not_empty,
     DROP CONSTRAINT sessions_idle_timeout_positive,
     ALTER COLUMN session_id TYPE agent_memory.session_key,
     ALTER COLUMN idle_timeout TYPE agent_memory.positive_interval;
+ALTER TABLE agent_memory.kv_entries ALTER COLUMN session_id TYPE agent_memory.session_key;
+ALTER TABLE agent_memory.message_threads ALTER COLUMN session_id TYPE agent_memory.session_key;
+ALTER TABLE agent_memory.thread_messages ALTER COLUMN session_id TYPE agent_memory.session_key;
+ALTER TABLE agent_memory.wm_parts ALTER COLUMN session_id TYPE agent_memory.session_key;
+CREATE VIEW agent_memory.message_thread_stats AS
+SELECT t.session_id,
+       nullif(t.thread_key, '') AS node_id,
+       t.keep,
+       count(m.slot) AS messages,
+       t.appends,
+       t.appends - count(m.slot) AS trimmed
+FROM agent_memory.message_threads t
+LEFT JOIN agent_memory.thread_messages m USING (session_id, thread_key)
+GROUP BY t.session_id, t.thread_key, t.keep, t.appends;
+COMMENT ON VIEW agent_memory.message_thread_stats IS
+    'Per (session, node) thread: keep, messages held, appends so far (minus pops), and how many trimming removed';
 ALTER TABLE agent_memory.memory_files
     DROP CONSTRAINT memory_files_path_absolute,
     ALTER COLUMN path TYPE agent_memory.memory_path;

@@ -23,6 +23,8 @@ COMMENT ON DOMAIN agent_memory.message_role IS 'Who wrote a message: system, use
 CREATE DOMAIN agent_memory.memory_key AS text CHECK (VALUE <> '');
 COMMENT ON DOMAIN agent_memory.memory_key IS 'A key of key-value memory: any non-empty text';
 
+-- Every session_id column has this one type: Citus colocates tables only
+-- when their distribution columns have the same type (docs/scaling.md).
 CREATE DOMAIN agent_memory.session_key AS text CHECK (VALUE <> '');
 COMMENT ON DOMAIN agent_memory.session_key IS 'A session id: any non-empty text';
 
@@ -70,7 +72,7 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.sessions', '');
 -- Key-value working memory: one row per (session, key). Words are counted
 -- once, at write time (see README: how words are counted).
 CREATE TABLE agent_memory.kv_entries (
-    session_id text        NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
+    session_id agent_memory.session_key NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
     key        agent_memory.memory_key NOT NULL,
     value      jsonb       NOT NULL,
     words      integer     NOT NULL,
@@ -99,7 +101,7 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.kv_entries', '');
 -- node_id NULL is the session-wide thread; its thread_key is '' (node ids
 -- are never empty).
 CREATE TABLE agent_memory.message_threads (
-    session_id   text    NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
+    session_id   agent_memory.session_key NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
     thread_key   text    NOT NULL,
     -- Ring size: the keep in force. An append with another keep repacks.
     keep         integer NOT NULL,
@@ -119,7 +121,7 @@ COMMENT ON TABLE agent_memory.message_threads IS
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.message_threads', '');
 
 CREATE TABLE agent_memory.thread_messages (
-    session_id      text        NOT NULL,
+    session_id      agent_memory.session_key NOT NULL,
     thread_key      text        NOT NULL,
     slot            integer     NOT NULL,
     -- Strictly increasing within the session (sessions.last_message_seq).
@@ -164,7 +166,7 @@ COMMENT ON VIEW agent_memory.message_thread_stats IS
 -- and carries its own version; the extension sanitises every value before
 -- it is stored.
 CREATE TABLE agent_memory.wm_parts (
-    session_id text        NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
+    session_id agent_memory.session_key NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
     node_key   text        NOT NULL,
     part       text        NOT NULL,
     value      jsonb       NOT NULL,
