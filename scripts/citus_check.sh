@@ -54,7 +54,8 @@ set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CITUS_SQL="${CITUS_SQL:-$REPO_ROOT/sql/citus.sql}"
-PSQL=(psql -X -q -v ON_ERROR_STOP=1)
+# The psql of the PostgreSQL under test when scripts/examples.sh runs it.
+PSQL=("${PG_BINDIR:+$PG_BINDIR/}psql" -X -q -v ON_ERROR_STOP=1)
 WORK="$(mktemp -d)"
 DATABASES=()
 FAILURES=0

@@ -66,6 +66,7 @@ setup_node
 "$REPO_ROOT/scripts/cluster.sh" start clients --fresh
 trap '"$REPO_ROOT/scripts/cluster.sh" stop clients' EXIT
 eval "$("$REPO_ROOT/scripts/cluster.sh" env clients)"
+export PG_BINDIR
 psql=("$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1)
 log_dir="$(scratch_dir "logs-pg$PG")"
 
