@@ -27,51 +27,15 @@ It prints `ok - <check>` per check and exits with 1 at the first failure.
 """
 
 import json
-import sys
 
 import psycopg
 from psycopg.types.json import Jsonb
 
+import scenario
+from scenario import MEMORY_NODE, TURNS, USER, check, fake_model
+
 CLIENT = "psycopg"
 SESSION_ID = "trip-psycopg"
-USER = "alice"
-MEMORY_NODE = "travel-agent"
-
-# What alice says in each turn, and the working memory part the app writes
-# after it.
-TURNS = [
-    ("I'd like to fly to Lisbon next week. I prefer a window seat.",
-     "working_history", "Planning a Lisbon trip"),
-    ("Remind me which seat I like, and note that I am vegetarian.",
-     "fetched_context", {"fares": [412, 388]}),
-]
-
-
-def fake_model(turn, tool_results):
-    """The next step of turn `turn` (0 or 1) after `tool_results` answers:
-    a Claude-style tool_use block, or the final text with facts to remember."""
-    def tool_use(id_, input_):
-        return {"type": "tool_use", "id": id_, "name": "memory", "input": input_}
-
-    script = [
-        [
-            tool_use("toolu_01", {"command": "view", "path": "/memories"}),
-            tool_use("toolu_02", {"command": "create", "path": "/memories/preferences.md",
-                                  "file_text": "- seat: window\n"}),
-            {"type": "text", "text": "Noted: Lisbon next week, window seat.",
-             "facts": {"destination": "Lisbon", "seat": "window"}},
-        ],
-        [
-            tool_use("call_03", {"command": "read", "path": "/preferences.md"}),
-            tool_use("call_04", {"command": "append", "path": "/preferences.md",
-                                 "content": "- meal: vegetarian\n"}),
-            {"type": "text", "text": "You like a window seat. I noted that you are vegetarian.",
-             "facts": {"meal": "vegetarian"}},
-        ],
-    ]
-    return script[turn][len(tool_results)]
-
-
 def run_tool(cur, block):
     """Answer one tool_use block with one SQL call; return the answer."""
     scope_sql = "agent_memory.memory_scope(%s)"
@@ -125,19 +89,6 @@ def run_turn(conn, turn):
         cur.execute("SELECT agent_memory.wm_set(%s, %s, %s)",
                     (SESSION_ID, wm_part, Jsonb(wm_value)))
     return answers
-
-
-passed = 0
-
-
-def check(name, expected, got):
-    """Print `ok - name` when got equals expected, else fail the example."""
-    global passed
-    if got != expected:
-        print(f"not ok - {name}: expected {expected!r}, got {got!r}")
-        sys.exit(1)
-    passed += 1
-    print(f"ok - {name}")
 
 
 def main():
@@ -234,7 +185,7 @@ def main():
               {"ended": True, "error": "session not found or expired", "kv_set": "P0002"},
               {"ended": ended, "error": ctx.get("error"), "kv_set": sqlstate})
 
-    print(f"{passed} checks passed")
+    print(f"{scenario.passed} checks passed")
 
 
 if __name__ == "__main__":
