@@ -130,8 +130,8 @@ def fill(n: int, had: int) -> None:
                          ('last_user_message', '"what about the hotels?"'),
                          ('config', '{{"history_length": 20}}')) p(part, value)""")
     # Message history: threads of 50 messages of another session.
-    sql(f"""INSERT INTO agent_memory.message_threads (session_id, thread_key, keep, appended)
-            SELECT 'gmf', 't' || t, 50, 50 FROM generate_series({lo // 50 + 1}, {hi // 50}) t""")
+    sql(f"""INSERT INTO agent_memory.message_threads (session_id, thread_key, keep, appended, last_seq)
+            SELECT 'gmf', 't' || t, 50, 50, t::bigint * 50 + 49 FROM generate_series({lo // 50 + 1}, {hi // 50}) t""")
     sql(f"""INSERT INTO agent_memory.thread_messages (session_id, thread_key, slot, seq, role, content, metadata)
             SELECT 'gmf', 't' || t, s, t::bigint * 50 + s, 'user', 'filler message ' || t || '/' || s, '{{}}'
             FROM generate_series({lo // 50 + 1}, {hi // 50}) t, generate_series(0, 49) s""")

@@ -80,12 +80,15 @@ for script in "${releases[@]}"; do
   same "catalog after update and fresh install" "$work/catalog.fresh" "$work/catalog.updated"
   data_digest up_filled "$work/columns" > "$work/data.after"
   same "rows before and after the update" "$work/data.before" "$work/data.after"
-  # 0.1.0 numbered messages from a global sequence; each session's counter
-  # must carry on from its newest message.
-  behind=$(run up_filled -c "SELECT count(*) FROM agent_memory.sessions s
-                              WHERE s.last_message_seq < (SELECT coalesce(max(m.seq), 0) FROM agent_memory.thread_messages m
-                                                          WHERE m.session_id = s.session_id)")
-  [ "$behind" = 0 ] || die "upgrade: $behind sessions number new messages below their stored ones"
+  # 0.1.0 numbered messages from a global sequence; each session's and each
+  # thread's counter must carry on from its newest message.
+  behind=$(run up_filled -c "SELECT (SELECT count(*) FROM agent_memory.sessions s
+                                     WHERE s.last_message_seq < (SELECT coalesce(max(m.seq), 0) FROM agent_memory.thread_messages m
+                                                                 WHERE m.session_id = s.session_id))
+                                   + (SELECT count(*) FROM agent_memory.message_threads t
+                                      WHERE t.last_seq < (SELECT coalesce(max(m.seq), 0) FROM agent_memory.thread_messages m
+                                                          WHERE m.session_id = t.session_id AND m.thread_key = t.thread_key))")
+  [ "$behind" = 0 ] || die "upgrade: $behind sessions or threads number new messages below their stored ones"
   q up_filled -f tests/upgrade/read.sql > "$work/read.after"
   same "reads before and after the update" "$work/read.before" "$work/read.after"
 

@@ -75,13 +75,20 @@ ALTER TABLE agent_memory.memory_scopes
     DROP CONSTRAINT memory_scopes_files_check,
     ALTER COLUMN files TYPE agent_memory.file_count;
 
--- Message seq: a counter on each session instead of the global sequence
+-- Message seq: counted per session (sessions.last_message_seq and
+-- last_thread_key, message_threads.last_seq) instead of the global sequence
 -- agent_memory.message_seq, so that an append writes nothing shared between
--- sessions (see docs/scaling.md). Each session carries on from its newest
--- message, so seq keeps increasing within every session.
-ALTER TABLE agent_memory.sessions ADD COLUMN last_message_seq bigint NOT NULL DEFAULT 0;
+-- sessions (see docs/scaling.md). Every session and thread carries on from
+-- its newest message, so seq keeps increasing within every session.
+ALTER TABLE agent_memory.sessions ADD COLUMN last_message_seq bigint NOT NULL DEFAULT 0,
+                                  ADD COLUMN last_thread_key text;
+ALTER TABLE agent_memory.message_threads ADD COLUMN last_seq bigint NOT NULL DEFAULT 0;
+UPDATE agent_memory.message_threads t SET last_seq = newest.seq
+FROM (SELECT session_id, thread_key, max(seq) AS seq FROM agent_memory.thread_messages
+      GROUP BY session_id, thread_key) AS newest
+WHERE newest.session_id = t.session_id AND newest.thread_key = t.thread_key;
 UPDATE agent_memory.sessions s SET last_message_seq = newest.seq
-FROM (SELECT session_id, max(seq) AS seq FROM agent_memory.thread_messages GROUP BY session_id) AS newest
+FROM (SELECT session_id, max(last_seq) AS seq FROM agent_memory.message_threads GROUP BY session_id) AS newest
 WHERE newest.session_id = s.session_id;
 -- Out of the extension first: that also takes it off the list of tables
 -- pg_dump dumps (pg_extension.extconfig), which a plain DROP would leave.

@@ -56,11 +56,14 @@ CREATE TABLE agent_memory.sessions (
     -- write needs no recount; once it has passed, the next write recounts.
     kv_words         bigint      NOT NULL DEFAULT 0,
     kv_next_expiry   timestamptz NOT NULL DEFAULT 'infinity',
-    -- The seq of the session's newest message: each append takes the next
-    -- one under the session's write lock, so seq follows commit order within
-    -- a session. A counter per session, not a sequence: nothing on the hot
-    -- path is shared between sessions (see docs/scaling.md).
-    last_message_seq bigint      NOT NULL DEFAULT 0
+    -- Message numbers count per session, not from a sequence: nothing on the
+    -- hot path is shared between sessions (see docs/scaling.md). The thread
+    -- of the session's newest append (NULL: none yet) numbers its messages
+    -- from its own last_seq; every other thread's last_seq is at most
+    -- last_message_seq, so only an append that moves to another thread
+    -- writes this row (see message_threads.last_seq).
+    last_message_seq bigint      NOT NULL DEFAULT 0,
+    last_thread_key  text
 );
 CREATE INDEX sessions_user_idx ON agent_memory.sessions (user_id);
 
@@ -112,6 +115,11 @@ CREATE TABLE agent_memory.message_threads (
     -- Messages ever appended to the thread, minus those popped: what
     -- trimming removed is appends minus the messages the thread holds.
     appends      bigint  NOT NULL DEFAULT 0,
+    -- The seq of the thread's newest append. An append takes one more than
+    -- the largest of this, the session's last_message_seq and, when it moves
+    -- from another thread, that thread's last_seq: under the session's write
+    -- lock, so seq increases within a session in commit order.
+    last_seq     bigint  NOT NULL DEFAULT 0,
     PRIMARY KEY (session_id, thread_key)
 ) WITH (fillfactor = 80);
 
@@ -124,7 +132,7 @@ CREATE TABLE agent_memory.thread_messages (
     session_id      agent_memory.session_key NOT NULL,
     thread_key      text        NOT NULL,
     slot            integer     NOT NULL,
-    -- Strictly increasing within the session (sessions.last_message_seq).
+    -- Strictly increasing within the session (message_threads.last_seq).
     seq             bigint      NOT NULL,
     node_id         text,
     role            agent_memory.message_role NOT NULL,

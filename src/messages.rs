@@ -30,35 +30,49 @@ fn thread_key(node_id: Option<&str>) -> &str {
     node_id.unwrap_or("")
 }
 
-/// The common append, in one statement: if the session is active (default
-/// idle minutes $4), take its next seq and renew its activity; then, if the
-/// thread exists with this keep ($3), take the thread's next position and
-/// write its slot, overwriting the oldest message in place, unless that
-/// message is a tool call (its results must go with it: the write is
-/// skipped and the caller finishes the append). Returns the seq taken, the
-/// slot (NULL when the thread does not qualify: the caller's careful path
-/// goes on with that seq) and whether the message was written; no row when
-/// the session is missing or expired (nothing was written).
+/// The seq an append to thread $2 takes, for the statements below, which
+/// join the thread as t and the session as s: one more than the largest of
+/// the thread's last_seq, the session's last_message_seq and, when the
+/// session's previous append went to another thread, that thread's last_seq
+/// (every other thread's is at most last_message_seq).
+macro_rules! next_seq {
+    () => {
+        "greatest(t.last_seq, s.last_message_seq,
+           CASE WHEN s.last_thread_key IS DISTINCT FROM $2 THEN
+             (SELECT o.last_seq FROM agent_memory.message_threads o
+              WHERE o.session_id = $1 AND o.thread_key = s.last_thread_key) END) + 1"
+    };
+}
+
+/// The common append, in one statement: if the thread exists with this
+/// keep ($3) and the session is active (default idle minutes $4), take the
+/// thread's next position and the session's next seq, and write the slot,
+/// overwriting the oldest message in place, unless that message is a tool
+/// call (its results must go with it: the write is skipped and the caller
+/// finishes the append). Returns the seq as written (NULL when skipped), the
+/// slot, the seq taken, whether the append moved to another thread than
+/// the session's previous one (the caller then records it on the session),
+/// and whether the session's recorded activity is over a second old; no row
+/// when the thread or the session does not qualify (nothing was written).
 ///
-/// The seq comes from the session's row, not from a sequence: it only has
-/// to increase within a session, and a counter on the row the append
-/// renews anyway keeps every write of an append on the session's own key
-/// (see docs/scaling.md).
+/// Seq is counted per session, not taken from a sequence, so that an append
+/// writes nothing shared between sessions (see docs/scaling.md); while a
+/// session's appends stay on one thread they write only that thread's row.
 static APPEND_FAST: Statement = Statement {
     sql: concat!(
-        "WITH counted AS (
-           UPDATE agent_memory.sessions s
-           SET last_message_seq = s.last_message_seq + 1, last_activity_at = pg_catalog.now()
-           WHERE s.session_id = $1 AND ",
+        "WITH claimed AS (
+           UPDATE agent_memory.message_threads t
+           SET appended = t.appended + 1, appends = t.appends + 1, last_seq = ",
+        next_seq!(),
+        "
+           FROM agent_memory.sessions s
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3
+             AND s.session_id = $1 AND ",
         active!("s", "$4"),
         "
-           RETURNING s.last_message_seq AS seq),
-         claimed AS (
-           UPDATE agent_memory.message_threads t
-           SET appended = t.appended + 1, appends = t.appends + 1
-           FROM counted
-           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3
-           RETURNING (t.appended - 1) % t.keep AS slot, counted.seq),
+           RETURNING (t.appended - 1) % t.keep AS slot, t.last_seq AS seq,
+                     s.last_thread_key IS DISTINCT FROM $2 AS moved,
+                     s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
          written AS (
            INSERT INTO agent_memory.thread_messages AS m
              (session_id, thread_key, slot, seq, node_id, role, content, metadata, created_at)
@@ -69,20 +83,42 @@ static APPEND_FAST: Statement = Statement {
                content = excluded.content, metadata = excluded.metadata,
                idempotency_key = NULL, created_at = excluded.created_at
            WHERE NOT (m.role = 'assistant' AND m.metadata ? 'tool_calls')
-           RETURNING 1)
-         SELECT counted.seq, claimed.slot::int4, EXISTS (SELECT FROM written)
-         FROM counted LEFT JOIN claimed ON true"
+           RETURNING m.seq)
+         SELECT written.seq, claimed.slot::int4, claimed.seq, claimed.moved, claimed.stale
+         FROM claimed LEFT JOIN written ON true"
     ),
     args: &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB],
     writes: true,
 };
 
-/// The session's next seq, renewing its activity (the careful path).
-static NEXT_SEQ: Statement = Statement {
+/// Renew a session whose recorded activity is over a second old.
+static RENEW_SESSION: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions SET last_activity_at = pg_catalog.now() WHERE session_id = $1",
+    args: &[TEXT],
+    writes: true,
+};
+
+/// Record that the session's newest append, seq $3, went to thread $2, and
+/// renew the session.
+static MOVE_TO_THREAD: Statement = Statement {
     sql: "UPDATE agent_memory.sessions
-          SET last_message_seq = last_message_seq + 1, last_activity_at = pg_catalog.now()
-          WHERE session_id = $1
-          RETURNING last_message_seq",
+          SET last_thread_key = $2, last_message_seq = $3, last_activity_at = pg_catalog.now()
+          WHERE session_id = $1",
+    args: &[TEXT, TEXT, INT8],
+    writes: true,
+};
+
+/// Under REPEATABLE READ or SERIALIZABLE the statements read the
+/// transaction's snapshot, which may predate an append to another thread of
+/// the session that committed while this one waited for the session's lock,
+/// and so miss its seq. Locking the session's row and threads then fails
+/// with a serialization failure, as a concurrent update of one row does (an
+/// append that made a thread also wrote the session's row).
+static LOCK_THREADS: Statement = Statement {
+    sql: "SELECT (SELECT count(*) FROM (SELECT FROM agent_memory.sessions
+                                       WHERE session_id = $1 FOR SHARE) AS session),
+                 (SELECT count(*) FROM (SELECT FROM agent_memory.message_threads
+                                       WHERE session_id = $1 FOR SHARE) AS threads)",
     args: &[TEXT],
     writes: true,
 };
@@ -110,24 +146,34 @@ static OVERWRITE: Statement = Statement {
     writes: true,
 };
 
-/// Take the thread's next position (the careful path).
+/// Take the thread's next position and the session's next seq (the
+/// careful path); returns the seq and whether the append moved to another
+/// thread than the session's previous one.
 static CLAIM_POSITION: Statement = Statement {
-    sql: "UPDATE agent_memory.message_threads
-          SET appended = appended + 1, appends = appends + 1
-          WHERE session_id = $1 AND thread_key = $2",
+    sql: concat!(
+        "UPDATE agent_memory.message_threads t
+         SET appended = t.appended + 1, appends = t.appends + 1, last_seq = ",
+        next_seq!(),
+        "
+         FROM agent_memory.sessions s
+         WHERE t.session_id = $1 AND t.thread_key = $2 AND s.session_id = $1
+         RETURNING t.last_seq, s.last_thread_key IS DISTINCT FROM $2"
+    ),
     args: &[TEXT, TEXT],
     writes: true,
 };
 
 /// What the careful path needs, read at once under the lock: does the
-/// session exist, is it active; the thread's keep and position; and the seq
-/// of a message with the same idempotency key ($3).
+/// session exist, is it active, is its recorded activity over a second old;
+/// the thread's keep and position; and the seq of a message with the same
+/// idempotency key ($3).
 static APPEND_STATE: Statement = Statement {
     sql: concat!(
         "SELECT s.session_id IS NOT NULL,
                 coalesce(",
         active!("s", "$4"),
         ", false),
+                coalesce(s.last_activity_at < pg_catalog.now() - interval '1 second', false),
                 t.keep, t.appended,
                 (SELECT d.seq FROM agent_memory.thread_messages d
                  WHERE d.session_id = $1 AND d.idempotency_key = $3)
@@ -290,7 +336,13 @@ static CLEAR: Statement = Statement {
          threads AS (
            DELETE FROM agent_memory.message_threads t USING live
            WHERE t.session_id = live.session_id AND ($2::text IS NULL OR t.thread_key = $2)
-           RETURNING t.session_id, t.thread_key)
+           RETURNING t.session_id, t.thread_key, t.last_seq),
+         -- The session's numbers go on after those of the cleared messages.
+         counted AS (
+           UPDATE agent_memory.sessions s
+           SET last_message_seq = greatest(s.last_message_seq,
+                                                      (SELECT pg_catalog.max(d.last_seq) FROM threads d))
+           WHERE s.session_id = $1 AND EXISTS (SELECT FROM threads))
          SELECT count(*)::int4 FROM agent_memory.thread_messages m JOIN threads USING (session_id, thread_key)"
     ),
     args: &[TEXT, TEXT, INT4],
@@ -425,10 +477,16 @@ fn append_message(
 
     lock_session(session_id);
     Spi::connect_mut(|client| {
+        // IsolationUsesXactSnapshot(), a macro in C.
+        // SAFETY: a plain read of the backend's isolation level global.
+        if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+            let lock = kept(client, &LOCK_THREADS).or_report()?;
+            client
+                .update(&*lock, None, &[session_id.into()])
+                .or_report()?;
+        }
         // A repeated idempotency key is rare: only a call that has one takes
         // the careful path, which looks for it first.
-        // The seq the fast path took for a thread that did not qualify.
-        let mut taken_seq = None;
         if message.idempotency_key.is_none() {
             let fast = kept(client, &APPEND_FAST).or_report()?;
             let rows = client
@@ -449,15 +507,17 @@ fn append_message(
                 .or_report()?;
             if !rows.is_empty() {
                 let row = rows.first();
-                let seq = required(row.get::<i64>(1).or_report()?, "seq")?;
-                if let Some(slot) = row.get::<i32>(2).or_report()? {
-                    if !row.get::<bool>(3).or_report()?.unwrap_or(false) {
-                        // The slot holds a tool call: its results go first.
-                        write_slot(client, session_id, key, slot, &message, seq)?;
-                    }
-                    return Ok(seq);
+                let written = row.get::<i64>(1).or_report()?;
+                let slot = required(row.get::<i32>(2).or_report()?, "slot")?;
+                let seq = required(row.get::<i64>(3).or_report()?, "seq")?;
+                let moved = row.get::<bool>(4).or_report()?.unwrap_or(true);
+                let stale = row.get::<bool>(5).or_report()?.unwrap_or(false);
+                if written.is_none() {
+                    // The slot holds a tool call: its results go first.
+                    write_slot(client, session_id, key, slot, &message, seq)?;
                 }
-                taken_seq = Some(seq);
+                settle_session(client, session_id, key, seq, moved, stale)?;
+                return Ok(seq);
             }
         }
 
@@ -479,9 +539,10 @@ fn append_message(
             .first();
         let exists = state.get::<bool>(1).or_report()?.unwrap_or(false);
         let active = state.get::<bool>(2).or_report()?.unwrap_or(false);
-        let ring_keep = state.get::<i32>(3).or_report()?;
-        let appended = state.get::<i64>(4).or_report()?;
-        let duplicate = state.get::<i64>(5).or_report()?;
+        let stale = state.get::<bool>(3).or_report()?.unwrap_or(false);
+        let ring_keep = state.get::<i32>(4).or_report()?;
+        let appended = state.get::<i64>(5).or_report()?;
+        let duplicate = state.get::<i64>(6).or_report()?;
 
         if exists && !active {
             return Err(session_gone(session_id)).or_report();
@@ -502,24 +563,41 @@ fn append_message(
             _ => repack(client, session_id, key, keep)?,
         };
         let claim = kept(client, &CLAIM_POSITION).or_report()?;
-        client
+        let claimed = client
             .update(&*claim, None, &[session_id.into(), key.into()])
-            .or_report()?;
-        let seq = match taken_seq {
-            Some(seq) => seq,
-            None => {
-                let next_seq = kept(client, &NEXT_SEQ).or_report()?;
-                let seq = client
-                    .update(&*next_seq, None, &[session_id.into()])
-                    .or_report()?
-                    .first_value::<i64>(1)
-                    .or_report()?;
-                required(seq, "seq")?
-            }
-        };
+            .or_report()?
+            .first();
+        let seq = required(claimed.get::<i64>(1).or_report()?, "seq")?;
+        let moved = claimed.get::<bool>(2).or_report()?.unwrap_or(true);
         write_slot(client, session_id, key, slot, &message, seq)?;
+        settle_session(client, session_id, key, seq, moved, stale)?;
         Ok(seq)
     })
+}
+
+/// After an append of `seq` to thread `key`: record the thread on the
+/// session when the append moved there from another (which also renews the
+/// session), else renew a session whose recorded activity is stale.
+fn settle_session(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    seq: i64,
+    moved: bool,
+    stale: bool,
+) -> SqlResult<()> {
+    if moved {
+        let plan = kept(client, &MOVE_TO_THREAD).or_report()?;
+        client
+            .update(&*plan, None, &[session_id.into(), key.into(), seq.into()])
+            .or_report()?;
+    } else if stale {
+        let plan = kept(client, &RENEW_SESSION).or_report()?;
+        client
+            .update(&*plan, None, &[session_id.into()])
+            .or_report()?;
+    }
+    Ok(())
 }
 
 /// A message being appended.

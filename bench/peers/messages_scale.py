@@ -48,8 +48,8 @@ def main() -> int:
 
     threads = FILLER_ROWS // 50
     conn.execute("SELECT agent_memory.create_session('bench', session_id => 'filler')")
-    conn.execute(f"""INSERT INTO agent_memory.message_threads (session_id, thread_key, keep, appended)
-                     SELECT 'filler', 't' || t, 50, 50 FROM generate_series(1, {threads}) t""")
+    conn.execute(f"""INSERT INTO agent_memory.message_threads (session_id, thread_key, keep, appended, last_seq)
+                     SELECT 'filler', 't' || t, 50, 50, t::bigint * 50 + 49 FROM generate_series(1, {threads}) t""")
     conn.execute(f"""INSERT INTO agent_memory.thread_messages
                        (session_id, thread_key, slot, seq, role, content, metadata)
                      SELECT 'filler', 't' || t, s, t::bigint * 50 + s, 'user',

@@ -18,9 +18,19 @@ WHERE r.role = 'tool' AND r.metadata ? 'tool_call_id'
     WHERE c.session_id = r.session_id AND c.thread_key = r.thread_key AND c.role = 'assistant'
       AND c.metadata -> 'tool_calls' @> jsonb_build_array(jsonb_build_object('id', r.metadata ->> 'tool_call_id')))
 UNION ALL
--- seq comes from one sequence: no two stored messages share one.
+-- seq counts per session: no two stored messages of a session share one,
+-- none is above its thread's last_seq, and no thread but the session's last
+-- numbers past the session's last_message_seq.
 SELECT 'duplicate message seq', count(*)
-FROM (SELECT seq FROM agent_memory.thread_messages GROUP BY seq HAVING count(*) > 1) d
+FROM (SELECT session_id, seq FROM agent_memory.thread_messages GROUP BY session_id, seq HAVING count(*) > 1) d
+UNION ALL
+SELECT 'message seq above its thread''s last_seq', count(*)
+FROM agent_memory.thread_messages m JOIN agent_memory.message_threads t USING (session_id, thread_key)
+WHERE m.seq > t.last_seq
+UNION ALL
+SELECT 'thread numbering past its session''s last_message_seq', count(*)
+FROM agent_memory.message_threads t JOIN agent_memory.sessions s USING (session_id)
+WHERE t.thread_key IS DISTINCT FROM s.last_thread_key AND t.last_seq > s.last_message_seq
 UNION ALL
 -- The word budget holds for every session's live entries.
 SELECT 'sessions over the word budget', count(*)

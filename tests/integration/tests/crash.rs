@@ -241,10 +241,16 @@ const INVARIANTS: &[(&str, &str)] = &[
          FROM agent_memory.thread_messages GROUP BY session_id, seq HAVING count(*) > 1",
     ),
     (
-        "no message's seq is above its session's counter",
-        "SELECT m.session_id || ': seq ' || m.seq || ' above ' || s.last_message_seq
-         FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id)
-         WHERE m.seq > s.last_message_seq",
+        "no message's seq is above its thread's last_seq",
+        "SELECT m.session_id || '/' || m.thread_key || ': seq ' || m.seq || ' above ' || t.last_seq
+         FROM agent_memory.thread_messages m JOIN agent_memory.message_threads t USING (session_id, thread_key)
+         WHERE m.seq > t.last_seq",
+    ),
+    (
+        "no thread but the session's newest numbers past the session's last_message_seq",
+        "SELECT t.session_id || '/' || t.thread_key || ': last_seq ' || t.last_seq || ' above ' || s.last_message_seq
+         FROM agent_memory.message_threads t JOIN agent_memory.sessions s USING (session_id)
+         WHERE t.thread_key IS DISTINCT FROM s.last_thread_key AND t.last_seq > s.last_message_seq",
     ),
     (
         // kv_words is exact while kv_next_expiry (no later than the soonest
@@ -890,8 +896,8 @@ fn kinds() -> Vec<Kind> {
                     SELECT 'end-x' || i, 'crash', 1, now() + interval '1 day', 1 FROM generate_series(1, 20000) i;
                     INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
                     SELECT 'end-x' || i, 'k', '\"v\"', 1, now() + interval '2 days' FROM generate_series(1, 20000) i;
-                    INSERT INTO agent_memory.message_threads (session_id, thread_key, keep, appended, appends)
-                    SELECT 'end-x' || i, '', 200, 1, 1 FROM generate_series(1, 20000) i;
+                    INSERT INTO agent_memory.message_threads (session_id, thread_key, keep, appended, appends, last_seq)
+                    SELECT 'end-x' || i, '', 200, 1, 1, 1 FROM generate_series(1, 20000) i;
                     INSERT INTO agent_memory.thread_messages (session_id, thread_key, slot, seq, role, content)
                     SELECT 'end-x' || i, '', 0, 1, 'user', 'hello'
                     FROM generate_series(1, 20000) i;

@@ -102,3 +102,94 @@ fn eight_appenders_leave_exactly_keep_messages_in_order() {
     drop(setup);
     drop_database(db);
 }
+
+/// Eight connections append to three threads of one session at once (each
+/// writer moving between them), under READ COMMITTED and, retrying on
+/// serialization failures, under REPEATABLE READ: the session's numbers are
+/// exactly 1..=n, each given once, and each writer's come back increasing.
+#[test]
+fn appends_to_many_threads_of_one_session_number_it_without_gaps_or_twins() {
+    for (db, isolation) in [
+        ("am_it_messages_threads_rc", "READ COMMITTED"),
+        ("am_it_messages_threads_rr", "REPEATABLE READ"),
+    ] {
+        const PER_WRITER: usize = 150;
+        let mut setup = fresh_database(db);
+        setup
+            .execute(
+                "SELECT agent_memory.create_session('writer', session_id => 'threads')",
+                &[],
+            )
+            .unwrap();
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                thread::spawn(move || -> Result<(Vec<i64>, usize), String> {
+                    let mut client = connect(db);
+                    let mut seqs = Vec::with_capacity(PER_WRITER);
+                    let mut retries = 0;
+                    for i in 0..PER_WRITER {
+                        let node = format!("n{}", (w + i) % 3);
+                        loop {
+                            let mut tx = client
+                                .build_transaction()
+                                .isolation_level(if isolation == "READ COMMITTED" {
+                                    postgres::IsolationLevel::ReadCommitted
+                                } else {
+                                    postgres::IsolationLevel::RepeatableRead
+                                })
+                                .start()
+                                .map_err(|e| e.to_string())?;
+                            let appended = tx.query_one(
+                                "SELECT agent_memory.append_message('threads', 'user', $1, node_id => $2)",
+                                &[&format!("writer {w} message {i}"), &node],
+                            );
+                            match appended.and_then(|row| {
+                                let seq: i64 = row.get(0);
+                                tx.commit().map(|_| seq)
+                            }) {
+                                Ok(seq) => {
+                                    seqs.push(seq);
+                                    break;
+                                }
+                                Err(e)
+                                    if e.code()
+                                        == Some(&postgres::error::SqlState::T_R_SERIALIZATION_FAILURE) =>
+                                {
+                                    retries += 1;
+                                }
+                                Err(e) => return Err(format!("writer {w}, append {i}: {e}")),
+                            }
+                        }
+                    }
+                    Ok((seqs, retries))
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        let mut retries = 0;
+        for writer in writers {
+            let (seqs, r) = writer
+                .join()
+                .expect("writer thread panicked")
+                .unwrap_or_else(|e| panic!("{isolation}: an error reached a caller: {e}"));
+            assert!(
+                seqs.windows(2).all(|p| p[0] < p[1]),
+                "{isolation}: a writer's seqs went backwards"
+            );
+            all.extend(seqs);
+            retries += r;
+        }
+        all.sort_unstable();
+        let expected: Vec<i64> = (1..=(WRITERS * PER_WRITER) as i64).collect();
+        assert!(
+            all == expected,
+            "{isolation}: the session's numbers are not exactly 1..={} once each",
+            WRITERS * PER_WRITER
+        );
+        println!(
+            "{isolation}: {} appends numbered 1..={0}, {retries} serialization retries",
+            all.len()
+        );
+        drop_database(db);
+    }
+}

@@ -150,3 +150,21 @@ SELECT count(*) FROM agent_memory.thread_messages WHERE session_id = 'chat';
 SELECT count(*) FROM agent_memory.message_threads WHERE session_id = 'chat';
 
 SELECT agent_memory.end_session(id) FROM unnest(ARRAY['implicit', 'old']) AS id;
+
+-- Numbers count per session, across its threads, in the order of the
+-- appends, and are never given twice: not after a pop, not after a clear.
+SELECT agent_memory.create_session('ana', session_id => 'numbers');
+SELECT agent_memory.append_message('numbers', 'user', 'a1', 'a') AS a1,
+       agent_memory.append_message('numbers', 'user', 'b1', 'b') AS b1,
+       agent_memory.append_message('numbers', 'user', 'a2', 'a') AS a2,
+       agent_memory.append_message('numbers', 'user', 's1') AS s1,
+       agent_memory.append_message('numbers', 'user', 'a3', 'a') AS a3;
+SELECT agent_memory.pop_message('numbers', 'a') ->> 'seq' AS popped;
+SELECT agent_memory.append_message('numbers', 'user', 'a4', 'a') AS a4;
+SELECT agent_memory.clear_messages('numbers', 'a') AS cleared;
+SELECT agent_memory.append_message('numbers', 'user', 'a5', 'a') AS a5,
+       agent_memory.append_message('numbers', 'user', 'b2', 'b') AS b2;
+SELECT agent_memory.clear_messages('numbers') AS cleared;
+SELECT agent_memory.append_message('numbers', 'user', 'c1', 'c') AS c1;
+SELECT seq, node_id, content FROM agent_memory.messages('numbers');
+SELECT agent_memory.end_session('numbers');
