@@ -109,9 +109,17 @@ fn eight_appenders_leave_exactly_keep_messages_in_order() {
 /// exactly 1..=n, each given once, and each writer's come back increasing.
 #[test]
 fn appends_to_many_threads_of_one_session_number_it_without_gaps_or_twins() {
-    for (db, isolation) in [
-        ("am_it_messages_threads_rc", "READ COMMITTED"),
-        ("am_it_messages_threads_rr", "REPEATABLE READ"),
+    for (db, isolation, level) in [
+        (
+            "am_it_messages_threads_rc",
+            "READ COMMITTED",
+            postgres::IsolationLevel::ReadCommitted,
+        ),
+        (
+            "am_it_messages_threads_rr",
+            "REPEATABLE READ",
+            postgres::IsolationLevel::RepeatableRead,
+        ),
     ] {
         const PER_WRITER: usize = 150;
         let mut setup = fresh_database(db);
@@ -132,11 +140,7 @@ fn appends_to_many_threads_of_one_session_number_it_without_gaps_or_twins() {
                         loop {
                             let mut tx = client
                                 .build_transaction()
-                                .isolation_level(if isolation == "READ COMMITTED" {
-                                    postgres::IsolationLevel::ReadCommitted
-                                } else {
-                                    postgres::IsolationLevel::RepeatableRead
-                                })
+                                .isolation_level(level)
                                 .start()
                                 .map_err(|e| e.to_string())?;
                             let appended = tx.query_one(
