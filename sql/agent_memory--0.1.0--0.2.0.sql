@@ -1,6 +1,7 @@
 -- agent_memory 0.1.0 -> 0.2.0: tenants (row-level security), roles, grants,
--- messages numbered per session, table checks as domains, and
--- every function's search_path pinned. Run by ALTER EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh
+-- messages numbered per session, table checks as domains, sessions
+-- remembered by the reads, the trigger function's search_path pinned and
+-- the key-value reads' unpinned (fully qualified instead). Run by ALTER EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh
 -- checks that the result equals a fresh 0.2.0 install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.2.0'" to load this file. \quit
 
@@ -147,6 +148,24 @@ ALTER TABLE agent_memory.memory_scopes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVE
 -- A view runs with its owner's rights unless told otherwise, which would
 -- show every tenant's threads.
 ALTER VIEW agent_memory.message_thread_stats SET (security_invoker = true);
+
+-- Backends remember many sessions, and reads trust them too: an update
+-- that may end a session sooner than remembered (activity moved back, its
+-- own timeout changed) makes every backend forget, as a deletion does
+-- (src/session_cache.rs).
+CREATE TRIGGER sessions_shortened
+    AFTER UPDATE OF last_activity_at, idle_timeout ON agent_memory.sessions
+    FOR EACH ROW
+    WHEN (NEW.last_activity_at < OLD.last_activity_at
+          OR NEW.idle_timeout IS DISTINCT FROM OLD.idle_timeout)
+    EXECUTE FUNCTION agent_memory.note_session_deletions();
+COMMENT ON FUNCTION agent_memory.note_session_deletions() IS
+    'Trigger of agent_memory.sessions: once a transaction that deleted sessions, or moved a session''s activity back or changed its timeout, commits, backends stop trusting what they remember of any session''s activity';
+
+-- The two key-value reads run without a pinned search_path: their
+-- statements are fully qualified (src/kv.rs).
+ALTER FUNCTION agent_memory.kv_get(text, text) RESET search_path;
+ALTER FUNCTION agent_memory.kv_has(text, text) RESET search_path;
 
 -- From here on: sql/security.sql as it is in 0.2.0.
 ALTER FUNCTION agent_memory.note_session_deletions() SET search_path = pg_catalog, pg_temp;

@@ -108,7 +108,7 @@ COMMENT ON FUNCTION agent_memory.wm_patch(text, text, jsonb, text) IS
 COMMENT ON FUNCTION agent_memory.wm_get(text, text, text) IS
     'One part of an entry: the node''s own, else the global one, else the contract''s empty value; config with its defaults';
 COMMENT ON FUNCTION agent_memory.note_session_deletions() IS
-    'Trigger of agent_memory.sessions: once a transaction that deleted sessions commits, backends stop trusting what they remember of any session''s activity';
+    'Trigger of agent_memory.sessions: once a transaction that deleted sessions, or moved a session''s activity back or changed its timeout, commits, backends stop trusting what they remember of any session''s activity';
 COMMENT ON FUNCTION agent_memory.working_memory(text, text) IS
     'The composed snapshot of an entry in seed 000''s JSON contract, read under one snapshot: parts with fallback to the global entry, the last config.history_length messages of the history, config toggles applied';
 COMMENT ON FUNCTION agent_memory.working_memory_entry(text, text) IS

@@ -24,7 +24,7 @@ use crate::sessions::{
     INT4, INT4_ARRAY, INT8, INTERVAL, JSONB, TEXT, TEXT_ARRAY, active, checked_id,
     checked_positive, idle_timeout_minutes, lock_session, required, session_gone,
 };
-use crate::{sensitive, settings};
+use crate::{sensitive, session_cache, settings};
 
 const JSONB_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBARRAYOID);
 
@@ -103,7 +103,7 @@ static WRITE_MANY: Statement = Statement {
 /// the write; now() is the same within the transaction).
 static RENEW_WRITER: Statement = Statement {
     sql: "UPDATE agent_memory.sessions
-          SET last_activity_at = pg_catalog.now(),
+          SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
               kv_words = kv_words + $2,
               kv_next_expiry = least(kv_next_expiry,
                                      pg_catalog.now() + coalesce($3, pg_catalog.make_interval(mins => $4)))
@@ -167,8 +167,37 @@ static RECOUNTED: Statement = Statement {
 
 static GET: Statement = Statement {
     sql: concat!(
-        "SELECT k.value FROM agent_memory.kv_entries k JOIN agent_memory.sessions s USING (session_id)
-         WHERE k.session_id = $1 AND k.key = $3 AND k.expires_at > pg_catalog.now() AND ",
+        "SELECT k.value FROM agent_memory.kv_entries k JOIN agent_memory.sessions s
+           ON s.session_id OPERATOR(pg_catalog.=) k.session_id
+         WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $3
+           AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() AND ",
+        active!("s", "$2")
+    ),
+    args: &[TEXT, INT4, TEXT],
+    writes: false,
+};
+
+/// The live entry $2 of a session this backend knows to be active.
+static GET_OF_ACTIVE: Statement = Statement {
+    sql: "SELECT k.value FROM agent_memory.kv_entries k
+          WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $2
+            AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()",
+    args: &[TEXT, TEXT],
+    writes: false,
+};
+
+/// GET, and until when the session stays active (see session_cache): no
+/// row when the session is not active.
+static GET_REMEMBERING: Statement = Statement {
+    sql: concat!(
+        "SELECT s.last_activity_at OPERATOR(pg_catalog.+)
+                  coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2)),
+                k.value
+         FROM agent_memory.sessions s
+         LEFT JOIN agent_memory.kv_entries k
+           ON k.session_id OPERATOR(pg_catalog.=) s.session_id AND k.key OPERATOR(pg_catalog.=) $3
+              AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()
+         WHERE s.session_id OPERATOR(pg_catalog.=) $1 AND ",
         active!("s", "$2")
     ),
     args: &[TEXT, INT4, TEXT],
@@ -203,7 +232,7 @@ static DELETE_KEYS: Statement = Statement {
            RETURNING k.words, k.expires_at),
          renewed AS (
            UPDATE agent_memory.sessions
-           SET last_activity_at = pg_catalog.now(),
+           SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
                -- All keys: nothing is left. Some: take off what they held.
                kv_words = CASE WHEN $2::text[] IS NULL THEN 0
                                ELSE greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone)) END,
@@ -401,14 +430,44 @@ fn stored_document(key: &str, written: &Written) -> SqlResult<JsonbBytes> {
     Ok(JsonbBytes(w.finish().or_report()?))
 }
 
+// kv_get and kv_has are not pinned to a search_path, unlike the functions
+// that write: a SET clause costs a read about a tenth of its time. Their
+// statements name every table, function and operator with its schema, so
+// nothing on the caller's path can stand in for them (the planted_objects
+// test plants them).
 #[pg_extern(stable, parallel_safe)]
-#[search_path(pg_catalog, pg_temp)]
 fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonbBytes>> {
     // The stored jsonb is returned as it is: never decoded.
-    first_value_of::<JsonbBytes>(
-        &GET,
-        &[session_id.into(), idle_timeout_minutes().into(), key.into()],
-    )
+    let minutes = idle_timeout_minutes();
+    // A session this backend knows to be active needs no second probe.
+    if session_cache::surely_active(session_id, minutes, false) {
+        return first_value_of::<JsonbBytes>(&GET_OF_ACTIVE, &[session_id.into(), key.into()]);
+    }
+    let Some(deletions) = session_cache::deletions() else {
+        return first_value_of::<JsonbBytes>(
+            &GET,
+            &[session_id.into(), minutes.into(), key.into()],
+        );
+    };
+    Spi::connect(|client| {
+        let plan = kept(client, &GET_REMEMBERING).or_report()?;
+        let table = client
+            .select(
+                &*plan,
+                None,
+                &[session_id.into(), minutes.into(), key.into()],
+            )
+            .or_report()?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        let row = table.first();
+        if let Some(until) = row.get::<TimestampWithTimeZone>(1).or_report()? {
+            // Read with the calling statement's snapshot: not fresh.
+            session_cache::remember(session_id, minutes, until.into(), deletions, false);
+        }
+        row.get::<JsonbBytes>(2).or_report()
+    })
 }
 
 /// All live entries of a session as one object (NULL for a session that does
@@ -427,7 +486,6 @@ fn kv_get_all(session_id: &str) -> SqlResult<Option<JsonbBytes>> {
 }
 
 #[pg_extern(stable, parallel_safe)]
-#[search_path(pg_catalog, pg_temp)]
 fn kv_has(session_id: &str, key: &str) -> SqlResult<bool> {
     Ok(kv_get(session_id, key)?.is_some())
 }

@@ -93,7 +93,7 @@ static APPEND_FAST: Statement = Statement {
 
 /// Renew a session whose recorded activity is over a second old.
 static RENEW_SESSION: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions SET last_activity_at = pg_catalog.now() WHERE session_id = $1",
+    sql: "UPDATE agent_memory.sessions SET last_activity_at = greatest(last_activity_at, pg_catalog.now()) WHERE session_id = $1",
     args: &[TEXT],
     writes: true,
 };
@@ -102,7 +102,7 @@ static RENEW_SESSION: Statement = Statement {
 /// renew the session.
 static MOVE_TO_THREAD: Statement = Statement {
     sql: "UPDATE agent_memory.sessions
-          SET last_thread_key = $2, last_message_seq = $3, last_activity_at = pg_catalog.now()
+          SET last_thread_key = $2, last_message_seq = $3, last_activity_at = greatest(last_activity_at, pg_catalog.now())
           WHERE session_id = $1",
     args: &[TEXT, TEXT, INT8],
     writes: true,

@@ -1,13 +1,15 @@
-//! What a backend may remember about a session between calls: until when
-//! it surely stays active.
+//! What a backend may remember about the sessions it has checked: until
+//! when each surely stays active.
 //!
 //! A write to working memory must refuse a session that has expired or
-//! ended, and asking the sessions table each time cost `wm_set` 6% of its
-//! throughput (an index probe per write). A session stays active until its
-//! last activity plus its idle timeout, and activity only moves forward, so
-//! that time, once read, is a lower bound for as long as the session is not
-//! deleted. A backend keeps it for the last session it checked, and trusts
-//! it while:
+//! ended, and a read of key-value memory must hide the entries of one;
+//! asking the sessions table each time cost `wm_set` 6% of its throughput
+//! and `kv_get` a second index probe per read. A session stays active until
+//! its last activity plus its idle timeout, and activity only moves
+//! forward, so that time, once read, is a lower bound for as long as the
+//! session is not deleted. A backend keeps it for up to
+//! [`REMEMBERED_SESSIONS`] sessions (an application's connection serves
+//! many), and trusts it while:
 //!
 //! * the transaction's time is before it,
 //! * `agent_memory.session_idle_timeout` is what it was when read, and
@@ -15,16 +17,22 @@
 //!   sessions (by any `DELETE`, or `TRUNCATE`) bumps a counter in shared
 //!   memory once it has committed (triggers), and the counter is read
 //!   before the session is, so a deletion that commits after the read is
-//!   noticed;
+//!   noticed; any bump forgets every session;
 //! * no transaction or savepoint of this backend has rolled back since (the
 //!   read may have seen a renewal of this backend's own that rolled back),
 //! * the role and `agent_memory.tenant` are those of the read (under tenant
 //!   isolation another tenant does not see the session at all).
 //!
+//! A read made with the calling statement's snapshot (a read-only
+//! function's) may predate a deletion the counter already shows; such a
+//! memory is marked not fresh. It is good enough for reading entries,
+//! which are deleted with their session, and never trusted by a write.
+//!
 //! Without `shared_preload_libraries` there is no counter, nothing is
-//! remembered and every write asks.
+//! remembered and every call asks.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use pgrx::prelude::*;
@@ -37,20 +45,29 @@ static DELETIONS: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"agent_memory_se
 /// Whether DELETIONS exists (the library was preloaded).
 static SHARED: AtomicBool = AtomicBool::new(false);
 
+/// Most sessions a backend remembers; past that it starts over (a
+/// memory is a few dozen bytes).
+pub const REMEMBERED_SESSIONS: usize = 4096;
+
 struct Known {
-    session_id: String,
-    /// Who read it: the current role and the tenant setting.
-    role: pg_sys::Oid,
-    tenant: Option<std::ffi::CString>,
     idle_minutes: i32,
     /// TimestampTz (microseconds since 2000) until which it stays active.
     active_until: i64,
-    /// DELETIONS when it was read.
+    /// Read with a snapshot taken after the deletion counter was.
+    fresh: bool,
+}
+
+/// The sessions remembered, all read by one role and tenant with the
+/// deletion counter at one value.
+struct Remembered {
+    role: pg_sys::Oid,
+    tenant: Option<std::ffi::CString>,
     deletions: u64,
+    sessions: HashMap<String, Known>,
 }
 
 thread_local! {
-    static KNOWN: RefCell<Option<Known>> = const { RefCell::new(None) };
+    static KNOWN: RefCell<Option<Remembered>> = const { RefCell::new(None) };
     /// Whether this transaction deleted sessions (the bump is due at commit).
     static DELETING: Cell<bool> = const { Cell::new(false) };
 }
@@ -113,39 +130,74 @@ fn transaction_time() -> i64 {
 }
 
 /// Whether `session_id` is surely active for this transaction, as far as
-/// this backend knows without asking.
-pub fn surely_active(session_id: &str, idle_minutes: i32) -> bool {
+/// this backend knows without asking. A write needs a `fresh` memory.
+pub fn surely_active(session_id: &str, idle_minutes: i32, fresh: bool) -> bool {
     let Some(deletions) = deletions() else {
         return false;
     };
     KNOWN.with(|known| {
-        known.borrow().as_ref().is_some_and(|k| {
-            k.session_id == session_id
-                && k.idle_minutes == idle_minutes
-                && k.role == current_role()
-                && k.tenant == TENANT.get()
-                && k.deletions == deletions
-                && transaction_time() < k.active_until
+        known.borrow().as_ref().is_some_and(|r| {
+            r.deletions == deletions
+                && r.role == current_role()
+                && r.tenant == TENANT.get()
+                && r.sessions.get(session_id).is_some_and(|k| {
+                    k.idle_minutes == idle_minutes
+                        && (k.fresh || !fresh)
+                        && transaction_time() < k.active_until
+                })
         })
     })
 }
 
 /// Remember what a read found: active until `active_until`, with the
-/// deletion counter as it was before the read.
-pub fn remember(session_id: &str, idle_minutes: i32, active_until: i64, deletions: u64) {
+/// deletion counter as it was before the read; `fresh` when the read's
+/// snapshot was taken after the counter was read.
+pub fn remember(
+    session_id: &str,
+    idle_minutes: i32,
+    active_until: i64,
+    deletions: u64,
+    fresh: bool,
+) {
+    let role = current_role();
+    let tenant = TENANT.get();
     KNOWN.with(|known| {
-        *known.borrow_mut() = Some(Known {
-            session_id: session_id.to_owned(),
-            role: current_role(),
-            tenant: TENANT.get(),
-            idle_minutes,
-            active_until,
-            deletions,
-        })
+        let mut known = known.borrow_mut();
+        let same_reader = known
+            .as_ref()
+            .is_some_and(|r| r.deletions == deletions && r.role == role && r.tenant == tenant);
+        if !same_reader
+            || known
+                .as_ref()
+                .is_some_and(|r| r.sessions.len() >= REMEMBERED_SESSIONS)
+        {
+            *known = Some(Remembered {
+                role,
+                tenant,
+                deletions,
+                sessions: HashMap::new(),
+            });
+        }
+        if let Some(r) = known.as_mut() {
+            // A fresh memory is only replaced by another fresh read.
+            if !r
+                .sessions
+                .get(session_id)
+                .is_some_and(|k| k.fresh && !fresh)
+            {
+                let read = Known {
+                    idle_minutes,
+                    active_until,
+                    fresh,
+                };
+                r.sessions.insert(session_id.to_owned(), read);
+            }
+        }
     });
 }
 
-/// Trigger on agent_memory.sessions, for each deleted row and for TRUNCATE:
+/// Trigger on agent_memory.sessions, for each deleted row, for TRUNCATE and
+/// for each update that may shorten a session's life:
 /// bump the counter once the transaction's deletions are visible to
 /// everyone (once per transaction; a DELETE that removes nothing bumps
 /// nothing, so the cleanup's idle runs leave the backends' memory alone).
@@ -175,6 +227,16 @@ CREATE TRIGGER sessions_deleted
 CREATE TRIGGER sessions_truncated
     AFTER TRUNCATE ON agent_memory.sessions
     FOR EACH STATEMENT EXECUTE FUNCTION agent_memory.note_session_deletions();
+-- The extension only moves activity forward; an UPDATE that moves it back
+-- or changes a session's own timeout (an administrator's, a test's) may
+-- end the session sooner than a backend remembers, so it counts as a
+-- deletion. Renewals only evaluate the condition.
+CREATE TRIGGER sessions_shortened
+    AFTER UPDATE OF last_activity_at, idle_timeout ON agent_memory.sessions
+    FOR EACH ROW
+    WHEN (NEW.last_activity_at < OLD.last_activity_at
+          OR NEW.idle_timeout IS DISTINCT FROM OLD.idle_timeout)
+    EXECUTE FUNCTION agent_memory.note_session_deletions();
 "#,
     name = "sessions_deleted_trigger",
     requires = [note_session_deletions]

@@ -73,11 +73,13 @@ macro_rules! active {
     ($alias:literal, $minutes:literal) => {
         concat!(
             $alias,
-            ".last_activity_at > pg_catalog.now() - coalesce(",
+            // OPERATOR(...) binds like any user operator: the parentheses
+            // keep the subtraction first.
+            ".last_activity_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) coalesce(",
             $alias,
             ".idle_timeout, pg_catalog.make_interval(mins => ",
             $minutes,
-            "))"
+            ")))"
         )
     };
 }
@@ -173,7 +175,7 @@ static DELETE_SESSION: Statement = Statement {
 /// Taking the row lock here also serialises the writers of one session.
 pub static RENEW: Statement = Statement {
     sql: concat!(
-        "UPDATE agent_memory.sessions s SET last_activity_at = pg_catalog.now() WHERE s.session_id = $1 AND ",
+        "UPDATE agent_memory.sessions s SET last_activity_at = greatest(last_activity_at, pg_catalog.now()) WHERE s.session_id = $1 AND ",
         active!("s", "$2"),
         " RETURNING true"
     ),

@@ -189,13 +189,14 @@ pub fn write_part(
         let minutes = idle_timeout_minutes();
         // Whether the session is known to be active, so the write need
         // not check it (see session_cache).
-        let trusted = if session_cache::surely_active(session_id, minutes) {
+        let trusted = if session_cache::surely_active(session_id, minutes, true) {
             true
         } else if let Some(deletions) = session_cache::deletions() {
             let until = active_until(client, session_id, minutes)?
                 .ok_or_else(|| session_gone(session_id))
                 .or_report()?;
-            session_cache::remember(session_id, minutes, until, deletions);
+            // ACTIVE_UNTIL runs read-write: its snapshot is taken now.
+            session_cache::remember(session_id, minutes, until, deletions, true);
             true
         } else {
             false

@@ -75,7 +75,7 @@ static SET_SESSION: Statement = Statement {
     sql: "UPDATE agent_memory.sessions
           SET project_id = coalesce($2, project_id),
               active_node_id = CASE WHEN $4 = 1 THEN $3 ELSE active_node_id END,
-              last_activity_at = pg_catalog.now()
+              last_activity_at = greatest(last_activity_at, pg_catalog.now())
           WHERE session_id = $1
           RETURNING 1",
     args: &[TEXT, TEXT, TEXT, INT4],

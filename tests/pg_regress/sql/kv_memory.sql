@@ -93,3 +93,27 @@ SELECT agent_memory.sensitive_findings(t) FROM (VALUES
 -- Everything of a session goes with it.
 SELECT agent_memory.end_session('kv');
 SELECT count(*) AS entries_left FROM agent_memory.kv_entries WHERE session_id = 'kv';
+
+-- A backend remembers until when each session it read stays active, and
+-- then reads the entry alone. What it remembers never outlives the
+-- session: an update that moves the activity back or shortens the
+-- session's own timeout is seen at once, as is an ended session.
+SELECT agent_memory.create_session('ana', session_id => 'kv-r' || i) FROM generate_series(1, 4) i;
+SELECT agent_memory.kv_set('kv-r' || i, 'k', pg_catalog.to_jsonb(i)) ->> 'stored' AS stored FROM generate_series(1, 4) i;
+SELECT i, agent_memory.kv_get('kv-r' || i, 'k') AS first_read FROM generate_series(1, 4) i;
+SELECT i, agent_memory.kv_get('kv-r' || i, 'k') AS remembered FROM generate_series(1, 4) i;
+UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 day' WHERE session_id = 'kv-r1';
+UPDATE agent_memory.sessions SET idle_timeout = interval '1 microsecond' WHERE session_id = 'kv-r2';
+SELECT i, agent_memory.kv_get('kv-r' || i, 'k') AS after_changes,
+       agent_memory.kv_has('kv-r' || i, 'k') AS has
+FROM generate_series(1, 4) i;
+SELECT agent_memory.end_session('kv-r3');
+SELECT i, agent_memory.kv_get('kv-r' || i, 'k') AS after_ending_3 FROM generate_series(3, 4) i;
+-- Renewals never move the activity back: of a transaction that began
+-- before the last renewal, they keep the later time.
+UPDATE agent_memory.sessions SET last_activity_at = now() + interval '1 hour' WHERE session_id = 'kv-r4';
+SELECT agent_memory.renew_activity('kv-r4');
+SELECT agent_memory.kv_set('kv-r4', 'k', '5') ->> 'stored' AS stored;
+SELECT last_activity_at > now() + interval '59 minutes' AS kept_the_later
+FROM agent_memory.sessions WHERE session_id = 'kv-r4';
+SELECT count(*) FILTER (WHERE agent_memory.end_session('kv-r' || i)) AS were_active FROM generate_series(1, 4) i;

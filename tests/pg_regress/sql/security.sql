@@ -2,10 +2,13 @@
 -- change nothing. Errors print their SQLSTATE on the next line.
 
 -- Every function that runs SQL pins search_path, and every function runs
--- as its caller. The four that run no SQL are not pinned: the two tenant
+-- as its caller. Not pinned: the four that run no SQL, the two tenant
 -- functions (the default of every tenant column, called per inserted row,
 -- where the SET would cost most of their time), version() and
--- sensitive_findings().
+-- sensitive_findings(); and the two key-value reads, kv_get() and
+-- kv_has(), where the SET cost a tenth of the call, whose statements name
+-- every table, function and operator with its schema (the planted objects
+-- below show them unaffected).
 SELECT p.oid::regprocedure AS function_with_unpinned_search_path
 FROM pg_proc p
 WHERE p.pronamespace = 'agent_memory'::regnamespace
@@ -130,6 +133,10 @@ CREATE FUNCTION public.jsonb_get_planted(jsonb, text) RETURNS jsonb LANGUAGE sql
 CREATE OPERATOR public.-> (LEFTARG = jsonb, RIGHTARG = text, FUNCTION = public.jsonb_get_planted);
 CREATE FUNCTION public.ts_gt_planted(timestamptz, timestamptz) RETURNS boolean LANGUAGE sql AS 'SELECT public.hijacked()';
 CREATE OPERATOR public.> (LEFTARG = timestamptz, RIGHTARG = timestamptz, FUNCTION = public.ts_gt_planted);
+CREATE FUNCTION public.ts_plus_planted(timestamptz, interval) RETURNS timestamptz LANGUAGE sql AS 'SELECT NULL::timestamptz WHERE public.hijacked()';
+CREATE OPERATOR public.+ (LEFTARG = timestamptz, RIGHTARG = interval, FUNCTION = public.ts_plus_planted);
+CREATE OPERATOR public.- (LEFTARG = timestamptz, RIGHTARG = interval, FUNCTION = public.ts_plus_planted);
+CREATE FUNCTION public.make_interval(mins integer) RETURNS interval LANGUAGE sql AS 'SELECT NULL::interval WHERE public.hijacked()';
 -- And tables of the same names in pg_temp, which the pinned path ends with.
 CREATE TEMP TABLE sessions (session_id text);
 CREATE TEMP TABLE kv_entries (session_id text);
@@ -166,11 +173,13 @@ SELECT agent_memory.graph_delete('sec-owner', 'atlas');
 SELECT agent_memory.memory_tool('sec', '{"command": "delete", "path": "/notes"}');
 DROP TABLE pg_temp.sessions, pg_temp.kv_entries, pg_temp.memory_files;
 DROP OPERATOR public.= (text, text), public.< (text, text), public.|| (text, text),
-    public.-> (jsonb, text), public.> (timestamptz, timestamptz);
+    public.-> (jsonb, text), public.> (timestamptz, timestamptz),
+    public.+ (timestamptz, interval), public.- (timestamptz, interval);
 DROP FUNCTION public.now(), public.hashtext(text), public.pg_try_advisory_xact_lock(bigint),
     public.pg_advisory_xact_lock(bigint), public.jsonb_typeof(jsonb), public.jsonb_build_object(VARIADIC text[]),
     public.length(text), public.lower(text), public.split_part(text, text, integer), public.nextval(regclass),
     public.current_setting(text, boolean), public.text_eq_planted(text, text), public.text_lt_planted(text, text),
     public.text_cat_planted(text, text), public.jsonb_get_planted(jsonb, text), public.ts_gt_planted(timestamptz, timestamptz),
+    public.ts_plus_planted(timestamptz, interval), public.make_interval(integer),
     public.hijacked();
 DROP ROLE sec_app, sec_dashboard, sec_stranger;
