@@ -1,7 +1,8 @@
 -- agent_memory 0.1.0 -> 0.2.0: tenants (row-level security), roles, grants,
 -- messages numbered per session, table checks as domains, sessions
 -- remembered by the reads, the trigger function's search_path pinned and
--- the key-value reads' unpinned (fully qualified instead). Run by ALTER EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh
+-- the key-value reads' and memory_tool's unpinned (fully qualified
+-- instead). Run by ALTER EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh
 -- checks that the result equals a fresh 0.2.0 install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.2.0'" to load this file. \quit
 
@@ -162,10 +163,14 @@ CREATE TRIGGER sessions_shortened
 COMMENT ON FUNCTION agent_memory.note_session_deletions() IS
     'Trigger of agent_memory.sessions: once a transaction that deleted sessions, or moved a session''s activity back or changed its timeout, commits, backends stop trusting what they remember of any session''s activity';
 
--- The two key-value reads run without a pinned search_path: their
--- statements are fully qualified (src/kv.rs).
+-- The two key-value reads and memory_tool run without a pinned
+-- search_path: their statements are fully qualified (src/kv.rs).
 ALTER FUNCTION agent_memory.kv_get(text, text) RESET search_path;
 ALTER FUNCTION agent_memory.kv_has(text, text) RESET search_path;
+-- memory_tool too (src/memory_tool.rs), which also forces generic plans
+-- itself, for the length of a command, instead of by a SET clause.
+ALTER FUNCTION agent_memory.memory_tool(text, jsonb) RESET search_path;
+ALTER FUNCTION agent_memory.memory_tool(text, jsonb) RESET plan_cache_mode;
 
 -- From here on: sql/security.sql as it is in 0.2.0.
 ALTER FUNCTION agent_memory.note_session_deletions() SET search_path = pg_catalog, pg_temp;

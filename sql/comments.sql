@@ -136,11 +136,12 @@ COMMENT ON FUNCTION agent_memory.claude_memory(text, jsonb) IS
 COMMENT ON FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) IS
     'Run the memory call of a Claude tool_use block ({id, input, ...}) and return the tool_result block to send back (is_error true when refused)';
 
--- Settings the memory tool's functions run with. Their statements are
--- prepared once per backend; PostgreSQL would plan the range and CTE ones
--- anew on every call (a parameter-free "generic" plan looks costlier than
--- one planned for the values), although the index plan is the same for any
--- values. The setting holds only during the call.
-ALTER FUNCTION agent_memory.memory_tool(text, jsonb) SET plan_cache_mode = force_generic_plan;
+-- Settings the Claude memory tool's functions run with. Their statements
+-- are prepared once per backend; PostgreSQL would plan the range and CTE
+-- ones anew on every call (a parameter-free "generic" plan looks costlier
+-- than one planned for the values), although the index plan is the same
+-- for any values. The setting holds only during the call. (memory_tool
+-- sets it itself for the length of a command, without a SET clause: see
+-- src/memory_tool.rs.)
 ALTER FUNCTION agent_memory.claude_memory(text, jsonb) SET plan_cache_mode = force_generic_plan;
 ALTER FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) SET plan_cache_mode = force_generic_plan;

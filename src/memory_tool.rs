@@ -21,8 +21,14 @@ use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
 const BOOL: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID);
 use crate::settings;
 
+// memory_tool runs with the caller's search_path (no SET clause: it cost a
+// read an eighth of its time), so every statement it runs names each
+// function, operator and type with its schema. OPERATOR(...) binds like any
+// user operator, so operands are parenthesised.
+
 static READ: Statement = Statement {
-    sql: "SELECT f.content FROM agent_memory.memory_files f WHERE f.scope = $1 AND f.path = $2",
+    sql: "SELECT f.content FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2",
     args: &[TEXT, TEXT],
     writes: false,
 };
@@ -31,7 +37,8 @@ static READ: Statement = Statement {
 /// directory's files.
 static ANY_UNDER: Statement = Statement {
     sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope = $1 AND f.path >= $2 AND f.path < $3)",
+                         WHERE f.scope OPERATOR(pg_catalog.=) $1
+                           AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3)",
     args: &[TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -40,7 +47,8 @@ static ANY_UNDER: Statement = Statement {
 /// listing, whatever the size of the subtrees it skips.
 static FIRST_FROM: Statement = Statement {
     sql: "SELECT f.path FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $3
+          WHERE f.scope OPERATOR(pg_catalog.=) $1
+            AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
           ORDER BY f.path LIMIT 1",
     args: &[TEXT, TEXT, TEXT],
     writes: false,
@@ -49,9 +57,10 @@ static FIRST_FROM: Statement = Statement {
 /// Append to an existing file within the size limit ($4 bytes).
 static APPEND_EXISTING: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f
-          SET content = f.content || $3, updated_at = pg_catalog.now()
-          WHERE f.scope = $1 AND f.path = $2
-            AND pg_catalog.octet_length(f.content) + pg_catalog.octet_length($3) <= $4
+          SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now()
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
+                OPERATOR(pg_catalog.<=) $4
           RETURNING true",
     args: &[TEXT, TEXT, TEXT, INT4],
     writes: true,
@@ -68,23 +77,27 @@ static APPEND_EXISTING: Statement = Statement {
 static CREATE_CHECKED: Statement = Statement {
     sql: "WITH here AS (
             SELECT (SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f
-                    WHERE f.scope = $1 AND f.path = $2) AS file_bytes,
+                    WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2) AS file_bytes,
                    NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                               WHERE f.scope = $1 AND f.path >= $4 AND f.path < $5) AS no_directory,
+                               WHERE f.scope OPERATOR(pg_catalog.=) $1
+                                 AND f.path OPERATOR(pg_catalog.>=) $4
+                                 AND f.path OPERATOR(pg_catalog.<) $5) AS no_directory,
                    NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                               WHERE f.scope = $1 AND f.path = ANY ($6)) AS no_file_above),
+                               WHERE f.scope OPERATOR(pg_catalog.=) $1
+                                 AND f.path OPERATOR(pg_catalog.=) ANY ($6)) AS no_file_above),
           room AS (
             INSERT INTO agent_memory.memory_scopes AS s (scope, files)
             SELECT $1, 1 FROM here WHERE here.file_bytes IS NULL AND here.no_directory AND here.no_file_above
-            ON CONFLICT (scope) DO UPDATE SET files = s.files + 1 WHERE s.files < $7
+            ON CONFLICT (scope) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
+              WHERE s.files OPERATOR(pg_catalog.<) $7
             RETURNING 1),
           created AS (
             INSERT INTO agent_memory.memory_files AS f (scope, path, content)
             SELECT $1, $2, $3 FROM room
             ON CONFLICT (scope, path) DO UPDATE
-              SET content = f.content || excluded.content, updated_at = excluded.updated_at
+              SET content = f.content OPERATOR(pg_catalog.||) excluded.content, updated_at = excluded.updated_at
               WHERE $8
-            RETURNING f.xmax = 0 AS new)
+            RETURNING f.xmax OPERATOR(pg_catalog.=) 0 AS new)
           SELECT here.file_bytes, here.no_directory, here.no_file_above,
                  EXISTS (SELECT FROM room), (SELECT created.new FROM created)
           FROM here",
@@ -94,7 +107,8 @@ static CREATE_CHECKED: Statement = Statement {
 
 /// Give back room counted for a file that a concurrent append created.
 static GIVE_ROOM: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_scopes SET files = files - $2 WHERE scope = $1",
+    sql: "UPDATE agent_memory.memory_scopes SET files = files OPERATOR(pg_catalog.-) $2
+          WHERE scope OPERATOR(pg_catalog.=) $1",
     args: &[TEXT, INT4],
     writes: true,
 };
@@ -105,8 +119,9 @@ static GIVE_ROOM: Statement = Statement {
 /// creation can slip in between.
 static RECOUNT: Statement = Statement {
     sql: "UPDATE agent_memory.memory_scopes s SET files = c.files
-          FROM (SELECT count(*)::int4 AS files FROM agent_memory.memory_files f WHERE f.scope = $1) c
-          WHERE s.scope = $1 AND c.files < $2
+          FROM (SELECT pg_catalog.count(*)::pg_catalog.int4 AS files FROM agent_memory.memory_files f
+                WHERE f.scope OPERATOR(pg_catalog.=) $1) c
+          WHERE s.scope OPERATOR(pg_catalog.=) $1 AND c.files OPERATOR(pg_catalog.<) $2
           RETURNING s.files",
     args: &[TEXT, INT4],
     writes: true,
@@ -123,11 +138,13 @@ static UPDATE_FILE: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f
           SET content = pg_catalog.replace(o.content, $3, $4), updated_at = pg_catalog.now()
           FROM agent_memory.memory_files o
-          WHERE o.scope = $1 AND o.path = $2 AND f.ctid = o.ctid
-            AND pg_catalog.strpos(o.content, $3) > 0
-            AND pg_catalog.octet_length(pg_catalog.replace(o.content, $3, $4)) <= $5
-          RETURNING ((pg_catalog.length(o.content) - pg_catalog.length(pg_catalog.replace(o.content, $3, '')))
-                     / pg_catalog.length($3))::int4",
+          WHERE o.scope OPERATOR(pg_catalog.=) $1 AND o.path OPERATOR(pg_catalog.=) $2
+            AND f.ctid OPERATOR(pg_catalog.=) o.ctid
+            AND pg_catalog.strpos(o.content, $3) OPERATOR(pg_catalog.>) 0
+            AND pg_catalog.octet_length(pg_catalog.replace(o.content, $3, $4)) OPERATOR(pg_catalog.<=) $5
+          RETURNING ((pg_catalog.length(o.content)
+                      OPERATOR(pg_catalog.-) pg_catalog.length(pg_catalog.replace(o.content, $3, '')))
+                     OPERATOR(pg_catalog./) pg_catalog.length($3))::pg_catalog.int4",
     args: &[TEXT, TEXT, TEXT, TEXT, INT4],
     writes: true,
 };
@@ -135,7 +152,8 @@ static UPDATE_FILE: Statement = Statement {
 /// A file's content as of now (a fresh snapshot: the statement runs
 /// read-write), when it exists.
 static CURRENT_CONTENT: Statement = Statement {
-    sql: "SELECT f.content FROM agent_memory.memory_files f WHERE f.scope = $1 AND f.path = $2",
+    sql: "SELECT f.content FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2",
     args: &[TEXT, TEXT],
     writes: true,
 };
@@ -147,9 +165,13 @@ static CURRENT_CONTENT: Statement = Statement {
 pub(crate) static DELETE_FILES: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.memory_files f
-            WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
-            RETURNING pg_catalog.left(f.path, -1 - pg_catalog.length(pg_catalog.split_part(f.path, '/', -1))) AS holder)
-          SELECT g.holder, count(*) FROM gone g GROUP BY g.holder",
+            WHERE f.scope OPERATOR(pg_catalog.=) $1
+              AND (f.path OPERATOR(pg_catalog.=) $2
+                   OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
+            RETURNING pg_catalog.left(f.path,
+                                      -1 OPERATOR(pg_catalog.-)
+                                      pg_catalog.length(pg_catalog.split_part(f.path, '/', -1))) AS holder)
+          SELECT g.holder, pg_catalog.count(*) FROM gone g GROUP BY g.holder",
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -559,6 +581,7 @@ pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<
 }
 
 fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<String>> {
+    let _generic = GenericPlans::force();
     Spi::connect_mut(|client| match command {
         Command::Read => read(client, scope, path),
         Command::List => list(client, scope, path),
@@ -568,8 +591,39 @@ fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<Strin
     })
 }
 
+/// `plan_cache_mode = force_generic_plan` for as long as it lives, restored
+/// when dropped (also when an error unwinds through it).
+///
+/// The tool's statements are prepared once per backend, and PostgreSQL would
+/// plan the range and CTE ones anew on every call (a generic plan looks
+/// costlier than one planned for the values, although the index plan is the
+/// same for any values). A `SET plan_cache_mode` clause on the function cost
+/// a read a sixteenth of its time; setting the variable the clause would set,
+/// for the length of the command, costs nothing.
+struct GenericPlans(i32);
+
+impl GenericPlans {
+    fn force() -> GenericPlans {
+        // SAFETY: a plain read and write of a backend-local setting; the
+        // old value comes back in drop.
+        unsafe {
+            let old = pg_sys::plan_cache_mode;
+            pg_sys::plan_cache_mode =
+                pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as i32;
+            GenericPlans(old)
+        }
+    }
+}
+
+impl Drop for GenericPlans {
+    fn drop(&mut self) {
+        // SAFETY: as in force.
+        unsafe { pg_sys::plan_cache_mode = self.0 }
+    }
+}
+
+// Not pinned to a search_path: see the statements above.
 #[pg_extern(volatile, parallel_unsafe)]
-#[search_path(pg_catalog, pg_temp)]
 fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<JsonText> {
     let request = match request.map(|r| r.decode()) {
         None => serde_json::Value::Null,

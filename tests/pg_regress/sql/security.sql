@@ -6,9 +6,9 @@
 -- functions (the default of every tenant column, called per inserted row,
 -- where the SET would cost most of their time), version() and
 -- sensitive_findings(); and the two key-value reads, kv_get() and
--- kv_has(), where the SET cost a tenth of the call, whose statements name
--- every table, function and operator with its schema (the planted objects
--- below show them unaffected).
+-- kv_has(), and memory_tool(), where the SET cost a tenth of a call, whose
+-- statements name every table, function, operator and type with its schema
+-- (the planted objects below show them unaffected).
 SELECT p.oid::regprocedure AS function_with_unpinned_search_path
 FROM pg_proc p
 WHERE p.pronamespace = 'agent_memory'::regnamespace
@@ -137,6 +137,15 @@ CREATE FUNCTION public.ts_plus_planted(timestamptz, interval) RETURNS timestampt
 CREATE OPERATOR public.+ (LEFTARG = timestamptz, RIGHTARG = interval, FUNCTION = public.ts_plus_planted);
 CREATE OPERATOR public.- (LEFTARG = timestamptz, RIGHTARG = interval, FUNCTION = public.ts_plus_planted);
 CREATE FUNCTION public.make_interval(mins integer) RETURNS interval LANGUAGE sql AS 'SELECT NULL::interval WHERE public.hijacked()';
+CREATE FUNCTION public.int_planted(integer, integer) RETURNS integer LANGUAGE sql AS 'SELECT 0 WHERE public.hijacked()';
+CREATE OPERATOR public.+ (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.int_planted);
+CREATE OPERATOR public.- (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.int_planted);
+CREATE OPERATOR public./ (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.int_planted);
+CREATE FUNCTION public.int_cmp_planted(integer, integer) RETURNS boolean LANGUAGE sql AS 'SELECT public.hijacked()';
+CREATE OPERATOR public.<= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.int_cmp_planted);
+CREATE OPERATOR public.< (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.int_cmp_planted);
+CREATE OPERATOR public.> (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.int_cmp_planted);
+CREATE OPERATOR public.>= (LEFTARG = text, RIGHTARG = text, FUNCTION = public.text_lt_planted);
 -- And tables of the same names in pg_temp, which the pinned path ends with.
 CREATE TEMP TABLE sessions (session_id text);
 CREATE TEMP TABLE kv_entries (session_id text);
@@ -159,8 +168,12 @@ SELECT agent_memory.working_memory('sec2') ->> 'node_context' AS node_context;
 SELECT agent_memory.graph_write('sec-owner', 'atlas', 'Atlas (shipped)', NULL, NULL, change_description => 'shipped') AS version;
 SELECT node_id, depth FROM agent_memory.graph_tree_rows('sec-owner') ORDER BY node_id;
 SELECT agent_memory.memory_tool('sec2', '{"command": "append", "path": "/a/b", "content": "x"}');
+SELECT agent_memory.memory_tool('sec2', '{"command": "append", "path": "/a/b", "content": "x"}');
+SELECT agent_memory.memory_tool('sec2', '{"command": "update", "path": "/a/b", "oldContent": "x", "content": "xy"}');
+SELECT agent_memory.memory_tool('sec2', '{"command": "read", "path": "/a/b"}');
+SELECT agent_memory.memory_tool('sec2', '{"command": "read", "path": "/a"}');
 SELECT agent_memory.memory_tool('sec2', '{"command": "list", "path": "/"}');
-SELECT agent_memory.claude_memory('sec2', '{"command": "str_replace", "path": "/memories/a/b", "old_str": "x", "new_str": "y"}');
+SELECT agent_memory.claude_memory('sec2', '{"command": "str_replace", "path": "/memories/a/b", "old_str": "xyxy", "new_str": "y"}');
 SELECT agent_memory.memory_tool('sec2', '{"command": "delete", "path": "/a"}');
 SELECT agent_memory.sensitive_findings('password=hunter2');
 SELECT agent_memory.end_session('sec2') AS ended;
@@ -174,12 +187,16 @@ SELECT agent_memory.memory_tool('sec', '{"command": "delete", "path": "/notes"}'
 DROP TABLE pg_temp.sessions, pg_temp.kv_entries, pg_temp.memory_files;
 DROP OPERATOR public.= (text, text), public.< (text, text), public.|| (text, text),
     public.-> (jsonb, text), public.> (timestamptz, timestamptz),
-    public.+ (timestamptz, interval), public.- (timestamptz, interval);
+    public.+ (timestamptz, interval), public.- (timestamptz, interval),
+    public.+ (integer, integer), public.- (integer, integer), public./ (integer, integer),
+    public.<= (integer, integer), public.< (integer, integer), public.> (integer, integer),
+    public.>= (text, text);
 DROP FUNCTION public.now(), public.hashtext(text), public.pg_try_advisory_xact_lock(bigint),
     public.pg_advisory_xact_lock(bigint), public.jsonb_typeof(jsonb), public.jsonb_build_object(VARIADIC text[]),
     public.length(text), public.lower(text), public.split_part(text, text, integer), public.nextval(regclass),
     public.current_setting(text, boolean), public.text_eq_planted(text, text), public.text_lt_planted(text, text),
     public.text_cat_planted(text, text), public.jsonb_get_planted(jsonb, text), public.ts_gt_planted(timestamptz, timestamptz),
     public.ts_plus_planted(timestamptz, interval), public.make_interval(integer),
+    public.int_planted(integer, integer), public.int_cmp_planted(integer, integer),
     public.hijacked();
 DROP ROLE sec_app, sec_dashboard, sec_stranger;
