@@ -243,11 +243,17 @@ def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
         defines = {k: str(v) for k, v in spec.get("defines", {}).items()}
         # Server options for both sides' connections (PGOPTIONS), e.g. a plan cache mode.
         options = spec.get("options", "")
-        ext, base = alternate(
-            rounds,
-            lambda: pgbench_tps(spec["extension"], clients, seconds, defines, options),
-            lambda: pgbench_tps(spec["baseline"], clients, seconds, defines, options),
-        )
+        # Statements run before every pgbench run of either side (e.g. a
+        # VACUUM, so that neither side reads through what the other left).
+        reset = spec.get("reset", [])
+
+        def measured(script: str):
+            def run():
+                run_statements(reset)
+                return pgbench_tps(script, clients, seconds, defines, options)
+            return run
+
+        ext, base = alternate(rounds, measured(spec["extension"]), measured(spec["baseline"]))
         label = spec.get("label", "")
         rows.append(dict(case=name, kind=f"{label + ', ' if label else ''}pgbench {clients} clients", unit="tps",
                          ext=ext, base=base, ratio=ext / base,
