@@ -175,6 +175,15 @@ unsafe impl SqlTranslatable for JsonbArg {
 pub struct ToolRequest(JsonbArg);
 
 impl ToolRequest {
+    /// The request's top-level fields, read in place (None: not an
+    /// object); Err when it nests more than `jsonb::MAX_DEPTH` levels.
+    pub fn fields(&self) -> Result<Option<Vec<(&str, jsonb::Field<'_>)>>, ()> {
+        if jsonb::nested_deeper_than(self.0.bytes(), jsonb::MAX_DEPTH) {
+            return Err(());
+        }
+        Ok(jsonb::object_fields(self.0.bytes()).unwrap_or(None))
+    }
+
     /// The request as serde JSON; Err when it nests more than
     /// `jsonb::MAX_DEPTH` levels (it is then not decoded).
     pub fn decode(&self) -> Result<serde_json::Value, ()> {

@@ -625,9 +625,10 @@ impl Drop for GenericPlans {
 // Not pinned to a search_path: see the statements above.
 #[pg_extern(volatile, parallel_unsafe)]
 fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<JsonText> {
-    let request = match request.map(|r| r.decode()) {
-        None => serde_json::Value::Null,
-        Some(Ok(request)) => request,
+    // The request's fields are read where they lie in the jsonb value.
+    let fields = match request.as_ref().map(ToolRequest::fields) {
+        None => None,
+        Some(Ok(fields)) => fields,
         Some(Err(())) => {
             let error = ToolError::new(
                 Code::Einval,
@@ -636,7 +637,7 @@ fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<J
             return Ok(JsonText(files::envelope_error(&Echo::default(), &error)));
         }
     };
-    let (echo, parsed) = files::parse_request(&request);
+    let (echo, parsed) = files::parse_fields(fields.as_deref());
     let answer = match (scope, parsed) {
         (_, Err(error)) => Err(error),
         (None, Ok(_)) | (Some(""), Ok(_)) => Err(ToolError::new(Code::Einval, "scope is required")),

@@ -417,6 +417,47 @@ pub fn to_value(varlena: &[u8]) -> std::result::Result<serde_json::Value, ReadEr
     }
 }
 
+/// A top-level field of a jsonb object as [`object_fields`] reads it: a
+/// string (borrowed from the value), a null, or anything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field<'a> {
+    Str(&'a str),
+    Null,
+    Other,
+}
+
+/// The top-level fields of a jsonb object (varlena, 4-byte header
+/// included), in jsonb's key order, read in place: no value is decoded or
+/// copied. None when the root is not an object.
+pub fn object_fields(
+    varlena: &[u8],
+) -> std::result::Result<Option<Vec<(&str, Field<'_>)>>, ReadError> {
+    let root = Container::at(varlena, 4)?;
+    if root.header & JB_FSCALAR != 0 || !root.is_object() {
+        return Ok(None);
+    }
+    let data = root.data();
+    let spans = root.spans(varlena)?;
+    let text = |start: usize, end: usize| {
+        std::str::from_utf8(&varlena[data + start..data + end]).map_err(|_| ReadError::Malformed)
+    };
+    let mut fields = Vec::with_capacity(root.count);
+    for i in 0..root.count {
+        let (kind, start, end) = spans[i];
+        if kind != JENTRY_ISSTRING {
+            return Err(ReadError::Malformed);
+        }
+        let (kind, value_start, value_end) = spans[root.count + i];
+        let field = match kind {
+            JENTRY_ISSTRING => Field::Str(text(value_start, value_end)?),
+            JENTRY_ISNULL => Field::Null,
+            _ => Field::Other,
+        };
+        fields.push((text(start, end)?, field));
+    }
+    Ok(Some(fields))
+}
+
 struct Container {
     at: usize,
     header: u32,
@@ -456,14 +497,9 @@ impl Container {
         self.at + 4 + 4 * self.entries()
     }
 
-    fn value(
-        &self,
-        bytes: &[u8],
-        depth: usize,
-    ) -> std::result::Result<serde_json::Value, ReadError> {
-        if depth >= READ_MAX_DEPTH {
-            return Err(ReadError::TooDeep);
-        }
+    /// (type, start, end) of every entry, offsets from `data()`: keys then
+    /// values for an object.
+    fn spans(&self, bytes: &[u8]) -> std::result::Result<Vec<(u32, usize, usize)>, ReadError> {
         // One pass over the entries: each element starts where the previous
         // one ends.
         let data = self.data();
@@ -488,6 +524,19 @@ impl Container {
             }
             spans.push((entry & JENTRY_TYPEMASK, start, end));
         }
+        Ok(spans)
+    }
+
+    fn value(
+        &self,
+        bytes: &[u8],
+        depth: usize,
+    ) -> std::result::Result<serde_json::Value, ReadError> {
+        if depth >= READ_MAX_DEPTH {
+            return Err(ReadError::TooDeep);
+        }
+        let data = self.data();
+        let spans = self.spans(bytes)?;
         let read = |(kind, start, end): (u32, usize, usize)| {
             scalar_or_container(bytes, data, kind, start, end, depth)
         };
@@ -758,6 +807,45 @@ mod tests {
         assert_eq!(list[6], serde_json::Value::Null);
         assert_eq!(list[39].to_string(), "39");
         assert_eq!(list[36], serde_json::json!("s36"));
+    }
+
+    #[test]
+    fn object_fields_are_read_in_place() {
+        let mut w = JsonbWriter::default();
+        w.begin_object(5);
+        for key in ["n", "ok", "path", "command", "nothing"] {
+            w.string(key);
+        }
+        w.begin_array(1);
+        w.string("x");
+        w.end();
+        w.boolean(true);
+        w.string("/notes/é");
+        w.string("read");
+        w.null();
+        w.end();
+        let bytes = w.finish().unwrap();
+        assert_eq!(
+            object_fields(&bytes),
+            Ok(Some(vec![
+                ("n", Field::Other),
+                ("ok", Field::Other),
+                ("path", Field::Str("/notes/é")),
+                ("command", Field::Str("read")),
+                ("nothing", Field::Null),
+            ]))
+        );
+        // Not objects: an array, a scalar.
+        let mut array = JsonbWriter::default();
+        array.begin_array(0);
+        array.end();
+        assert_eq!(object_fields(&array.finish().unwrap()), Ok(None));
+        assert_eq!(object_fields(&scalar(2, b"ab")), Ok(None));
+        // A truncated value is malformed, not read past its end.
+        assert_eq!(
+            object_fields(&bytes[..bytes.len() - 3]),
+            Err(ReadError::Malformed)
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use unicode_normalization::UnicodeNormalization;
 
 use crate::error::quoted;
+use crate::jsonb::Field;
 
 /// Most bytes of a normalised path.
 pub const MAX_PATH_BYTES: usize = 1024;
@@ -231,43 +232,64 @@ pub struct Echo {
 /// Check a request `{path, command, content?, oldContent?}`: the command
 /// and the normalised path, or the error, with what to echo either way.
 pub fn parse_request(request: &serde_json::Value) -> (Echo, ToolResult<(Command, String)>) {
+    let fields: Option<Vec<(&str, Field)>> = match request {
+        serde_json::Value::Object(map) => Some(
+            map.iter()
+                .map(|(key, value)| {
+                    let field = match value {
+                        serde_json::Value::String(s) => Field::Str(s),
+                        serde_json::Value::Null => Field::Null,
+                        _ => Field::Other,
+                    };
+                    (key.as_str(), field)
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
+    parse_fields(fields.as_deref())
+}
+
+/// [`parse_request`] of a request read as its top-level fields (None: not
+/// an object), as `jsonb::object_fields` reads them.
+pub fn parse_fields(fields: Option<&[(&str, Field)]>) -> (Echo, ToolResult<(Command, String)>) {
     let mut echo = Echo::default();
-    let serde_json::Value::Object(fields) = request else {
+    let Some(fields) = fields else {
         return (
             echo,
             Err(ToolError::invalid("request must be a JSON object")),
         );
     };
-    echo.command = fields
-        .get("command")
-        .and_then(|c| c.as_str())
-        .map(str::to_owned);
-    echo.path = fields
-        .get("path")
-        .and_then(|p| p.as_str())
-        .map(str::to_owned);
+    let get = |key: &str| {
+        fields
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map(|(_, field)| *field)
+    };
+    let string = |key: &str| match get(key) {
+        Some(Field::Str(s)) => Some(s),
+        _ => None,
+    };
+    echo.command = string("command").map(str::to_owned);
+    echo.path = string("path").map(str::to_owned);
     let result = (|| {
-        let command = match fields.get("command") {
-            None | Some(serde_json::Value::Null) => {
-                return Err(ToolError::invalid("command is required"));
-            }
-            Some(serde_json::Value::String(c)) => c.as_str(),
-            Some(_) => return Err(ToolError::invalid("command must be a string")),
+        let command = match get("command") {
+            None | Some(Field::Null) => return Err(ToolError::invalid("command is required")),
+            Some(Field::Str(c)) => c,
+            Some(Field::Other) => return Err(ToolError::invalid("command must be a string")),
         };
-        let path = match fields.get("path") {
-            None | Some(serde_json::Value::Null) => {
-                return Err(ToolError::invalid("path is required"));
-            }
-            Some(serde_json::Value::String(p)) => normalise_path(p)?,
-            Some(_) => return Err(ToolError::invalid("path must be a string")),
+        let path = match get("path") {
+            None | Some(Field::Null) => return Err(ToolError::invalid("path is required")),
+            Some(Field::Str(p)) => normalise_path(p)?,
+            Some(Field::Other) => return Err(ToolError::invalid("path must be a string")),
         };
         let text = |key: &str| -> ToolResult<String> {
-            match fields.get(key) {
-                None | Some(serde_json::Value::Null) => Err(ToolError::invalid(format!(
+            match get(key) {
+                None | Some(Field::Null) => Err(ToolError::invalid(format!(
                     "{key} is required for {command}"
                 ))),
-                Some(serde_json::Value::String(s)) => Ok(s.clone()),
-                Some(_) => Err(ToolError::invalid(format!("{key} must be a string"))),
+                Some(Field::Str(s)) => Ok(s.to_owned()),
+                Some(Field::Other) => Err(ToolError::invalid(format!("{key} must be a string"))),
             }
         };
         let parsed = match command {
@@ -304,31 +326,76 @@ pub fn parse_request(request: &serde_json::Value) -> (Echo, ToolResult<(Command,
 
 /// A JSON string as `JSON.stringify` writes it.
 pub fn json_string(value: &str) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| "\"\"".to_owned())
+    let mut out = String::with_capacity(value.len() + 2);
+    push_json_string(&mut out, value);
+    out
 }
 
-fn echo_json(value: &Option<String>) -> String {
-    value
-        .as_deref()
-        .map_or_else(|| "null".to_owned(), json_string)
+/// Append `value` as a JSON string, escaped as `JSON.stringify` (and
+/// serde_json) escape it: quote, backslash and control characters only.
+pub fn push_json_string(out: &mut String, value: &str) {
+    out.push('"');
+    let mut clean = 0;
+    for (i, byte) in value.bytes().enumerate() {
+        let escaped = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&value[clean..i]);
+        clean = i + 1;
+        if escaped.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(HEX[usize::from(byte >> 4)] as char);
+            out.push(HEX[usize::from(byte & 0xf)] as char);
+        } else {
+            out.push_str(escaped);
+        }
+    }
+    out.push_str(&value[clean..]);
+    out.push('"');
+}
+
+fn push_echo(out: &mut String, value: &Option<String>) {
+    match value.as_deref() {
+        Some(value) => push_json_string(out, value),
+        None => out.push_str("null"),
+    }
 }
 
 /// The envelope of a success: `{"command","path","ok":true,"result"}`,
 /// `result` already JSON text.
 pub fn envelope_ok(echo: &Echo, result: &str) -> String {
-    format!(
-        "{{\"command\":{},\"path\":{},\"ok\":true,\"result\":{result}}}",
-        echo_json(&echo.command),
-        echo_json(&echo.path)
-    )
+    let echoed =
+        echo.command.as_ref().map_or(4, String::len) + echo.path.as_ref().map_or(4, String::len);
+    let mut out = String::with_capacity(48 + echoed + result.len());
+    out.push_str("{\"command\":");
+    push_echo(&mut out, &echo.command);
+    out.push_str(",\"path\":");
+    push_echo(&mut out, &echo.path);
+    out.push_str(",\"ok\":true,\"result\":");
+    out.push_str(result);
+    out.push('}');
+    out
 }
 
 /// The envelope of a refusal: `{"command","path","ok":false,"error":{"message","code"}}`.
 pub fn envelope_error(echo: &Echo, error: &ToolError) -> String {
     format!(
         "{{\"command\":{},\"path\":{},\"ok\":false,\"error\":{{\"message\":{},\"code\":\"{}\"}}}}",
-        echo_json(&echo.command),
-        echo_json(&echo.path),
+        echo.command
+            .as_deref()
+            .map_or_else(|| "null".to_owned(), json_string),
+        echo.path
+            .as_deref()
+            .map_or_else(|| "null".to_owned(), json_string),
         json_string(&error.message),
         error.code.name()
     )
@@ -336,7 +403,11 @@ pub fn envelope_error(echo: &Echo, error: &ToolError) -> String {
 
 /// The result of a read: `{"content":…}`.
 pub fn read_result(content: &str) -> String {
-    format!("{{\"content\":{}}}", json_string(content))
+    let mut out = String::with_capacity(content.len() + 16);
+    out.push_str("{\"content\":");
+    push_json_string(&mut out, content);
+    out.push('}');
+    out
 }
 
 /// The result of a list: entries sorted by name.
@@ -443,6 +514,26 @@ pub fn within(lines: &[String], max_chars: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn json_strings_are_escaped_as_serde_json_escapes_them() {
+        let mut every_ascii = String::new();
+        for c in 0u8..=0x7f {
+            every_ascii.push(c as char);
+        }
+        for value in [
+            every_ascii.as_str(),
+            "",
+            "plain",
+            "é \u{2028} 🦀 \"q\" \\ end\u{1f}",
+        ] {
+            assert_eq!(
+                json_string(value),
+                serde_json::to_string(value).unwrap(),
+                "{value:?}"
+            );
+        }
+    }
+
     use super::*;
     use serde_json::json;
 
