@@ -66,7 +66,7 @@ END
 $check$;
 
 -- Delegation needs shards with one placement (Citus: "streaming
--- replication model"). sessions carries two triggers (the shared-memory
+-- replication model"). sessions carries three triggers (the shared-memory
 -- counter of session deletions), and Citus distributes a table with
 -- triggers only while this setting is on. Set it on every node too (see
 -- docs/scaling.md).
