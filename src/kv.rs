@@ -24,6 +24,7 @@ use crate::sessions::{
     INT4, INT4_ARRAY, INT8, INTERVAL, JSONB, TEXT, TEXT_ARRAY, active, checked_id,
     checked_positive, idle_timeout_minutes, lock_session, required, session_gone,
 };
+use crate::working_memory::active_until;
 use crate::{sensitive, session_cache, settings};
 
 const JSONB_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBARRAYOID);
@@ -183,24 +184,6 @@ static GET_OF_ACTIVE: Statement = Statement {
           WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $2
             AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()",
     args: &[TEXT, TEXT],
-    writes: false,
-};
-
-/// GET, and until when the session stays active (see session_cache): no
-/// row when the session is not active.
-static GET_REMEMBERING: Statement = Statement {
-    sql: concat!(
-        "SELECT s.last_activity_at OPERATOR(pg_catalog.+)
-                  coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2)),
-                k.value
-         FROM agent_memory.sessions s
-         LEFT JOIN agent_memory.kv_entries k
-           ON k.session_id OPERATOR(pg_catalog.=) s.session_id AND k.key OPERATOR(pg_catalog.=) $3
-              AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()
-         WHERE s.session_id OPERATOR(pg_catalog.=) $1 AND ",
-        active!("s", "$2")
-    ),
-    args: &[TEXT, INT4, TEXT],
     writes: false,
 };
 
@@ -440,34 +423,20 @@ fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonbBytes>> {
     // The stored jsonb is returned as it is: never decoded.
     let minutes = idle_timeout_minutes();
     // A session this backend knows to be active needs no second probe.
-    if session_cache::surely_active(session_id, minutes, false) {
+    if session_cache::surely_active(session_id, minutes) {
         return first_value_of::<JsonbBytes>(&GET_OF_ACTIVE, &[session_id.into(), key.into()]);
     }
-    let Some(deletions) = session_cache::deletions() else {
-        return first_value_of::<JsonbBytes>(
-            &GET,
-            &[session_id.into(), minutes.into(), key.into()],
-        );
-    };
-    Spi::connect(|client| {
-        let plan = kept(client, &GET_REMEMBERING).or_report()?;
-        let table = client
-            .select(
-                &*plan,
-                None,
-                &[session_id.into(), minutes.into(), key.into()],
-            )
-            .or_report()?;
-        if table.is_empty() {
-            return Ok(None);
+    let value =
+        first_value_of::<JsonbBytes>(&GET, &[session_id.into(), minutes.into(), key.into()])?;
+    // The answer comes from the calling statement's snapshot; what is
+    // remembered must come from one taken after the counter was read.
+    if let Some(deletions) = session_cache::can_remember() {
+        let until = Spi::connect_mut(|client| active_until(client, session_id, minutes))?;
+        if let Some(until) = until {
+            session_cache::remember(session_id, minutes, until, deletions);
         }
-        let row = table.first();
-        if let Some(until) = row.get::<TimestampWithTimeZone>(1).or_report()? {
-            // Read with the calling statement's snapshot: not fresh.
-            session_cache::remember(session_id, minutes, until.into(), deletions, false);
-        }
-        row.get::<JsonbBytes>(2).or_report()
-    })
+    }
+    Ok(value)
 }
 
 /// All live entries of a session as one object (NULL for a session that does

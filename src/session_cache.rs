@@ -23,10 +23,19 @@
 //! * the role and `agent_memory.tenant` are those of the read (under tenant
 //!   isolation another tenant does not see the session at all).
 //!
-//! A read made with the calling statement's snapshot (a read-only
-//! function's) may predate a deletion the counter already shows; such a
-//! memory is marked not fresh. It is good enough for reading entries,
-//! which are deleted with their session, and never trusted by a write.
+//! What is remembered must come from a snapshot taken after the counter
+//! was read, or it may predate a deletion the counter already shows. So a
+//! session is remembered only from a statement that takes its own snapshot
+//! (a read-write one under READ COMMITTED), never under REPEATABLE READ or
+//! SERIALIZABLE (one snapshot for the whole transaction), in a parallel
+//! operation (no snapshot of its own there) or on a standby (changes
+//! arrive there without triggers): see [`can_remember`].
+//!
+//! Not noticed, because no trigger of this node fires: changes applied
+//! with `session_replication_role = replica` (logical replication), a
+//! prepared transaction's deletion (`COMMIT PREPARED` runs no commit
+//! callback of the preparing backend), and, on Citus, changes made on
+//! another node (docs/scaling.md).
 //!
 //! Without `shared_preload_libraries` there is no counter, nothing is
 //! remembered and every call asks.
@@ -53,8 +62,6 @@ struct Known {
     idle_minutes: i32,
     /// TimestampTz (microseconds since 2000) until which it stays active.
     active_until: i64,
-    /// Read with a snapshot taken after the deletion counter was.
-    fresh: bool,
 }
 
 /// The sessions remembered, all read by one role and tenant with the
@@ -112,8 +119,21 @@ unsafe extern "C-unwind" fn forget_on_sub_abort(
     }
 }
 
-/// The deletion counter, read before a session is (None: no counter).
-pub fn deletions() -> Option<u64> {
+/// The deletion counter, when this backend may remember what it reads of
+/// a session next: read it before the session, with a snapshot taken after
+/// this call (see the module's comment).
+pub fn can_remember() -> Option<u64> {
+    // SAFETY: plain reads of backend state; none errors.
+    let own_snapshots = unsafe {
+        pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as i32
+            && !pg_sys::IsInParallelMode()
+            && !pg_sys::RecoveryInProgress()
+    };
+    if own_snapshots { deletions() } else { None }
+}
+
+/// The deletion counter (None: no counter).
+fn deletions() -> Option<u64> {
     SHARED
         .load(Ordering::Relaxed)
         .then(|| DELETIONS.get().load(Ordering::SeqCst))
@@ -130,8 +150,8 @@ fn transaction_time() -> i64 {
 }
 
 /// Whether `session_id` is surely active for this transaction, as far as
-/// this backend knows without asking. A write needs a `fresh` memory.
-pub fn surely_active(session_id: &str, idle_minutes: i32, fresh: bool) -> bool {
+/// this backend knows without asking.
+pub fn surely_active(session_id: &str, idle_minutes: i32) -> bool {
     let Some(deletions) = deletions() else {
         return false;
     };
@@ -141,24 +161,15 @@ pub fn surely_active(session_id: &str, idle_minutes: i32, fresh: bool) -> bool {
                 && r.role == current_role()
                 && r.tenant == TENANT.get()
                 && r.sessions.get(session_id).is_some_and(|k| {
-                    k.idle_minutes == idle_minutes
-                        && (k.fresh || !fresh)
-                        && transaction_time() < k.active_until
+                    k.idle_minutes == idle_minutes && transaction_time() < k.active_until
                 })
         })
     })
 }
 
 /// Remember what a read found: active until `active_until`, with the
-/// deletion counter as it was before the read; `fresh` when the read's
-/// snapshot was taken after the counter was read.
-pub fn remember(
-    session_id: &str,
-    idle_minutes: i32,
-    active_until: i64,
-    deletions: u64,
-    fresh: bool,
-) {
+/// deletion counter `can_remember` gave before the read.
+pub fn remember(session_id: &str, idle_minutes: i32, active_until: i64, deletions: u64) {
     let role = current_role();
     let tenant = TENANT.get();
     KNOWN.with(|known| {
@@ -179,19 +190,11 @@ pub fn remember(
             });
         }
         if let Some(r) = known.as_mut() {
-            // A fresh memory is only replaced by another fresh read.
-            if !r
-                .sessions
-                .get(session_id)
-                .is_some_and(|k| k.fresh && !fresh)
-            {
-                let read = Known {
-                    idle_minutes,
-                    active_until,
-                    fresh,
-                };
-                r.sessions.insert(session_id.to_owned(), read);
-            }
+            let read = Known {
+                idle_minutes,
+                active_until,
+            };
+            r.sessions.insert(session_id.to_owned(), read);
         }
     });
 }

@@ -85,10 +85,14 @@ static WRITE_TRUSTED: Statement = Statement {
 
 /// Until when session $1 stays active ($2 idle minutes); no row when it
 /// is not active now.
+/// It runs read-write, so under READ COMMITTED it takes a snapshot of its
+/// own (what session_cache needs to remember it), and fully qualified, as
+/// kv_get runs it unpinned.
 static ACTIVE_UNTIL: Statement = Statement {
     sql: concat!(
-        "SELECT s.last_activity_at + coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2))
-         FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+        "SELECT s.last_activity_at OPERATOR(pg_catalog.+)
+                coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2))
+         FROM agent_memory.sessions s WHERE s.session_id OPERATOR(pg_catalog.=) $1 AND ",
         active!("s", "$2")
     ),
     args: &[TEXT, INT4],
@@ -160,7 +164,7 @@ pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<V
 
 /// Until when the session stays active (TimestampTz); None when it is not
 /// active now.
-fn active_until(
+pub(crate) fn active_until(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
     minutes: i32,
@@ -189,14 +193,13 @@ pub fn write_part(
         let minutes = idle_timeout_minutes();
         // Whether the session is known to be active, so the write need
         // not check it (see session_cache).
-        let trusted = if session_cache::surely_active(session_id, minutes, true) {
+        let trusted = if session_cache::surely_active(session_id, minutes) {
             true
-        } else if let Some(deletions) = session_cache::deletions() {
+        } else if let Some(deletions) = session_cache::can_remember() {
             let until = active_until(client, session_id, minutes)?
                 .ok_or_else(|| session_gone(session_id))
                 .or_report()?;
-            // ACTIVE_UNTIL runs read-write: its snapshot is taken now.
-            session_cache::remember(session_id, minutes, until, deletions, true);
+            session_cache::remember(session_id, minutes, until, deletions);
             true
         } else {
             false
