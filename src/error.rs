@@ -41,6 +41,17 @@ pub fn report(error: Error) -> ErrorReport {
     report
 }
 
+/// A trigger function called as a plain function: 39P01, as PostgreSQL's
+/// own trigger functions answer.
+#[track_caller]
+pub fn not_called_as_trigger(function: &str) -> ErrorReport {
+    ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED,
+        format!("{function}: must be called as trigger"),
+        "agent_memory",
+    )
+}
+
 /// `?`-friendly conversion of the results the shell deals with.
 pub trait OrReport<T> {
     fn or_report(self) -> SqlResult<T>;

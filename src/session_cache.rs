@@ -199,15 +199,50 @@ pub fn remember(session_id: &str, idle_minutes: i32, active_until: i64, deletion
     });
 }
 
-/// Trigger on agent_memory.sessions, for each deleted row, for TRUNCATE and
-/// for each update that may shorten a session's life:
-/// bump the counter once the transaction's deletions are visible to
-/// everyone (once per transaction; a DELETE that removes nothing bumps
-/// nothing, so the cleanup's idle runs leave the backends' memory alone).
-#[pg_trigger]
-fn note_session_deletions<'a>(
-    _trigger: &'a pgrx::PgTrigger<'a>,
-) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, pgrx::pg_sys::panic::ErrorReport> {
+// Trigger on agent_memory.sessions, for each deleted row, for TRUNCATE and
+// for each update that may shorten a session's life:
+// bump the counter once the transaction's deletions are visible to
+// everyone (once per transaction; a DELETE that removes nothing bumps
+// nothing, so the cleanup's idle runs leave the backends' memory alone).
+//
+// Written by hand rather than with `#[pg_trigger]`, whose wrapper answers a
+// direct call (`SELECT agent_memory.note_session_deletions()`) with an
+// internal error; this one answers 39P01 as PostgreSQL's own trigger
+// functions do. The symbol keeps the name pgrx gave it, so databases that
+// already have the function need no change.
+extension_sql!(
+    r#"
+CREATE FUNCTION agent_memory.note_session_deletions() RETURNS trigger
+LANGUAGE c AS 'MODULE_PATHNAME', 'note_session_deletions_wrapper';
+"#,
+    name = "note_session_deletions"
+);
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_note_session_deletions_wrapper() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// The C entry point of the trigger function note_session_deletions().
+///
+/// # Safety
+/// Called by PostgreSQL's function manager with a valid `fcinfo`.
+#[unsafe(no_mangle)]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn note_session_deletions_wrapper(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: fcinfo comes from the function manager; a trigger call's
+    // context is a TriggerData node (CALLED_AS_TRIGGER).
+    let as_trigger = unsafe {
+        let context = (*fcinfo).context;
+        !context.is_null() && (*context).type_ == pg_sys::NodeTag::T_TriggerData
+    };
+    if !as_trigger {
+        crate::error::not_called_as_trigger("note_session_deletions").report(PgLogLevel::ERROR);
+    }
     // This backend's own transaction may write again before it commits.
     forget();
     if SHARED.load(Ordering::Relaxed) && !DELETING.replace(true) {
@@ -217,7 +252,8 @@ fn note_session_deletions<'a>(
         });
         pgrx::register_xact_callback(pgrx::PgXactCallbackEvent::Abort, || DELETING.set(false));
     }
-    Ok(None)
+    // An AFTER trigger's result is ignored: NULL.
+    pg_sys::Datum::from(0)
 }
 
 extension_sql!(
@@ -242,5 +278,5 @@ CREATE TRIGGER sessions_shortened
     EXECUTE FUNCTION agent_memory.note_session_deletions();
 "#,
     name = "sessions_deleted_trigger",
-    requires = [note_session_deletions]
+    requires = ["note_session_deletions"]
 );

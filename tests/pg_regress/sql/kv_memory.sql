@@ -117,3 +117,6 @@ SELECT agent_memory.kv_set('kv-r4', 'k', '5') ->> 'stored' AS stored;
 SELECT last_activity_at > now() + interval '59 minutes' AS kept_the_later
 FROM agent_memory.sessions WHERE session_id = 'kv-r4';
 SELECT count(*) FILTER (WHERE agent_memory.end_session('kv-r' || i)) AS were_active FROM generate_series(1, 4) i;
+-- The trigger function behind this is only a trigger.
+SELECT agent_memory.note_session_deletions();
+\echo :LAST_ERROR_SQLSTATE
