@@ -16,7 +16,7 @@ use agent_memory_core::claude_memory::{self as claude, Answer, Request, Target};
 use agent_memory_core::memory_files::{self as files, Code};
 use agent_memory_core::{Error, jsonb};
 
-use crate::datums::{JsonB, ToolRequest};
+use crate::datums::{JsonB, TooDeep, ToolRequest};
 use crate::error::{OrReport, SqlResult};
 use crate::memory_tool::{self as tool, Client, Placed};
 use crate::plans::{Statement, kept};
@@ -296,7 +296,7 @@ fn claude_memory(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult
     let request = match request.map(|r| r.decode()) {
         None => serde_json::Value::Null,
         Some(Ok(request)) => request,
-        Some(Err(())) => {
+        Some(Err(TooDeep)) => {
             return Ok(format!(
                 "Error: The request nests more than {} levels",
                 jsonb::MAX_DEPTH

@@ -174,21 +174,24 @@ unsafe impl SqlTranslatable for JsonbArg {
 /// in their own format (an envelope, a refusal text), this one too.
 pub struct ToolRequest(JsonbArg);
 
+/// A request nested more than `jsonb::MAX_DEPTH` levels: it is not decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooDeep;
+
 impl ToolRequest {
     /// The request's top-level fields, read in place (None: not an
-    /// object); Err when it nests more than `jsonb::MAX_DEPTH` levels.
-    pub fn fields(&self) -> Result<Option<Vec<(&str, jsonb::Field<'_>)>>, ()> {
+    /// object).
+    pub fn fields(&self) -> Result<Option<Vec<(&str, jsonb::Field<'_>)>>, TooDeep> {
         if jsonb::nested_deeper_than(self.0.bytes(), jsonb::MAX_DEPTH) {
-            return Err(());
+            return Err(TooDeep);
         }
         Ok(jsonb::object_fields(self.0.bytes()).unwrap_or(None))
     }
 
-    /// The request as serde JSON; Err when it nests more than
-    /// `jsonb::MAX_DEPTH` levels (it is then not decoded).
-    pub fn decode(&self) -> Result<serde_json::Value, ()> {
+    /// The request as serde JSON.
+    pub fn decode(&self) -> Result<serde_json::Value, TooDeep> {
         if jsonb::nested_deeper_than(self.0.bytes(), jsonb::MAX_DEPTH) {
-            return Err(());
+            return Err(TooDeep);
         }
         Ok(self.0.decode().unwrap_or(serde_json::Value::Null))
     }

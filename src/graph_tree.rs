@@ -212,7 +212,7 @@ unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
             // The store copies the values.
             pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
             produced += 1;
-            if produced % 16_384 == 0 {
+            if produced.is_multiple_of(16_384) {
                 pgrx::check_for_interrupts!();
             }
         }

@@ -13,7 +13,7 @@ use pgrx::prelude::*;
 use agent_memory_core::memory_files::{self as files, Code, Command, Echo, ToolError, ToolResult};
 use agent_memory_core::{Error, jsonb};
 
-use crate::datums::{JsonText, ToolRequest};
+use crate::datums::{JsonText, TooDeep, ToolRequest};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{Statement, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
@@ -629,7 +629,7 @@ fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<J
     let fields = match request.as_ref().map(ToolRequest::fields) {
         None => None,
         Some(Ok(fields)) => fields,
-        Some(Err(())) => {
+        Some(Err(TooDeep)) => {
             let error = ToolError::new(
                 Code::Einval,
                 format!("request nests more than {} levels", jsonb::MAX_DEPTH),

@@ -338,16 +338,16 @@ fn wm_context(
     let node = node_key(node_id)?;
     let (bundle, project) = compose(&CONTEXT, session_id, node, true)?;
     // A caller naming a project must get that project's session only.
-    if let (Some(asked), Some(actual)) = (project_id, project.as_deref()) {
-        if asked != actual {
-            return Err(Error::invalid(format!(
-                "session {} belongs to project {}, not {}",
-                agent_memory_core::error::quoted(session_id),
-                agent_memory_core::error::quoted(actual),
-                agent_memory_core::error::quoted(asked)
-            )))
-            .or_report();
-        }
+    if let (Some(asked), Some(actual)) = (project_id, project.as_deref())
+        && asked != actual
+    {
+        return Err(Error::invalid(format!(
+            "session {} belongs to project {}, not {}",
+            agent_memory_core::error::quoted(session_id),
+            agent_memory_core::error::quoted(actual),
+            agent_memory_core::error::quoted(asked)
+        )))
+        .or_report();
     }
     Ok(bundle)
 }
