@@ -2,8 +2,16 @@
 //! the background worker runs, one short transaction each.
 //!
 //! Reads never rely on this: they filter expired rows themselves. Cleanup is
-//! garbage collection. Each batch locks its rows with SKIP LOCKED, so it
-//! never waits on, nor blocks, a foreground write of the same rows.
+//! garbage collection, and never holds up a foreground write of the same
+//! rows:
+//!
+//! * sessions (whose removal cascades to what they own) are locked with
+//!   SKIP LOCKED before they are deleted;
+//! * entries are first deleted directly, which writes each row once instead
+//!   of twice (lock, then delete), in a subtransaction in which any lock
+//!   wait ends after 1 ms ([`without_waiting`]). Rows nobody else holds,
+//!   the usual case, are gone at once; if one is held, that attempt is
+//!   undone and the entries are removed the SKIP LOCKED way.
 
 use pgrx::JsonB;
 use pgrx::prelude::*;
@@ -35,12 +43,33 @@ impl Expired {
         }
     }
 
-    fn statement(self) -> &'static Statement {
-        match self {
-            Expired::Sessions => &DELETE_EXPIRED_SESSIONS,
-            Expired::Entries => &DELETE_EXPIRED_ENTRIES,
+    fn statement(self, locking: Locking) -> &'static Statement {
+        match (self, locking) {
+            (Expired::Sessions, _) => &DELETE_EXPIRED_SESSIONS,
+            (Expired::Entries, Locking::SkipLocked) => &DELETE_EXPIRED_ENTRIES,
+            (Expired::Entries, Locking::Direct) => &DELETE_EXPIRED_ENTRIES_DIRECTLY,
         }
     }
+
+    /// How batches of this kind are tried first: directly when that can be
+    /// undone without holding anyone up (entries), else SKIP LOCKED.
+    pub fn first_try(self) -> Locking {
+        match self {
+            Expired::Sessions => Locking::SkipLocked,
+            Expired::Entries => Locking::Direct,
+        }
+    }
+}
+
+/// How a batch treats rows that another transaction holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Locking {
+    /// Lock the rows with SKIP LOCKED, then delete them: never waits, and
+    /// writes every row twice.
+    SkipLocked,
+    /// Delete them at once: one write per row, but a held row is waited
+    /// for, so it runs only inside [`without_waiting`].
+    Direct,
 }
 
 // Both statements take $1 batch size and $2 where the previous batch stopped
@@ -78,6 +107,18 @@ static DELETE_EXPIRED_ENTRIES: Statement = Statement {
             WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $2::timestamptz
             ORDER BY k.expires_at
             LIMIT $1 FOR UPDATE SKIP LOCKED))",
+    args: &[INT4, TEXT],
+    writes: true,
+};
+
+/// The same, deleting directly (no row locked first): see [`Locking`].
+static DELETE_EXPIRED_ENTRIES_DIRECTLY: Statement = Statement {
+    sql: "DELETE FROM agent_memory.kv_entries
+          WHERE ctid = ANY (ARRAY (
+            SELECT k.ctid FROM agent_memory.kv_entries k
+            WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $2::timestamptz
+            ORDER BY k.expires_at
+            LIMIT $1))",
     args: &[INT4, TEXT],
     writes: true,
 };
@@ -127,9 +168,14 @@ impl Cursor {
 /// Remove up to `batch_size` expired rows of one kind after `cursor`;
 /// returns how many, and moves the cursor past them when a full batch
 /// means another one follows.
-pub fn delete_batch(kind: Expired, batch_size: i32, cursor: &mut Cursor) -> SqlResult<i64> {
+pub fn delete_batch(
+    kind: Expired,
+    locking: Locking,
+    batch_size: i32,
+    cursor: &mut Cursor,
+) -> SqlResult<i64> {
     Spi::connect_mut(|client| {
-        let plan = kept(client, kind.statement()).or_report()?;
+        let plan = kept(client, kind.statement(locking)).or_report()?;
         let after = cursor.0.as_str();
         match kind {
             Expired::Sessions => {
@@ -173,6 +219,50 @@ pub fn delete_batch(kind: Expired, batch_size: i32, cursor: &mut Cursor) -> SqlR
     })
 }
 
+/// Run `work` in a subtransaction in which any lock wait ends after 1 ms
+/// (`lock_timeout`): `None` when one did, everything `work` did being then
+/// undone and its locks released, so whoever it waited for was held up
+/// for 1 ms at most; else what `work` returned. Other errors propagate.
+pub fn without_waiting<T>(work: impl FnOnce() -> SqlResult<T>) -> SqlResult<Option<T>> {
+    let work = std::panic::AssertUnwindSafe(work);
+    // SAFETY: the subtransaction is begun and ended here on every path
+    // (PgTryBuilder catches the one error handled and rethrows the others,
+    // which abort the whole transaction), restoring the caller's memory
+    // context and resource owner as PL/pgSQL's exception blocks do.
+    unsafe {
+        let context = pg_sys::CurrentMemoryContext;
+        let owner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(std::ptr::null());
+        pg_sys::MemoryContextSwitchTo(context);
+        // GUC_ACTION_SAVE: undone when the subtransaction ends, either way.
+        pg_sys::set_config_option(
+            c"lock_timeout".as_ptr(),
+            c"1ms".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        PgTryBuilder::new(move || {
+            let done = work();
+            pg_sys::ReleaseCurrentSubTransaction();
+            pg_sys::MemoryContextSwitchTo(context);
+            pg_sys::CurrentResourceOwner = owner;
+            done.map(Some)
+        })
+        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| {
+            pg_sys::MemoryContextSwitchTo(context);
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            pg_sys::MemoryContextSwitchTo(context);
+            pg_sys::CurrentResourceOwner = owner;
+            Ok(None)
+        })
+        .execute()
+    }
+}
+
 /// Counts of one cleanup run.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Counts {
@@ -182,6 +272,12 @@ pub struct Counts {
 }
 
 impl Counts {
+    fn merge(&mut self, other: Counts) {
+        self.sessions += other.sessions;
+        self.entries += other.entries;
+        self.batches += other.batches;
+    }
+
     pub fn add(&mut self, kind: Expired, deleted: i64) {
         self.batches += 1;
         match kind {
@@ -212,6 +308,30 @@ pub fn record_run(
     crate::sessions::required(id, "run_id")
 }
 
+/// Every expired row of one kind, batch after batch, in the current
+/// transaction.
+fn remove_all(kind: Expired, locking: Locking, batch_size: i32) -> SqlResult<Counts> {
+    let mut counts = Counts::default();
+    let mut cursor = Cursor::start(kind);
+    let mut size = batch_size;
+    loop {
+        let resumed_at = cursor.0.clone();
+        let deleted = delete_batch(kind, locking, size, &mut cursor)?;
+        counts.add(kind, deleted);
+        if deleted < i64::from(size) {
+            return Ok(counts);
+        }
+        // All batches here share one transaction, so the rows earlier
+        // batches removed stay in the way of a scan resuming at the same
+        // expiry. A batch that ends inside a run of equal expiries (the
+        // cursor did not move) makes the next one twice as big: a run of
+        // n equal expiries then costs O(n), not O(n * n / batch_size).
+        if cursor.0 == resumed_at {
+            size = size.saturating_mul(2);
+        }
+    }
+}
+
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB> {
@@ -225,24 +345,17 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
     let started_at = pgrx::datetime::clock_timestamp();
     let mut counts = Counts::default();
     for kind in Expired::ALL {
-        let mut cursor = Cursor::start(kind);
-        let mut size = batch_size;
-        loop {
-            let resumed_at = cursor.0.clone();
-            let deleted = delete_batch(kind, size, &mut cursor)?;
-            counts.add(kind, deleted);
-            if deleted < i64::from(size) {
-                break;
-            }
-            // All batches here share one transaction, so the rows earlier
-            // batches removed stay in the way of a scan resuming at the same
-            // expiry. A batch that ends inside a run of equal expiries (the
-            // cursor did not move) makes the next one twice as big: a run of
-            // n equal expiries then costs O(n), not O(n * n / batch_size).
-            if cursor.0 == resumed_at {
-                size = size.saturating_mul(2);
-            }
-        }
+        // One subtransaction for the whole kind (one per batch would
+        // overflow the 64 subtransactions a backend can show others).
+        let removed = match kind.first_try() {
+            Locking::Direct => without_waiting(|| remove_all(kind, Locking::Direct, batch_size))?,
+            Locking::SkipLocked => None,
+        };
+        let removed = match removed {
+            Some(removed) => removed,
+            None => remove_all(kind, Locking::SkipLocked, batch_size)?,
+        };
+        counts.merge(removed);
     }
     let run_id = record_run(started_at, "manual", counts, None)?;
     Ok(JsonB(json!({

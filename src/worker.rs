@@ -17,7 +17,7 @@ use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 
-use crate::cleanup::{Counts, Cursor, Expired, delete_batch, record_run};
+use crate::cleanup::{Counts, Cursor, Expired, Locking, delete_batch, record_run, without_waiting};
 use crate::error::{OrReport, SqlResult};
 use crate::settings;
 
@@ -99,14 +99,24 @@ fn ready() -> bool {
 }
 
 /// One batch: bounded waits, so a foreground lock makes it fail fast rather
-/// than queue behind (or in front of) application work.
+/// than queue behind (or in front of) application work. Entries are first
+/// deleted directly, then, if a row was held, the SKIP LOCKED way (see
+/// `cleanup`); the cursor moves only with the attempt that stands.
 fn batch(kind: Expired, size: i32, cursor: &mut Cursor) -> SqlResult<i64> {
     Spi::run(
         "SET LOCAL lock_timeout = '1s'; SET LOCAL statement_timeout = '60s';
          SET LOCAL search_path = pg_catalog, pg_temp",
     )
     .or_report()?;
-    delete_batch(kind, size, cursor)
+    if kind.first_try() == Locking::Direct {
+        let mut tried = cursor.clone();
+        let direct = without_waiting(|| delete_batch(kind, Locking::Direct, size, &mut tried))?;
+        if let Some(deleted) = direct {
+            *cursor = tried;
+            return Ok(deleted);
+        }
+    }
+    delete_batch(kind, Locking::SkipLocked, size, cursor)
 }
 
 /// What pg_stat_activity shows for the worker: `active` with what it

@@ -110,6 +110,63 @@ fn the_worker_removes_expired_rows_and_keeps_live_ones() {
         .unwrap();
 }
 
+/// An expired entry the application holds (locked in an open transaction)
+/// neither holds the worker up nor fails its run: the worker's direct
+/// delete gives up after 1 ms and the batch is redone with SKIP LOCKED, so
+/// every other expired entry goes while the application still holds its
+/// row, and that one goes once it is released.
+#[test]
+fn the_worker_removes_expired_entries_around_one_the_application_holds() {
+    let mut client = worker_database();
+    let mut holder = worker_database();
+    let first_run: i64 = client
+        .query_one(
+            "SELECT coalesce(max(run_id), 0) + 1 FROM agent_memory.cleanup_runs",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    session_with_entries(&mut client, "w-held", 10, 6);
+    let mut held = holder.transaction().unwrap();
+    held.query_one(
+        "SELECT key FROM agent_memory.kv_entries WHERE session_id = 'w-held' AND key = 'k3' FOR UPDATE",
+        &[],
+    )
+    .unwrap();
+    let (around, took) = wait_until(Duration::from_secs(10), || {
+        stored_entries(&mut client, "w-held") == 5
+    });
+    assert!(
+        around,
+        "the five expired entries nobody holds still there after {took:?}"
+    );
+    let kept: i64 = client
+        .query_one(
+            "SELECT count(*) FROM agent_memory.kv_entries WHERE session_id = 'w-held' AND key = 'k3'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(kept, 1, "the held entry is left to its holder");
+    held.commit().unwrap();
+    let (gone, took) = wait_until(Duration::from_secs(10), || {
+        stored_entries(&mut client, "w-held") == 4
+    });
+    assert!(gone, "the released entry still there after {took:?}");
+    let failed: i64 = client
+        .query_one(
+            "SELECT count(*) FROM agent_memory.cleanup_runs
+             WHERE triggered_by = 'worker' AND run_id >= $1 AND error IS NOT NULL",
+            &[&first_run],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(failed, 0, "no failed run");
+    client
+        .execute("SELECT agent_memory.end_session('w-held')", &[])
+        .unwrap();
+}
+
 #[test]
 fn sigterm_stops_the_worker_within_a_second_and_it_comes_back() {
     let mut client = worker_database();
