@@ -23,6 +23,7 @@ pgbench and psql.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import os
@@ -113,10 +114,43 @@ def pgbench_progress(script: str, clients: int, seconds: int) -> tuple[float, li
     return started, progress
 
 
+def pgbench_logged(script: str, clients: int, seconds: int, meanwhile, after: float) -> list[float]:
+    """Run pgbench logging every transaction, call `meanwhile()` `after`
+    seconds in; returns when each transaction ended (epoch seconds), sorted."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "load.sql"
+        path.write_text(script)
+        args = [BINDIR / "pgbench", "-n", "-M", "prepared", "-c", str(clients),
+                "-j", str(min(clients, os.cpu_count() or 1)), "-T", str(seconds),
+                "-l", "--log-prefix", str(Path(tmp) / "tx"), "-f", str(path), DB]
+        load = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(after)
+        meanwhile()
+        _, err = load.communicate()
+        if load.returncode != 0:
+            raise RuntimeError(f"pgbench failed on\n{script}\n{err[-2000:]}")
+        ends = []
+        for log in Path(tmp).glob("tx.*"):
+            for line in log.read_text().splitlines():
+                # client_id transaction_no time script_no time_epoch time_us ...
+                fields = line.split()
+                if len(fields) >= 6 and fields[2].isdigit():
+                    ends.append(int(fields[4]) + int(fields[5]) / 1e6)
+    return sorted(ends)
+
+
+def set_cleanup_interval(value: str) -> None:
+    psql(f"ALTER SYSTEM SET agent_memory.cleanup_interval = '{value}'")
+    psql("SELECT pg_reload_conf()")
+
+
 def run_under_load(name: str, spec: dict, seconds: int, rounds: int) -> dict:
     """Foreground throughput alone, and while the background worker removes
-    the rows `load` expires, counted only over the seconds the worker was
-    busy (its cleanup_runs row gives the window)."""
+    the rows `load` expires: the worker is parked while they are written,
+    woken 3 s into the load, and the foreground transactions that ended
+    while it was busy (its cleanup_runs row gives the window) are counted
+    from pgbench's log of every transaction, so a cleanup of under a second
+    is measured as exactly as a long one."""
     clients = int(os.environ.get("BENCH_CLIENTS", spec.get("clients", 4)))
     duration = max(seconds, int(spec.get("seconds", 20)))
     alone, loaded, rates = [], [], []
@@ -132,20 +166,25 @@ def run_under_load(name: str, spec: dict, seconds: int, rounds: int) -> dict:
     for _ in range(rounds):
         _, progress = pgbench_progress(spec["script"], clients, duration)
         alone.append(statistics.mean(tps for _, tps in progress[1:]))
+        # Parked: a reload wakes the worker, it finds nothing, and then
+        # sleeps for an hour while the expired rows are written.
+        set_cleanup_interval("1h")
+        time.sleep(2)
         run_statements(spec["load"])
         expired = int(psql(spec["count_expired"]))
         mark = psql("SELECT coalesce(max(run_id), 0) FROM agent_memory.cleanup_runs")
-        started, progress = pgbench_progress(spec["script"], clients, duration)
+        ends = pgbench_logged(spec["script"], clients, duration,
+                              meanwhile=lambda: set_cleanup_interval("1s"), after=3)
         window = psql(
             "SELECT extract(epoch FROM min(started_at)), extract(epoch FROM max(finished_at)), sum(entries_deleted) "
             f"FROM agent_memory.cleanup_runs WHERE triggered_by = 'worker' AND run_id > {mark}").split("|")
         if not window[0] or int(window[2] or 0) < expired:
             raise RuntimeError(f"{name}: the worker did not remove the {expired} rows during the run; lengthen it")
-        begin, end = float(window[0]) - started, float(window[1]) - started
-        during = [tps for t, tps in progress if begin + 1 <= t <= end]
-        if not during:
-            raise RuntimeError(f"{name}: the cleanup took under a second; nothing to compare")
-        loaded.append(statistics.mean(during))
+        begin, end = float(window[0]), float(window[1])
+        if not ends or end > ends[-1] or end - begin < 0.05:
+            raise RuntimeError(f"{name}: the cleanup ({end - begin:.3f} s) did not run inside the load")
+        done = bisect.bisect_right(ends, end) - bisect.bisect_left(ends, begin)
+        loaded.append(done / (end - begin))
         rates.append(expired / (end - begin))
     a, b = statistics.median(loaded), statistics.median(alone)
     print(f"   worker removed rows at {statistics.median(rates):,.0f} rows/s while the load ran", flush=True)
@@ -175,7 +214,7 @@ def run_cron_peer(name: str, spec: dict, clients: int, rounds: int, worker_tps: 
         run_statements(spec["load"])
         expired = int(psql(spec["count_expired"]))
         job = psql(f"SELECT cron.schedule('agent_memory_bench_ttl', '* * * * *', $job${spec['cron_job']}$job$)")
-        started, progress = pgbench_progress(spec["script"], clients, 75)
+        ends = pgbench_logged(spec["script"], clients, 75, meanwhile=lambda: None, after=0)
         psql("SELECT cron.unschedule('agent_memory_bench_ttl')")
         found = psql("SELECT extract(epoch FROM start_time), extract(epoch FROM end_time), status "
                      f"FROM cron.job_run_details WHERE jobid = {job} AND end_time IS NOT NULL "
@@ -186,12 +225,12 @@ def run_cron_peer(name: str, spec: dict, clients: int, rounds: int, worker_tps: 
         left = int(psql(spec["count_expired"]))
         if status != "succeeded" or left >= expired:
             raise RuntimeError(f"{name}: the pg_cron job {status}, {left} of {expired} expired rows left")
-        begin, end = float(begin) - started, float(end) - started
-        # A progress sample at t covers (t - 1, t]: those overlapping the job.
-        during = [tps for t, tps in progress if begin < t < end + 1]
-        if not during:
+        begin, end = float(begin), float(end)
+        if not ends or not ends[0] < begin < end < ends[-1]:
             raise RuntimeError(f"{name}: the pg_cron job ran outside the load")
-        loaded.append(statistics.mean(during))
+        # Counted as for the worker: the transactions that ended during it.
+        done = bisect.bisect_right(ends, end) - bisect.bisect_left(ends, begin)
+        loaded.append(done / max(end - begin, 1e-3))
         rates.append((expired - left) / max(end - begin, 1e-3))
     psql("ALTER SYSTEM SET agent_memory.cleanup_interval = '1s'")
     psql("SELECT pg_reload_conf()")
