@@ -2,8 +2,8 @@
 //! the background worker runs, one short transaction each.
 //!
 //! Reads never rely on this: they filter expired rows themselves. Cleanup is
-//! garbage collection, and never holds up a foreground write of the same
-//! rows:
+//! garbage collection, and holds up a foreground write of the same rows for
+//! 1 ms at most:
 //!
 //! * sessions (whose removal cascades to what they own) are locked with
 //!   SKIP LOCKED before they are deleted;
