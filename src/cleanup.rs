@@ -14,6 +14,7 @@
 //!   undone and the entries are removed the SKIP LOCKED way.
 
 use pgrx::JsonB;
+use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use serde_json::json;
 
@@ -222,16 +223,29 @@ pub fn delete_batch(
 /// Run `work` in a subtransaction in which any lock wait ends after 1 ms
 /// (`lock_timeout`): `None` when one did, everything `work` did being then
 /// undone and its locks released, so whoever it waited for was held up
-/// for 1 ms at most; else what `work` returned. Other errors propagate.
+/// for 1 ms at most; else what `work` returned. When `work` fails, what it
+/// did is undone too and the error propagates.
 pub fn without_waiting<T>(work: impl FnOnce() -> SqlResult<T>) -> SqlResult<Option<T>> {
     let work = std::panic::AssertUnwindSafe(work);
-    // SAFETY: the subtransaction is begun and ended here on every path
-    // (PgTryBuilder catches the one error handled and rethrows the others,
-    // which abort the whole transaction), restoring the caller's memory
-    // context and resource owner as PL/pgSQL's exception blocks do.
+    // SAFETY: the subtransaction is begun here and ended here on every
+    // path, an error included (which is caught, the subtransaction rolled
+    // back, and the error raised again), restoring the caller's memory
+    // context and resource owner as PL/pgSQL's exception blocks do. An
+    // error left to end it would leave the caller's transaction in an
+    // aborted subtransaction.
     unsafe {
         let context = pg_sys::CurrentMemoryContext;
         let owner = pg_sys::CurrentResourceOwner;
+        let end = |commit: bool| {
+            pg_sys::MemoryContextSwitchTo(context);
+            if commit {
+                pg_sys::ReleaseCurrentSubTransaction();
+            } else {
+                pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            }
+            pg_sys::MemoryContextSwitchTo(context);
+            pg_sys::CurrentResourceOwner = owner;
+        };
         pg_sys::BeginInternalSubTransaction(std::ptr::null());
         pg_sys::MemoryContextSwitchTo(context);
         // GUC_ACTION_SAVE: undone when the subtransaction ends, either way.
@@ -247,17 +261,20 @@ pub fn without_waiting<T>(work: impl FnOnce() -> SqlResult<T>) -> SqlResult<Opti
         );
         PgTryBuilder::new(move || {
             let done = work();
-            pg_sys::ReleaseCurrentSubTransaction();
-            pg_sys::MemoryContextSwitchTo(context);
-            pg_sys::CurrentResourceOwner = owner;
+            end(done.is_ok());
             done.map(Some)
         })
-        .catch_when(PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE, |_| {
-            pg_sys::MemoryContextSwitchTo(context);
-            pg_sys::RollbackAndReleaseCurrentSubTransaction();
-            pg_sys::MemoryContextSwitchTo(context);
-            pg_sys::CurrentResourceOwner = owner;
-            Ok(None)
+        .catch_others(move |caught| {
+            end(false);
+            let code = match &caught {
+                CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => e.sql_error_code(),
+                CaughtError::RustPanic { ereport, .. } => ereport.sql_error_code(),
+            };
+            if code == PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE {
+                Ok(None)
+            } else {
+                caught.rethrow()
+            }
         })
         .execute()
     }

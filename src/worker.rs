@@ -69,8 +69,8 @@ fn in_transaction<R>(
 ) -> Result<R, String> {
     PgTryBuilder::new(|| Ok(BackgroundWorker::transaction(body)))
         .catch_others(|caught| {
-            // SAFETY: we are outside any subtransaction; this is the
-            // cleanup PostgreSQL's own workers do after an error.
+            // SAFETY: this is the cleanup PostgreSQL's own workers do
+            // after an error (it also ends any subtransaction left open).
             unsafe {
                 pg_sys::AbortOutOfAnyTransaction();
                 pg_sys::FlushErrorState();

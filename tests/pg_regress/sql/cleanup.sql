@@ -37,5 +37,32 @@ SELECT 'many', 'k' || i, '1', 1, now() - interval '1 minute' FROM generate_serie
 SELECT agent_memory.cleanup_expired(10) - 'run_id' AS removed;
 SELECT count(*) AS left_behind FROM agent_memory.kv_entries WHERE session_id = 'many';
 
+-- Entries are deleted directly first, in a subtransaction of the
+-- extension's own. An error there (here, a trigger of the application's)
+-- reaches the caller with its own SQLSTATE, changes nothing, and leaves
+-- the caller's transaction as it was: no half-open subtransaction, and
+-- the caller's lock_timeout back in force.
+SELECT agent_memory.create_session('u', session_id => 'guarded') AS guarded;
+SELECT agent_memory.kv_set('guarded', 'k', '1', ttl => interval '1 microsecond') ->> 'stored' AS stored;
+CREATE FUNCTION public.refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'this application keeps its entries'; END $$;
+CREATE TRIGGER refuse_delete BEFORE DELETE ON agent_memory.kv_entries
+    FOR EACH ROW EXECUTE FUNCTION public.refuse_delete();
+SELECT agent_memory.cleanup_expired();
+\echo :LAST_ERROR_SQLSTATE
+SELECT 'usable' AS after_the_error;
+SET lock_timeout = '5s';
+BEGIN;
+SAVEPOINT before_cleanup;
+SELECT agent_memory.cleanup_expired();
+ROLLBACK TO SAVEPOINT before_cleanup;
+SHOW lock_timeout;
+SELECT count(*) AS kept FROM agent_memory.kv_entries WHERE session_id = 'guarded';
+COMMIT;
+RESET lock_timeout;
+DROP TRIGGER refuse_delete ON agent_memory.kv_entries;
+DROP FUNCTION public.refuse_delete();
+SELECT agent_memory.cleanup_expired() - 'run_id' AS removed;
+
 -- Leave the database empty for the next suite.
 DELETE FROM agent_memory.sessions;
