@@ -2,8 +2,10 @@
 //! the background worker runs, one short transaction each.
 //!
 //! Reads never rely on this: they filter expired rows themselves. Cleanup is
-//! garbage collection, and holds up a foreground write of the same rows for
-//! 1 ms at most:
+//! garbage collection, and waits for a foreground write of the same rows
+//! for 1 ms at most (rows it has removed stay locked until its transaction
+//! ends, as with any delete: one batch in the worker, the caller's
+//! transaction for `cleanup_expired()`):
 //!
 //! * sessions (whose removal cascades to what they own) are locked with
 //!   SKIP LOCKED before they are deleted;
@@ -113,13 +115,18 @@ static DELETE_EXPIRED_ENTRIES: Statement = Statement {
 };
 
 /// The same, deleting directly (no row locked first): see [`Locking`].
+/// The outer `expires_at` condition is what keeps an entry renewed by a
+/// concurrent write (its new version found by the recheck of READ
+/// COMMITTED) on PostgreSQL minor releases before November 2025, which did
+/// not recheck a `ctid` condition there.
 static DELETE_EXPIRED_ENTRIES_DIRECTLY: Statement = Statement {
     sql: "DELETE FROM agent_memory.kv_entries
           WHERE ctid = ANY (ARRAY (
             SELECT k.ctid FROM agent_memory.kv_entries k
             WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $2::timestamptz
             ORDER BY k.expires_at
-            LIMIT $1))",
+            LIMIT $1))
+            AND expires_at <= pg_catalog.now()",
     args: &[INT4, TEXT],
     writes: true,
 };
@@ -222,9 +229,8 @@ pub fn delete_batch(
 
 /// Run `work` in a subtransaction in which any lock wait ends after 1 ms
 /// (`lock_timeout`): `None` when one did, everything `work` did being then
-/// undone and its locks released, so whoever it waited for was held up
-/// for 1 ms at most; else what `work` returned. When `work` fails, what it
-/// did is undone too and the error propagates.
+/// undone and its locks released; else what `work` returned. When `work`
+/// fails, what it did is undone too and the error propagates.
 pub fn without_waiting<T>(work: impl FnOnce() -> SqlResult<T>) -> SqlResult<Option<T>> {
     let work = std::panic::AssertUnwindSafe(work);
     // SAFETY: the subtransaction is begun here and ended here on every
@@ -248,18 +254,19 @@ pub fn without_waiting<T>(work: impl FnOnce() -> SqlResult<T>) -> SqlResult<Opti
         };
         pg_sys::BeginInternalSubTransaction(std::ptr::null());
         pg_sys::MemoryContextSwitchTo(context);
-        // GUC_ACTION_SAVE: undone when the subtransaction ends, either way.
-        pg_sys::set_config_option(
-            c"lock_timeout".as_ptr(),
-            c"1ms".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
         PgTryBuilder::new(move || {
+            // GUC_ACTION_SAVE: undone when the subtransaction ends, either
+            // way.
+            pg_sys::set_config_option(
+                c"lock_timeout".as_ptr(),
+                c"1ms".as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
             let done = work();
             end(done.is_ok());
             done.map(Some)
@@ -363,7 +370,9 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
     let mut counts = Counts::default();
     for kind in Expired::ALL {
         // One subtransaction for the whole kind (one per batch would
-        // overflow the 64 subtransactions a backend can show others).
+        // overflow the 64 subtransactions a backend can show others); a
+        // held entry found late undoes the batches before it, which are
+        // then done again the SKIP LOCKED way.
         let removed = match kind.first_try() {
             Locking::Direct => without_waiting(|| remove_all(kind, Locking::Direct, batch_size))?,
             Locking::SkipLocked => None,

@@ -113,8 +113,8 @@ fn the_worker_removes_expired_rows_and_keeps_live_ones() {
 /// An expired entry the application holds (locked in an open transaction)
 /// neither holds the worker up nor fails its run: the worker's direct
 /// delete gives up after 1 ms and the batch is redone with SKIP LOCKED, so
-/// every other expired entry goes while the application still holds its
-/// row, and that one goes once it is released.
+/// every other expired entry goes at once while the application still
+/// holds its row, and that one goes once it is released.
 #[test]
 fn the_worker_removes_expired_entries_around_one_the_application_holds() {
     let mut client = worker_database();
@@ -126,13 +126,23 @@ fn the_worker_removes_expired_entries_around_one_the_application_holds() {
         )
         .unwrap()
         .get(0);
-    session_with_entries(&mut client, "w-held", 10, 6);
+    // Held before anything expires, so the worker cannot remove it first;
+    // FOR KEY SHARE lets the expiring UPDATE below through, and stops a
+    // DELETE (and FOR UPDATE, so SKIP LOCKED skips it).
+    session_with_entries(&mut client, "w-held", 10, 0);
     let mut held = holder.transaction().unwrap();
     held.query_one(
-        "SELECT key FROM agent_memory.kv_entries WHERE session_id = 'w-held' AND key = 'k3' FOR UPDATE",
+        "SELECT key FROM agent_memory.kv_entries WHERE session_id = 'w-held' AND key = 'k3' FOR KEY SHARE",
         &[],
     )
     .unwrap();
+    client
+        .execute(
+            "UPDATE agent_memory.kv_entries SET expires_at = now() - interval '1 second'
+             WHERE session_id = 'w-held' AND substr(key, 2)::int <= 6",
+            &[],
+        )
+        .unwrap();
     let (around, took) = wait_until(Duration::from_secs(10), || {
         stored_entries(&mut client, "w-held") == 5
     });
@@ -148,6 +158,20 @@ fn the_worker_removes_expired_entries_around_one_the_application_holds() {
         .unwrap()
         .get(0);
     assert_eq!(kept, 1, "the held entry is left to its holder");
+    // The run that removed them gave up on the held row after 1 ms, not
+    // after the worker's own lock_timeout of 1 s.
+    let slowest: f64 = client
+        .query_one(
+            "SELECT extract(epoch FROM max(finished_at - started_at))::float8
+             FROM agent_memory.cleanup_runs WHERE triggered_by = 'worker' AND run_id >= $1",
+            &[&first_run],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        slowest < 0.5,
+        "a run took {slowest} s: it waited for the held row"
+    );
     held.commit().unwrap();
     let (gone, took) = wait_until(Duration::from_secs(10), || {
         stored_entries(&mut client, "w-held") == 4

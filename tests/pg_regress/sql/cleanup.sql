@@ -40,8 +40,8 @@ SELECT count(*) AS left_behind FROM agent_memory.kv_entries WHERE session_id = '
 -- Entries are deleted directly first, in a subtransaction of the
 -- extension's own. An error there (here, a trigger of the application's)
 -- reaches the caller with its own SQLSTATE, changes nothing, and leaves
--- the caller's transaction as it was: no half-open subtransaction, and
--- the caller's lock_timeout back in force.
+-- the caller's transaction usable: no half-open subtransaction. After a
+-- call that succeeds, the caller's lock_timeout is back in force.
 SELECT agent_memory.create_session('u', session_id => 'guarded') AS guarded;
 SELECT agent_memory.kv_set('guarded', 'k', '1', ttl => interval '1 microsecond') ->> 'stored' AS stored;
 CREATE FUNCTION public.refuse_delete() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -62,7 +62,11 @@ COMMIT;
 RESET lock_timeout;
 DROP TRIGGER refuse_delete ON agent_memory.kv_entries;
 DROP FUNCTION public.refuse_delete();
+BEGIN;
+SET LOCAL lock_timeout = '5s';
 SELECT agent_memory.cleanup_expired() - 'run_id' AS removed;
+SHOW lock_timeout;
+COMMIT;
 
 -- Leave the database empty for the next suite.
 DELETE FROM agent_memory.sessions;
