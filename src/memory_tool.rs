@@ -131,15 +131,17 @@ static RECOUNT: Statement = Statement {
 /// the size limit ($5 bytes); returns how many occurrences there were. The
 /// file is read as of the statement's snapshot (o) and written at that very
 /// row version (f, by ctid): when a concurrent change replaced the version
-/// meanwhile, nothing is written (the recheck finds another ctid), no row
-/// comes back, and the caller looks again, so no change is lost and no
-/// lock is taken beforehand.
+/// meanwhile, nothing is written (the recheck of READ COMMITTED finds a
+/// version of another ctid and xmin), no row comes back, and the caller
+/// looks again, so no change is lost and no lock is taken beforehand. The
+/// xmin condition is what rejects the new version on PostgreSQL minor
+/// releases before November 2025, whose recheck ignored the ctid one.
 static UPDATE_FILE: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f
           SET content = pg_catalog.replace(o.content, $3, $4), updated_at = pg_catalog.now()
           FROM agent_memory.memory_files o
           WHERE o.scope OPERATOR(pg_catalog.=) $1 AND o.path OPERATOR(pg_catalog.=) $2
-            AND f.ctid OPERATOR(pg_catalog.=) o.ctid
+            AND f.ctid OPERATOR(pg_catalog.=) o.ctid AND f.xmin OPERATOR(pg_catalog.=) o.xmin
             AND pg_catalog.strpos(o.content, $3) OPERATOR(pg_catalog.>) 0
             AND pg_catalog.octet_length(pg_catalog.replace(o.content, $3, $4)) OPERATOR(pg_catalog.<=) $5
           RETURNING ((pg_catalog.length(o.content)
