@@ -99,34 +99,38 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement {
     writes: true,
 };
 
-/// Entries in expiry order, through the index on expires_at. No RETURNING:
-/// handing every removed row back costs about a fifth of the run; the
-/// count is the statement's row count, and NEXT_EXPIRED_ENTRY finds where
-/// the next batch starts.
+/// Entries in expiry order, through the index on expires_at, the picked
+/// rows treated as `$lock` says (see [`Locking`]). No RETURNING: handing
+/// every removed row back costs about a fifth of the run; the count is the
+/// statement's row count, and NEXT_EXPIRED_ENTRY finds where the next
+/// batch starts. The outer `expires_at` condition keeps an entry that a
+/// concurrent write renewed before the delete reached it (READ COMMITTED
+/// rechecks the new version) on PostgreSQL minor releases before November
+/// 2025, which did not recheck the `ctid` condition there.
+macro_rules! delete_expired_entries {
+    ($lock:literal) => {
+        concat!(
+            "DELETE FROM agent_memory.kv_entries
+             WHERE ctid = ANY (ARRAY (
+               SELECT k.ctid FROM agent_memory.kv_entries k
+               WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $2::timestamptz
+               ORDER BY k.expires_at
+               LIMIT $1",
+            $lock,
+            "))
+               AND expires_at <= pg_catalog.now()"
+        )
+    };
+}
+
 static DELETE_EXPIRED_ENTRIES: Statement = Statement {
-    sql: "DELETE FROM agent_memory.kv_entries
-          WHERE ctid = ANY (ARRAY (
-            SELECT k.ctid FROM agent_memory.kv_entries k
-            WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $2::timestamptz
-            ORDER BY k.expires_at
-            LIMIT $1 FOR UPDATE SKIP LOCKED))",
+    sql: delete_expired_entries!(" FOR UPDATE SKIP LOCKED"),
     args: &[INT4, TEXT],
     writes: true,
 };
 
-/// The same, deleting directly (no row locked first): see [`Locking`].
-/// The outer `expires_at` condition is what keeps an entry renewed by a
-/// concurrent write (its new version found by the recheck of READ
-/// COMMITTED) on PostgreSQL minor releases before November 2025, which did
-/// not recheck a `ctid` condition there.
 static DELETE_EXPIRED_ENTRIES_DIRECTLY: Statement = Statement {
-    sql: "DELETE FROM agent_memory.kv_entries
-          WHERE ctid = ANY (ARRAY (
-            SELECT k.ctid FROM agent_memory.kv_entries k
-            WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $2::timestamptz
-            ORDER BY k.expires_at
-            LIMIT $1))
-            AND expires_at <= pg_catalog.now()",
+    sql: delete_expired_entries!(""),
     args: &[INT4, TEXT],
     writes: true,
 };

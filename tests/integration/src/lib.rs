@@ -157,6 +157,18 @@ pub fn worker_pid(client: &mut Client) -> Option<i32> {
         .map(|row| row.get(0))
 }
 
+/// The id the next cleanup run will get: runs from this one on are those
+/// a test started.
+pub fn next_cleanup_run(client: &mut Client) -> i64 {
+    client
+        .query_one(
+            "SELECT coalesce(max(run_id), 0) + 1 FROM agent_memory.cleanup_runs",
+            &[],
+        )
+        .expect("read cleanup_runs")
+        .get(0)
+}
+
 /// Wait until one backend of database `db` running a query that contains
 /// `query_part` is waiting on a lock; panics with `what` after 10 s.
 pub fn wait_for_lock_waiter(client: &mut Client, db: &str, query_part: &str, what: &str) {

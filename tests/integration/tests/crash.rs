@@ -17,8 +17,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use agent_memory_integration::{
-    SystemSettings, connect, drop_database, fresh_database, pg_program, table_digests, wait_until,
-    worker_database, worker_pid,
+    SystemSettings, connect, drop_database, fresh_database, next_cleanup_run, pg_program,
+    table_digests, wait_until, worker_database, worker_pid,
 };
 use postgres::fallible_iterator::FallibleIterator;
 use postgres::{Client, Config, NoTls};
@@ -1562,13 +1562,7 @@ fn worker_killed_mid_batch_comes_back_and_loses_nothing() {
     client
         .batch_execute("DELETE FROM agent_memory.sessions WHERE session_id LIKE 'crash-%'")
         .unwrap();
-    let first_run: i64 = client
-        .query_one(
-            "SELECT coalesce(max(run_id), 0) + 1 FROM agent_memory.cleanup_runs",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let first_run = next_cleanup_run(&mut client);
     // Small batches: a run takes thousands of them.
     let settings = SystemSettings::set(&[("agent_memory.cleanup_batch_size", "200")]);
     // Live sessions written through the functions, with entries, messages

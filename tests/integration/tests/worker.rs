@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use agent_memory_integration::{SystemSettings, connect, wait_until, worker_database, worker_pid};
+use agent_memory_integration::{
+    SystemSettings, connect, next_cleanup_run, wait_until, worker_database, worker_pid,
+};
 use postgres::Client;
 
 /// A session with `n` entries, of which the first `expired` have expired.
@@ -62,13 +64,7 @@ fn the_worker_runs_under_its_own_name_in_its_database() {
 #[test]
 fn the_worker_removes_expired_rows_and_keeps_live_ones() {
     let mut client = worker_database();
-    let first_run: i64 = client
-        .query_one(
-            "SELECT coalesce(max(run_id), 0) + 1 FROM agent_memory.cleanup_runs",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let first_run = next_cleanup_run(&mut client);
     session_with_entries(&mut client, "w-remove", 10, 4);
     client
         .execute(
@@ -119,13 +115,7 @@ fn the_worker_removes_expired_rows_and_keeps_live_ones() {
 fn the_worker_removes_expired_entries_around_one_the_application_holds() {
     let mut client = worker_database();
     let mut holder = worker_database();
-    let first_run: i64 = client
-        .query_one(
-            "SELECT coalesce(max(run_id), 0) + 1 FROM agent_memory.cleanup_runs",
-            &[],
-        )
-        .unwrap()
-        .get(0);
+    let first_run = next_cleanup_run(&mut client);
     // Held before anything expires, so the worker cannot remove it first;
     // FOR KEY SHARE lets the expiring UPDATE below through, and stops a
     // DELETE (and FOR UPDATE, so SKIP LOCKED skips it).
