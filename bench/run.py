@@ -206,8 +206,7 @@ def run_cron_peer(name: str, spec: dict, clients: int, rounds: int, worker_tps: 
     run in cron.job_run_details."""
     psql("CREATE EXTENSION IF NOT EXISTS pg_cron")
     # Park the worker, so that only the cron job removes the rows.
-    psql("ALTER SYSTEM SET agent_memory.cleanup_interval = '1h'")
-    psql("SELECT pg_reload_conf()")
+    set_cleanup_interval("1h")
     time.sleep(3)
     loaded, rates = [], []
     for _ in range(min(rounds, 3)):
@@ -232,8 +231,7 @@ def run_cron_peer(name: str, spec: dict, clients: int, rounds: int, worker_tps: 
         done = bisect.bisect_right(ends, end) - bisect.bisect_left(ends, begin)
         loaded.append(done / max(end - begin, 1e-3))
         rates.append((expired - left) / max(end - begin, 1e-3))
-    psql("ALTER SYSTEM SET agent_memory.cleanup_interval = '1s'")
-    psql("SELECT pg_reload_conf()")
+    set_cleanup_interval("1s")
     cron_tps, cron_rate = statistics.median(loaded), statistics.median(rates)
     print(f"   pg_cron's DELETE removed rows at {cron_rate:,.0f} rows/s while the load ran", flush=True)
     return [

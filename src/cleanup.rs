@@ -56,12 +56,27 @@ impl Expired {
 
     /// How batches of this kind are tried first: directly when that can be
     /// undone without holding anyone up (entries), else SKIP LOCKED.
-    pub fn first_try(self) -> Locking {
+    fn first_try(self) -> Locking {
         match self {
             Expired::Sessions => Locking::SkipLocked,
             Expired::Entries => Locking::Direct,
         }
     }
+}
+
+/// Remove rows of `kind` by `attempt`: for entries first directly, inside
+/// [`without_waiting`], then, if a held row stopped that (its work undone),
+/// the SKIP LOCKED way; for sessions the SKIP LOCKED way alone.
+pub fn removing<T>(
+    kind: Expired,
+    mut attempt: impl FnMut(Locking) -> SqlResult<T>,
+) -> SqlResult<T> {
+    if kind.first_try() == Locking::Direct
+        && let Some(done) = without_waiting(|| attempt(Locking::Direct))?
+    {
+        return Ok(done);
+    }
+    attempt(Locking::SkipLocked)
 }
 
 /// How a batch treats rows that another transaction holds.
@@ -75,7 +90,7 @@ pub enum Locking {
     Direct,
 }
 
-// Both statements take $1 batch size and $2 where the previous batch stopped
+// The statements take $1 batch size and $2 where the previous batch stopped
 // (sessions also $3, the default idle timeout in minutes). Resuming there,
 // instead of scanning from the start again, keeps a run linear: within one
 // transaction the rows earlier batches removed are still in the way of a
@@ -235,7 +250,7 @@ pub fn delete_batch(
 /// (`lock_timeout`): `None` when one did, everything `work` did being then
 /// undone and its locks released; else what `work` returned. When `work`
 /// fails, what it did is undone too and the error propagates.
-pub fn without_waiting<T>(work: impl FnOnce() -> SqlResult<T>) -> SqlResult<Option<T>> {
+fn without_waiting<T>(work: impl FnOnce() -> SqlResult<T>) -> SqlResult<Option<T>> {
     let work = std::panic::AssertUnwindSafe(work);
     // SAFETY: the subtransaction is begun here and ended here on every
     // path, an error included (which is caught, the subtransaction rolled
@@ -377,15 +392,9 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
         // overflow the 64 subtransactions a backend can show others); a
         // held entry found late undoes the batches before it, which are
         // then done again the SKIP LOCKED way.
-        let removed = match kind.first_try() {
-            Locking::Direct => without_waiting(|| remove_all(kind, Locking::Direct, batch_size))?,
-            Locking::SkipLocked => None,
-        };
-        let removed = match removed {
-            Some(removed) => removed,
-            None => remove_all(kind, Locking::SkipLocked, batch_size)?,
-        };
-        counts.merge(removed);
+        counts.merge(removing(kind, |locking| {
+            remove_all(kind, locking, batch_size)
+        })?);
     }
     let run_id = record_run(started_at, "manual", counts, None)?;
     Ok(JsonB(json!({

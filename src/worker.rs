@@ -17,7 +17,7 @@ use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 
-use crate::cleanup::{Counts, Cursor, Expired, Locking, delete_batch, record_run, without_waiting};
+use crate::cleanup::{Counts, Cursor, Expired, delete_batch, record_run, removing};
 use crate::error::{OrReport, SqlResult};
 use crate::settings;
 
@@ -108,15 +108,12 @@ fn batch(kind: Expired, size: i32, cursor: &mut Cursor) -> SqlResult<i64> {
          SET LOCAL search_path = pg_catalog, pg_temp",
     )
     .or_report()?;
-    if kind.first_try() == Locking::Direct {
+    let (deleted, next) = removing(kind, |locking| {
         let mut tried = cursor.clone();
-        let direct = without_waiting(|| delete_batch(kind, Locking::Direct, size, &mut tried))?;
-        if let Some(deleted) = direct {
-            *cursor = tried;
-            return Ok(deleted);
-        }
-    }
-    delete_batch(kind, Locking::SkipLocked, size, cursor)
+        delete_batch(kind, locking, size, &mut tried).map(|deleted| (deleted, tried))
+    })?;
+    *cursor = next;
+    Ok(deleted)
 }
 
 /// What pg_stat_activity shows for the worker: `active` with what it
