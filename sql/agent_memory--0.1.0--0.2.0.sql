@@ -1,8 +1,8 @@
 -- agent_memory 0.1.0 -> 0.2.0: tenants (row-level security), roles, grants,
--- messages numbered per session, table checks as domains, sessions
--- remembered by the reads, the trigger function's search_path pinned and
--- the key-value reads' and memory_tool's unpinned (fully qualified
--- instead). Run by ALTER EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh
+-- messages numbered per session and appended many at once
+-- (append_messages), table checks as domains, sessions remembered by the
+-- reads, the trigger function's search_path pinned and the key-value
+-- reads' and memory_tool's unpinned (fully qualified instead). Run by ALTER EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh
 -- checks that the result equals a fresh 0.2.0 install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.2.0'" to load this file. \quit
 
@@ -22,6 +22,17 @@ COMMENT ON FUNCTION agent_memory.caller_tenant() IS
     'The tenant rows written now belong to: the current role, or role/tenant after SET agent_memory.tenant';
 COMMENT ON FUNCTION agent_memory.visible_tenant() IS
     'The tenant whose rows the caller sees and changes while agent_memory.tenant_isolation is on; NULL (every tenant) while it is off';
+
+-- Many messages to one thread in one call (as cargo pgrx schema generates it).
+CREATE FUNCTION agent_memory.append_messages(
+    session_id text, messages jsonb, node_id text DEFAULT NULL, keep integer DEFAULT NULL
+) RETURNS bigint[]
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'append_messages_wrapper';
+COMMENT ON FUNCTION agent_memory.append_messages(text, jsonb, text, integer) IS
+    'Append a JSON array of {role, content, metadata} messages, oldest first, to the (session, node) thread, as append_message would one by one (plain messages in one statement); returns their seqs in order';
 
 -- From here on: sql/tenants.sql as it is in 0.2.0. Rows stored before the
 -- update belong to the role that runs it.

@@ -154,6 +154,7 @@ SELECT create_distributed_function('agent_memory.update_context(text,jsonb)', 's
 SELECT create_distributed_function('agent_memory.clear_context_keys(text,text[])', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.clear_context(text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.append_message(text,text,text,text,jsonb,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.append_messages(text,jsonb,text,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.messages(text,text,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.messages_json(text,text,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.pop_message(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);

@@ -57,6 +57,8 @@ COMMENT ON FUNCTION agent_memory.cleanup_expired(integer) IS
 -- Message history
 COMMENT ON FUNCTION agent_memory.append_message(text, text, text, text, jsonb, integer) IS
     'Append a message to the (session, node) thread, keeping at most keep (default agent_memory.max_messages) and never a tool result without its call; returns its seq (the first one''s for a repeated metadata.idempotency_key); creates a missing session, fails with P0002 on an expired one';
+COMMENT ON FUNCTION agent_memory.append_messages(text, jsonb, text, integer) IS
+    'Append a JSON array of {role, content, metadata} messages, oldest first, to the (session, node) thread, as append_message would one by one (plain messages in one statement); returns their seqs in order';
 COMMENT ON FUNCTION agent_memory.messages(text, text, integer) IS
     'The newest lim messages of a node, or of the whole session when node_id is NULL, oldest first';
 COMMENT ON FUNCTION agent_memory.messages_json(text, text, integer) IS

@@ -91,6 +91,61 @@ static APPEND_FAST: Statement = Statement {
     writes: true,
 };
 
+/// A batch of plain messages (no tool call or result, no idempotency key)
+/// in one statement: if the thread exists with this keep ($3), the session
+/// is active (default idle minutes $4) and none of the slots the batch
+/// overwrites holds a tool call, take $8 positions and seqs, and write the
+/// last keep of the batch's messages: those of $6 (a jsonb array) after
+/// the first $7, which went one by one. The earlier ones are trimmed by the
+/// later ones at once, so they are counted (appends) but never written.
+/// Returns the first seq taken, whether the batch moved to another thread
+/// than the session's previous append, and whether the session's recorded
+/// activity is over a second old; no row when it does not qualify (nothing
+/// was written).
+static APPEND_BATCH: Statement = Statement {
+    sql: concat!(
+        "WITH claimed AS (
+           UPDATE agent_memory.message_threads t
+           SET appended = t.appended + $8, appends = t.appends + $8, last_seq = ",
+        next_seq!(),
+        " + $8 - 1
+           FROM agent_memory.sessions s
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3
+             AND s.session_id = $1 AND ",
+        active!("s", "$4"),
+        "
+             AND NOT EXISTS (
+               SELECT FROM agent_memory.thread_messages o
+               WHERE o.session_id = $1 AND o.thread_key = $2
+                 AND o.role = 'assistant' AND o.metadata ? 'tool_calls'
+                 -- o's slot is the (k+1)th the batch writes, k from 0
+                 AND (o.slot - t.appended % t.keep + t.keep) % t.keep < $8)
+           RETURNING t.appended - $8 AS first_position, t.last_seq - $8 + 1 AS first_seq,
+                     s.last_thread_key IS DISTINCT FROM $2 AS moved,
+                     s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
+         batch AS (
+           SELECT u.message, u.ord - $7 AS k
+           FROM pg_catalog.jsonb_array_elements($6) WITH ORDINALITY AS u(message, ord)
+           WHERE u.ord > $7 + greatest($8 - $3, 0)),
+         written AS (
+           INSERT INTO agent_memory.thread_messages AS m
+             (session_id, thread_key, slot, seq, node_id, role, content, metadata, created_at)
+           SELECT $1, $2, ((c.first_position + b.k - 1) % $3)::int4, c.first_seq + b.k - 1, $5,
+                  b.message ->> 'role', b.message ->> 'content',
+                  CASE WHEN pg_catalog.jsonb_typeof(b.message -> 'metadata') = 'object'
+                       THEN b.message -> 'metadata' ELSE '{}' END,
+                  pg_catalog.now()
+           FROM claimed c, batch b
+           ON CONFLICT (session_id, thread_key, slot) DO UPDATE
+           SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
+               content = excluded.content, metadata = excluded.metadata,
+               idempotency_key = NULL, created_at = excluded.created_at)
+         SELECT first_seq, moved, stale FROM claimed"
+    ),
+    args: &[TEXT, TEXT, INT4, INT4, TEXT, JSONB, INT4, INT4],
+    writes: true,
+};
+
 /// Renew a session whose recorded activity is over a second old.
 static RENEW_SESSION: Statement = Statement {
     sql: "UPDATE agent_memory.sessions SET last_activity_at = greatest(last_activity_at, pg_catalog.now()) WHERE session_id = $1",
@@ -477,102 +532,239 @@ fn append_message(
 
     lock_session(session_id);
     Spi::connect_mut(|client| {
-        // IsolationUsesXactSnapshot(), a macro in C.
-        // SAFETY: a plain read of the backend's isolation level global.
-        if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
-            let lock = kept(client, &LOCK_THREADS).or_report()?;
-            client
-                .update(&*lock, None, &[session_id.into()])
-                .or_report()?;
-        }
-        // A repeated idempotency key is rare: only a call that has one takes
-        // the careful path, which looks for it first.
-        if message.idempotency_key.is_none() {
-            let fast = kept(client, &APPEND_FAST).or_report()?;
-            let rows = client
-                .update(
-                    &*fast,
-                    None,
-                    &[
-                        session_id.into(),
-                        key.into(),
-                        keep.into(),
-                        idle_timeout_minutes().into(),
-                        message.node_id.into(),
-                        message.role.into(),
-                        message.content.into(),
-                        message.metadata_datum(),
-                    ],
-                )
-                .or_report()?;
-            if !rows.is_empty() {
-                let row = rows.first();
-                let written = row.get::<i64>(1).or_report()?;
-                let slot = required(row.get::<i32>(2).or_report()?, "slot")?;
-                let seq = required(row.get::<i64>(3).or_report()?, "seq")?;
-                let moved = row.get::<bool>(4).or_report()?.unwrap_or(true);
-                let stale = row.get::<bool>(5).or_report()?.unwrap_or(false);
-                if written.is_none() {
-                    // The slot holds a tool call: its results go first.
-                    write_slot(client, session_id, key, slot, &message, seq)?;
-                }
-                settle_session(client, session_id, key, seq, moved, stale)?;
-                return Ok(seq);
-            }
-        }
+        lock_threads_for_snapshot(client, session_id)?;
+        append_locked(client, session_id, key, keep, &message)
+    })
+}
 
-        // The careful path: a new thread, another keep, an idempotency key,
-        // or a session that is missing or expired.
-        let state = kept(client, &APPEND_STATE).or_report()?;
-        let state = client
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn append_messages(
+    session_id: Option<&str>,
+    messages: Option<JsonbArg>,
+    node_id: default!(Option<&str>, "NULL"),
+    keep: default!(Option<i32>, "NULL"),
+) -> SqlResult<Vec<i64>> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node_id = checked_node(node_id)?;
+    let messages_arg = messages
+        .ok_or_else(|| Error::null("messages"))
+        .or_report()?;
+    let decoded = messages_arg
+        .decode()
+        .ok_or_else(|| Error::null("messages"))
+        .or_report()?;
+    let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
+    // Every message is checked before anything is written.
+    let batch = messages::parse_batch(&decoded, max_bytes).or_report()?;
+    let keep = messages::resolve_keep(keep, settings::MAX_MESSAGES.get()).or_report()?;
+    let key = thread_key(node_id);
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+
+    lock_session(session_id);
+    Spi::connect_mut(|client| {
+        lock_threads_for_snapshot(client, session_id)?;
+        let mut seqs = Vec::with_capacity(batch.len());
+        // The messages go one by one until the rest can go in one statement.
+        // It is tried at first and once more after one message: that one
+        // may have made the thread or set its keep.
+        let mut batch_tries = 0;
+        while seqs.len() < batch.len() {
+            let done = seqs.len();
+            let rest = &batch[done..];
+            if batch_tries < 2 && rest.iter().all(messages::BatchMessage::is_plain) {
+                batch_tries += 1;
+                let first = append_plain_batch(
+                    client,
+                    session_id,
+                    key,
+                    keep,
+                    node_id,
+                    &messages_arg,
+                    done,
+                    rest.len(),
+                )?;
+                if let Some(first) = first {
+                    seqs.extend(first..first + rest.len() as i64);
+                    break;
+                }
+            }
+            let one = &rest[0];
+            let message = NewMessage {
+                node_id,
+                role: one.role,
+                content: one.content,
+                metadata: one.metadata.cloned().unwrap_or_else(|| json!({})),
+                metadata_arg: None,
+                idempotency_key: one.idempotency_key.as_deref(),
+            };
+            seqs.push(append_locked(client, session_id, key, keep, &message)?);
+        }
+        Ok(seqs)
+    })
+}
+
+/// Append messages `done..done + count` of `messages` (all plain) in one
+/// statement; returns the first one's seq, or None when the thread or the
+/// session does not qualify (nothing was written).
+#[allow(clippy::too_many_arguments)]
+fn append_plain_batch(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    keep: i32,
+    node_id: Option<&str>,
+    messages: &JsonbArg,
+    done: usize,
+    count: usize,
+) -> SqlResult<Option<i64>> {
+    let (Ok(done), Ok(count)) = (i32::try_from(done), i32::try_from(count)) else {
+        return Ok(None);
+    };
+    let plan = kept(client, &APPEND_BATCH).or_report()?;
+    let rows = client
+        .update(
+            &*plan,
+            None,
+            &[
+                session_id.into(),
+                key.into(),
+                keep.into(),
+                idle_timeout_minutes().into(),
+                node_id.into(),
+                messages.into(),
+                done.into(),
+                count.into(),
+            ],
+        )
+        .or_report()?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let row = rows.first();
+    let first = required(row.get::<i64>(1).or_report()?, "seq")?;
+    let moved = row.get::<bool>(2).or_report()?.unwrap_or(true);
+    let stale = row.get::<bool>(3).or_report()?.unwrap_or(false);
+    let last = first + i64::from(count) - 1;
+    settle_session(client, session_id, key, last, moved, stale)?;
+    Ok(Some(first))
+}
+
+/// Under REPEATABLE READ or SERIALIZABLE, lock the session's row and
+/// threads (see LOCK_THREADS).
+fn lock_threads_for_snapshot(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+) -> SqlResult<()> {
+    // IsolationUsesXactSnapshot(), a macro in C.
+    // SAFETY: a plain read of the backend's isolation level global.
+    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        let lock = kept(client, &LOCK_THREADS).or_report()?;
+        client
+            .update(&*lock, None, &[session_id.into()])
+            .or_report()?;
+    }
+    Ok(())
+}
+
+/// Append one message to thread `key` under the session's write lock;
+/// returns its seq.
+fn append_locked(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    keep: i32,
+    message: &NewMessage<'_>,
+) -> SqlResult<i64> {
+    // A repeated idempotency key is rare: only a call that has one takes
+    // the careful path, which looks for it first.
+    if message.idempotency_key.is_none() {
+        let fast = kept(client, &APPEND_FAST).or_report()?;
+        let rows = client
             .update(
-                &*state,
+                &*fast,
                 None,
                 &[
                     session_id.into(),
                     key.into(),
-                    message.idempotency_key.into(),
+                    keep.into(),
                     idle_timeout_minutes().into(),
+                    message.node_id.into(),
+                    message.role.into(),
+                    message.content.into(),
+                    message.metadata_datum(),
                 ],
             )
-            .or_report()?
-            .first();
-        let exists = state.get::<bool>(1).or_report()?.unwrap_or(false);
-        let active = state.get::<bool>(2).or_report()?.unwrap_or(false);
-        let stale = state.get::<bool>(3).or_report()?.unwrap_or(false);
-        let ring_keep = state.get::<i32>(4).or_report()?;
-        let appended = state.get::<i64>(5).or_report()?;
-        let duplicate = state.get::<i64>(6).or_report()?;
-
-        if exists && !active {
-            return Err(session_gone(session_id)).or_report();
-        }
-        if let Some(seq) = duplicate {
+            .or_report()?;
+        if !rows.is_empty() {
+            let row = rows.first();
+            let written = row.get::<i64>(1).or_report()?;
+            let slot = required(row.get::<i32>(2).or_report()?, "slot")?;
+            let seq = required(row.get::<i64>(3).or_report()?, "seq")?;
+            let moved = row.get::<bool>(4).or_report()?.unwrap_or(true);
+            let stale = row.get::<bool>(5).or_report()?.unwrap_or(false);
+            if written.is_none() {
+                // The slot holds a tool call: its results go first.
+                write_slot(client, session_id, key, slot, message, seq)?;
+            }
+            settle_session(client, session_id, key, seq, moved, stale)?;
             return Ok(seq);
         }
-        if !exists {
-            let create = kept(client, &CREATE_IMPLICIT).or_report()?;
-            client
-                .update(&*create, None, &[session_id.into()])
-                .or_report()?;
+    }
+
+    // The careful path: a new thread, another keep, an idempotency key,
+    // or a session that is missing or expired.
+    let state = kept(client, &APPEND_STATE).or_report()?;
+    let state = client
+        .update(
+            &*state,
+            None,
+            &[
+                session_id.into(),
+                key.into(),
+                message.idempotency_key.into(),
+                idle_timeout_minutes().into(),
+            ],
+        )
+        .or_report()?
+        .first();
+    let exists = state.get::<bool>(1).or_report()?.unwrap_or(false);
+    let active = state.get::<bool>(2).or_report()?.unwrap_or(false);
+    let stale = state.get::<bool>(3).or_report()?.unwrap_or(false);
+    let ring_keep = state.get::<i32>(4).or_report()?;
+    let appended = state.get::<i64>(5).or_report()?;
+    let duplicate = state.get::<i64>(6).or_report()?;
+
+    if exists && !active {
+        return Err(session_gone(session_id)).or_report();
+    }
+    if let Some(seq) = duplicate {
+        return Ok(seq);
+    }
+    if !exists {
+        let create = kept(client, &CREATE_IMPLICIT).or_report()?;
+        client
+            .update(&*create, None, &[session_id.into()])
+            .or_report()?;
+    }
+    let slot = match (ring_keep, appended) {
+        (Some(ring_keep), Some(appended)) if ring_keep == keep => {
+            (appended % i64::from(keep)) as i32
         }
-        let slot = match (ring_keep, appended) {
-            (Some(ring_keep), Some(appended)) if ring_keep == keep => {
-                (appended % i64::from(keep)) as i32
-            }
-            _ => repack(client, session_id, key, keep)?,
-        };
-        let claim = kept(client, &CLAIM_POSITION).or_report()?;
-        let claimed = client
-            .update(&*claim, None, &[session_id.into(), key.into()])
-            .or_report()?
-            .first();
-        let seq = required(claimed.get::<i64>(1).or_report()?, "seq")?;
-        let moved = claimed.get::<bool>(2).or_report()?.unwrap_or(true);
-        write_slot(client, session_id, key, slot, &message, seq)?;
-        settle_session(client, session_id, key, seq, moved, stale)?;
-        Ok(seq)
-    })
+        _ => repack(client, session_id, key, keep)?,
+    };
+    let claim = kept(client, &CLAIM_POSITION).or_report()?;
+    let claimed = client
+        .update(&*claim, None, &[session_id.into(), key.into()])
+        .or_report()?
+        .first();
+    let seq = required(claimed.get::<i64>(1).or_report()?, "seq")?;
+    let moved = claimed.get::<bool>(2).or_report()?.unwrap_or(true);
+    write_slot(client, session_id, key, slot, message, seq)?;
+    settle_session(client, session_id, key, seq, moved, stale)?;
+    Ok(seq)
 }
 
 /// After an append of `seq` to thread `key`: record the thread on the

@@ -87,6 +87,80 @@ pub fn answered_call(metadata: &Value) -> Option<&str> {
     metadata.get("tool_call_id").and_then(Value::as_str)
 }
 
+/// One message of a batch (`append_messages`), checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchMessage<'a> {
+    pub role: &'a str,
+    pub content: &'a str,
+    /// The metadata object; None when absent or null (it is then `{}`).
+    pub metadata: Option<&'a Value>,
+    pub idempotency_key: Option<String>,
+}
+
+impl BatchMessage<'_> {
+    /// Whether the message can go with others in one statement: it is not
+    /// part of a tool call (whose pairing an append checks one by one) and
+    /// has no idempotency key (which an append looks up first).
+    pub fn is_plain(&self) -> bool {
+        self.role != "tool"
+            && self.idempotency_key.is_none()
+            && self.metadata.is_none_or(|m| m.get("tool_calls").is_none())
+    }
+}
+
+/// The fields a batch message may have. `seq` and `created_at`, which
+/// `messages_json` returns, are accepted and ignored, so that its output can
+/// be appended as it is: the appended messages get new ones.
+const BATCH_FIELDS: [&str; 5] = ["role", "content", "metadata", "seq", "created_at"];
+
+/// Check a batch of messages: a JSON array of `{role, content, metadata}`
+/// objects, each checked as `append_message` checks its arguments. An error
+/// names the message by its index (from 0).
+pub fn parse_batch(messages: &Value, max_bytes: usize) -> Result<Vec<BatchMessage<'_>>> {
+    let Some(items) = messages.as_array() else {
+        return Err(Error::invalid("messages must be a JSON array")
+            .with_hint(r#"Pass [{"role": "user", "content": "..."}, ...], oldest first."#));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(index, item)| parse_batch_item(item, max_bytes).map_err(|e| at_index(e, index)))
+        .collect()
+}
+
+fn parse_batch_item(item: &Value, max_bytes: usize) -> Result<BatchMessage<'_>> {
+    let Some(fields) = item.as_object() else {
+        return Err(Error::invalid("a message must be a JSON object"));
+    };
+    if let Some(unknown) = fields.keys().find(|k| !BATCH_FIELDS.contains(&k.as_str())) {
+        return Err(Error::invalid(format!("unknown field {}", quoted(unknown)))
+            .with_hint("A message has role, content and metadata."));
+    }
+    let text = |name: &str| match fields.get(name) {
+        Some(Value::String(s)) => Ok(s.as_str()),
+        None | Some(Value::Null) => Err(Error::invalid(format!("{name} is missing"))),
+        Some(_) => Err(Error::invalid(format!("{name} must be a string"))),
+    };
+    let role = text("role")?;
+    check_role(role)?;
+    let content = text("content")?;
+    let metadata = fields.get("metadata").filter(|m| !m.is_null());
+    let empty = Value::Object(Default::default());
+    let idempotency_key = check_message(content, metadata.unwrap_or(&empty), max_bytes)?;
+    Ok(BatchMessage {
+        role,
+        content,
+        metadata,
+        idempotency_key,
+    })
+}
+
+/// Prefix an error's message with the index of the message it is about.
+fn at_index(mut error: Error, index: usize) -> Error {
+    error.message = format!("messages[{index}]: {}", error.message);
+    error
+}
+
 /// A stored message, as a repack sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stored {
@@ -153,6 +227,66 @@ mod tests {
             calls: vec![],
             answers: None,
         }
+    }
+
+    #[test]
+    fn a_batch_is_an_array_of_checked_messages_in_order() {
+        let batch = json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello", "metadata": {"tone": "warm"}},
+            {"role": "user", "content": "again", "metadata": null, "seq": 7, "created_at": "x"},
+        ]);
+        let parsed = parse_batch(&batch, 100).unwrap();
+        assert_eq!(
+            parsed
+                .iter()
+                .map(|m| (m.role, m.content))
+                .collect::<Vec<_>>(),
+            [("user", "hi"), ("assistant", "hello"), ("user", "again")]
+        );
+        assert_eq!(parsed[1].metadata, Some(&json!({"tone": "warm"})));
+        assert_eq!(parsed[2].metadata, None);
+        assert!(parsed.iter().all(BatchMessage::is_plain));
+        assert_eq!(parse_batch(&json!([]), 100).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn tool_messages_and_idempotency_keys_are_not_plain() {
+        let batch = json!([
+            {"role": "assistant", "content": "", "metadata": {"tool_calls": ["c1"]}},
+            {"role": "tool", "content": "42", "metadata": {"tool_call_id": "c1"}},
+            {"role": "user", "content": "ok", "metadata": {"idempotency_key": "k1"}},
+        ]);
+        let parsed = parse_batch(&batch, 100).unwrap();
+        assert!(parsed.iter().all(|m| !m.is_plain()));
+        assert_eq!(parsed[2].idempotency_key.as_deref(), Some("k1"));
+    }
+
+    #[test]
+    fn a_bad_message_is_named_by_its_index() {
+        let refused = |batch: Value| parse_batch(&batch, 10).unwrap_err();
+        let e = refused(json!({"role": "user"}));
+        assert_eq!(e.message, "messages must be a JSON array");
+        let e = refused(json!([{"role": "user", "content": "a"}, "text"]));
+        assert_eq!(e.message, "messages[1]: a message must be a JSON object");
+        let e = refused(json!([{"role": "robot", "content": "a"}]));
+        assert_eq!(e.message, "messages[0]: unknown role \"robot\"");
+        let e = refused(json!([{"role": "user"}]));
+        assert_eq!(e.message, "messages[0]: content is missing");
+        let e = refused(json!([{"role": "user", "content": 3}]));
+        assert_eq!(e.message, "messages[0]: content must be a string");
+        let e = refused(json!([{"role": "user", "content": "a", "node_id": "n"}]));
+        assert_eq!(e.message, "messages[0]: unknown field \"node_id\"");
+        let e = refused(json!([{"role": "user", "content": "a", "metadata": []}]));
+        assert_eq!(e.message, "messages[0]: metadata must be a JSON object");
+        let e = refused(
+            json!([{"role": "user", "content": "a"}, {"role": "user", "content": "too long, surely"}]),
+        );
+        assert_eq!(e.kind, ErrorKind::LimitExceeded);
+        assert!(
+            e.message
+                .starts_with("messages[1]: message content is 16 bytes")
+        );
     }
 
     #[test]

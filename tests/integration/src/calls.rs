@@ -171,6 +171,27 @@ pub const BASES: &[Base] = &[
         ],
     },
     Base {
+        function: "append_messages(text, jsonb, text, integer)",
+        calls: &[
+            &[
+                Some("live"),
+                Some(
+                    r#"[{"role": "user", "content": "one"}, {"role": "assistant", "content": "two", "metadata": {"n": 2}}]"#,
+                ),
+                Some("atlas"),
+                Some("3"),
+            ],
+            &[
+                Some("live"),
+                Some(
+                    r#"[{"role": "assistant", "content": "calling", "metadata": {"tool_calls": ["call-9"]}}, {"role": "tool", "content": "r", "metadata": {"tool_call_id": "call-9", "idempotency_key": "k9"}}]"#,
+                ),
+                None,
+                Some("2"),
+            ],
+        ],
+    },
+    Base {
         function: "messages(text, text, integer)",
         calls: &[&[Some("live"), Some("atlas"), Some("10")]],
     },

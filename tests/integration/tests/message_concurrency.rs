@@ -104,9 +104,10 @@ fn eight_appenders_leave_exactly_keep_messages_in_order() {
 }
 
 /// Eight connections append to three threads of one session at once (each
-/// writer moving between them), under READ COMMITTED and, retrying on
-/// serialization failures, under REPEATABLE READ: the session's numbers are
-/// exactly 1..=n, each given once, and each writer's come back increasing.
+/// writer moving between them; half of them three messages at a time with
+/// append_messages), under READ COMMITTED and, retrying on serialization
+/// failures, under REPEATABLE READ: the session's numbers are exactly
+/// 1..=n, each given once, and each writer's come back increasing.
 #[test]
 fn appends_to_many_threads_of_one_session_number_it_without_gaps_or_twins() {
     for (db, isolation, level) in [
@@ -122,6 +123,7 @@ fn appends_to_many_threads_of_one_session_number_it_without_gaps_or_twins() {
         ),
     ] {
         const PER_WRITER: usize = 150;
+        const BATCH: usize = 3;
         let mut setup = fresh_database(db);
         setup
             .execute(
@@ -135,7 +137,10 @@ fn appends_to_many_threads_of_one_session_number_it_without_gaps_or_twins() {
                     let mut client = connect(db);
                     let mut seqs = Vec::with_capacity(PER_WRITER);
                     let mut retries = 0;
-                    for i in 0..PER_WRITER {
+                    // Odd writers append BATCH messages per call.
+                    let batched = w % 2 == 1;
+                    let calls = if batched { PER_WRITER / BATCH } else { PER_WRITER };
+                    for i in 0..calls {
                         let node = format!("n{}", (w + i) % 3);
                         loop {
                             let mut tx = client
@@ -143,16 +148,28 @@ fn appends_to_many_threads_of_one_session_number_it_without_gaps_or_twins() {
                                 .isolation_level(level)
                                 .start()
                                 .map_err(|e| e.to_string())?;
-                            let appended = tx.query_one(
-                                "SELECT agent_memory.append_message('threads', 'user', $1, node_id => $2)",
-                                &[&format!("writer {w} message {i}"), &node],
-                            );
-                            match appended.and_then(|row| {
-                                let seq: i64 = row.get(0);
-                                tx.commit().map(|_| seq)
-                            }) {
-                                Ok(seq) => {
-                                    seqs.push(seq);
+                            let appended = if batched {
+                                let batch = serde_json::Value::Array(
+                                    (0..BATCH)
+                                        .map(|j| serde_json::json!({"role": "user", "content": format!("writer {w} message {i}.{j}")}))
+                                        .collect(),
+                                )
+                                .to_string();
+                                tx.query_one(
+                                    "SELECT agent_memory.append_messages('threads', $1::text::jsonb, node_id => $2)",
+                                    &[&batch, &node],
+                                )
+                                .map(|row| row.get::<_, Vec<i64>>(0))
+                            } else {
+                                tx.query_one(
+                                    "SELECT agent_memory.append_message('threads', 'user', $1, node_id => $2)",
+                                    &[&format!("writer {w} message {i}"), &node],
+                                )
+                                .map(|row| vec![row.get::<_, i64>(0)])
+                            };
+                            match appended.and_then(|got| tx.commit().map(|_| got)) {
+                                Ok(got) => {
+                                    seqs.extend(got);
                                     break;
                                 }
                                 Err(e)
