@@ -11,7 +11,8 @@ What it shows:
   * a tool_use block routed straight to SQL: Claude's memory tool
     (claude_memory_tool_result, claude_memory) and the extension's own
     dialect (memory_tool), all on one tree of files;
-  * every write of a turn in one transaction (conn.transaction());
+  * every write of a turn in one transaction (conn.transaction()), the
+    turn's messages appended together by one append_messages call;
   * parameterised, schema-qualified calls; jsonb arguments wrapped in Jsonb,
     jsonb and json results arriving as Python objects.
 
@@ -55,31 +56,30 @@ def run_tool(cur, block):
     return cur.execute(sql, (MEMORY_NODE, Jsonb(block["input"]))).fetchone()[0]
 
 
-def append_message(cur, role, content, metadata):
-    cur.execute("SELECT agent_memory.append_message(%s, %s, %s, metadata => %s)",
-                (SESSION_ID, role, content, Jsonb(metadata)))
-
-
 def run_turn(conn, turn):
     """One turn of the conversation; every write of it commits together."""
     user_text, wm_part, wm_value = TURNS[turn]
     answers = {}
     with conn.transaction(), conn.cursor() as cur:
-        append_message(cur, "user", user_text, {})
+        # The turn's messages, oldest first, appended in one call at the end
+        # of the turn (the same as appending each in turn).
+        messages = [{"role": "user", "content": user_text}]
         tool_results = []
         while True:
             step = fake_model(turn, tool_results)
             if step["type"] == "text":
                 break
             call = {k: step[k] for k in ("id", "name", "input")}
-            append_message(cur, "assistant", "", {"tool_calls": [call]})
+            messages.append({"role": "assistant", "content": "", "metadata": {"tool_calls": [call]}})
             answer = run_tool(cur, step)
             answers[step["id"]] = answer
             tool_results.append(answer)
             content = answer if isinstance(answer, str) else json.dumps(answer)
-            append_message(cur, "tool", content, {"tool_call_id": step["id"]})
+            messages.append({"role": "tool", "content": content,
+                             "metadata": {"tool_call_id": step["id"]}})
 
-        append_message(cur, "assistant", step["text"], {})
+        messages.append({"role": "assistant", "content": step["text"]})
+        cur.execute("SELECT agent_memory.append_messages(%s, %s)", (SESSION_ID, Jsonb(messages)))
         if len(step["facts"]) == 1:   # one fact: kv_set; several at once: update_context
             [(key, value)] = step["facts"].items()
             cur.execute("SELECT agent_memory.kv_set(%s, %s, %s)", (SESSION_ID, key, Jsonb(value)))
