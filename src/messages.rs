@@ -7,6 +7,12 @@
 //! table holds. When that message is a tool call, its results are removed
 //! first; a new thread, another `keep`, an idempotency key or a missing
 //! session take the careful path, which may repack the ring.
+//!
+//! `append_messages` gives the result of appending its messages one by one.
+//! A run of plain messages (no tool call or result, no idempotency key)
+//! goes in one statement, up to the first ring slot that holds a tool call
+//! (the message that overwrites it goes alone, taking the call's results
+//! with it); of a run longer than `keep` only the last `keep` are written.
 
 use pgrx::prelude::*;
 use serde_json::json;
@@ -91,56 +97,61 @@ static APPEND_FAST: Statement = Statement {
     writes: true,
 };
 
-/// A batch of plain messages (no tool call or result, no idempotency key)
-/// in one statement: if the thread exists with this keep ($3), the session
-/// is active (default idle minutes $4) and none of the slots the batch
-/// overwrites holds a tool call, take $8 positions and seqs, and write the
-/// last keep of the batch's messages: those of $6 (a jsonb array) after
-/// the first $7, which went one by one. The earlier ones are trimmed by the
-/// later ones at once, so they are counted (appends) but never written.
-/// Returns the first seq taken, whether the batch moved to another thread
-/// than the session's previous append, and whether the session's recorded
-/// activity is over a second old; no row when it does not qualify (nothing
-/// was written).
+/// A run of plain messages (no tool call or result, no idempotency key) in
+/// one statement: if the thread exists with this keep ($3) and the session
+/// is active (default idle minutes $4), take the positions and seqs of as
+/// many of the run's $8 messages as go before one would overwrite a tool
+/// call (that one goes one by one, taking the call's results with it), and
+/// write the last keep of them: messages $7 + 1, $7 + 2, ... of $6 (a jsonb
+/// array; the first $7 went before). The earlier ones would be trimmed by
+/// the later ones at once, so they are counted (appends) but never
+/// written. Returns the first seq taken, how many messages were appended,
+/// whether they moved to another thread than the session's previous
+/// append, and whether the session's recorded activity is over a second
+/// old; no row when nothing could go (nothing was written).
 static APPEND_BATCH: Statement = Statement {
     sql: concat!(
-        "WITH claimed AS (
+        "WITH ring AS (
+           SELECT least($8, coalesce(
+                    -- the tool call nearest the ring's position: the
+                    -- (k+1)th message of the run would overwrite it
+                    (SELECT min((o.slot - t.appended % t.keep + t.keep) % t.keep)
+                     FROM agent_memory.thread_messages o
+                     WHERE o.session_id = $1 AND o.thread_key = $2
+                       AND o.role = 'assistant' AND o.metadata ? 'tool_calls'), $8))::int4 AS n
+           FROM agent_memory.message_threads t
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3),
+         claimed AS (
            UPDATE agent_memory.message_threads t
-           SET appended = t.appended + $8, appends = t.appends + $8, last_seq = ",
+           SET appended = t.appended + r.n, appends = t.appends + r.n, last_seq = ",
         next_seq!(),
-        " + $8 - 1
-           FROM agent_memory.sessions s
-           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3
+        " + r.n - 1
+           FROM agent_memory.sessions s, ring r
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3 AND r.n > 0
              AND s.session_id = $1 AND ",
         active!("s", "$4"),
         "
-             AND NOT EXISTS (
-               SELECT FROM agent_memory.thread_messages o
-               WHERE o.session_id = $1 AND o.thread_key = $2
-                 AND o.role = 'assistant' AND o.metadata ? 'tool_calls'
-                 -- o's slot is the (k+1)th the batch writes, k from 0
-                 AND (o.slot - t.appended % t.keep + t.keep) % t.keep < $8)
-           RETURNING t.appended - $8 AS first_position, t.last_seq - $8 + 1 AS first_seq,
+           RETURNING t.appended - r.n AS first_position, t.last_seq - r.n + 1 AS first_seq, r.n,
                      s.last_thread_key IS DISTINCT FROM $2 AS moved,
                      s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
-         batch AS (
+         run AS (
            SELECT u.message, u.ord - $7 AS k
-           FROM pg_catalog.jsonb_array_elements($6) WITH ORDINALITY AS u(message, ord)
-           WHERE u.ord > $7 + greatest($8 - $3, 0)),
+           FROM claimed c, pg_catalog.jsonb_array_elements($6) WITH ORDINALITY AS u(message, ord)
+           WHERE u.ord > $7 + greatest(c.n - $3, 0) AND u.ord <= $7 + c.n),
          written AS (
            INSERT INTO agent_memory.thread_messages AS m
              (session_id, thread_key, slot, seq, node_id, role, content, metadata, created_at)
-           SELECT $1, $2, ((c.first_position + b.k - 1) % $3)::int4, c.first_seq + b.k - 1, $5,
-                  b.message ->> 'role', b.message ->> 'content',
-                  CASE WHEN pg_catalog.jsonb_typeof(b.message -> 'metadata') = 'object'
-                       THEN b.message -> 'metadata' ELSE '{}' END,
+           SELECT $1, $2, ((c.first_position + r.k - 1) % $3)::int4, c.first_seq + r.k - 1, $5,
+                  r.message ->> 'role', r.message ->> 'content',
+                  CASE WHEN pg_catalog.jsonb_typeof(r.message -> 'metadata') = 'object'
+                       THEN r.message -> 'metadata' ELSE '{}' END,
                   pg_catalog.now()
-           FROM claimed c, batch b
+           FROM claimed c, run r
            ON CONFLICT (session_id, thread_key, slot) DO UPDATE
            SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
                content = excluded.content, metadata = excluded.metadata,
                idempotency_key = NULL, created_at = excluded.created_at)
-         SELECT first_seq, moved, stale FROM claimed"
+         SELECT first_seq, n, moved, stale FROM claimed"
     ),
     args: &[TEXT, TEXT, INT4, INT4, TEXT, JSONB, INT4, INT4],
     writes: true,
@@ -567,16 +578,18 @@ fn append_messages(
     Spi::connect_mut(|client| {
         lock_threads_for_snapshot(client, session_id)?;
         let mut seqs = Vec::with_capacity(batch.len());
-        // The messages go one by one until the rest can go in one statement.
-        // It is tried at first and once more after one message: that one
-        // may have made the thread or set its keep.
-        let mut batch_tries = 0;
+        // Whether the next message must go on its own: the run before it
+        // stopped short of a tool call that it overwrites.
+        let mut alone = false;
         while seqs.len() < batch.len() {
             let done = seqs.len();
-            let rest = &batch[done..];
-            if batch_tries < 2 && rest.iter().all(messages::BatchMessage::is_plain) {
-                batch_tries += 1;
-                let first = append_plain_batch(
+            let must_go_alone = std::mem::replace(&mut alone, false);
+            // A run of two or more plain messages goes in one statement, as
+            // far as it can; the message after that goes on its own.
+            let run = batch[done..].iter().take_while(|m| m.is_plain()).count();
+            if run >= 2
+                && !must_go_alone
+                && let Some((first, count)) = append_plain_run(
                     client,
                     session_id,
                     key,
@@ -584,14 +597,14 @@ fn append_messages(
                     node_id,
                     &messages_arg,
                     done,
-                    rest.len(),
-                )?;
-                if let Some(first) = first {
-                    seqs.extend(first..first + rest.len() as i64);
-                    break;
-                }
+                    run,
+                )?
+            {
+                seqs.extend(first..first + i64::from(count));
+                alone = (count as usize) < run;
+                continue;
             }
-            let one = &rest[0];
+            let one = &batch[done];
             let message = NewMessage {
                 node_id,
                 role: one.role,
@@ -606,11 +619,11 @@ fn append_messages(
     })
 }
 
-/// Append messages `done..done + count` of `messages` (all plain) in one
-/// statement; returns the first one's seq, or None when the thread or the
-/// session does not qualify (nothing was written).
+/// Append the run of plain messages `done..done + run` of `messages`, as
+/// many as go in one statement (APPEND_BATCH); returns the first one's seq
+/// and how many went, or None when none could (nothing was written).
 #[allow(clippy::too_many_arguments)]
-fn append_plain_batch(
+fn append_plain_run(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
     key: &str,
@@ -618,9 +631,9 @@ fn append_plain_batch(
     node_id: Option<&str>,
     messages: &JsonbArg,
     done: usize,
-    count: usize,
-) -> SqlResult<Option<i64>> {
-    let (Ok(done), Ok(count)) = (i32::try_from(done), i32::try_from(count)) else {
+    run: usize,
+) -> SqlResult<Option<(i64, i32)>> {
+    let (Ok(done), Ok(run)) = (i32::try_from(done), i32::try_from(run)) else {
         return Ok(None);
     };
     let plan = kept(client, &APPEND_BATCH).or_report()?;
@@ -636,7 +649,7 @@ fn append_plain_batch(
                 node_id.into(),
                 messages.into(),
                 done.into(),
-                count.into(),
+                run.into(),
             ],
         )
         .or_report()?;
@@ -645,11 +658,13 @@ fn append_plain_batch(
     }
     let row = rows.first();
     let first = required(row.get::<i64>(1).or_report()?, "seq")?;
-    let moved = row.get::<bool>(2).or_report()?.unwrap_or(true);
-    let stale = row.get::<bool>(3).or_report()?.unwrap_or(false);
-    let last = first + i64::from(count) - 1;
-    settle_session(client, session_id, key, last, moved, stale)?;
-    Ok(Some(first))
+    let count = required(row.get::<i32>(2).or_report()?, "count")?;
+    let moved = row.get::<bool>(3).or_report()?.unwrap_or(true);
+    let stale = row.get::<bool>(4).or_report()?.unwrap_or(false);
+    // One by one, only the first of them would have moved the session to
+    // this thread: the session records that one's seq.
+    settle_session(client, session_id, key, first, moved, stale)?;
+    Ok(Some((first, count)))
 }
 
 /// Under REPEATABLE READ or SERIALIZABLE, lock the session's row and

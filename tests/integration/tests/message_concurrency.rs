@@ -105,7 +105,7 @@ fn eight_appenders_leave_exactly_keep_messages_in_order() {
 
 /// Eight connections append to three threads of one session at once (each
 /// writer moving between them; half of them three messages at a time with
-/// append_messages), under READ COMMITTED and, retrying on serialization
+/// append_messages, some of them a tool call and its result), under READ COMMITTED and, retrying on serialization
 /// failures, under REPEATABLE READ: the session's numbers are exactly
 /// 1..=n, each given once, and each writer's come back increasing.
 #[test]
@@ -149,11 +149,22 @@ fn appends_to_many_threads_of_one_session_number_it_without_gaps_or_twins() {
                                 .start()
                                 .map_err(|e| e.to_string())?;
                             let appended = if batched {
-                                let batch = serde_json::Value::Array(
-                                    (0..BATCH)
-                                        .map(|j| serde_json::json!({"role": "user", "content": format!("writer {w} message {i}.{j}")}))
-                                        .collect(),
-                                )
+                                // Every fourth batch is a tool call, its
+                                // result and a user message.
+                                let batch = if i % 4 == 0 {
+                                    let call = format!("call-{w}-{i}");
+                                    serde_json::json!([
+                                        {"role": "assistant", "content": "", "metadata": {"tool_calls": [call]}},
+                                        {"role": "tool", "content": "42", "metadata": {"tool_call_id": call}},
+                                        {"role": "user", "content": format!("writer {w} message {i}")},
+                                    ])
+                                } else {
+                                    serde_json::Value::Array(
+                                        (0..BATCH)
+                                            .map(|j| serde_json::json!({"role": "user", "content": format!("writer {w} message {i}.{j}")}))
+                                            .collect(),
+                                    )
+                                }
                                 .to_string();
                                 tx.query_one(
                                     "SELECT agent_memory.append_messages('threads', $1::text::jsonb, node_id => $2)",

@@ -75,6 +75,10 @@ SET agent_memory.max_message_bytes = 4;
 SELECT agent_memory.append_messages('batch', '[{"role": "user", "content": "ok"}, {"role": "user", "content": "too long"}]');
 \echo :LAST_ERROR_SQLSTATE
 RESET agent_memory.max_message_bytes;
+-- Nested deeper than 100 levels (the array and the message count too).
+SELECT agent_memory.append_messages('batch', ('[{"role": "user", "content": "x", "metadata": '
+       || repeat('{"a": ', 99) || '1' || repeat('}', 99) || '}]')::jsonb);
+\echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.append_messages('batch', NULL);
 \echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.append_messages('', '[]');
@@ -88,74 +92,98 @@ UPDATE agent_memory.sessions SET last_activity_at = now() - interval '2 minutes'
 SELECT agent_memory.append_messages('batch-old', '[{"role": "user", "content": "late"}]');
 \echo :LAST_ERROR_SQLSTATE
 
--- The same as one by one: a seeded random history of 300 batches (1 to 8
--- messages: user and assistant messages, tool calls and their results,
--- idempotency keys, four threads, keeps of 2 to 5) goes to session 'one'
--- through append_message and to session 'many' through append_messages.
--- Both must return the same seqs and end with the same messages and
--- thread counters.
+-- The same as one by one: a seeded random history of 400 steps goes to
+-- session 'one' through append_message and to session 'many' through
+-- append_messages. A step is a batch of 1 to 25 messages (user and
+-- assistant messages, tool calls and their results, idempotency keys) to
+-- one of four threads with a keep of 2 to 8 or the default, or now and
+-- then a pop_message or clear_messages done to both. Every step must
+-- return the same on both sides, and leave both sessions in the same
+-- state: every stored message with its slot and key, every thread's
+-- counters, the session's record of its last thread.
 SELECT agent_memory.create_session('ana', session_id => 'one'), agent_memory.create_session('ana', session_id => 'many');
-CREATE TEMP TABLE returned (session text, batch int, seqs bigint[], messages jsonb);
+CREATE FUNCTION pg_temp.message_state(s text) RETURNS text LANGUAGE sql AS $$
+  SELECT concat_ws(' # ',
+    (SELECT string_agg(concat_ws('|', thread_key, slot, seq, node_id, role, content, metadata, idempotency_key),
+                       ', ' ORDER BY thread_key, slot)
+     FROM agent_memory.thread_messages WHERE session_id = s),
+    (SELECT string_agg(concat_ws('|', thread_key, keep, appended, appends, last_seq), ', ' ORDER BY thread_key)
+     FROM agent_memory.message_threads WHERE session_id = s),
+    (SELECT concat_ws('|', last_thread_key, last_message_seq) FROM agent_memory.sessions WHERE session_id = s))
+$$;
+CREATE FUNCTION pg_temp.is_plain(m jsonb) RETURNS boolean LANGUAGE sql AS $$
+  SELECT m ->> 'role' <> 'tool' AND NOT coalesce(m -> 'metadata' ? 'tool_calls', false)
+         AND NOT coalesce(m -> 'metadata' ? 'idempotency_key', false)
+$$;
+CREATE TEMP TABLE steps (step int, kind text, messages jsonb, same_result boolean, same_state boolean);
 DO $$
 DECLARE
     batch jsonb;
     node text;
     keep int;
-    seqs bigint[];
-    one_seqs bigint[];
+    one_result text;
+    many_result text;
     m jsonb;
     pick float8;
+    one_seqs bigint[];
 BEGIN
     PERFORM setseed(0.42);
-    FOR b IN 1 .. 300 LOOP
-        batch := '[]';
+    FOR b IN 1 .. 400 LOOP
         node := (ARRAY[NULL, 'n1', 'n2', 'n3'])[1 + floor(random() * 4)::int];
-        keep := 2 + floor(random() * 4)::int;
-        FOR i IN 1 .. 1 + floor(random() * 8)::int LOOP
-            pick := random();
-            m := CASE
-                WHEN pick < 0.55 THEN jsonb_build_object('role', 'user', 'content', 'u' || b || '.' || i)
-                WHEN pick < 0.8 THEN jsonb_build_object('role', 'assistant', 'content', 'a' || b || '.' || i,
-                                                         'metadata', jsonb_build_object('n', i))
-                WHEN pick < 0.87 THEN jsonb_build_object('role', 'assistant', 'content', 'call' || b || '.' || i,
-                                                         'metadata', jsonb_build_object('tool_calls',
-                                                             jsonb_build_array('c' || b || '.' || i, 'd' || b || '.' || i)))
-                WHEN pick < 0.95 THEN jsonb_build_object('role', 'tool', 'content', 'result',
-                                                        'metadata', jsonb_build_object('tool_call_id',
-                                                            (ARRAY['c', 'd'])[1 + floor(random() * 2)::int]
-                                                            || (b - floor(random() * 3)::int) || '.' || (1 + floor(random() * 4)::int)))
-                ELSE jsonb_build_object('role', 'user', 'content', 'keyed',
-                                        'metadata', jsonb_build_object('idempotency_key', 'k' || floor(random() * 40)::int))
-            END;
-            batch := batch || jsonb_build_array(m);
-        END LOOP;
-        one_seqs := '{}';
-        FOR m IN SELECT value FROM jsonb_array_elements(batch) LOOP
-            one_seqs := one_seqs || agent_memory.append_message('one', m ->> 'role', m ->> 'content', node,
-                                                                coalesce(m -> 'metadata', '{}'), keep);
-        END LOOP;
-        INSERT INTO returned VALUES ('one', b, one_seqs, batch);
-        seqs := agent_memory.append_messages('many', batch, node, keep);
-        INSERT INTO returned VALUES ('many', b, seqs, batch);
+        keep := (ARRAY[NULL, 2, 3, 4, 5, 8])[1 + floor(random() * 6)::int];
+        pick := random();
+        IF pick < 0.06 THEN
+            one_result := (agent_memory.pop_message('one', node) - 'created_at')::text;
+            many_result := (agent_memory.pop_message('many', node) - 'created_at')::text;
+            INSERT INTO steps VALUES (b, 'pop', NULL, one_result IS NOT DISTINCT FROM many_result);
+        ELSIF pick < 0.09 THEN
+            one_result := agent_memory.clear_messages('one', node)::text;
+            many_result := agent_memory.clear_messages('many', node)::text;
+            INSERT INTO steps VALUES (b, 'clear', NULL, one_result IS NOT DISTINCT FROM many_result);
+        ELSE
+            batch := '[]';
+            FOR i IN 1 .. 1 + floor(random() ^ 2 * 25)::int LOOP
+                pick := random();
+                m := CASE
+                    WHEN pick < 0.55 THEN jsonb_build_object('role', 'user', 'content', 'u' || b || '.' || i)
+                    WHEN pick < 0.8 THEN jsonb_build_object('role', 'assistant', 'content', 'a' || b || '.' || i,
+                                                             'metadata', CASE WHEN i % 3 = 0 THEN 'null' ELSE jsonb_build_object('n', i) END)
+                    WHEN pick < 0.87 THEN jsonb_build_object('role', 'assistant', 'content', 'call' || b || '.' || i,
+                                                             'metadata', jsonb_build_object('tool_calls',
+                                                                 jsonb_build_array('c' || b || '.' || i, jsonb_build_object('id', 'd' || b || '.' || i))))
+                    WHEN pick < 0.95 THEN jsonb_build_object('role', 'tool', 'content', 'result',
+                                                            'metadata', jsonb_build_object('tool_call_id',
+                                                                (ARRAY['c', 'd'])[1 + floor(random() * 2)::int]
+                                                                || (b - floor(random() * 3)::int) || '.' || (1 + floor(random() * 6)::int)))
+                    ELSE jsonb_build_object('role', 'user', 'content', 'keyed',
+                                            'metadata', jsonb_build_object('idempotency_key', 'k' || floor(random() * 40)::int))
+                END;
+                batch := batch || jsonb_build_array(m);
+            END LOOP;
+            one_seqs := '{}';
+            FOR m IN SELECT value FROM jsonb_array_elements(batch) LOOP
+                one_seqs := one_seqs || agent_memory.append_message('one', m ->> 'role', m ->> 'content', node,
+                                                                    CASE WHEN jsonb_typeof(m -> 'metadata') = 'object'
+                                                                         THEN m -> 'metadata' ELSE '{}' END, keep);
+            END LOOP;
+            INSERT INTO steps VALUES (b, 'batch', batch,
+                                      one_seqs = agent_memory.append_messages('many', batch, node, keep));
+        END IF;
+        UPDATE steps SET same_state = pg_temp.message_state('one') = pg_temp.message_state('many') WHERE step = b;
     END LOOP;
 END
 $$;
-SELECT count(*) AS batches, count(*) FILTER (WHERE o.seqs = m.seqs) AS same_seqs,
-       -- those that may go in one statement: no tool call or result, no key
-       count(*) FILTER (WHERE NOT jsonb_path_exists(m.messages,
-           '$[*] ? (@.role == "tool" || exists(@.metadata.tool_calls) || exists(@.metadata.idempotency_key))')) AS plain
-FROM returned o JOIN returned m USING (batch) WHERE o.session = 'one' AND m.session = 'many';
-SELECT (SELECT count(*) FROM agent_memory.messages('one', lim => 1000)) AS messages_held,
-       (SELECT array_agg(row(seq, node_id, role, content, metadata) ORDER BY seq) FROM agent_memory.messages('one', lim => 1000))
-     = (SELECT array_agg(row(seq, node_id, role, content, metadata) ORDER BY seq) FROM agent_memory.messages('many', lim => 1000))
-       AS same_messages;
-SELECT (SELECT array_agg(row(node_id, keep, messages, appends, trimmed) ORDER BY node_id) FROM agent_memory.message_thread_stats WHERE session_id = 'one')
-     = (SELECT array_agg(row(node_id, keep, messages, appends, trimmed) ORDER BY node_id) FROM agent_memory.message_thread_stats WHERE session_id = 'many')
-       AS same_threads,
-       (SELECT sum(trimmed) > 0 FROM agent_memory.message_thread_stats WHERE session_id = 'many') AS some_trimmed;
--- The slots too: a later append overwrites the same oldest message.
-SELECT (SELECT array_agg(row(thread_key, slot, seq) ORDER BY thread_key, slot) FROM agent_memory.thread_messages WHERE session_id = 'one')
-     = (SELECT array_agg(row(thread_key, slot, seq) ORDER BY thread_key, slot) FROM agent_memory.thread_messages WHERE session_id = 'many')
-       AS same_slots;
+SELECT kind, count(*) AS steps, count(*) FILTER (WHERE same_result) AS same_result,
+       count(*) FILTER (WHERE same_state) AS same_state,
+       -- batches with a run of at least two plain messages (no tool call or
+       -- result, no key), which goes in one statement
+       count(*) FILTER (WHERE EXISTS (
+           SELECT FROM jsonb_array_elements(messages) WITH ORDINALITY AS a(m, i)
+           JOIN jsonb_array_elements(messages) WITH ORDINALITY AS n(m, i) ON n.i = a.i + 1
+           WHERE pg_temp.is_plain(a.m) AND pg_temp.is_plain(n.m))) AS with_plain_run
+FROM steps GROUP BY kind ORDER BY kind;
+SELECT count(*) AS messages_held,
+       (SELECT sum(trimmed) FROM agent_memory.message_thread_stats WHERE session_id = 'many') > 0 AS some_trimmed
+FROM agent_memory.thread_messages WHERE session_id = 'many';
 
 SELECT agent_memory.end_session(id) FROM unnest(ARRAY['batch', 'batch-old', 'one', 'many']) AS id;
