@@ -9,6 +9,11 @@ psycopg (one autocommit connection). Plain SQL (an INSERT into a table with
 the same columns, then the last 50 by seq) is measured in the same run for
 context. Alternating rounds; medians.
 
+Also one turn of an agent with a tool: four items (the user's message, the
+model's tool call, the tool's output, the model's answer) added at once,
+then the last 50 read: the SDK's `add_items` of the four items against one
+`append_messages` call.
+
 Prints one JSON object per line (the rows bench/run.py puts in
 BENCHMARKS.md). Connection: the libpq PG* variables; database in BENCH_DB.
 """
@@ -21,6 +26,7 @@ import sys
 import time
 
 import psycopg
+from psycopg.types.json import Jsonb
 from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
 
 DB = os.environ.get("BENCH_DB", "agent_memory_bench")
@@ -47,6 +53,32 @@ async def sdk_rate(session: SQLAlchemySession, n: int) -> float:
     return n / (time.perf_counter() - start)
 
 
+def turn_items(i: int) -> list[dict]:
+    """One turn with a tool call, as the SDK's items (Responses API shapes)."""
+    call = f"call_{i}"
+    return [{"role": "user", "content": f"{TEXT} {i}"},
+            {"type": "function_call", "call_id": call, "name": "search_flights", "arguments": '{"to": "LIS"}'},
+            {"type": "function_call_output", "call_id": call, "output": "3 flights found"},
+            {"role": "assistant", "content": "TAP at 9:00 is the cheapest."}]
+
+
+def turn_messages(i: int) -> list[dict]:
+    """The same turn as append_messages takes it."""
+    call = f"call_{i}"
+    return [{"role": "user", "content": f"{TEXT} {i}"},
+            {"role": "assistant", "content": "", "metadata": {"tool_calls": [{"id": call, "name": "search_flights"}]}},
+            {"role": "tool", "content": "3 flights found", "metadata": {"tool_call_id": call}},
+            {"role": "assistant", "content": "TAP at 9:00 is the cheapest."}]
+
+
+async def sdk_turn_rate(session: SQLAlchemySession, n: int) -> float:
+    start = time.perf_counter()
+    for i in range(n):
+        await session.add_items(turn_items(i))
+        await session.get_items(limit=50)
+    return n / (time.perf_counter() - start)
+
+
 def sync_rate(n: int, op) -> float:
     start = time.perf_counter()
     for i in range(n):
@@ -56,8 +88,10 @@ def sync_rate(n: int, op) -> float:
 
 async def main() -> int:
     sdk = SQLAlchemySession.from_url("sdk-bench", url=sqlalchemy_url(), create_tables=True)
+    sdk_turns = SQLAlchemySession("sdk-bench-turns", engine=sdk.engine, create_tables=True)
     ours = psycopg.connect(f"dbname={DB}", autocommit=True)
     ours.execute("SELECT agent_memory.create_session('peer-bench', session_id => 'sdk-peer')")
+    ours.execute("SELECT agent_memory.create_session('peer-bench', session_id => 'sdk-peer-turns')")
     ours.execute("DROP TABLE IF EXISTS bench_sdk_plain")
     ours.execute("""CREATE TABLE bench_sdk_plain (seq bigserial PRIMARY KEY, session_id text NOT NULL,
                     role text NOT NULL, content text NOT NULL, metadata jsonb NOT NULL DEFAULT '{}',
@@ -68,6 +102,11 @@ async def main() -> int:
         ours.execute("SELECT agent_memory.append_message('sdk-peer', 'user', %s, keep => 50)", (f"{TEXT} {i}",))
         ours.execute("SELECT agent_memory.messages_json('sdk-peer', lim => 50)").fetchone()
 
+    def am_turn_op(i):
+        ours.execute("SELECT agent_memory.append_messages('sdk-peer-turns', %s, keep => 50)",
+                     (Jsonb(turn_messages(i)),))
+        ours.execute("SELECT agent_memory.messages_json('sdk-peer-turns', lim => 50)").fetchone()
+
     def sql_op(i):
         ours.execute("INSERT INTO bench_sdk_plain (session_id, role, content) VALUES ('sdk-peer', 'user', %s)",
                      (f"{TEXT} {i}",))
@@ -76,15 +115,23 @@ async def main() -> int:
 
     # Warm up every path (connections, prepared statements, 50 messages each).
     await sdk_rate(sdk, 60)
+    await sdk_turn_rate(sdk_turns, 15)
     sync_rate(60, am_op)
+    sync_rate(15, am_turn_op)
     sync_rate(60, sql_op)
 
-    results = {"sdk": [], "am": [], "sql": []}
+    results = {"sdk": [], "am": [], "sql": [], "sdk_turn": [], "am_turn": []}
     for r in range(ROUNDS):
-        order = ["sdk", "am", "sql"] if r % 2 == 0 else ["sql", "am", "sdk"]
+        order = ["sdk", "am", "sql", "sdk_turn", "am_turn"]
+        if r % 2:
+            order.reverse()
         for name in order:
             if name == "sdk":
                 results[name].append(await sdk_rate(sdk, OPS))
+            elif name == "sdk_turn":
+                results[name].append(await sdk_turn_rate(sdk_turns, OPS // 2))
+            elif name == "am_turn":
+                results[name].append(sync_rate(OPS // 2, am_turn_op))
             else:
                 results[name].append(sync_rate(OPS, am_op if name == "am" else sql_op))
     med = {k: statistics.median(v) for k, v in results.items()}
@@ -96,9 +143,12 @@ async def main() -> int:
     row("append + last 50: ours vs SQLAlchemySession", "am", "sdk", "OpenAI Agents SQLAlchemySession")
     row("append + last 50: plain SQL vs SQLAlchemySession", "sql", "sdk", "OpenAI Agents SQLAlchemySession")
     row("append + last 50: ours vs plain SQL (Python)", "am", "sql", "plain SQL")
+    row("a turn of 4 items + last 50: append_messages vs add_items", "am_turn", "sdk_turn",
+        "OpenAI Agents SQLAlchemySession")
 
     ours.execute("DROP TABLE bench_sdk_plain")
     ours.execute("SELECT agent_memory.end_session('sdk-peer')")
+    ours.execute("SELECT agent_memory.end_session('sdk-peer-turns')")
     ours.close()
     await sdk.engine.dispose()
     return 0
