@@ -578,17 +578,13 @@ fn append_messages(
     Spi::connect_mut(|client| {
         lock_threads_for_snapshot(client, session_id)?;
         let mut seqs = Vec::with_capacity(batch.len());
-        // Whether the next message must go on its own: the run before it
-        // stopped short of a tool call that it overwrites.
-        let mut alone = false;
         while seqs.len() < batch.len() {
-            let done = seqs.len();
-            let must_go_alone = std::mem::replace(&mut alone, false);
             // A run of two or more plain messages goes in one statement, as
-            // far as it can; the message after that goes on its own.
+            // far as it can; the message after it goes on its own (when the
+            // run stopped short, it is the one that overwrites a tool call).
+            let done = seqs.len();
             let run = batch[done..].iter().take_while(|m| m.is_plain()).count();
             if run >= 2
-                && !must_go_alone
                 && let Some((first, count)) = append_plain_run(
                     client,
                     session_id,
@@ -601,10 +597,11 @@ fn append_messages(
                 )?
             {
                 seqs.extend(first..first + i64::from(count));
-                alone = (count as usize) < run;
-                continue;
+                if count as usize == run {
+                    continue;
+                }
             }
-            let one = &batch[done];
+            let one = &batch[seqs.len()];
             let message = NewMessage {
                 node_id,
                 role: one.role,

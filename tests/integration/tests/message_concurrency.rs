@@ -105,9 +105,10 @@ fn eight_appenders_leave_exactly_keep_messages_in_order() {
 
 /// Eight connections append to three threads of one session at once (each
 /// writer moving between them; half of them three messages at a time with
-/// append_messages, some of them a tool call and its result), under READ COMMITTED and, retrying on serialization
-/// failures, under REPEATABLE READ: the session's numbers are exactly
-/// 1..=n, each given once, and each writer's come back increasing.
+/// append_messages, some of them a tool call and its result), under READ
+/// COMMITTED and, retrying on serialization failures, under REPEATABLE
+/// READ: the session's numbers are exactly 1..=n, each given once, and each
+/// writer's come back increasing.
 #[test]
 fn appends_to_many_threads_of_one_session_number_it_without_gaps_or_twins() {
     for (db, isolation, level) in [
