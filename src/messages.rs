@@ -21,7 +21,7 @@ use agent_memory_core::Error;
 use agent_memory_core::jsonb::JsonbWriter;
 use agent_memory_core::messages::{self, Stored};
 
-use crate::datums::{JsonB, JsonbArg, JsonbBytes};
+use crate::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::error::{OrReport, SqlResult};
 use crate::plans::{FirstRow, Statement, first_value_of, kept};
 use crate::sessions::{
@@ -341,14 +341,12 @@ static READ_MESSAGES: Statement = Statement {
     writes: false,
 };
 
-static READ_JSON: Statement = Statement {
+/// What messages_json writes: the newest messages, oldest first.
+static READ_FOR_JSON: Statement = Statement {
     sql: concat!(
-        "SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-                   'role', role, 'content', content, 'metadata', metadata,
-                   'seq', seq, 'created_at', created_at) ORDER BY seq), '[]')
-         FROM (",
+        "SELECT seq, role, content, metadata, created_at FROM (",
         newest_messages!(),
-        ") AS newest"
+        ") AS newest ORDER BY seq"
     ),
     args: &[TEXT, TEXT, INT4, INT4],
     writes: false,
@@ -942,23 +940,71 @@ fn messages_json(
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
     let lim = checked_limit(lim)?;
-    let json = first_value_of::<JsonbBytes>(
-        &READ_JSON,
-        &[
-            session_id.into(),
-            node_id.into(),
-            lim.into(),
-            idle_timeout_minutes().into(),
-        ],
-    )?;
-    match json {
-        Some(json) => Ok(json),
-        None => {
-            let mut empty = JsonbWriter::default();
-            empty.begin_array(0);
-            empty.end();
-            Ok(JsonbBytes(empty.finish().or_report()?))
+    Spi::connect(|client| {
+        let plan = kept(client, &READ_FOR_JSON).or_report()?;
+        let rows = client
+            .select(
+                &*plan,
+                None,
+                &[
+                    session_id.into(),
+                    node_id.into(),
+                    lim.into(),
+                    idle_timeout_minutes().into(),
+                ],
+            )
+            .or_report()?;
+        // Written in jsonb's binary form as the rows are read: the same
+        // bytes jsonb_agg(jsonb_build_object(...)) makes, without building
+        // and re-reading a jsonb object per message.
+        let mut w = JsonbWriter::with_capacity(64 + rows.len() * 256);
+        let mut stamp = [0 as std::ffi::c_char; pg_sys::MAXDATELEN as usize + 1];
+        w.begin_array(rows.len());
+        for row in rows {
+            let seq = required(row.get::<i64>(1).or_report()?, "seq")?;
+            let role = required(row.get::<&str>(2).or_report()?, "role")?;
+            let content = required(row.get::<&str>(3).or_report()?, "content")?;
+            let metadata = required(row.get::<JsonbBytes>(4).or_report()?, "metadata")?;
+            let created = required(
+                row.get::<TimestampWithTimeZone>(5).or_report()?,
+                "created_at",
+            )?;
+            // Keys in jsonb's order: by length, then bytes.
+            w.begin_object(5);
+            for key in ["seq", "role", "content", "metadata", "created_at"] {
+                w.string(key);
+            }
+            w.numeric(&numeric_bytes(seq));
+            w.string(role);
+            w.string(content);
+            w.jsonb(&metadata.0);
+            w.string(&json_timestamptz(&mut stamp, created));
+            w.end();
         }
+        w.end();
+        Ok(JsonbBytes(w.finish().or_report()?))
+    })
+}
+
+/// A timestamptz as jsonb_build_object writes it (ISO 8601, in the
+/// session's time zone).
+fn json_timestamptz(
+    buffer: &mut [std::ffi::c_char; pg_sys::MAXDATELEN as usize + 1],
+    at: TimestampWithTimeZone,
+) -> String {
+    // SAFETY: JsonEncodeDateTime writes at most MAXDATELEN + 1 bytes (a
+    // NUL-terminated string) into the buffer it is given, and raises an
+    // ordinary error for a timestamp it cannot show.
+    unsafe {
+        let text = pg_sys::JsonEncodeDateTime(
+            buffer.as_mut_ptr(),
+            pg_sys::Datum::from(at.into_inner()),
+            pg_sys::TIMESTAMPTZOID,
+            std::ptr::null(),
+        );
+        std::ffi::CStr::from_ptr(text)
+            .to_string_lossy()
+            .into_owned()
     }
 }
 
@@ -1017,4 +1063,67 @@ fn clear_messages(
         ],
     )?;
     Ok(cleared.unwrap_or(0))
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::datums::JsonbBytes;
+
+    /// messages_json writes its jsonb itself: byte for byte what
+    /// jsonb_agg(jsonb_build_object(...)) makes of the same rows, whatever
+    /// the metadata (nested, long, big numbers, over 32 keys), the content
+    /// (escapes, non-ASCII, toasted) and the session's time zone.
+    #[pg_test]
+    fn messages_json_writes_what_jsonb_build_object_makes() {
+        Spi::run(
+            r#"SELECT agent_memory.append_message('mj', 'system', 'You are terse.');
+               SELECT agent_memory.append_message('mj', 'user', E'Ünïcode "quotes" \\ back\nline\t€',
+                 metadata => '{"n": 12345678901234567890.50, "deep": {"a": [1, 2.50, null, true, {"b": "c"}]}, "s": "x"}');
+               SELECT agent_memory.append_message('mj', 'assistant', '', metadata => '{"tool_calls": [{"id": "t1"}]}');
+               SELECT agent_memory.append_message('mj', 'tool', repeat('big ', 5000), metadata => '{"tool_call_id": "t1"}');
+               SELECT agent_memory.append_message('mj', 'user', 'forty keys', node_id => 'n1',
+                 metadata => (SELECT jsonb_object_agg('k' || i, i) FROM generate_series(1, 40) i));"#,
+        )
+        .expect("messages");
+        for zone in ["UTC", "Asia/Kolkata", "America/St_Johns"] {
+            Spi::run(&format!("SET TimeZone = '{zone}'")).expect("time zone");
+            for (node, lim) in [("NULL", 50), ("'n1'", 50), ("NULL", 2), ("'none'", 50)] {
+                let (written, built) = Spi::connect(|client| {
+                    let row = client
+                        .select(
+                            &format!(
+                                "SELECT agent_memory.messages_json('mj', {node}, {lim}),
+                                        coalesce(jsonb_agg(jsonb_build_object(
+                                          'role', role, 'content', content, 'metadata', metadata,
+                                          'seq', seq, 'created_at', created_at) ORDER BY seq), '[]')
+                                 FROM agent_memory.messages('mj', {node}, {lim})"
+                            ),
+                            None,
+                            &[],
+                        )
+                        .expect("select")
+                        .first();
+                    (
+                        row.get::<JsonbBytes>(1)
+                            .expect("written")
+                            .expect("not null")
+                            .0,
+                        row.get::<JsonbBytes>(2)
+                            .expect("built")
+                            .expect("not null")
+                            .0,
+                    )
+                });
+                assert_eq!(
+                    written.len() > 8,
+                    node != "'none'",
+                    "{zone} {node} {lim}: rows"
+                );
+                assert!(written == built, "{zone} {node} {lim}: bytes differ");
+            }
+        }
+    }
 }

@@ -368,6 +368,48 @@ impl JsonbWriter {
         self.end_element(JENTRY_ISNUMERIC);
     }
 
+    /// A stored jsonb value, given as its varlena (4-byte header included),
+    /// copied in as one element: a nested container has the same layout as
+    /// a root one (its offsets count from its own start), so the bytes go
+    /// in as they are; a scalar root gives its one element. Bytes that are
+    /// not jsonb make the document fail.
+    pub fn jsonb(&mut self, varlena: &[u8]) {
+        let root = varlena.get(4..).unwrap_or_default();
+        let word = |at: usize| {
+            root.get(at..at + 4)
+                .and_then(|bytes| bytes.try_into().ok())
+                .map(u32::from_ne_bytes)
+        };
+        let Some(header) = word(0) else {
+            self.fail(Error::internal("jsonb writer: a stored value is not jsonb"));
+            return;
+        };
+        if header & JB_FSCALAR == 0 {
+            self.begin_container_element();
+            self.pad_to_int();
+            self.buf.extend_from_slice(root);
+            self.end_element(JENTRY_ISCONTAINER);
+            return;
+        }
+        // A scalar root: an array of one element, flagged, whose data
+        // follows its single entry (already aligned there).
+        let element = word(4).and_then(|entry| {
+            let len = entry as usize & JENTRY_OFFLENMASK;
+            root.get(8..8 + len)
+                .map(|data| (entry & JENTRY_TYPEMASK, data))
+        });
+        let Some((kind, data)) = element else {
+            self.fail(Error::internal("jsonb writer: a stored value is not jsonb"));
+            return;
+        };
+        self.begin_element();
+        if kind == JENTRY_ISNUMERIC {
+            self.pad_to_int();
+        }
+        self.buf.extend_from_slice(data);
+        self.end_element(kind);
+    }
+
     /// The finished varlena (4-byte header, then the root container).
     pub fn finish(mut self) -> Result<Vec<u8>> {
         if let Some(error) = self.error.take() {
@@ -694,6 +736,59 @@ mod tests {
         bytes.extend(entry.to_le_bytes());
         bytes.extend(data);
         bytes
+    }
+
+    /// `{"k": ["v", null], "key": true}`, written element by element.
+    fn write_inner(w: &mut JsonbWriter) {
+        w.begin_object(2);
+        w.string("k");
+        w.string("key");
+        w.begin_array(2);
+        w.string("v");
+        w.null();
+        w.end();
+        w.boolean(true);
+        w.end();
+    }
+
+    #[test]
+    fn a_stored_value_copied_in_is_the_value_written_in_place() {
+        let mut inner = JsonbWriter::default();
+        write_inner(&mut inner);
+        let inner = inner.finish().unwrap();
+
+        let mut in_place = JsonbWriter::default();
+        in_place.begin_array(4);
+        in_place.string("odd");
+        write_inner(&mut in_place);
+        in_place.string("é");
+        in_place.numeric(&[0x18, 0, 0, 0, 0, 0x80]);
+        in_place.end();
+
+        let mut copied = JsonbWriter::default();
+        copied.begin_array(4);
+        copied.string("odd"); // leaves the next element unaligned
+        copied.jsonb(&inner);
+        copied.jsonb(&scalar(2, "é".as_bytes()));
+        copied.jsonb(&scalar(JENTRY_ISNUMERIC | 6, &[0x18, 0, 0, 0, 0, 0x80]));
+        copied.end();
+        assert_eq!(copied.finish().unwrap(), in_place.finish().unwrap());
+
+        // At the root, a stored container is the whole document.
+        let mut root = JsonbWriter::default();
+        root.jsonb(&inner);
+        assert_eq!(root.finish().unwrap(), inner);
+    }
+
+    #[test]
+    fn bytes_that_are_not_jsonb_fail_the_document() {
+        for bad in [&[][..], &[0, 0, 0, 0][..], &scalar(20, b"ab")[..12]] {
+            let mut w = JsonbWriter::default();
+            w.begin_array(1);
+            w.jsonb(bad);
+            w.end();
+            assert!(w.finish().is_err(), "{bad:?}");
+        }
     }
 
     #[test]
