@@ -72,15 +72,21 @@ def main():
             (f"k{i % KEYS}",),
         ).fetchone()
 
+    def round_trip(i):
+        # The least any call from Python costs: one statement that does
+        # nothing but return its parameter.
+        ours.execute("SELECT %s::text", (f"k{i % KEYS}",)).fetchone()
+
     # Warm up every path (plans, caches, the rows themselves).
-    for fn in (lg_put, am_put, lg_get, am_get, sql_put, sql_get):
+    for fn in (lg_put, am_put, lg_get, am_get, sql_put, sql_get, round_trip):
         for i in range(KEYS):
             fn(i)
 
-    results = {name: [] for name in ("lg_put", "am_put", "sql_put", "lg_get", "am_get", "sql_get")}
+    results = {name: [] for name in ("lg_put", "am_put", "sql_put", "lg_get", "am_get", "sql_get", "round_trip")}
     for r in range(ROUNDS):
         order = [("lg_put", PUTS, lg_put), ("am_put", PUTS, am_put), ("sql_put", PUTS, sql_put),
-                 ("lg_get", GETS, lg_get), ("am_get", GETS, am_get), ("sql_get", GETS, sql_get)]
+                 ("lg_get", GETS, lg_get), ("am_get", GETS, am_get), ("sql_get", GETS, sql_get),
+                 ("round_trip", GETS, round_trip)]
         if r % 2:
             order.reverse()
         for name, n, fn in order:
@@ -96,6 +102,12 @@ def main():
     # How far any SQL function could get: plain SQL against LangGraph.
     row("put: plain upsert vs PostgresStore.put", "sql_put", "lg_put", "LangGraph PostgresStore")
     row("get: plain SELECT vs PostgresStore.get", "sql_get", "lg_get", "LangGraph PostgresStore")
+    # How far anything called once per operation could get: a round trip
+    # that does no work at all, against LangGraph.
+    row("put: a round trip doing nothing (SELECT $1) vs PostgresStore.put", "round_trip", "lg_put",
+        "LangGraph PostgresStore")
+    row("get: a round trip doing nothing (SELECT $1) vs PostgresStore.get", "round_trip", "lg_get",
+        "LangGraph PostgresStore")
     row("put: kv_set vs plain upsert (Python)", "am_put", "sql_put", "plain SQL")
     row("get: kv_get vs plain SELECT (Python)", "am_get", "sql_get", "plain SQL")
     store_cm.__exit__(None, None, None)
