@@ -70,21 +70,27 @@ impl Texts {
     }
 }
 
-/// What the JSON form shows of each node besides its id and refs, one
-/// record per node so that writing a node touches one place in memory.
+/// Each node's object in the JSON form, written as the scan reads the node
+/// (its data is at hand then, and the objects go into one buffer front to
+/// back); the document copies each in whole under every parent. Writing
+/// them later, in the document's order, read every node's facts from a
+/// random place in memory, which cost more than the writing.
 #[derive(Default)]
-struct Facts {
-    text: Packed,
-    nodes: Vec<NodeFacts>,
+struct NodeObjects {
+    writer: JsonbWriter,
+    numbers: Numerics,
+    stamp: String,
+    /// Node i's object is `bytes[ends[i - 1]..ends[i]]` (from 0 for i = 0).
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
 }
 
-struct NodeFacts {
-    title: Span,
-    description: Span,
-    version: i32,
-    /// Microseconds since 1970.
-    created: i64,
-    updated: i64,
+impl NodeObjects {
+    fn get(&self, node: u32) -> &[u8] {
+        let node = node as usize;
+        let start = if node == 0 { 0 } else { self.ends[node - 1] };
+        &self.bytes[start..self.ends[node]]
+    }
 }
 
 /// Microseconds since 1970 of a timestamptz.
@@ -93,17 +99,18 @@ fn unix_micros(at: TimestampWithTimeZone) -> i64 {
         .saturating_add(time::POSTGRES_EPOCH_UNIX_MICROS)
 }
 
-/// The owner's nodes, packed; `facts` also reads what the JSON form shows.
-/// Rows are read as the executor produces them (see `stream`).
-fn scan(owner: &str, facts: bool) -> SqlResult<(Graph, Texts, Option<Facts>)> {
-    let statement = if facts {
+/// The owner's nodes, packed; `objects` also writes each node's object
+/// of the JSON form. Rows are read as the executor produces them (see
+/// `stream`).
+fn scan(owner: &str, objects: bool) -> SqlResult<(Graph, Texts, Option<NodeObjects>)> {
+    let statement = if objects {
         &SCAN_FOR_JSON
     } else {
         &SCAN_FOR_ROWS
     };
     let mut graph = Graph::default();
     let mut titles = Texts::default();
-    let mut details = facts.then(Facts::default);
+    let mut objects = objects.then(NodeObjects::default);
     for_each_row(statement, &[owner], &mut |row| {
         let created = row.timestamptz(3, "created_at")?;
         graph.add_node(row.text(1, "node_id")?, created.into_inner());
@@ -117,22 +124,36 @@ fn scan(owner: &str, facts: bool) -> SqlResult<(Graph, Texts, Option<Facts>)> {
                 }
             }
         }
-        if let Some(details) = details.as_mut() {
-            let title = details.text.push(row.text(4, "title")?);
-            let description = details.text.push(row.text(5, "description")?);
-            details.nodes.push(NodeFacts {
-                title,
-                description,
-                version: row.int4(6, "version")?,
-                created: unix_micros(created),
-                updated: unix_micros(row.timestamptz(7, "updated_at")?),
-            });
+        if let Some(objects) = objects.as_mut() {
+            let node = (graph.len() - 1) as u32;
+            let w = &mut objects.writer;
+            w.begin_object(CHILD_KEYS.len());
+            for key in CHILD_KEYS {
+                w.string(key);
+            }
+            w.string(graph.id(node));
+            w.begin_array(graph.refs(node).count());
+            for r in graph.refs(node) {
+                w.string(r);
+            }
+            w.end();
+            w.string(row.text(4, "title")?);
+            w.numeric(objects.numbers.of(row.int4(6, "version")?));
+            for at in [created, row.timestamptz(7, "updated_at")?] {
+                objects.stamp.clear();
+                time::push_iso_utc(&mut objects.stamp, unix_micros(at), 3);
+                w.string(&objects.stamp);
+            }
+            w.string(row.text(5, "description")?);
+            w.end();
+            w.finish_into(&mut objects.bytes).or_report()?;
+            objects.ends.push(objects.bytes.len());
         } else {
             titles.push(row.text(4, "title")?);
         }
         Ok(())
     })?;
-    Ok((graph, titles, details))
+    Ok((graph, titles, objects))
 }
 
 // graph_tree_rows returns its rows in materialize mode: the function is
@@ -254,43 +275,6 @@ const CHILD_KEYS: [&str; 7] = [
     "description",
 ];
 
-/// Write the object of graph node `node` as a child entry.
-fn write_node(
-    w: &mut JsonbWriter,
-    scan: &Scan,
-    numbers: &mut Numerics,
-    stamp: &mut String,
-    node: u32,
-) {
-    let facts = &scan.facts.nodes[node as usize];
-    let text = |span: &Span| scan.facts.text.get(span);
-    w.begin_object(CHILD_KEYS.len());
-    for key in CHILD_KEYS {
-        w.string(key);
-    }
-    w.string(scan.graph.id(node));
-    w.begin_array(scan.graph.refs(node).count());
-    for r in scan.graph.refs(node) {
-        w.string(r);
-    }
-    w.end();
-    w.string(text(&facts.title));
-    w.numeric(numbers.of(facts.version));
-    for at in [facts.created, facts.updated] {
-        stamp.clear();
-        time::push_iso_utc(stamp, at, 3);
-        w.string(stamp);
-    }
-    w.string(text(&facts.description));
-    w.end();
-}
-
-/// What graph_tree writes from.
-struct Scan {
-    graph: Graph,
-    facts: Facts,
-}
-
 /// The virtual root as graph_read shows it, keys in jsonb's order.
 fn write_root(w: &mut JsonbWriter, numbers: &mut Numerics) {
     let keys = [
@@ -324,14 +308,11 @@ fn write_root(w: &mut JsonbWriter, numbers: &mut Numerics) {
 
 /// graph_tree's document, as jsonb bytes (varlena header included).
 pub fn tree_document(owner: &str) -> SqlResult<Vec<u8>> {
-    let (graph, _, facts) = scan(owner, true)?;
-    let scan = Scan {
-        graph,
-        facts: required(facts, "facts")?,
-    };
-    let tree = Tree::build(&scan.graph);
+    let (graph, _, objects) = scan(owner, true)?;
+    let objects = required(objects, "node objects")?;
+    let tree = Tree::build(&graph);
     let mut numbers = Numerics::default();
-    let node_id = |rank: u32| scan.graph.id(tree.original(rank));
+    let node_id = |rank: u32| graph.id(tree.original(rank));
     // The children map: "__root__" and every parent with children, keys in
     // jsonb's order.
     let mut keyed: Vec<(&str, u32)> = (0..tree.node_count() as u32)
@@ -342,7 +323,7 @@ pub fn tree_document(owner: &str) -> SqlResult<Vec<u8>> {
     let root_at = keyed.partition_point(|&(id, _)| key_order(id, ROOT_ID).is_lt());
     let parents: Vec<u32> = keyed.iter().map(|&(_, rank)| rank).collect();
 
-    let mut w = JsonbWriter::with_capacity(256 + scan.graph.len() * 240);
+    let mut w = JsonbWriter::with_capacity(256 + objects.bytes.len() + graph.len() * 8);
     w.begin_object(2);
     w.string("root");
     w.string("children");
@@ -357,11 +338,10 @@ pub fn tree_document(owner: &str) -> SqlResult<Vec<u8>> {
     if root_at == parents.len() {
         w.string(ROOT_ID);
     }
-    let mut stamp = String::with_capacity(32);
-    let mut children = |w: &mut JsonbWriter, kids: &[u32]| {
+    let children = |w: &mut JsonbWriter, kids: &[u32]| {
         w.begin_array(kids.len());
         for &kid in kids {
-            write_node(w, &scan, &mut numbers, &mut stamp, tree.original(kid));
+            w.container(objects.get(tree.original(kid)));
         }
         w.end();
     };

@@ -369,12 +369,18 @@ impl JsonbWriter {
     }
 
     /// A stored jsonb value, given as its varlena (4-byte header included),
-    /// copied in as one element: a nested container has the same layout as
-    /// a root one (its offsets count from its own start), so the bytes go
-    /// in as they are; a scalar root gives its one element. Bytes that are
-    /// not jsonb make the document fail.
+    /// copied in as one element (see [`JsonbWriter::container`]).
     pub fn jsonb(&mut self, varlena: &[u8]) {
-        let root = varlena.get(4..).unwrap_or_default();
+        self.container(varlena.get(4..).unwrap_or_default());
+    }
+
+    /// A finished jsonb root container (what follows a varlena's header,
+    /// or what [`JsonbWriter::finish_into`] gives), copied in as one
+    /// element: a nested container has the same layout as a root one (its
+    /// offsets count from its own start), so the bytes go in as they are;
+    /// a scalar root gives its one element. Bytes that are not jsonb make
+    /// the document fail.
+    pub fn container(&mut self, root: &[u8]) {
         let word = |at: usize| {
             root.get(at..at + 4)
                 .and_then(|bytes| bytes.try_into().ok())
@@ -408,6 +414,26 @@ impl JsonbWriter {
         }
         self.buf.extend_from_slice(data);
         self.end_element(kind);
+    }
+
+    /// Append the finished root container (no varlena header) to `out`, and
+    /// start over empty: many small documents written with one buffer.
+    pub fn finish_into(&mut self, out: &mut Vec<u8>) -> Result<()> {
+        let result = match self.error.take() {
+            Some(error) => Err(error),
+            None if !self.stack.is_empty() || !self.closed_root => {
+                Err(Error::internal("jsonb writer: unfinished document"))
+            }
+            None => {
+                out.extend_from_slice(&self.buf[4..]);
+                Ok(())
+            }
+        };
+        self.buf.truncate(4);
+        self.stack.clear();
+        self.last_key.clear();
+        self.closed_root = false;
+        result
     }
 
     /// The finished varlena (4-byte header, then the root container).
@@ -778,6 +804,37 @@ mod tests {
         let mut root = JsonbWriter::default();
         root.jsonb(&inner);
         assert_eq!(root.finish().unwrap(), inner);
+    }
+
+    #[test]
+    fn documents_finished_into_a_buffer_are_copied_in_whole() {
+        let mut w = JsonbWriter::default();
+        let mut out = Vec::new();
+        let mut ends = Vec::new();
+        for _ in 0..2 {
+            write_inner(&mut w);
+            w.finish_into(&mut out).unwrap();
+            ends.push(out.len());
+        }
+        // Unfinished or wrong: an error, and the writer starts over clean.
+        w.begin_array(2);
+        w.null();
+        assert!(w.finish_into(&mut out).is_err());
+        assert_eq!(out.len(), ends[1]);
+
+        let mut copied = JsonbWriter::default();
+        copied.begin_array(3);
+        copied.string("x");
+        copied.container(&out[..ends[0]]);
+        copied.container(&out[ends[0]..ends[1]]);
+        copied.end();
+        let mut in_place = JsonbWriter::default();
+        in_place.begin_array(3);
+        in_place.string("x");
+        write_inner(&mut in_place);
+        write_inner(&mut in_place);
+        in_place.end();
+        assert_eq!(copied.finish().unwrap(), in_place.finish().unwrap());
     }
 
     #[test]
