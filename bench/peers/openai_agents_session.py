@@ -113,16 +113,28 @@ async def main() -> int:
         ours.execute("""SELECT role, content, metadata, seq, created_at FROM bench_sdk_plain
                         WHERE session_id = 'sdk-peer' ORDER BY seq DESC LIMIT 50""").fetchall()
 
+    def floor_op(i):
+        # The least an append and a read of the last 50, as two calls, can
+        # cost from here: a round trip that does nothing with the message,
+        # and one that returns the same 50 messages already made (one
+        # stored value, read and sent as it is).
+        ours.execute("SELECT %s::text", (f"{TEXT} {i}",)).fetchone()
+        ours.execute("SELECT doc FROM bench_sdk_floor").fetchone()
+
     # Warm up every path (connections, prepared statements, 50 messages each).
     await sdk_rate(sdk, 60)
     await sdk_turn_rate(sdk_turns, 15)
     sync_rate(60, am_op)
     sync_rate(15, am_turn_op)
     sync_rate(60, sql_op)
+    ours.execute("DROP TABLE IF EXISTS bench_sdk_floor")
+    ours.execute("""CREATE TABLE bench_sdk_floor AS
+                    SELECT agent_memory.messages_json('sdk-peer', lim => 50) AS doc""")
+    sync_rate(60, floor_op)
 
-    results = {"sdk": [], "am": [], "sql": [], "sdk_turn": [], "am_turn": []}
+    results = {"sdk": [], "am": [], "sql": [], "floor": [], "sdk_turn": [], "am_turn": []}
     for r in range(ROUNDS):
-        order = ["sdk", "am", "sql", "sdk_turn", "am_turn"]
+        order = ["sdk", "am", "sql", "floor", "sdk_turn", "am_turn"]
         if r % 2:
             order.reverse()
         for name in order:
@@ -133,7 +145,8 @@ async def main() -> int:
             elif name == "am_turn":
                 results[name].append(sync_rate(OPS // 2, am_turn_op))
             else:
-                results[name].append(sync_rate(OPS, am_op if name == "am" else sql_op))
+                op = {"am": am_op, "sql": sql_op, "floor": floor_op}[name]
+                results[name].append(sync_rate(OPS, op))
     med = {k: statistics.median(v) for k, v in results.items()}
 
     def row(kind, ext, base, baseline):
@@ -143,10 +156,14 @@ async def main() -> int:
     row("append + last 50: ours vs SQLAlchemySession", "am", "sdk", "OpenAI Agents SQLAlchemySession")
     row("append + last 50: plain SQL vs SQLAlchemySession", "sql", "sdk", "OpenAI Agents SQLAlchemySession")
     row("append + last 50: ours vs plain SQL (Python)", "am", "sql", "plain SQL")
+    # How far any pair of calls could get: no work at all on the server.
+    row("append + last 50: two round trips doing no work vs SQLAlchemySession", "floor", "sdk",
+        "OpenAI Agents SQLAlchemySession")
     row("a turn of 4 items + last 50: append_messages vs add_items", "am_turn", "sdk_turn",
         "OpenAI Agents SQLAlchemySession")
 
     ours.execute("DROP TABLE bench_sdk_plain")
+    ours.execute("DROP TABLE bench_sdk_floor")
     ours.execute("SELECT agent_memory.end_session('sdk-peer')")
     ours.execute("SELECT agent_memory.end_session('sdk-peer-turns')")
     ours.close()
