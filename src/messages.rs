@@ -341,17 +341,6 @@ static READ_MESSAGES: Statement = Statement {
     writes: false,
 };
 
-/// What messages_json writes: the newest messages, oldest first.
-static READ_FOR_JSON: Statement = Statement {
-    sql: concat!(
-        "SELECT seq, role, content, metadata, created_at FROM (",
-        newest_messages!(),
-        ") AS newest ORDER BY seq"
-    ),
-    args: &[TEXT, TEXT, INT4, INT4],
-    writes: false,
-};
-
 static LAST_USER: Statement = Statement {
     sql: concat!(
         "SELECT m.content
@@ -873,6 +862,32 @@ fn write_slot(
     Ok(())
 }
 
+/// The newest `lim` messages of a thread (or of the whole session when
+/// `node_id` is NULL) of an active session, oldest first, handed to `read`.
+fn with_newest<R>(
+    session_id: &str,
+    node_id: Option<&str>,
+    lim: i32,
+    read: impl FnOnce(pgrx::spi::SpiTupleTable<'_>) -> SqlResult<R>,
+) -> SqlResult<R> {
+    Spi::connect(|client| {
+        let plan = kept(client, &READ_MESSAGES).or_report()?;
+        let rows = client
+            .select(
+                &*plan,
+                None,
+                &[
+                    session_id.into(),
+                    node_id.into(),
+                    lim.into(),
+                    idle_timeout_minutes().into(),
+                ],
+            )
+            .or_report()?;
+        read(rows)
+    })
+}
+
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn messages(
@@ -897,20 +912,7 @@ fn messages(
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
     let lim = checked_limit(lim)?;
-    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        let plan = kept(client, &READ_MESSAGES).or_report()?;
-        let table = client
-            .select(
-                &*plan,
-                None,
-                &[
-                    session_id.into(),
-                    node_id.into(),
-                    lim.into(),
-                    idle_timeout_minutes().into(),
-                ],
-            )
-            .or_report()?;
+    let rows = with_newest(session_id, node_id, lim, |table| {
         let mut rows = Vec::with_capacity(table.len());
         for row in table {
             rows.push((
@@ -940,20 +942,7 @@ fn messages_json(
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
     let lim = checked_limit(lim)?;
-    Spi::connect(|client| {
-        let plan = kept(client, &READ_FOR_JSON).or_report()?;
-        let rows = client
-            .select(
-                &*plan,
-                None,
-                &[
-                    session_id.into(),
-                    node_id.into(),
-                    lim.into(),
-                    idle_timeout_minutes().into(),
-                ],
-            )
-            .or_report()?;
+    with_newest(session_id, node_id, lim, |rows| {
         // Written in jsonb's binary form as the rows are read: the same
         // bytes jsonb_agg(jsonb_build_object(...)) makes, without building
         // and re-reading a jsonb object per message.
@@ -962,11 +951,11 @@ fn messages_json(
         w.begin_array(rows.len());
         for row in rows {
             let seq = required(row.get::<i64>(1).or_report()?, "seq")?;
-            let role = required(row.get::<&str>(2).or_report()?, "role")?;
-            let content = required(row.get::<&str>(3).or_report()?, "content")?;
-            let metadata = required(row.get::<JsonbBytes>(4).or_report()?, "metadata")?;
+            let role = required(row.get::<&str>(3).or_report()?, "role")?;
+            let content = required(row.get::<&str>(4).or_report()?, "content")?;
+            let metadata = required(row.get::<JsonbBytes>(5).or_report()?, "metadata")?;
             let created = required(
-                row.get::<TimestampWithTimeZone>(5).or_report()?,
+                row.get::<TimestampWithTimeZone>(6).or_report()?,
                 "created_at",
             )?;
             // Keys in jsonb's order: by length, then bytes.
