@@ -19,6 +19,8 @@ use crate::plans::{Statement, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
 
 const BOOL: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID);
+const TID: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIDOID);
+const XID: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::XIDOID);
 use crate::settings;
 
 // memory_tool runs with the caller's search_path (no SET clause: it cost a
@@ -127,36 +129,28 @@ static RECOUNT: Statement = Statement {
     writes: true,
 };
 
-/// Replace every occurrence of $3 by $4 in a file that holds $3, within
-/// the size limit ($5 bytes); returns how many occurrences there were. The
-/// file is read as of the statement's snapshot (o) and written at that very
-/// row version (f, by ctid): when a concurrent change replaced the version
-/// meanwhile, nothing is written (the recheck of READ COMMITTED finds a
-/// version of another ctid and xmin), no row comes back, and the caller
-/// looks again, so no change is lost and no lock is taken beforehand. The
-/// xmin condition is what rejects the new version on PostgreSQL minor
-/// releases before November 2025, whose recheck ignored the ctid one.
-static UPDATE_FILE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
-          SET content = pg_catalog.replace(o.content, $3, $4), updated_at = pg_catalog.now()
-          FROM agent_memory.memory_files o
-          WHERE o.scope OPERATOR(pg_catalog.=) $1 AND o.path OPERATOR(pg_catalog.=) $2
-            AND f.ctid OPERATOR(pg_catalog.=) o.ctid AND f.xmin OPERATOR(pg_catalog.=) o.xmin
-            AND pg_catalog.strpos(o.content, $3) OPERATOR(pg_catalog.>) 0
-            AND pg_catalog.octet_length(pg_catalog.replace(o.content, $3, $4)) OPERATOR(pg_catalog.<=) $5
-          RETURNING ((pg_catalog.length(o.content)
-                      OPERATOR(pg_catalog.-) pg_catalog.length(pg_catalog.replace(o.content, $3, '')))
-                     OPERATOR(pg_catalog./) pg_catalog.length($3))::pg_catalog.int4",
-    args: &[TEXT, TEXT, TEXT, TEXT, INT4],
+/// A file's content as of now (a fresh snapshot: the statement runs
+/// read-write) and the row version it was read from.
+static READ_VERSION: Statement = Statement {
+    sql: "SELECT f.content, f.ctid, f.xmin FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2",
+    args: &[TEXT, TEXT],
     writes: true,
 };
 
-/// A file's content as of now (a fresh snapshot: the statement runs
-/// read-write), when it exists.
-static CURRENT_CONTENT: Statement = Statement {
-    sql: "SELECT f.content FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2",
-    args: &[TEXT, TEXT],
+/// Write content $5 into file $3 of scope $4 at the row version read
+/// (ctid $1, xmin $2) and nowhere else: when a concurrent change replaced
+/// that version meanwhile, the recheck of READ COMMITTED finds a version
+/// of another ctid and xmin, nothing is written and no row comes back, so
+/// the caller reads again and no change is lost. The xmin condition is
+/// what rejects the new version on PostgreSQL minor releases before
+/// November 2025, whose recheck ignored the ctid one.
+static WRITE_VERSION: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f SET content = $5, updated_at = pg_catalog.now()
+          WHERE f.ctid OPERATOR(pg_catalog.=) $1 AND f.xmin OPERATOR(pg_catalog.=) $2
+            AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4
+          RETURNING true",
+    args: &[TID, XID, TEXT, TEXT, TEXT],
     writes: true,
 };
 
@@ -465,51 +459,90 @@ fn update(
     new: &str,
 ) -> SqlResult<ToolResult<String>> {
     let limit = max_file_bytes();
-    let plan = kept(client, &UPDATE_FILE).or_report()?;
+    let read = kept(client, &READ_VERSION).or_report()?;
+    let write = kept(client, &WRITE_VERSION).or_report()?;
+    // The file is read, its new content made here, and written at the
+    // version read: the count of replacements is then that of the content
+    // the write replaced (PostgreSQL 15's RETURNING sees only the new row).
+    // The loop comes back only when a concurrent change came in between.
     loop {
         let table = client
-            .update(
-                &*plan,
-                None,
-                &[
-                    scope.into(),
-                    path.into(),
-                    old.into(),
-                    new.into(),
-                    limit.into(),
-                ],
-            )
+            .update(&*read, None, &[scope.into(), path.into()])
             .or_report()?;
-        if !table.is_empty() {
-            let replaced = table.first().get::<i32>(1).or_report()?.unwrap_or(0);
-            return Ok(Ok(format!("{{\"replaced\":{replaced}}}")));
-        }
-        // Nothing written: no file, nothing to replace, too big, or the
-        // file changed since the snapshot (then try again).
-        let look = kept(client, &CURRENT_CONTENT).or_report()?;
-        let table = client
-            .update(&*look, None, &[scope.into(), path.into()])
-            .or_report()?;
-        let content = if table.is_empty() {
-            None
-        } else {
-            table.first().get::<String>(1).or_report()?
-        };
-        let Some(content) = content else {
+        if table.is_empty() {
             if path == "/" || is_directory(client, scope, path)? {
                 return Ok(Err(a_directory()));
             }
             return Ok(Err(not_found()));
-        };
-        let replaced = files::occurrences(&content, old);
+        }
+        let row = table.first();
+        let content = row.get::<&str>(1).or_report()?.unwrap_or_default();
+        let replaced = files::occurrences(content, old);
         if replaced == 0 {
             return Ok(Ok("{\"replaced\":0}".to_owned()));
         }
-        if content.replace(old, new).len() > limit as usize {
+        let replacement = content.replace(old, new);
+        if replacement.len() > limit as usize {
             return Ok(Err(ToolError::new(
                 Code::Efbig,
                 format!("EFBIG: the file would exceed {limit} bytes (agent_memory.max_file_bytes)"),
             )));
+        }
+        let version = RowVersion::of(&row, 2, 3)?;
+        let written = !client
+            .update(
+                &*write,
+                None,
+                &[
+                    version.ctid(),
+                    version.xmin.into(),
+                    scope.into(),
+                    path.into(),
+                    replacement.as_str().into(),
+                ],
+            )
+            .or_report()?
+            .is_empty();
+        if written {
+            return Ok(Ok(format!("{{\"replaced\":{replaced}}}")));
+        }
+    }
+}
+
+/// Where a row version lies (ctid) and who wrote it (xmin), copied out of
+/// a result.
+struct RowVersion {
+    ctid: pg_sys::ItemPointerData,
+    xmin: pg_sys::TransactionId,
+}
+
+impl RowVersion {
+    fn of(row: &pgrx::spi::SpiTupleTable<'_>, ctid: usize, xmin: usize) -> SqlResult<RowVersion> {
+        let at = row
+            .get_datum_by_ordinal(ctid)
+            .or_report()?
+            .ok_or_else(|| Error::internal("a row without ctid"))
+            .or_report()?;
+        // SAFETY: a tid datum points at an ItemPointerData, copied here
+        // before the result goes away.
+        let ctid = unsafe { *at.cast_mut_ptr::<pg_sys::ItemPointerData>() };
+        let xmin = row
+            .get::<pg_sys::TransactionId>(xmin)
+            .or_report()?
+            .ok_or_else(|| Error::internal("a row without xmin"))
+            .or_report()?;
+        Ok(RowVersion { ctid, xmin })
+    }
+
+    /// The ctid as a statement's argument, borrowing this copy.
+    fn ctid(&self) -> pgrx::datum::DatumWithOid<'_> {
+        // SAFETY: tid is passed by reference; the datum points at this
+        // copy, which outlives the statement it is passed to.
+        unsafe {
+            pgrx::datum::DatumWithOid::new(
+                pg_sys::Datum::from(&self.ctid as *const pg_sys::ItemPointerData),
+                pg_sys::TIDOID,
+            )
         }
     }
 }
