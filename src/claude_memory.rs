@@ -123,9 +123,9 @@ fn create(client: Client, scope: &str, path: &Target, text: &str) -> SqlResult<A
     if path.is_root() {
         return Ok(Err(claude::already_exists(path)));
     }
-    let refused = match tool::place_new_file(client, scope, &path.stored, text, false)? {
+    let refused = match tool::place_new_file(client, scope, &path.stored, text)? {
         Placed::Created => return Ok(Ok(claude::created(path))),
-        Placed::There { .. } | Placed::Appended => return Ok(Err(claude::already_exists(path))),
+        Placed::There => return Ok(Err(claude::already_exists(path))),
         Placed::Refused(refused) => refused,
     };
     Ok(Err(match refused.code {

@@ -495,6 +495,42 @@ pub unsafe fn inline_payload<'a>(datum: pg_sys::Datum) -> Option<&'a [u8]> {
     }
 }
 
+/// The first column, as text, of every row of the last SPI result, read in
+/// place (a value stored compressed or out of line is detoasted first);
+/// NULLs are left out; None when a value is not UTF-8. Reading each row
+/// through `SpiTupleTable` (which builds a tuple of entries per row) costs
+/// several times more.
+///
+/// # Safety
+/// The last SPI result has `rows` rows, its first column is of a text type,
+/// and it lives as long as `'a`.
+pub unsafe fn last_result_texts<'a>(rows: usize) -> Option<Vec<&'a str>> {
+    let mut texts = Vec::with_capacity(rows);
+    // SAFETY: the caller vouches for the result; every row is read through
+    // PostgreSQL's own accessor.
+    unsafe {
+        let table = pg_sys::SPI_tuptable;
+        if table.is_null() || rows == 0 {
+            return Some(texts);
+        }
+        let tuples = std::slice::from_raw_parts((*table).vals, rows);
+        for &tuple in tuples {
+            let mut is_null = false;
+            let datum = pg_sys::SPI_getbinval(tuple, (*table).tupdesc, 1, &mut is_null);
+            if is_null {
+                continue;
+            }
+            let plain = if inline_payload(datum).is_some() {
+                datum
+            } else {
+                pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
+            };
+            texts.push(inline_payload(plain).and_then(database_str)?);
+        }
+    }
+    Some(texts)
+}
+
 /// Call `each` with every element of a one-dimensional `text[]` without
 /// NULLs, read in place. Returns false, having called nothing, for any
 /// other layout (NULLs, more dimensions, an unexpected element header),

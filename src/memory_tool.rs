@@ -15,10 +15,9 @@ use agent_memory_core::{Error, jsonb};
 
 use crate::datums::{JsonText, TooDeep, ToolRequest};
 use crate::error::{OrReport, SqlResult};
-use crate::plans::{Statement, kept};
+use crate::plans::{FirstRow, Statement, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
 
-const BOOL: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID);
 const TID: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIDOID);
 const XID: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::XIDOID);
 use crate::settings;
@@ -68,46 +67,58 @@ static APPEND_EXISTING: Statement = Statement {
     writes: true,
 };
 
-/// Create the file $2 of scope $1 with content $3, in one statement, when
-/// the path is free (no file at it, no directory at it: nothing in
-/// [$4, $5), no file above it: none of $6) and the scope has room (fewer
-/// than $7 files; the count goes up by one). A file created concurrently
-/// after the checks is appended to when $8, else left alone. Returns the
-/// size of a file already at the path, whether the path had no directory
-/// and no file above it, whether the scope had room, and whether the file
-/// is new (false: it was appended to; NULL: not written).
-static CREATE_CHECKED: Statement = Statement {
-    sql: "WITH here AS (
-            SELECT (SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f
-                    WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2) AS file_bytes,
-                   NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                               WHERE f.scope OPERATOR(pg_catalog.=) $1
-                                 AND f.path OPERATOR(pg_catalog.>=) $4
-                                 AND f.path OPERATOR(pg_catalog.<) $5) AS no_directory,
-                   NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                               WHERE f.scope OPERATOR(pg_catalog.=) $1
-                                 AND f.path OPERATOR(pg_catalog.=) ANY ($6)) AS no_file_above),
-          room AS (
-            INSERT INTO agent_memory.memory_scopes AS s (scope, files)
-            SELECT $1, 1 FROM here WHERE here.file_bytes IS NULL AND here.no_directory AND here.no_file_above
-            ON CONFLICT (scope) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
-              WHERE s.files OPERATOR(pg_catalog.<) $7
-            RETURNING 1),
-          created AS (
-            INSERT INTO agent_memory.memory_files AS f (scope, path, content)
-            SELECT $1, $2, $3 FROM room
-            ON CONFLICT (scope, path) DO UPDATE
-              SET content = f.content OPERATOR(pg_catalog.||) excluded.content, updated_at = excluded.updated_at
-              WHERE $8
-            RETURNING f.xmax OPERATOR(pg_catalog.=) 0 AS new)
-          SELECT here.file_bytes, here.no_directory, here.no_file_above,
-                 EXISTS (SELECT FROM room), (SELECT created.new FROM created)
-          FROM here",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, BOOL],
+/// Create the file $2 of scope $1 with content $3, unless a file is
+/// already at the path (then nothing is written and no row comes back; a
+/// concurrent creation is waited for). The path's other rules are checked
+/// after (PATH_FREE), and a refused file removed again in the same call:
+/// a new file costs three short statements, where checking everything
+/// before writing cost one statement of three probes and two writes that
+/// took longer.
+static CREATE_FILE: Statement = Statement {
+    sql: "INSERT INTO agent_memory.memory_files AS f (scope, path, content) VALUES ($1, $2, $3)
+          ON CONFLICT (scope, path) DO NOTHING
+          RETURNING true",
+    args: &[TEXT, TEXT, TEXT],
     writes: true,
 };
 
-/// Give back room counted for a file that a concurrent append created.
+/// Count one more file in scope $1 when it holds fewer than $2. The
+/// scope's row stays locked to the end of the transaction (also when it is
+/// full), so creations in one scope follow one another from here on: the
+/// checks of PATH_FREE, made after, see every file created before. Another
+/// tenant's scope is refused here by its row-level security policy.
+static TAKE_ROOM: Statement = Statement {
+    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files) VALUES ($1, 1)
+          ON CONFLICT (scope) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
+            WHERE s.files OPERATOR(pg_catalog.<) $2
+          RETURNING true",
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// Whether a new file's path is free of anything else: no file under it
+/// (the range [$2, $3): a directory at the path) and no file above it
+/// (none of $4). Read-write, for a snapshot taken after TAKE_ROOM.
+static PATH_FREE: Statement = Statement {
+    sql: "SELECT NOT EXISTS (SELECT FROM agent_memory.memory_files f
+                             WHERE f.scope OPERATOR(pg_catalog.=) $1
+                               AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3),
+                 NOT EXISTS (SELECT FROM agent_memory.memory_files f
+                             WHERE f.scope OPERATOR(pg_catalog.=) $1
+                               AND f.path OPERATOR(pg_catalog.=) ANY ($4))",
+    args: &[TEXT, TEXT, TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Remove a file this call created and then refused.
+static REMOVE_FILE: Statement = Statement {
+    sql: "DELETE FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// Give back room counted for a file that was then refused.
 static GIVE_ROOM: Statement = Statement {
     sql: "UPDATE agent_memory.memory_scopes SET files = files OPERATOR(pg_catalog.-) $2
           WHERE scope OPERATOR(pg_catalog.=) $1",
@@ -117,7 +128,7 @@ static GIVE_ROOM: Statement = Statement {
 
 /// Count the files of scope $1 exactly, when its upper bound reached the
 /// limit: the bound becomes the count, when below the limit $2. The scope's
-/// row is already locked by the creation that found no room, so no other
+/// row is already locked by the TAKE_ROOM that found no room, so no other
 /// creation can slip in between.
 static RECOUNT: Statement = Statement {
     sql: "UPDATE agent_memory.memory_scopes s SET files = c.files
@@ -126,6 +137,14 @@ static RECOUNT: Statement = Statement {
           WHERE s.scope OPERATOR(pg_catalog.=) $1 AND c.files OPERATOR(pg_catalog.<) $2
           RETURNING s.files",
     args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// The size of file $2 of scope $1 as of now.
+static FILE_BYTES: Statement = Statement {
+    sql: "SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2",
+    args: &[TEXT, TEXT],
     writes: true,
 };
 
@@ -155,19 +174,14 @@ static WRITE_VERSION: Statement = Statement {
 };
 
 /// Delete a file, or every file of a directory (the range [$3, $4)), in one
-/// pass. Returns the directories that held the deleted files ('' is the
-/// root) with how many each held: a directory's subdirectories follow from
-/// those. The scope's file count is an upper bound, so a delete leaves it.
+/// pass, returning the deleted paths (what the answer counts follows from
+/// them). The scope's file count is an upper bound, so a delete leaves it.
 pub(crate) static DELETE_FILES: Statement = Statement {
-    sql: "WITH gone AS (
-            DELETE FROM agent_memory.memory_files f
-            WHERE f.scope OPERATOR(pg_catalog.=) $1
-              AND (f.path OPERATOR(pg_catalog.=) $2
-                   OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
-            RETURNING pg_catalog.left(f.path,
-                                      -1 OPERATOR(pg_catalog.-)
-                                      pg_catalog.length(pg_catalog.split_part(f.path, '/', -1))) AS holder)
-          SELECT g.holder, pg_catalog.count(*) FROM gone g GROUP BY g.holder",
+    sql: "DELETE FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1
+            AND (f.path OPERATOR(pg_catalog.=) $2
+                 OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
+          RETURNING f.path",
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -308,9 +322,10 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
     let limit = max_file_bytes();
     let plan = kept(client, &APPEND_EXISTING).or_report()?;
     // Append to the file when it exists and has room; else create it.
-    // The loop comes back only when a concurrent call created the file
-    // after the append looked.
-    loop {
+    // The loop comes back only when a file turned up at the path between
+    // the two (created concurrently), or went away after it was found too
+    // big.
+    for _ in 0..MAX_TRIES {
         let appended = !client
             .update(
                 &*plan,
@@ -322,133 +337,155 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
         if appended {
             return Ok(Ok(OK.to_owned()));
         }
-        match place_new_file(client, scope, path, content, true)? {
-            Placed::Created | Placed::Appended => return Ok(Ok(OK.to_owned())),
+        match place_new_file(client, scope, path, content)? {
+            Placed::Created => return Ok(Ok(OK.to_owned())),
             Placed::Refused(refused) => return Ok(Err(refused)),
-            Placed::There { bytes } if bytes + content.len() as i64 > i64::from(limit) => {
-                return Ok(Err(too_big(bytes + content.len() as i64)));
+            Placed::There => {}
+        }
+        if let Some(bytes) = file_bytes(client, scope, path)? {
+            let total = bytes + content.len() as i64;
+            if total > i64::from(limit) {
+                return Ok(Err(too_big(total)));
             }
-            Placed::There { .. } => {}
         }
     }
+    // Each try met a file at the path that this role cannot read.
+    Err(Error::not_allowed(format!(
+        "a file at {} of this scope is not visible to this role",
+        agent_memory_core::error::quoted(path)
+    )))
+    .or_report()
 }
 
-/// What CREATE_CHECKED found and did.
-struct Checked {
-    file_bytes: Option<i32>,
-    no_directory: bool,
-    no_file_above: bool,
-    room: bool,
-    new: Option<bool>,
+/// How often an append tries again when the file changes under it; only a
+/// file the caller may not see makes it try that often.
+const MAX_TRIES: usize = 16;
+
+/// The size of a file as of now, when it is there.
+fn file_bytes(client: Client, scope: &str, path: &str) -> SqlResult<Option<i64>> {
+    let size = kept(client, &FILE_BYTES).or_report()?;
+    let bytes = client
+        .update(&*size, None, &[scope.into(), path.into()])
+        .or_report()?
+        .first_value::<i32>(1)
+        .or_report()?;
+    Ok(bytes.map(i64::from))
 }
 
 /// What became of a new file.
 pub(crate) enum Placed {
     Created,
-    /// Created concurrently after the checks, and appended to.
-    Appended,
-    /// A file is already at the path, of `bytes` bytes (0 when it was
-    /// created concurrently after the checks and left alone).
-    There {
-        bytes: i64,
-    },
+    /// A file is at the path (created concurrently, or there all along):
+    /// nothing was written.
+    There,
     /// The path is not free (a directory at it, a file above it), the
-    /// content is too big, or the scope is full.
+    /// content is too big, or the scope is full: nothing was written.
     Refused(ToolError),
 }
 
-/// Create a file at `path` (not the root) in one statement, within the size
-/// limit: no file or directory may be at the path and no file above it,
-/// and the scope must have room. With `append`, a file created
-/// concurrently after the checks is appended to.
+/// Create a file at `path` (not the root) within the size limit: no file
+/// or directory may be at the path and no file above it, and the scope
+/// must have room. The file is written first and removed again when it is
+/// refused, all within the caller's transaction, so a refusal leaves
+/// nothing behind.
 pub(crate) fn place_new_file(
     client: Client,
     scope: &str,
     path: &str,
     content: &str,
-    append: bool,
 ) -> SqlResult<Placed> {
     if content.len() > max_file_bytes() as usize {
         return Ok(Placed::Refused(too_big(content.len() as i64)));
     }
-    let above = files::ancestors(path);
-    let max_files = settings::MAX_FILES_PER_SCOPE.get();
-    let plan = kept(client, &CREATE_CHECKED).or_report()?;
-    let mut recounted = false;
-    let checked = loop {
-        let table = client
-            .update(
-                &*plan,
-                None,
-                &[
-                    scope.into(),
-                    path.into(),
-                    content.into(),
-                    files::under(path).into(),
-                    files::under_end(path).into(),
-                    above.clone().into(),
-                    max_files.into(),
-                    append.into(),
-                ],
-            )
-            .or_report()?;
-        let row = table.first();
-        let checked = Checked {
-            file_bytes: row.get::<i32>(1).or_report()?,
-            no_directory: row.get::<bool>(2).or_report()? == Some(true),
-            no_file_above: row.get::<bool>(3).or_report()? == Some(true),
-            room: row.get::<bool>(4).or_report()? == Some(true),
-            new: row.get::<bool>(5).or_report()?,
-        };
-        let path_free =
-            checked.file_bytes.is_none() && checked.no_directory && checked.no_file_above;
-        if checked.room || !path_free || recounted {
-            break checked;
+    if !take_room(client, scope)? {
+        // A full scope refuses only a file that would be new.
+        if file_bytes(client, scope, path)?.is_some() {
+            return Ok(Placed::There);
         }
-        // The bound reached the limit: count the files and try once more.
-        recounted = true;
-        let recount = kept(client, &RECOUNT).or_report()?;
-        if client
-            .update(&*recount, None, &[scope.into(), max_files.into()])
-            .or_report()?
-            .is_empty()
-        {
-            break checked;
-        }
-    };
-    if let Some(bytes) = checked.file_bytes {
-        return Ok(Placed::There {
-            bytes: i64::from(bytes),
-        });
-    }
-    if !checked.no_directory {
-        return Ok(Placed::Refused(a_directory()));
-    }
-    if !checked.no_file_above {
-        return Ok(Placed::Refused(ToolError::new(
-            Code::Enotdir,
-            "ENOTDIR: a directory of the path is a file",
-        )));
-    }
-    if !checked.room {
-        return Ok(Placed::Refused(ToolError::new(
+        let full = ToolError::new(
             Code::Enospc,
             format!(
-                "ENOSPC: the scope holds {max_files} files, the most allowed (agent_memory.max_files_per_scope)"
+                "ENOSPC: the scope holds {} files, the most allowed (agent_memory.max_files_per_scope)",
+                settings::MAX_FILES_PER_SCOPE.get()
             ),
-        )));
+        );
+        return Ok(Placed::Refused(
+            path_free(client, scope, path)?.unwrap_or(full),
+        ));
     }
-    let placed = match checked.new {
-        Some(true) => return Ok(Placed::Created),
-        Some(false) => Placed::Appended,
-        None => Placed::There { bytes: 0 },
+    let create = kept(client, &CREATE_FILE).or_report()?;
+    let created = !client
+        .update(&*create, None, &[scope.into(), path.into(), content.into()])
+        .or_report()?
+        .is_empty();
+    let refused = if created {
+        match path_free(client, scope, path)? {
+            None => return Ok(Placed::Created),
+            Some(refused) => {
+                let remove = kept(client, &REMOVE_FILE).or_report()?;
+                client
+                    .update(&*remove, None, &[scope.into(), path.into()])
+                    .or_report()?;
+                Some(refused)
+            }
+        }
+    } else {
+        None
     };
-    // The file was there after all: give back the room counted for it.
+    // Give back the room counted for a file not created after all.
     let give = kept(client, &GIVE_ROOM).or_report()?;
     client
         .update(&*give, None, &[scope.into(), 1i32.into()])
         .or_report()?;
-    Ok(placed)
+    Ok(refused.map_or(Placed::There, Placed::Refused))
+}
+
+/// Count one more file in the scope; false when it is full.
+fn take_room(client: Client, scope: &str) -> SqlResult<bool> {
+    let max_files = settings::MAX_FILES_PER_SCOPE.get();
+    let take = kept(client, &TAKE_ROOM).or_report()?;
+    let args = [scope.into(), max_files.into()];
+    if !client.update(&*take, None, &args).or_report()?.is_empty() {
+        return Ok(true);
+    }
+    // The bound reached the limit: count the files and try once more.
+    let recount = kept(client, &RECOUNT).or_report()?;
+    if client
+        .update(&*recount, None, &[scope.into(), max_files.into()])
+        .or_report()?
+        .is_empty()
+    {
+        return Ok(false);
+    }
+    Ok(!client.update(&*take, None, &args).or_report()?.is_empty())
+}
+
+/// Why a new file's path is not free, if it is not.
+fn path_free(client: Client, scope: &str, path: &str) -> SqlResult<Option<ToolError>> {
+    let plan = kept(client, &PATH_FREE).or_report()?;
+    let table = client
+        .update(
+            &*plan,
+            None,
+            &[
+                scope.into(),
+                files::under(path).into(),
+                files::under_end(path).into(),
+                files::ancestors(path).into(),
+            ],
+        )
+        .or_report()?;
+    let row = table.first();
+    if row.get::<bool>(1).or_report()? != Some(true) {
+        return Ok(Some(a_directory()));
+    }
+    if row.get::<bool>(2).or_report()? != Some(true) {
+        return Ok(Some(ToolError::new(
+            Code::Enotdir,
+            "ENOTDIR: a directory of the path is a file",
+        )));
+    }
+    Ok(None)
 }
 
 fn update(
@@ -561,33 +598,20 @@ fn delete(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<Strin
             "ENOENT: file or directory not found",
         )));
     }
-    let dirs = if deleted.was_file(path) {
-        0
-    } else {
-        files::directories_removed(path, deleted.holders.iter().map(String::as_str))
-    };
     Ok(Ok(format!(
-        "{{\"files\":{},\"dirs\":{dirs}}}",
-        deleted.files
+        "{{\"files\":{},\"dirs\":{}}}",
+        deleted.files, deleted.dirs
     )))
 }
 
-/// What a delete removed: how many files, and the directories that held
-/// them.
+/// What a deletion removed.
 pub(crate) struct Deleted {
-    pub files: i64,
-    pub holders: Vec<String>,
+    pub files: usize,
+    /// Directories: 0 for a file.
+    pub dirs: usize,
 }
 
-impl Deleted {
-    /// Whether the deleted path was a file: its holder lies above it,
-    /// where a directory's files are held at or below the directory.
-    pub fn was_file(&self, path: &str) -> bool {
-        self.holders.iter().any(|holder| holder.len() < path.len())
-    }
-}
-
-/// Delete the file or directory at `path` (not the root).
+/// Delete the file or directory `path` (not the root).
 pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<Deleted> {
     let plan = kept(client, &DELETE_FILES).or_report()?;
     let table = client
@@ -602,17 +626,20 @@ pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<
             ],
         )
         .or_report()?;
-    let mut deleted = Deleted {
-        files: 0,
-        holders: Vec::with_capacity(table.len()),
+    // SAFETY: `table` is the last result, and it lives to the end of this
+    // function.
+    let paths = unsafe { crate::datums::last_result_texts(table.len()) }
+        .ok_or_else(|| Error::internal("a deleted path is not UTF-8 text"))
+        .or_report()?;
+    let dirs = if paths.is_empty() || paths.contains(&path) {
+        0
+    } else {
+        files::directories_removed(path, paths.iter().map(|p| files::parent(p)))
     };
-    for row in table {
-        deleted
-            .holders
-            .push(row.get::<String>(1).or_report()?.unwrap_or_default());
-        deleted.files += row.get::<i64>(2).or_report()?.unwrap_or(0);
-    }
-    Ok(deleted)
+    Ok(Deleted {
+        files: paths.len(),
+        dirs,
+    })
 }
 
 fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<String>> {

@@ -224,13 +224,19 @@ pub fn entry_of<'a>(dir: &str, path: &'a str) -> (&'a str, bool) {
 /// How many directories a deletion of `dir` removes, from the directories
 /// that held the files it removed: `dir` itself and every directory
 /// between it and one of them.
-pub fn directories_removed<'a>(dir: &str, holders: impl Iterator<Item = &'a str>) -> usize {
+pub fn directories_removed<'a>(dir: &'a str, holders: impl Iterator<Item = &'a str>) -> usize {
     let mut dirs = std::collections::HashSet::new();
-    dirs.insert(dir.to_owned());
+    dirs.insert(dir);
+    let mut last = dir;
     for holder in holders {
+        // Files of one directory mostly come one after another.
+        if holder == last {
+            continue;
+        }
+        last = holder;
         let mut at = holder;
         while at.len() > dir.len() {
-            if !dirs.insert(at.to_owned()) {
+            if !dirs.insert(at) {
                 break;
             }
             at = parent(at);

@@ -34,6 +34,15 @@ SELECT memory_tool('t', '{"path": "/a/b0", "command": "append", "content": "x"}'
 SELECT memory_tool('t', '{"path": "/a", "command": "list"}');
 SELECT memory_tool('t', '{"path": "/a/b", "command": "delete"}');
 SELECT memory_tool('t', '{"path": "/a", "command": "list"}');
+-- A delete counts every directory it removes, at any depth, and a file
+-- as no directory; siblings whose names extend the path stay.
+SELECT memory_tool('t', jsonb_build_object('path', p, 'command', 'append', 'content', 'x')) ->> 'ok'
+FROM unnest(ARRAY['/n/a/x', '/n/a/b/y', '/n/a/b/c/z', '/n/d/e/w', '/n/v', '/n.md', '/n-2/u']) p;
+SELECT memory_tool('t', '{"path": "/n/v", "command": "delete"}');
+SELECT memory_tool('t', '{"path": "/n", "command": "delete"}');
+SELECT memory_tool('t', '{"path": "/n.md", "command": "delete"}');
+SELECT memory_tool('t', '{"path": "/", "command": "list"}');
+SELECT memory_tool('t', '{"path": "/n-2", "command": "delete"}');
 
 -- Each code.
 SELECT memory_tool('t', '{"path": "/nothing/here", "command": "list"}');
