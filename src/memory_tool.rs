@@ -22,6 +22,10 @@ const TID: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIDOID);
 const XID: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::XIDOID);
 use crate::settings;
 
+// A write that returns nothing is judged by how many rows it changed
+// (`is_empty` of its result reads SPI_processed): a `RETURNING` would cost
+// each one a result to build.
+//
 // memory_tool runs with the caller's search_path (no SET clause: it cost a
 // read an eighth of its time), so every statement it runs names each
 // function, operator and type with its schema. OPERATOR(...) binds like any
@@ -61,14 +65,13 @@ static APPEND_EXISTING: Statement = Statement {
           SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now()
           WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
             AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
-                OPERATOR(pg_catalog.<=) $4
-          RETURNING true",
+                OPERATOR(pg_catalog.<=) $4",
     args: &[TEXT, TEXT, TEXT, INT4],
     writes: true,
 };
 
 /// Create the file $2 of scope $1 with content $3, unless a file is
-/// already at the path (then nothing is written and no row comes back; a
+/// already at the path (then no row is written; a
 /// concurrent creation is waited for). The path's other rules are checked
 /// after (PATH_FREE), and a refused file removed again in the same call:
 /// a new file costs three short statements, where checking everything
@@ -76,8 +79,7 @@ static APPEND_EXISTING: Statement = Statement {
 /// took longer.
 static CREATE_FILE: Statement = Statement {
     sql: "INSERT INTO agent_memory.memory_files AS f (scope, path, content) VALUES ($1, $2, $3)
-          ON CONFLICT (scope, path) DO NOTHING
-          RETURNING true",
+          ON CONFLICT (scope, path) DO NOTHING",
     args: &[TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -90,8 +92,7 @@ static CREATE_FILE: Statement = Statement {
 static TAKE_ROOM: Statement = Statement {
     sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files) VALUES ($1, 1)
           ON CONFLICT (scope) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
-            WHERE s.files OPERATOR(pg_catalog.<) $2
-          RETURNING true",
+            WHERE s.files OPERATOR(pg_catalog.<) $2",
     args: &[TEXT, INT4],
     writes: true,
 };
@@ -160,15 +161,14 @@ static READ_VERSION: Statement = Statement {
 /// Write content $5 into file $3 of scope $4 at the row version read
 /// (ctid $1, xmin $2) and nowhere else: when a concurrent change replaced
 /// that version meanwhile, the recheck of READ COMMITTED finds a version
-/// of another ctid and xmin, nothing is written and no row comes back, so
+/// of another ctid and xmin and no row is written, so
 /// the caller reads again and no change is lost. The xmin condition is
 /// what rejects the new version on PostgreSQL minor releases before
 /// November 2025, whose recheck ignored the ctid one.
 static WRITE_VERSION: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f SET content = $5, updated_at = pg_catalog.now()
           WHERE f.ctid OPERATOR(pg_catalog.=) $1 AND f.xmin OPERATOR(pg_catalog.=) $2
-            AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4
-          RETURNING true",
+            AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4",
     args: &[TID, XID, TEXT, TEXT, TEXT],
     writes: true,
 };
