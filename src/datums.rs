@@ -495,6 +495,34 @@ pub unsafe fn inline_payload<'a>(datum: pg_sys::Datum) -> Option<&'a [u8]> {
     }
 }
 
+/// Column `ordinal` (1-based, of a text type) of the current row of an SPI
+/// result, read in place (detoasted first when stored compressed or out of
+/// line); None for NULL. `SpiTupleTable::get::<&str>` costs several times
+/// more: it switches memory contexts and checks the type on every call.
+pub fn text_at<'a>(
+    table: &'a pgrx::spi::SpiTupleTable<'_>,
+    ordinal: usize,
+) -> crate::error::SqlResult<Option<&'a str>> {
+    use crate::error::OrReport;
+    let Some(datum) = table.get_datum_by_ordinal(ordinal).or_report()? else {
+        return Ok(None);
+    };
+    // SAFETY: the datum is a text value of the result, which lives as long
+    // as `table`; a detoasted copy lives in the current memory context,
+    // which outlives this call's use of it.
+    let text = unsafe {
+        let plain = if inline_payload(datum).is_some() {
+            datum
+        } else {
+            pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
+        };
+        inline_payload(plain).and_then(database_str)
+    };
+    text.map(Some)
+        .ok_or_else(|| agent_memory_core::Error::internal("a text column is not UTF-8 text"))
+        .or_report()
+}
+
 /// The first column, as text, of every row of the last SPI result, read in
 /// place (a value stored compressed or out of line is detoasted first);
 /// NULLs are left out; None when a value is not UTF-8. Reading each row

@@ -256,7 +256,8 @@ pub(crate) fn with_file<T>(
     if table.is_empty() {
         return Ok(None);
     }
-    let content = table.first().get::<&str>(1).or_report()?;
+    let row = table.first();
+    let content = crate::datums::text_at(&row, 1)?;
     Ok(Some(use_content(content.unwrap_or_default())))
 }
 
@@ -513,12 +514,10 @@ fn update(
             return Ok(Err(not_found()));
         }
         let row = table.first();
-        let content = row.get::<&str>(1).or_report()?.unwrap_or_default();
-        let replaced = files::occurrences(content, old);
-        if replaced == 0 {
+        let content = crate::datums::text_at(&row, 1)?.unwrap_or_default();
+        let Some((replacement, replaced)) = files::replace_counted(content, old, new) else {
             return Ok(Ok("{\"replaced\":0}".to_owned()));
-        }
-        let replacement = content.replace(old, new);
+        };
         if replacement.len() > limit as usize {
             return Ok(Err(ToolError::new(
                 Code::Efbig,
@@ -564,10 +563,12 @@ impl RowVersion {
         // before the result goes away.
         let ctid = unsafe { *at.cast_mut_ptr::<pg_sys::ItemPointerData>() };
         let xmin = row
-            .get::<pg_sys::TransactionId>(xmin)
+            .get_datum_by_ordinal(xmin)
             .or_report()?
             .ok_or_else(|| Error::internal("a row without xmin"))
             .or_report()?;
+        // An xid datum holds the 32-bit id itself.
+        let xmin = pg_sys::TransactionId::from_inner(xmin.value() as u32);
         Ok(RowVersion { ctid, xmin })
     }
 

@@ -482,6 +482,24 @@ pub fn occurrences(content: &str, old: &str) -> usize {
     }
 }
 
+/// `content` with every occurrence of `old` (not empty) replaced by `new`,
+/// left to right as PostgreSQL's `replace` does, and how many there were;
+/// None when there were none.
+pub fn replace_counted(content: &str, old: &str, new: &str) -> Option<(String, usize)> {
+    let mut matches = content.match_indices(old).peekable();
+    matches.peek()?;
+    let mut out = String::with_capacity(content.len());
+    let (mut count, mut clean) = (0, 0);
+    for (at, _) in matches {
+        out.push_str(&content[clean..at]);
+        out.push_str(new);
+        clean = at + old.len();
+        count += 1;
+    }
+    out.push_str(&content[clean..]);
+    Some((out, count))
+}
+
 /// The lines of a tree listing of a scope's files (normalised paths, any
 /// order): every directory once as `name/`, then what it holds, two spaces
 /// deeper, entries by name.
@@ -864,5 +882,18 @@ mod tests {
         assert_eq!(json_string("a\"b\n\u{1}é"), r#""a\"b\n\u0001é""#);
         assert_eq!(occurrences("hello hello", "hello"), 2);
         assert_eq!(occurrences("aaa", "aa"), 1);
+        assert_eq!(
+            replace_counted("aaa", "aa", "b"),
+            Some(("ba".to_owned(), 1))
+        );
+        assert_eq!(
+            replace_counted("one two one", "one", "1"),
+            Some(("1 two 1".to_owned(), 2))
+        );
+        assert_eq!(
+            replace_counted("caf\u{e9} caf\u{e9}", "\u{e9}", "e"),
+            Some(("cafe cafe".to_owned(), 2))
+        );
+        assert_eq!(replace_counted("abc", "x", "y"), None);
     }
 }
