@@ -495,6 +495,24 @@ pub unsafe fn inline_payload<'a>(datum: pg_sys::Datum) -> Option<&'a [u8]> {
     }
 }
 
+/// A text datum as a `str`, read where it lies, or detoasted first when it
+/// is stored compressed or out of line (the copy goes to the current
+/// memory context); None when it is not UTF-8.
+///
+/// # Safety
+/// `datum` must be a text varlena that outlives `'a`.
+unsafe fn text_in_place<'a>(datum: pg_sys::Datum) -> Option<&'a str> {
+    // SAFETY: the caller vouches for the datum.
+    unsafe {
+        let plain = if inline_payload(datum).is_some() {
+            datum
+        } else {
+            pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
+        };
+        inline_payload(plain).and_then(database_str)
+    }
+}
+
 /// Column `ordinal` (1-based, of a text type) of the current row of an SPI
 /// result, read in place (detoasted first when stored compressed or out of
 /// line); None for NULL. `SpiTupleTable::get::<&str>` costs several times
@@ -510,14 +528,7 @@ pub fn text_at<'a>(
     // SAFETY: the datum is a text value of the result, which lives as long
     // as `table`; a detoasted copy lives in the current memory context,
     // which outlives this call's use of it.
-    let text = unsafe {
-        let plain = if inline_payload(datum).is_some() {
-            datum
-        } else {
-            pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
-        };
-        inline_payload(plain).and_then(database_str)
-    };
+    let text = unsafe { text_in_place(datum) };
     text.map(Some)
         .ok_or_else(|| agent_memory_core::Error::internal("a text column is not UTF-8 text"))
         .or_report()
@@ -548,12 +559,7 @@ pub unsafe fn last_result_texts<'a>(rows: usize) -> Option<Vec<&'a str>> {
             if is_null {
                 continue;
             }
-            let plain = if inline_payload(datum).is_some() {
-                datum
-            } else {
-                pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
-            };
-            texts.push(inline_payload(plain).and_then(database_str)?);
+            texts.push(text_in_place(datum)?);
         }
     }
     Some(texts)
