@@ -119,7 +119,8 @@ static REMOVE_FILE: Statement = Statement {
     writes: true,
 };
 
-/// Give back room counted for a file that was then refused.
+/// Give back room counted for a file that was not created after all (one
+/// was there) or was refused.
 static GIVE_ROOM: Statement = Statement {
     sql: "UPDATE agent_memory.memory_scopes SET files = files OPERATOR(pg_catalog.-) $2
           WHERE scope OPERATOR(pg_catalog.=) $1",
@@ -386,9 +387,10 @@ pub(crate) enum Placed {
 
 /// Create a file at `path` (not the root) within the size limit: no file
 /// or directory may be at the path and no file above it, and the scope
-/// must have room. The file is written first and removed again when it is
-/// refused, all within the caller's transaction, so a refusal leaves
-/// nothing behind.
+/// must have room. The scope's count is raised first (which locks its
+/// row), then the file written, then its path checked; a refused file is
+/// removed again and its count given back, within the caller's
+/// transaction, so a refusal leaves nothing behind.
 pub(crate) fn place_new_file(
     client: Client,
     scope: &str,
