@@ -4,9 +4,11 @@
 //!
 //! A bad request is an envelope with `ok:false`, never an SQL error, and
 //! changes nothing. Each command is one call in the caller's transaction:
-//! reads and single-file writes are one statement; an append to a file
-//! that does not exist yet first checks that its path is free (no file
-//! above it, no directory at it) and that the scope has room.
+//! a read, a delete and an append to an existing file are one statement;
+//! an update reads the file, then writes at the row version it read; an
+//! append to a file that does not exist yet counts it in the scope (which
+//! locks the scope's row), inserts it, then checks its path (no file above
+//! it, no directory at it), removing it again when refused.
 
 use pgrx::prelude::*;
 
