@@ -5,7 +5,10 @@ One operation = append one message, then read the last 50, as an agent loop
 does every turn. The SDK: `add_items` then `get_items(limit=50)` through
 SQLAlchemy and asyncpg, its own tables on the same server and database. Ours:
 `append_message(..., keep => 50)` then `messages_json(..., lim => 50)` through
-psycopg (one autocommit connection). Plain SQL (an INSERT into a table with
+psycopg (one autocommit connection), as two calls, and also as one: both
+statements in one message (psycopg's ClientCursor binds the parameters
+client-side and sends them as one query, which runs as one transaction),
+so the pair costs one round trip. Plain SQL (an INSERT into a table with
 the same columns, then the last 50 by seq) is measured in the same run for
 context. Alternating rounds; medians.
 
@@ -102,6 +105,15 @@ async def main() -> int:
         ours.execute("SELECT agent_memory.append_message('sdk-peer', 'user', %s, keep => 50)", (f"{TEXT} {i}",))
         ours.execute("SELECT agent_memory.messages_json('sdk-peer', lim => 50)").fetchone()
 
+    # Both statements in one message: one round trip, one transaction.
+    together = psycopg.ClientCursor(ours)
+
+    def am_one_trip_op(i):
+        together.execute("SELECT agent_memory.append_message('sdk-peer', 'user', %s, keep => 50);"
+                         "SELECT agent_memory.messages_json('sdk-peer', lim => 50)", (f"{TEXT} {i}",))
+        together.nextset()
+        return together.fetchone()
+
     def am_turn_op(i):
         ours.execute("SELECT agent_memory.append_messages('sdk-peer-turns', %s, keep => 50)",
                      (Jsonb(turn_messages(i)),))
@@ -121,6 +133,13 @@ async def main() -> int:
         ours.execute("SELECT %s::text", (f"{TEXT} {i}",)).fetchone()
         ours.execute("SELECT doc FROM bench_sdk_floor").fetchone()
 
+    def floor_one_trip_op(i):
+        # The least the pair costs as one message: the same two statements'
+        # shapes doing no work.
+        together.execute("SELECT %s::text; SELECT doc FROM bench_sdk_floor", (f"{TEXT} {i}",))
+        together.nextset()
+        return together.fetchone()
+
     # Warm up every path (connections, prepared statements, 50 messages each).
     await sdk_rate(sdk, 60)
     await sdk_turn_rate(sdk_turns, 15)
@@ -131,10 +150,13 @@ async def main() -> int:
     ours.execute("""CREATE TABLE bench_sdk_floor AS
                     SELECT agent_memory.messages_json('sdk-peer', lim => 50) AS doc""")
     sync_rate(60, floor_op)
+    sync_rate(60, am_one_trip_op)
+    sync_rate(60, floor_one_trip_op)
 
-    results = {"sdk": [], "am": [], "sql": [], "floor": [], "sdk_turn": [], "am_turn": []}
+    results = {"sdk": [], "am": [], "sql": [], "floor": [], "am_one": [], "floor_one": [],
+               "sdk_turn": [], "am_turn": []}
     for r in range(ROUNDS):
-        order = ["sdk", "am", "sql", "floor", "sdk_turn", "am_turn"]
+        order = ["sdk", "am", "sql", "floor", "am_one", "floor_one", "sdk_turn", "am_turn"]
         if r % 2:
             order.reverse()
         for name in order:
@@ -145,7 +167,8 @@ async def main() -> int:
             elif name == "am_turn":
                 results[name].append(sync_rate(OPS // 2, am_turn_op))
             else:
-                op = {"am": am_op, "sql": sql_op, "floor": floor_op}[name]
+                op = {"am": am_op, "sql": sql_op, "floor": floor_op, "am_one": am_one_trip_op,
+                      "floor_one": floor_one_trip_op}[name]
                 results[name].append(sync_rate(OPS, op))
     med = {k: statistics.median(v) for k, v in results.items()}
 
@@ -158,6 +181,10 @@ async def main() -> int:
     row("append + last 50: ours vs plain SQL (Python)", "am", "sql", "plain SQL")
     # How far any pair of calls could get: no work at all on the server.
     row("append + last 50: two round trips doing no work vs SQLAlchemySession", "floor", "sdk",
+        "OpenAI Agents SQLAlchemySession")
+    row("append + last 50 in one round trip (both statements in one message): ours vs SQLAlchemySession",
+        "am_one", "sdk", "OpenAI Agents SQLAlchemySession")
+    row("append + last 50: one round trip doing no work vs SQLAlchemySession", "floor_one", "sdk",
         "OpenAI Agents SQLAlchemySession")
     row("a turn of 4 items + last 50: append_messages vs add_items", "am_turn", "sdk_turn",
         "OpenAI Agents SQLAlchemySession")
