@@ -172,6 +172,23 @@ def main():
             (MEMORY_NODE,)).fetchone()[0]
         check("memory_render full names /preferences.md", True, "/preferences.md" in rendered)
 
+        # 5b. The next turn's first step in one round trip: append the user's
+        # message and read the history for the prompt in one query (one
+        # transaction). ClientCursor binds the parameters client-side, which
+        # lets one execute() carry two statements; nextset() moves to the
+        # second one's result.
+        together = psycopg.ClientCursor(conn)
+        together.execute("SELECT agent_memory.append_message(%s, 'user', %s);"
+                         "SELECT agent_memory.messages_json(%s, lim => 50)",
+                         (SESSION_ID, "And a hotel near the river?", SESSION_ID))
+        appended_seq = together.fetchone()[0]
+        together.nextset()
+        history = together.fetchone()[0]
+        check("append + read in one round trip: the read sees the append",
+              {"messages": 13, "last": ("user", "And a hotel near the river?"), "last seq": appended_seq},
+              {"messages": len(history), "last": (history[-1]["role"], history[-1]["content"]),
+               "last seq": history[-1]["seq"]})
+
         # 6. Ending the session takes everything it owns with it.
         ended = conn.execute("SELECT agent_memory.end_session(%s)", (SESSION_ID,)).fetchone()[0]
         ctx = conn.execute("SELECT agent_memory.build_context(%s)", (SESSION_ID,)).fetchone()[0]
