@@ -9,8 +9,8 @@ psycopg (one autocommit connection), as two calls, and also as one: both
 statements in one message (psycopg's ClientCursor binds the parameters
 client-side and sends them as one query, which runs as one transaction),
 so the pair costs one round trip. Plain SQL (an INSERT into a table with
-the same columns, then the last 50 by seq) is measured in the same run for
-context. Alternating rounds; medians.
+the same columns, then the last 50 by seq) is measured in the same run, both
+ways, for context. Alternating rounds; medians.
 
 Also one turn of an agent with a tool: four items (the user's message, the
 model's tool call, the tool's output, the model's answer) added at once,
@@ -114,6 +114,13 @@ async def main() -> int:
         together.nextset()
         return together.fetchone()
 
+    def sql_one_trip_op(i):
+        together.execute("INSERT INTO bench_sdk_plain (session_id, role, content) VALUES ('sdk-peer', 'user', %s);"
+                         "SELECT role, content, metadata, seq, created_at FROM bench_sdk_plain"
+                         " WHERE session_id = 'sdk-peer' ORDER BY seq DESC LIMIT 50", (f"{TEXT} {i}",))
+        together.nextset()
+        return together.fetchall()
+
     def am_turn_op(i):
         ours.execute("SELECT agent_memory.append_messages('sdk-peer-turns', %s, keep => 50)",
                      (Jsonb(turn_messages(i)),))
@@ -151,12 +158,13 @@ async def main() -> int:
                     SELECT agent_memory.messages_json('sdk-peer', lim => 50) AS doc""")
     sync_rate(60, floor_op)
     sync_rate(60, am_one_trip_op)
+    sync_rate(60, sql_one_trip_op)
     sync_rate(60, floor_one_trip_op)
 
-    results = {"sdk": [], "am": [], "sql": [], "floor": [], "am_one": [], "floor_one": [],
+    results = {"sdk": [], "am": [], "sql": [], "floor": [], "am_one": [], "sql_one": [], "floor_one": [],
                "sdk_turn": [], "am_turn": []}
     for r in range(ROUNDS):
-        order = ["sdk", "am", "sql", "floor", "am_one", "floor_one", "sdk_turn", "am_turn"]
+        order = ["sdk", "am", "sql", "floor", "am_one", "sql_one", "floor_one", "sdk_turn", "am_turn"]
         if r % 2:
             order.reverse()
         for name in order:
@@ -167,7 +175,7 @@ async def main() -> int:
             elif name == "am_turn":
                 results[name].append(sync_rate(OPS // 2, am_turn_op))
             else:
-                op = {"am": am_op, "sql": sql_op, "floor": floor_op, "am_one": am_one_trip_op,
+                op = {"am": am_op, "sql": sql_op, "floor": floor_op, "am_one": am_one_trip_op, "sql_one": sql_one_trip_op,
                       "floor_one": floor_one_trip_op}[name]
                 results[name].append(sync_rate(OPS, op))
     med = {k: statistics.median(v) for k, v in results.items()}
@@ -184,6 +192,8 @@ async def main() -> int:
         "OpenAI Agents SQLAlchemySession")
     row("append + last 50 in one round trip (both statements in one message): ours vs SQLAlchemySession",
         "am_one", "sdk", "OpenAI Agents SQLAlchemySession")
+    row("append + last 50 in one round trip: plain SQL vs SQLAlchemySession", "sql_one", "sdk",
+        "OpenAI Agents SQLAlchemySession")
     row("append + last 50: one round trip doing no work vs SQLAlchemySession", "floor_one", "sdk",
         "OpenAI Agents SQLAlchemySession")
     row("a turn of 4 items + last 50: append_messages vs add_items", "am_turn", "sdk_turn",
