@@ -5,15 +5,20 @@
 //! garbage collection, and waits for a foreground write of the same rows
 //! for 1 ms at most (rows it has removed stay locked until its transaction
 //! ends, as with any delete: one batch in the worker, the caller's
-//! transaction for `cleanup_expired()`):
+//! transaction for `cleanup_expired()`). Each batch is first tried directly,
+//! in a subtransaction in which any lock wait ends after 1 ms
+//! ([`without_waiting`]); if a row is held, that attempt is undone and the
+//! batch is done the SKIP LOCKED way:
 //!
-//! * sessions (whose removal cascades to what they own) are locked with
-//!   SKIP LOCKED before they are deleted;
-//! * entries are first deleted directly, which writes each row once instead
-//!   of twice (lock, then delete), in a subtransaction in which any lock
-//!   wait ends after 1 ms ([`without_waiting`]). Rows nobody else holds,
-//!   the usual case, are gone at once; if one is held, that attempt is
-//!   undone and the entries are removed the SKIP LOCKED way.
+//! * sessions: a session whose rows (entries, threads, messages, parts)
+//!   another transaction holds is left for a later run; the others go, with
+//!   everything they own;
+//! * entries: the held ones stay, the others go.
+//!
+//! Every statement reaches its rows by index or by TID whatever the
+//! statistics say ([`with_index_plans`]), so a batch costs what it removes:
+//! a planner that wrongly expects few expired rows would otherwise read all
+//! of them for every batch.
 
 use pgrx::JsonB;
 use pgrx::pg_sys::panic::CaughtError;
@@ -48,32 +53,18 @@ impl Expired {
 
     fn statement(self, locking: Locking) -> &'static Statement {
         match (self, locking) {
-            (Expired::Sessions, _) => &DELETE_EXPIRED_SESSIONS,
+            (Expired::Sessions, Locking::SkipLocked) => &DELETE_EXPIRED_SESSIONS,
+            (Expired::Sessions, Locking::Direct) => &DELETE_EXPIRED_SESSIONS_DIRECTLY,
             (Expired::Entries, Locking::SkipLocked) => &DELETE_EXPIRED_ENTRIES,
             (Expired::Entries, Locking::Direct) => &DELETE_EXPIRED_ENTRIES_DIRECTLY,
         }
     }
-
-    /// How batches of this kind are tried first: directly when that can be
-    /// undone without holding anyone up (entries), else SKIP LOCKED.
-    fn first_try(self) -> Locking {
-        match self {
-            Expired::Sessions => Locking::SkipLocked,
-            Expired::Entries => Locking::Direct,
-        }
-    }
 }
 
-/// Remove rows of `kind` by `attempt`: for entries first directly, inside
-/// [`without_waiting`], then, if a held row stopped that (its work undone),
-/// the SKIP LOCKED way; for sessions the SKIP LOCKED way alone.
-pub fn removing<T>(
-    kind: Expired,
-    mut attempt: impl FnMut(Locking) -> SqlResult<T>,
-) -> SqlResult<T> {
-    if kind.first_try() == Locking::Direct
-        && let Some(done) = without_waiting(|| attempt(Locking::Direct))?
-    {
+/// Remove rows by `attempt`: first directly, inside [`without_waiting`],
+/// then, if a held row stopped that (its work undone), the SKIP LOCKED way.
+pub fn removing<T>(mut attempt: impl FnMut(Locking) -> SqlResult<T>) -> SqlResult<T> {
+    if let Some(done) = without_waiting(|| attempt(Locking::Direct))? {
         return Ok(done);
     }
     attempt(Locking::SkipLocked)
@@ -82,11 +73,13 @@ pub fn removing<T>(
 /// How a batch treats rows that another transaction holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Locking {
-    /// Lock the rows with SKIP LOCKED, then delete them: never waits, and
+    /// Lock the rows with SKIP LOCKED (for a session, every row it owns
+    /// too), then delete those whose rows were all free: never waits, and
     /// writes every row twice.
     SkipLocked,
-    /// Delete them at once: one write per row, but a held row is waited
-    /// for, so it runs only inside [`without_waiting`].
+    /// Delete them at once: one write per row, but a held row (of a
+    /// session: one it owns) is waited for, so it runs only inside
+    /// [`without_waiting`].
     Direct,
 }
 
@@ -94,22 +87,99 @@ pub enum Locking {
 // (sessions also $3, the default idle timeout in minutes). Resuming there,
 // instead of scanning from the start again, keeps a run linear: within one
 // transaction the rows earlier batches removed are still in the way of a
-// scan that starts over.
+// scan that starts over. Sessions return how many they picked, how many
+// they removed, and where the next batch starts.
 
-/// Sessions in physical order (a TID range scan): their expiry depends on a
-/// setting, so no index can find them.
+/// The expired sessions of a batch, in physical order (a TID range scan:
+/// their expiry depends on a setting, so no index can find them), locked.
+macro_rules! picked_sessions {
+    () => {
+        "SELECT s.ctid AS row_id, s.session_id FROM agent_memory.sessions s
+         WHERE s.ctid > $2::tid
+           AND s.last_activity_at <= pg_catalog.now()
+                                     - coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $3))
+         ORDER BY s.ctid
+         LIMIT $1 FOR UPDATE SKIP LOCKED"
+    };
+}
+
+/// The rows a picked session owns in one table, as its session_id, read
+/// plainly ("") or locked (" FOR UPDATE SKIP LOCKED").
+macro_rules! owned_rows {
+    ($table:literal, $lock:literal) => {
+        concat!(
+            "SELECT o.session_id FROM agent_memory.",
+            $table,
+            " o WHERE o.session_id = ANY ((SELECT ids FROM picked_ids)::text[])",
+            $lock
+        )
+    };
+}
+
+/// Picked sessions deleted at once; the rows they own go by cascade, which
+/// waits for any of them another transaction holds.
+static DELETE_EXPIRED_SESSIONS_DIRECTLY: Statement = Statement {
+    sql: concat!(
+        "WITH gone AS (
+           DELETE FROM agent_memory.sessions
+           WHERE ctid = ANY (ARRAY (SELECT p.row_id FROM (",
+        picked_sessions!(),
+        ") p))
+           RETURNING ctid)
+         SELECT count(*), count(*), max(ctid)::text FROM gone"
+    ),
+    args: &[INT4, TEXT, INT4],
+    writes: true,
+};
+
+/// Picked sessions whose rows this statement could all lock, deleted; a
+/// session with a row another transaction holds stays for a later run, so
+/// the cascade never waits. A row that is there but could not be locked is
+/// one the plain read counts and the locking read does not (EXCEPT ALL).
+/// No row can join a picked session meanwhile: adding one needs a key
+/// share lock on the session row, which this statement holds for update.
 static DELETE_EXPIRED_SESSIONS: Statement = Statement {
-    sql: "WITH gone AS (
-            DELETE FROM agent_memory.sessions
-            WHERE ctid = ANY (ARRAY (
-              SELECT s.ctid FROM agent_memory.sessions s
-              WHERE s.ctid > $2::tid
-                AND s.last_activity_at <= pg_catalog.now()
-                                          - coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $3))
-              ORDER BY s.ctid
-              LIMIT $1 FOR UPDATE SKIP LOCKED))
-            RETURNING ctid)
-          SELECT count(*), max(ctid)::text FROM gone",
+    sql: concat!(
+        "WITH picked AS MATERIALIZED (",
+        picked_sessions!(),
+        "),
+         picked_ids AS MATERIALIZED (SELECT ARRAY (SELECT session_id FROM picked) AS ids),
+         kv_locked AS MATERIALIZED (",
+        owned_rows!("kv_entries", " FOR UPDATE SKIP LOCKED"),
+        "),
+         threads_locked AS MATERIALIZED (",
+        owned_rows!("message_threads", " FOR UPDATE SKIP LOCKED"),
+        "),
+         messages_locked AS MATERIALIZED (",
+        owned_rows!("thread_messages", " FOR UPDATE SKIP LOCKED"),
+        "),
+         parts_locked AS MATERIALIZED (",
+        owned_rows!("wm_parts", " FOR UPDATE SKIP LOCKED"),
+        "),
+         held AS MATERIALIZED (
+           (",
+        owned_rows!("kv_entries", ""),
+        " UNION ALL ",
+        owned_rows!("message_threads", ""),
+        " UNION ALL ",
+        owned_rows!("thread_messages", ""),
+        " UNION ALL ",
+        owned_rows!("wm_parts", ""),
+        ")
+           EXCEPT ALL
+           (SELECT session_id FROM kv_locked
+            UNION ALL SELECT session_id FROM threads_locked
+            UNION ALL SELECT session_id FROM messages_locked
+            UNION ALL SELECT session_id FROM parts_locked)),
+         gone AS (
+           DELETE FROM agent_memory.sessions
+           WHERE ctid = ANY (ARRAY (
+             SELECT p.row_id FROM picked p
+             WHERE NOT EXISTS (SELECT FROM held h WHERE h.session_id = p.session_id)))
+           RETURNING 1)
+         SELECT (SELECT count(*) FROM picked), (SELECT count(*) FROM gone),
+                (SELECT max(row_id)::text FROM picked)"
+    ),
     args: &[INT4, TEXT, INT4],
     writes: true,
 };
@@ -118,10 +188,13 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement {
 /// rows treated as `$lock` says (see [`Locking`]). No RETURNING: handing
 /// every removed row back costs about a fifth of the run; the count is the
 /// statement's row count, and NEXT_EXPIRED_ENTRY finds where the next
-/// batch starts. The outer `expires_at` condition keeps an entry that a
-/// concurrent write renewed before the delete reached it (READ COMMITTED
-/// rechecks the new version) on PostgreSQL minor releases before November
-/// 2025, which did not recheck the `ctid` condition there.
+/// batch starts. The outer expiry test keeps an entry that a concurrent
+/// write renewed before the delete reached it (READ COMMITTED rechecks the
+/// new version) on PostgreSQL minor releases before November 2025, which
+/// did not recheck the `ctid` condition there. It is written `IS TRUE` so
+/// that it cannot serve as an index condition: the outer scan is by TID,
+/// never by the index on expires_at, which would read every expired entry
+/// for each batch.
 macro_rules! delete_expired_entries {
     ($lock:literal) => {
         concat!(
@@ -133,7 +206,7 @@ macro_rules! delete_expired_entries {
                LIMIT $1",
             $lock,
             "))
-               AND expires_at <= pg_catalog.now()"
+               AND (expires_at <= pg_catalog.now()) IS TRUE"
         )
     };
 }
@@ -192,15 +265,23 @@ impl Cursor {
     }
 }
 
-/// Remove up to `batch_size` expired rows of one kind after `cursor`;
-/// returns how many, and moves the cursor past them when a full batch
-/// means another one follows.
+/// What one batch did.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch {
+    /// Rows removed.
+    pub deleted: i64,
+    /// It picked as many rows as it could: another batch may find more.
+    pub full: bool,
+}
+
+/// Remove up to `batch_size` expired rows of one kind after `cursor`, and
+/// move the cursor past the rows it picked when another batch may follow.
 pub fn delete_batch(
     kind: Expired,
     locking: Locking,
     batch_size: i32,
     cursor: &mut Cursor,
-) -> SqlResult<i64> {
+) -> SqlResult<Batch> {
     Spi::connect_mut(|client| {
         let plan = kept(client, kind.statement(locking)).or_report()?;
         let after = cursor.0.as_str();
@@ -218,18 +299,23 @@ pub fn delete_batch(
                     )
                     .or_report()?
                     .first();
-                let deleted = row.get::<i64>(1).or_report()?.unwrap_or(0);
-                if let Some(next) = row.get::<String>(2).or_report()? {
+                let picked = row.get::<i64>(1).or_report()?.unwrap_or(0);
+                let deleted = row.get::<i64>(2).or_report()?.unwrap_or(0);
+                if let Some(next) = row.get::<String>(3).or_report()? {
                     cursor.0 = next;
                 }
-                Ok(deleted)
+                Ok(Batch {
+                    deleted,
+                    full: picked == i64::from(batch_size),
+                })
             }
             Expired::Entries => {
                 let deleted = client
                     .update(&*plan, None, &[batch_size.into(), after.into()])
                     .or_report()?
                     .len() as i64;
-                if deleted == i64::from(batch_size) {
+                let full = deleted == i64::from(batch_size);
+                if full {
                     let next = kept(client, &NEXT_EXPIRED_ENTRY).or_report()?;
                     let next = client
                         .update(&*next, None, &[after.into()])
@@ -240,10 +326,58 @@ pub fn delete_batch(
                         cursor.0 = next;
                     }
                 }
-                Ok(deleted)
+                Ok(Batch { deleted, full })
             }
         }
     })
+}
+
+/// Run `work` with plans that reach rows only by index or by TID: a
+/// sequential or bitmap scan would read every expired row for each batch,
+/// and the planner picks one when its statistics are stale (rows that
+/// expired since the last ANALYZE). The settings hold while `work` plans
+/// and runs, and are restored after it (on an error, by the abort).
+pub fn with_index_plans<T>(work: impl FnOnce() -> SqlResult<T>) -> SqlResult<T> {
+    // SAFETY: a GUC nest level opened here and closed here, as a function
+    // with SET clauses does; an error unwinding past it aborts the
+    // (sub)transaction, which closes it.
+    unsafe {
+        let level = pg_sys::NewGUCNestLevel();
+        for name in [c"enable_seqscan", c"enable_bitmapscan"] {
+            pg_sys::set_config_option(
+                name.as_ptr(),
+                c"off".as_ptr(),
+                pg_sys::GucContext::PGC_USERSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+        }
+        let done = work();
+        pg_sys::AtEOXact_GUC(true, level);
+        done
+    }
+}
+
+unsafe extern "C-unwind" {
+    fn PostmasterIsAliveInternal() -> bool;
+}
+
+/// Between two batches: leave at once on a cancel or a terminate, and when
+/// the postmaster has died. A backend notices the postmaster's death only
+/// when it next reads from its client, and a live one holds up the restart.
+pub fn stop_if_asked() {
+    pg_sys::check_for_interrupts!();
+    // SAFETY: reads the postmaster's pipe; callable from any backend.
+    if !unsafe { PostmasterIsAliveInternal() } {
+        ereport!(
+            PgLogLevel::FATAL,
+            PgSqlErrorCode::ERRCODE_ADMIN_SHUTDOWN,
+            "terminating the cleanup: the postmaster has exited"
+        );
+    }
 }
 
 /// Run `work` in a subtransaction in which any lock wait ends after 1 ms
@@ -358,10 +492,11 @@ fn remove_all(kind: Expired, locking: Locking, batch_size: i32) -> SqlResult<Cou
     let mut cursor = Cursor::start(kind);
     let mut size = batch_size;
     loop {
+        stop_if_asked();
         let resumed_at = cursor.0.clone();
-        let deleted = delete_batch(kind, locking, size, &mut cursor)?;
-        counts.add(kind, deleted);
-        if deleted < i64::from(size) {
+        let batch = delete_batch(kind, locking, size, &mut cursor)?;
+        counts.add(kind, batch.deleted);
+        if !batch.full {
             return Ok(counts);
         }
         // All batches here share one transaction, so the rows earlier
@@ -390,10 +525,10 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
     for kind in Expired::ALL {
         // One subtransaction for the whole kind (one per batch would
         // overflow the 64 subtransactions a backend can show others); a
-        // held entry found late undoes the batches before it, which are
+        // held row found late undoes the batches before it, which are
         // then done again the SKIP LOCKED way.
-        counts.merge(removing(kind, |locking| {
-            remove_all(kind, locking, batch_size)
+        counts.merge(with_index_plans(|| {
+            removing(|locking| remove_all(kind, locking, batch_size))
         })?);
     }
     let run_id = record_run(started_at, "manual", counts, None)?;
