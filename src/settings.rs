@@ -19,6 +19,7 @@ pub static MEMORY_TTL_MIN: GucSetting<i32> = GucSetting::<i32>::new(500 * 60);
 pub static KV_WORD_BUDGET: GucSetting<i32> = GucSetting::<i32>::new(600);
 pub static CLEANUP_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(5 * 60);
 pub static CLEANUP_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
+pub static CLEANUP_BATCH_TIMEOUT_MS: GucSetting<i32> = GucSetting::<i32>::new(60_000);
 pub static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 pub static SENSITIVE_DATA: GucSetting<SensitiveData> =
@@ -106,6 +107,16 @@ pub fn define_all() {
         1_000_000,
         GucContext::Sighup,
         GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.cleanup_batch_timeout",
+        c"Longest a batch of the cleanup background worker may run.",
+        c"A batch that runs longer fails with 57014 and is undone.",
+        &CLEANUP_BATCH_TIMEOUT_MS,
+        1,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
     );
     GucRegistry::define_string_guc(
         c"agent_memory.database",

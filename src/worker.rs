@@ -3,13 +3,17 @@
 //! Registered when the library is in `shared_preload_libraries`. Every
 //! `agent_memory.cleanup_interval` it runs the same batches as
 //! `cleanup_expired()` in database `agent_memory.database`, one short
-//! transaction per batch, with SKIP LOCKED and local lock and statement
-//! timeouts so it never waits on the foreground. It reloads settings on
-//! SIGHUP and leaves within a batch on SIGTERM. It sleeps while the extension
-//! is not installed in its database or the server is in recovery. An error is
-//! logged and recorded in `cleanup_runs`; the process then exits and the
-//! postmaster starts it again after a short delay. A failed batch rolls back
-//! whole: nothing is left half-done.
+//! transaction per batch, with SKIP LOCKED and a local lock timeout so it
+//! never waits on the foreground, and a time limit per batch
+//! (`agent_memory.cleanup_batch_timeout`) that it enforces itself: a
+//! background worker has no statement timeout of its own. It reloads
+//! settings on SIGHUP. SIGTERM ends it at once, inside a batch too
+//! (PostgreSQL's own handler: the next interrupt check exits), and so does
+//! the postmaster's death, checked between batches. It sleeps while the
+//! extension is not installed in its database or the server is in recovery.
+//! An error is logged and recorded in `cleanup_runs`; the process then exits
+//! and the postmaster starts it again after a short delay. A failed batch
+//! rolls back whole: nothing is left half-done.
 
 use std::time::Duration;
 
@@ -17,7 +21,10 @@ use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 
-use crate::cleanup::{Counts, Cursor, Expired, delete_batch, record_run, removing};
+use crate::cleanup::{
+    Batch, Counts, Cursor, Expired, delete_batch, record_run, removing, stop_if_asked,
+    with_index_plans,
+};
 use crate::error::{OrReport, SqlResult};
 use crate::settings;
 
@@ -37,11 +44,54 @@ pub fn register() {
         .load();
 }
 
-/// SIGTERM arrived (pgrx's handler sets PostgreSQL's own flag, which, unlike
-/// `BackgroundWorker::sigterm_received`, reading does not clear).
-fn shutdown_requested() -> bool {
-    // SAFETY: a sig_atomic_t written only by the signal handler.
-    unsafe { (&raw const pg_sys::ShutdownRequestPending).read_volatile() != 0 }
+/// PostgreSQL's `die` handles SIGTERM: it asks the next interrupt check,
+/// wherever it runs (a scan, a lock wait, the wait between runs), to exit.
+fn exit_on_sigterm() {
+    // SAFETY: installing a signal handler PostgreSQL itself provides.
+    unsafe {
+        #[cfg(not(feature = "pg18"))]
+        pg_sys::pqsignal(pg_sys::SIGTERM as i32, Some(postgres_die));
+        #[cfg(feature = "pg18")]
+        pg_sys::pqsignal_be(pg_sys::SIGTERM as i32, Some(postgres_die));
+    }
+}
+
+/// The worker's own limit on one batch: PostgreSQL arms the statement
+/// timeout only for statements a client sends, never in a background
+/// worker. When it fires, the batch fails with 57014 like a statement that
+/// timed out.
+struct BatchTimeLimit;
+
+// timeout.h: the position of STATEMENT_TIMEOUT in enum TimeoutId (the same
+// in every supported release).
+const STATEMENT_TIMEOUT: u32 = 3;
+
+unsafe extern "C-unwind" {
+    // The signal handler itself: pg_sys::die is a wrapper that only Rust
+    // can call.
+    #[link_name = "die"]
+    fn postgres_die(signal: std::ffi::c_int);
+    fn enable_timeout_after(id: u32, delay_ms: i32);
+    fn disable_timeout(id: u32, keep_indicator: bool);
+}
+
+impl BatchTimeLimit {
+    fn start() -> Self {
+        // SAFETY: the statement timeout is registered for every backend
+        // connected to a database (InitPostgres); a background worker with
+        // a database connection handles its SIGINT as a query cancel.
+        unsafe {
+            enable_timeout_after(STATEMENT_TIMEOUT, settings::CLEANUP_BATCH_TIMEOUT_MS.get())
+        };
+        BatchTimeLimit
+    }
+}
+
+impl Drop for BatchTimeLimit {
+    fn drop(&mut self) {
+        // SAFETY: disabling a timeout that may or may not be pending.
+        unsafe { disable_timeout(STATEMENT_TIMEOUT, false) };
+    }
 }
 
 fn reload_settings_if_asked() {
@@ -102,18 +152,17 @@ fn ready() -> bool {
 /// than queue behind (or in front of) application work. Entries are first
 /// deleted directly, then, if a row was held, the SKIP LOCKED way (see
 /// `cleanup`); the cursor moves only with the attempt that stands.
-fn batch(kind: Expired, size: i32, cursor: &mut Cursor) -> SqlResult<i64> {
-    Spi::run(
-        "SET LOCAL lock_timeout = '1s'; SET LOCAL statement_timeout = '60s';
-         SET LOCAL search_path = pg_catalog, pg_temp",
-    )
-    .or_report()?;
-    let (deleted, next) = removing(kind, |locking| {
-        let mut tried = cursor.clone();
-        delete_batch(kind, locking, size, &mut tried).map(|deleted| (deleted, tried))
+fn batch(kind: Expired, size: i32, cursor: &mut Cursor) -> SqlResult<Batch> {
+    Spi::run("SET LOCAL lock_timeout = '1s'; SET LOCAL search_path = pg_catalog, pg_temp")
+        .or_report()?;
+    let (done, next) = with_index_plans(|| {
+        removing(|locking| {
+            let mut tried = cursor.clone();
+            delete_batch(kind, locking, size, &mut tried).map(|done| (done, tried))
+        })
     })?;
     *cursor = next;
-    Ok(deleted)
+    Ok(done)
 }
 
 /// What pg_stat_activity shows for the worker: `active` with what it
@@ -153,16 +202,17 @@ fn run_batches() -> Result<(), String> {
         report_activity(Some(kind));
         let mut cursor = Cursor::start(kind);
         loop {
-            if shutdown_requested() {
-                break 'kinds;
-            }
+            stop_if_asked();
             let mut next = cursor.clone();
-            let outcome = in_transaction(move || batch(kind, size, &mut next).map(|n| (n, next)));
+            let outcome = {
+                let _limit = BatchTimeLimit::start();
+                in_transaction(move || batch(kind, size, &mut next).map(|n| (n, next)))
+            };
             match outcome.and_then(|r| r.map_err(|e| e.to_string())) {
-                Ok((deleted, next)) => {
+                Ok((done, next)) => {
                     cursor = next;
-                    counts.add(kind, deleted);
-                    if deleted < size as i64 {
+                    counts.add(kind, done.deleted);
+                    if !done.full {
                         break;
                     }
                 }
@@ -191,7 +241,8 @@ fn run_batches() -> Result<(), String> {
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn agent_memory_cleanup_main(_arg: pg_sys::Datum) {
-    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP);
+    exit_on_sigterm();
     let database = settings::DATABASE
         .get()
         .and_then(|db| db.into_string().ok())
@@ -201,7 +252,8 @@ pub extern "C-unwind" fn agent_memory_cleanup_main(_arg: pg_sys::Datum) {
 
     loop {
         let interval = Duration::from_secs(settings::CLEANUP_INTERVAL_S.get().max(1) as u64);
-        if !BackgroundWorker::wait_latch(Some(interval)) || shutdown_requested() {
+        // False when the postmaster has died; SIGTERM exits inside.
+        if !BackgroundWorker::wait_latch(Some(interval)) {
             break;
         }
         reload_settings_if_asked();
@@ -214,12 +266,8 @@ pub extern "C-unwind" fn agent_memory_cleanup_main(_arg: pg_sys::Datum) {
             // for a restart after RESTART_AFTER.
             unsafe { pg_sys::proc_exit(1) };
         }
-        if shutdown_requested() {
-            break;
-        }
     }
-    log!("{WORKER_TYPE} worker stopping on request");
-    // Exit code 1: like pg_cron, a worker stopped by pg_terminate_backend()
-    // comes back after RESTART_AFTER; at server shutdown it is not restarted.
+    log!("{WORKER_TYPE} worker stopping: the postmaster has exited");
+    // SAFETY: no transaction is open.
     unsafe { pg_sys::proc_exit(1) };
 }

@@ -1705,3 +1705,100 @@ fn worker_killed_mid_batch_comes_back_and_loses_nothing() {
     assert_eq!(failed, 0, "a worker run failed");
     assert!(completed >= 1, "no worker run recorded after the restarts");
 }
+
+/// Whether process `pid` still runs (a zombie waiting to be reaped does not).
+fn process_runs(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_some_and(|state| state != 'Z' && state != 'X'),
+        Err(_) => false,
+    }
+}
+
+/// kill -9 of the postmaster while the worker and a backend both remove
+/// many expired entries, on statistics that expect none (ANALYZE ran before
+/// they expired). Each leaves between two batches; a process left running
+/// would keep the shared memory attached and stop the server from starting
+/// again.
+#[test]
+fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
+    let mut client = worker_database();
+    let cluster = Cluster::of(&mut client);
+    let _restart = RestartOnDrop(&cluster);
+    client
+        .batch_execute(
+            "ALTER TABLE agent_memory.kv_entries SET (autovacuum_enabled = false);
+             SELECT agent_memory.create_session('crash', session_id => 'crash-pm');
+             INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
+             SELECT 'crash-pm', 'k' || i, 'null', 0, now() + interval '1 day' + i * interval '1 millisecond'
+             FROM generate_series(1, 300000) i;
+             ANALYZE agent_memory.kv_entries;
+             UPDATE agent_memory.kv_entries
+             SET expires_at = now() - interval '1 hour' + substr(key, 2)::int * interval '1 millisecond'
+             WHERE session_id = 'crash-pm'",
+        )
+        .unwrap();
+    let mut backend = connect("postgres");
+    let backend_pid = backend_pid(&mut backend);
+    let manual = thread::spawn(move || {
+        // Ends with an error when the server goes away.
+        backend
+            .query_one(
+                "SELECT agent_memory.cleanup_expired(batch_size => 500)",
+                &[],
+            )
+            .ok();
+    });
+    let mut monitor = connect("postgres");
+    let (in_batch, took) = wait_until(Duration::from_secs(30), || {
+        monitor
+            .query_opt(
+                "SELECT 1 FROM pg_stat_activity
+                 WHERE backend_type = 'agent_memory cleanup' AND backend_xid IS NOT NULL",
+                &[],
+            )
+            .unwrap()
+            .is_some()
+    });
+    assert!(
+        in_batch,
+        "the worker was not seen in a batch after {took:?}"
+    );
+    let worker = worker_pid(&mut monitor).expect("the worker runs");
+    let postmaster: i32 = std::fs::read_to_string(cluster.data.join("postmaster.pid"))
+        .expect("read postmaster.pid")
+        .lines()
+        .next()
+        .and_then(|line| line.trim().parse().ok())
+        .expect("a pid on the first line of postmaster.pid");
+    kill9(postmaster);
+    let (gone, took) = wait_until(Duration::from_secs(60), || {
+        !process_runs(worker) && !process_runs(backend_pid)
+    });
+    println!(
+        "crash: worker and cleanup backend exit after postmaster death took {} ms",
+        took.as_millis()
+    );
+    assert!(
+        gone && took <= Duration::from_secs(2),
+        "after the postmaster's death, worker running: {}, backend running: {} ({took:?})",
+        process_runs(worker),
+        process_runs(backend_pid)
+    );
+    manual.join().unwrap();
+    // A new postmaster refuses to start while the old one's pid exists.
+    let (reaped, took) = wait_until(Duration::from_secs(10), || {
+        !std::path::Path::new(&format!("/proc/{postmaster}")).exists()
+    });
+    assert!(reaped, "the killed postmaster not reaped after {took:?}");
+    cluster.start();
+    let mut client = connect("postgres");
+    client
+        .batch_execute(
+            "ALTER TABLE agent_memory.kv_entries RESET (autovacuum_enabled);
+             DELETE FROM agent_memory.sessions WHERE session_id = 'crash-pm'",
+        )
+        .unwrap();
+}

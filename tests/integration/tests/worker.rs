@@ -326,3 +326,198 @@ fn expired_rows_not_yet_removed_are_invisible_to_every_read() {
         .batch_execute("DELETE FROM agent_memory.sessions")
         .unwrap();
 }
+
+/// An expired session whose entry the application holds (an idle
+/// transaction with the row locked) neither stops the worker nor fails its
+/// runs: deleting that session would wait for the holder, so the worker
+/// leaves it for a later run and removes every other expired session at
+/// once; the held one goes once it is released.
+#[test]
+fn a_held_session_does_not_stop_the_worker_removing_the_others() {
+    let mut client = worker_database();
+    let mut holder = worker_database();
+    let first_run = next_cleanup_run(&mut client);
+    client
+        .batch_execute(
+            "SELECT agent_memory.create_session('worker-test', session_id => s)
+             FROM (SELECT 'w-stall' UNION ALL SELECT 'w-other-' || i FROM generate_series(1, 50) i) ids(s);
+             SELECT agent_memory.kv_set(session_id, 'k', '\"v\"') FROM agent_memory.sessions
+             WHERE session_id = 'w-stall' OR session_id LIKE 'w-other-%'",
+        )
+        .unwrap();
+    let mut held = holder.transaction().unwrap();
+    held.query_one(
+        "SELECT key FROM agent_memory.kv_entries WHERE session_id = 'w-stall' FOR UPDATE",
+        &[],
+    )
+    .unwrap();
+    client
+        .execute(
+            "UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 day'
+             WHERE session_id = 'w-stall' OR session_id LIKE 'w-other-%'",
+            &[],
+        )
+        .unwrap();
+    let sessions_left = |client: &mut Client, pattern: &str| -> i64 {
+        client
+            .query_one(
+                "SELECT count(*) FROM agent_memory.sessions WHERE session_id LIKE $1",
+                &[&pattern],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let (others_gone, took) = wait_until(Duration::from_secs(10), || {
+        sessions_left(&mut client, "w-other-%") == 0
+    });
+    assert!(
+        others_gone,
+        "{} of 50 expired sessions still there {took:?} after they expired",
+        sessions_left(&mut client, "w-other-%")
+    );
+    assert_eq!(
+        sessions_left(&mut client, "w-stall"),
+        1,
+        "the held one waits"
+    );
+    held.commit().unwrap();
+    let (stall_gone, took) = wait_until(Duration::from_secs(10), || {
+        sessions_left(&mut client, "w-stall") == 0
+    });
+    assert!(
+        stall_gone,
+        "the released session still there after {took:?}"
+    );
+    let failed: i64 = client
+        .query_one(
+            "SELECT count(*) FROM agent_memory.cleanup_runs
+             WHERE triggered_by = 'worker' AND run_id >= $1 AND error IS NOT NULL",
+            &[&first_run],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(failed, 0, "no failed run");
+}
+
+/// A trigger that makes each removed entry take `seconds`: a batch of the
+/// worker then runs as long as the test needs. Dropped with the value.
+struct SlowEntryDeletes;
+
+impl SlowEntryDeletes {
+    fn install(client: &mut Client, seconds: f64) -> Self {
+        client
+            .batch_execute(&format!(
+                "CREATE OR REPLACE FUNCTION public.agent_memory_test_slow_delete() RETURNS trigger
+                 LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_catalog.pg_sleep({seconds}); RETURN OLD; END $$;
+                 CREATE TRIGGER agent_memory_test_slow_delete BEFORE DELETE ON agent_memory.kv_entries
+                 FOR EACH ROW EXECUTE FUNCTION public.agent_memory_test_slow_delete()"
+            ))
+            .expect("install the slow trigger");
+        SlowEntryDeletes
+    }
+}
+
+impl Drop for SlowEntryDeletes {
+    fn drop(&mut self) {
+        connect("postgres")
+            .batch_execute(
+                "DROP TRIGGER IF EXISTS agent_memory_test_slow_delete ON agent_memory.kv_entries;
+                 DROP FUNCTION IF EXISTS public.agent_memory_test_slow_delete()",
+            )
+            .ok();
+    }
+}
+
+/// The worker's pid while it is inside a batch that removes entries.
+fn worker_in_entries_batch(client: &mut Client) -> Option<i32> {
+    client
+        .query_opt(
+            "SELECT pid FROM pg_stat_activity
+             WHERE backend_type = 'agent_memory cleanup' AND query LIKE '%removing expired entries%'
+               AND backend_xid IS NOT NULL",
+            &[],
+        )
+        .unwrap()
+        .map(|row| row.get(0))
+}
+
+/// SIGTERM (pg_terminate_backend) ends the worker inside a batch, not after
+/// it: here a batch would run for ten seconds.
+#[test]
+fn sigterm_ends_the_worker_inside_a_long_batch() {
+    let mut client = worker_database();
+    let slow = SlowEntryDeletes::install(&mut client, 0.02);
+    session_with_entries(&mut client, "w-long", 500, 500);
+    let (in_batch, took) = wait_until(Duration::from_secs(10), || {
+        worker_in_entries_batch(&mut client).is_some()
+    });
+    assert!(
+        in_batch,
+        "the worker was not seen in a batch after {took:?}"
+    );
+    let pid = worker_in_entries_batch(&mut client).expect("worker in a batch");
+    std::thread::sleep(Duration::from_millis(200));
+    let terminated: bool = client
+        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
+        .unwrap()
+        .get(0);
+    assert!(terminated);
+    let (gone, took) = wait_until(Duration::from_secs(15), || {
+        worker_pid(&mut client) != Some(pid)
+    });
+    println!(
+        "worker: exit on SIGTERM inside a batch took {} ms",
+        took.as_millis()
+    );
+    assert!(
+        gone && took <= Duration::from_secs(1),
+        "the worker ended {took:?} after SIGTERM (gone: {gone})"
+    );
+    drop(slow);
+    client
+        .execute("SELECT agent_memory.end_session('w-long')", &[])
+        .unwrap();
+}
+
+/// A batch that runs past agent_memory.cleanup_batch_timeout fails with a
+/// statement timeout, is undone and recorded: the worker enforces the limit
+/// itself, as no statement timeout applies to a background worker.
+#[test]
+fn a_batch_past_its_time_limit_is_ended_and_undone() {
+    let mut client = worker_database();
+    let first_run = next_cleanup_run(&mut client);
+    let limit = SystemSettings::set(&[("agent_memory.cleanup_batch_timeout", "300ms")]);
+    let slow = SlowEntryDeletes::install(&mut client, 0.02);
+    session_with_entries(&mut client, "w-limit", 200, 200);
+    let (ended, took) = wait_until(Duration::from_secs(15), || {
+        client
+            .query_one(
+                "SELECT count(*) FROM agent_memory.cleanup_runs
+                 WHERE triggered_by = 'worker' AND run_id >= $1 AND error LIKE '%statement timeout%'",
+                &[&first_run],
+            )
+            .unwrap()
+            .get::<_, i64>(0)
+            > 0
+    });
+    assert!(ended, "no run ended by the time limit after {took:?}");
+    // What the ended batch removed was undone: while the trigger makes
+    // every batch too long, no entry goes.
+    assert_eq!(
+        stored_entries(&mut client, "w-limit"),
+        200,
+        "an ended batch's work was kept"
+    );
+    drop(slow);
+    drop(limit);
+    let (gone, took) = wait_until(Duration::from_secs(20), || {
+        stored_entries(&mut client, "w-limit") == 0
+    });
+    assert!(
+        gone,
+        "entries still there {took:?} after the limit was lifted"
+    );
+    client
+        .execute("SELECT agent_memory.end_session('w-limit')", &[])
+        .unwrap();
+}
