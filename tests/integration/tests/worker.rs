@@ -31,6 +31,18 @@ fn session_with_entries(client: &mut Client, id: &str, n: i32, expired: i32) {
         .unwrap();
 }
 
+/// Runs of the worker from `first_run` on that ended with an error.
+fn failed_worker_runs(client: &mut Client, first_run: i64) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM agent_memory.cleanup_runs
+             WHERE triggered_by = 'worker' AND run_id >= $1 AND error IS NOT NULL",
+            &[&first_run],
+        )
+        .unwrap()
+        .get(0)
+}
+
 fn stored_entries(client: &mut Client, id: &str) -> i64 {
     client
         .query_one(
@@ -167,15 +179,11 @@ fn the_worker_removes_expired_entries_around_one_the_application_holds() {
         stored_entries(&mut client, "w-held") == 4
     });
     assert!(gone, "the released entry still there after {took:?}");
-    let failed: i64 = client
-        .query_one(
-            "SELECT count(*) FROM agent_memory.cleanup_runs
-             WHERE triggered_by = 'worker' AND run_id >= $1 AND error IS NOT NULL",
-            &[&first_run],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(failed, 0, "no failed run");
+    assert_eq!(
+        failed_worker_runs(&mut client, first_run),
+        0,
+        "no failed run"
+    );
     client
         .execute("SELECT agent_memory.end_session('w-held')", &[])
         .unwrap();
@@ -388,15 +396,11 @@ fn a_held_session_does_not_stop_the_worker_removing_the_others() {
         stall_gone,
         "the released session still there after {took:?}"
     );
-    let failed: i64 = client
-        .query_one(
-            "SELECT count(*) FROM agent_memory.cleanup_runs
-             WHERE triggered_by = 'worker' AND run_id >= $1 AND error IS NOT NULL",
-            &[&first_run],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(failed, 0, "no failed run");
+    assert_eq!(
+        failed_worker_runs(&mut client, first_run),
+        0,
+        "no failed run"
+    );
 }
 
 /// A trigger that makes each removed entry take `seconds`: a batch of the
