@@ -38,6 +38,39 @@ pub struct Statement {
 
 thread_local! {
     static KEPT: RefCell<HashMap<usize, Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
+    /// Whether this backend found the catalog at the library's version.
+    static CATALOG_MATCHES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Refuse to run statements against a catalog of another version: after a
+/// new library is installed and before `ALTER EXTENSION agent_memory UPDATE`,
+/// its statements would fail on columns the old tables lack. Checked once per
+/// backend, before its first statement is prepared.
+fn check_catalog(client: &SpiClient<'_>) -> SpiResult<()> {
+    if CATALOG_MATCHES.get() {
+        return Ok(());
+    }
+    let library = env!("CARGO_PKG_VERSION");
+    let catalog = client
+        .select(
+            "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'agent_memory'",
+            None,
+            &[],
+        )?
+        .first_value::<String>(1)?;
+    match catalog {
+        Some(catalog) if catalog != library => pgrx::pg_sys::panic::ErrorReport::new(
+            pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            format!(
+                "agent_memory: the library is version {library}, but this database's extension is version {catalog}"
+            ),
+            "agent_memory",
+        )
+        .set_hint("Run ALTER EXTENSION agent_memory UPDATE in this database (README: Upgrades and backups).")
+        .report(pgrx::PgLogLevel::ERROR),
+        _ => CATALOG_MATCHES.set(true),
+    }
+    Ok(())
 }
 
 /// The kept plan of `statement`, prepared on first use in this backend.
@@ -50,6 +83,7 @@ pub fn kept(
     if let Some(plan) = KEPT.with(|kept| kept.borrow().get(&id).cloned()) {
         return Ok(plan);
     }
+    check_catalog(client)?;
     let prepared = if statement.writes {
         client.prepare_mut(statement.sql, statement.args)?
     } else {

@@ -1,5 +1,6 @@
--- What the filled memory reads as; the output must be the same before the
--- update, after it, and in a restored dump.
+-- What the filled memory reads as; the output must be the same in the
+-- database it was written to, in one updated from an earlier release with
+-- its rows, and in a restored dump.
 \set ON_ERROR_STOP on
 SET search_path = agent_memory;
 SELECT kv_get_all('up-1');
