@@ -19,7 +19,7 @@ STRICT STABLE PARALLEL SAFE
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'visible_tenant_wrapper';
 COMMENT ON FUNCTION agent_memory.caller_tenant() IS
-    'The tenant rows written now belong to: the current role, or role/tenant after SET agent_memory.tenant';
+    'The tenant the caller reads and writes as: '''' (one memory for every role) while agent_memory.tenant_isolation is off, else the current role, or role/tenant after SET agent_memory.tenant';
 COMMENT ON FUNCTION agent_memory.visible_tenant() IS
     'The tenant whose rows the caller sees and changes while agent_memory.tenant_isolation is on; NULL (every tenant) while it is off';
 
@@ -108,15 +108,51 @@ WHERE newest.session_id = s.session_id;
 ALTER EXTENSION agent_memory DROP SEQUENCE agent_memory.message_seq;
 DROP SEQUENCE agent_memory.message_seq;
 
-ALTER TABLE agent_memory.sessions ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.kv_entries ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.message_threads ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.thread_messages ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.wm_parts ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.graph_nodes ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.graph_node_versions ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.memory_files ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.memory_scopes ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.sessions ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.kv_entries ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.message_threads ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.thread_messages ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.wm_parts ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.graph_nodes ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.graph_node_versions ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.memory_files ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.memory_scopes ADD COLUMN tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant();
+
+-- Ids per tenant: the tenant ends every key, unique index and foreign key,
+-- as in a fresh install (sql/schema.sql). Rows already stored belong to the
+-- tenant of the role running the update: '' (shared) while isolation is off.
+ALTER TABLE agent_memory.kv_entries DROP CONSTRAINT kv_entries_session_id_fkey;
+ALTER TABLE agent_memory.message_threads DROP CONSTRAINT message_threads_session_id_fkey;
+ALTER TABLE agent_memory.thread_messages DROP CONSTRAINT thread_messages_session_id_thread_key_fkey;
+ALTER TABLE agent_memory.wm_parts DROP CONSTRAINT wm_parts_session_id_fkey;
+ALTER TABLE agent_memory.sessions DROP CONSTRAINT sessions_pkey, ADD PRIMARY KEY (session_id, tenant);
+DROP INDEX agent_memory.sessions_user_idx;
+CREATE INDEX sessions_user_idx ON agent_memory.sessions (user_id, tenant);
+ALTER TABLE agent_memory.kv_entries DROP CONSTRAINT kv_entries_pkey, ADD PRIMARY KEY (session_id, key, tenant),
+    ADD FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE;
+ALTER TABLE agent_memory.message_threads DROP CONSTRAINT message_threads_pkey, ADD PRIMARY KEY (session_id, thread_key, tenant),
+    ADD FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE;
+ALTER TABLE agent_memory.thread_messages DROP CONSTRAINT thread_messages_pkey, ADD PRIMARY KEY (session_id, thread_key, slot, tenant),
+    ADD FOREIGN KEY (session_id, thread_key, tenant) REFERENCES agent_memory.message_threads ON DELETE CASCADE;
+DROP INDEX agent_memory.thread_messages_idempotency_idx;
+CREATE UNIQUE INDEX thread_messages_idempotency_idx ON agent_memory.thread_messages (session_id, idempotency_key, tenant)
+    WHERE idempotency_key IS NOT NULL;
+ALTER TABLE agent_memory.wm_parts DROP CONSTRAINT wm_parts_pkey, ADD PRIMARY KEY (session_id, node_key, part, tenant),
+    ADD FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE;
+ALTER TABLE agent_memory.graph_nodes DROP CONSTRAINT graph_nodes_pkey, ADD PRIMARY KEY (owner, node_id, tenant);
+ALTER TABLE agent_memory.graph_node_versions DROP CONSTRAINT graph_node_versions_pkey, ADD PRIMARY KEY (owner, node_id, version, tenant);
+ALTER TABLE agent_memory.memory_files DROP CONSTRAINT memory_files_pkey, ADD PRIMARY KEY (scope, path, tenant);
+ALTER TABLE agent_memory.memory_scopes DROP CONSTRAINT memory_scopes_pkey, ADD PRIMARY KEY (scope, tenant);
+CREATE OR REPLACE VIEW agent_memory.message_thread_stats AS
+SELECT t.session_id,
+       nullif(t.thread_key, '') AS node_id,
+       t.keep,
+       count(m.slot) AS messages,
+       t.appends,
+       t.appends - count(m.slot) AS trimmed
+FROM agent_memory.message_threads t
+LEFT JOIN agent_memory.thread_messages m USING (session_id, thread_key, tenant)
+GROUP BY t.session_id, t.thread_key, t.tenant, t.keep, t.appends;
 
 -- One policy per table. The sub-select runs once per statement, not per row.
 CREATE POLICY tenant_rows ON agent_memory.sessions

@@ -83,7 +83,7 @@ SET citus.enable_unsafe_triggers = on;
 -- ---------------------------------------------------------------------
 
 -- Group 1: session_id. Everything a session owns references
--- sessions(session_id) ON DELETE CASCADE, so ending a session cascades
+-- sessions(session_id, tenant) ON DELETE CASCADE, so ending a session cascades
 -- inside one shard group, on one node. The referenced tables come first.
 SELECT create_distributed_table('agent_memory.sessions', 'session_id', colocate_with => 'none')
 WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.sessions'::regclass);

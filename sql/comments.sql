@@ -6,7 +6,7 @@ COMMENT ON FUNCTION agent_memory.version() IS
 
 -- Tenants
 COMMENT ON FUNCTION agent_memory.caller_tenant() IS
-    'The tenant rows written now belong to: the current role, or role/tenant after SET agent_memory.tenant';
+    'The tenant the caller reads and writes as: '''' (one memory for every role) while agent_memory.tenant_isolation is off, else the current role, or role/tenant after SET agent_memory.tenant';
 COMMENT ON FUNCTION agent_memory.visible_tenant() IS
     'The tenant whose rows the caller sees and changes while agent_memory.tenant_isolation is on; NULL (every tenant) while it is off';
 

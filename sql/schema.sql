@@ -4,8 +4,10 @@
 -- tenant-like key (session_id, owner or scope) so a table can later be
 -- distributed by that key. Tables are registered with
 -- pg_extension_config_dump so that pg_dump keeps their rows.
--- Every memory table also gets a tenant column and a row-level security
--- policy, in sql/tenants.sql (their default needs the library's functions).
+-- Every memory table also has a tenant column, the last of every key: ids
+-- are per tenant, so no tenant's row can meet another's in a key, a
+-- foreign key or a conflict (see sql/tenants.sql for its default and the
+-- row-level security policies, which need the library's functions).
 
 -- Rules on values that hot statements write are domains, not table CHECK
 -- constraints: PostgreSQL re-reads and plans a table's CHECK expressions
@@ -40,7 +42,7 @@ COMMENT ON DOMAIN agent_memory.file_count IS 'A number of files: zero or more';
 
 -- Sessions: the root every session-scoped row belongs to.
 CREATE TABLE agent_memory.sessions (
-    session_id       agent_memory.session_key NOT NULL PRIMARY KEY,
+    session_id       agent_memory.session_key NOT NULL,
     -- NULL: created by append_message without a user; create_session claims it.
     user_id          text,
     project_id       text,
@@ -63,9 +65,11 @@ CREATE TABLE agent_memory.sessions (
     -- last_message_seq, so only an append that moves to another thread
     -- writes this row (see message_threads.last_seq).
     last_message_seq bigint      NOT NULL DEFAULT 0,
-    last_thread_key  text
+    last_thread_key  text,
+    tenant           text COLLATE "C" NOT NULL,
+    PRIMARY KEY (session_id, tenant)
 );
-CREATE INDEX sessions_user_idx ON agent_memory.sessions (user_id);
+CREATE INDEX sessions_user_idx ON agent_memory.sessions (user_id, tenant);
 
 COMMENT ON TABLE agent_memory.sessions IS
     'Agent sessions: owner, activity timestamps and idle timeout; everything session-scoped belongs to one row here';
@@ -75,7 +79,7 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.sessions', '');
 -- Key-value working memory: one row per (session, key). Words are counted
 -- once, at write time (see README: how words are counted).
 CREATE TABLE agent_memory.kv_entries (
-    session_id agent_memory.session_key NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
+    session_id agent_memory.session_key NOT NULL,
     key        agent_memory.memory_key NOT NULL,
     value      jsonb       NOT NULL,
     words      integer     NOT NULL,
@@ -85,7 +89,9 @@ CREATE TABLE agent_memory.kv_entries (
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     expires_at timestamptz NOT NULL,
-    PRIMARY KEY (session_id, key)
+    tenant     text COLLATE "C" NOT NULL,
+    PRIMARY KEY (session_id, key, tenant),
+    FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
 -- The cleanup removes the oldest expiries first.
 CREATE INDEX kv_entries_expires_idx ON agent_memory.kv_entries (expires_at);
@@ -104,7 +110,7 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.kv_entries', '');
 -- node_id NULL is the session-wide thread; its thread_key is '' (node ids
 -- are never empty).
 CREATE TABLE agent_memory.message_threads (
-    session_id   agent_memory.session_key NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
+    session_id   agent_memory.session_key NOT NULL,
     thread_key   text    NOT NULL,
     -- Ring size: the keep in force. An append with another keep repacks.
     keep         integer NOT NULL,
@@ -120,7 +126,9 @@ CREATE TABLE agent_memory.message_threads (
     -- from another thread, that thread's last_seq: under the session's write
     -- lock, so seq increases within a session in commit order.
     last_seq     bigint  NOT NULL DEFAULT 0,
-    PRIMARY KEY (session_id, thread_key)
+    tenant       text COLLATE "C" NOT NULL,
+    PRIMARY KEY (session_id, thread_key, tenant),
+    FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 ) WITH (fillfactor = 80);
 
 COMMENT ON TABLE agent_memory.message_threads IS
@@ -141,11 +149,12 @@ CREATE TABLE agent_memory.thread_messages (
     -- metadata.idempotency_key, kept apart so a retried append finds it.
     idempotency_key text,
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (session_id, thread_key, slot),
-    FOREIGN KEY (session_id, thread_key)
+    tenant          text COLLATE "C" NOT NULL,
+    PRIMARY KEY (session_id, thread_key, slot, tenant),
+    FOREIGN KEY (session_id, thread_key, tenant)
         REFERENCES agent_memory.message_threads ON DELETE CASCADE
 ) WITH (fillfactor = 80);
-CREATE UNIQUE INDEX thread_messages_idempotency_idx ON agent_memory.thread_messages (session_id, idempotency_key)
+CREATE UNIQUE INDEX thread_messages_idempotency_idx ON agent_memory.thread_messages (session_id, idempotency_key, tenant)
     WHERE idempotency_key IS NOT NULL;
 
 COMMENT ON TABLE agent_memory.thread_messages IS
@@ -162,8 +171,8 @@ SELECT t.session_id,
        t.appends,
        t.appends - count(m.slot) AS trimmed
 FROM agent_memory.message_threads t
-LEFT JOIN agent_memory.thread_messages m USING (session_id, thread_key)
-GROUP BY t.session_id, t.thread_key, t.keep, t.appends;
+LEFT JOIN agent_memory.thread_messages m USING (session_id, thread_key, tenant)
+GROUP BY t.session_id, t.thread_key, t.tenant, t.keep, t.appends;
 
 COMMENT ON VIEW agent_memory.message_thread_stats IS
     'Per (session, node) thread: keep, messages held, appends so far (minus pops), and how many trimming removed';
@@ -174,14 +183,16 @@ COMMENT ON VIEW agent_memory.message_thread_stats IS
 -- and carries its own version; the extension sanitises every value before
 -- it is stored.
 CREATE TABLE agent_memory.wm_parts (
-    session_id agent_memory.session_key NOT NULL REFERENCES agent_memory.sessions ON DELETE CASCADE,
+    session_id agent_memory.session_key NOT NULL,
     node_key   text        NOT NULL,
     part       text        NOT NULL,
     value      jsonb       NOT NULL,
     version    integer     NOT NULL DEFAULT 1,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (session_id, node_key, part)
+    tenant     text COLLATE "C" NOT NULL,
+    PRIMARY KEY (session_id, node_key, part, tenant),
+    FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
 
 COMMENT ON TABLE agent_memory.wm_parts IS
@@ -206,7 +217,8 @@ CREATE TABLE agent_memory.graph_nodes (
     version     integer     NOT NULL DEFAULT 1,
     created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (owner, node_id)
+    tenant      text COLLATE "C" NOT NULL,
+    PRIMARY KEY (owner, node_id, tenant)
 );
 
 COMMENT ON TABLE agent_memory.graph_nodes IS
@@ -231,7 +243,8 @@ CREATE TABLE agent_memory.graph_node_versions (
     updated_at         timestamptz NOT NULL,
     change_description text        NOT NULL,
     saved_at           timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (owner, node_id, version)
+    tenant             text COLLATE "C" NOT NULL,
+    PRIMARY KEY (owner, node_id, version, tenant)
 );
 
 COMMENT ON TABLE agent_memory.graph_node_versions IS
@@ -249,7 +262,8 @@ CREATE TABLE agent_memory.memory_files (
     content    text        NOT NULL,
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (scope, path)
+    tenant     text COLLATE "C" NOT NULL,
+    PRIMARY KEY (scope, path, tenant)
 );
 
 COMMENT ON TABLE agent_memory.memory_files IS
@@ -263,8 +277,10 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_files', '');
 -- exactly, under this row's lock, before it refuses. The limit costs one
 -- row per creation and a count only near the limit.
 CREATE TABLE agent_memory.memory_scopes (
-    scope text COLLATE "C" NOT NULL PRIMARY KEY,
-    files agent_memory.file_count NOT NULL DEFAULT 0
+    scope  text COLLATE "C" NOT NULL,
+    files  agent_memory.file_count NOT NULL DEFAULT 0,
+    tenant text COLLATE "C" NOT NULL,
+    PRIMARY KEY (scope, tenant)
 );
 
 COMMENT ON TABLE agent_memory.memory_scopes IS

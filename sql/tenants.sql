@@ -1,19 +1,25 @@
--- agent_memory: tenant isolation by row-level security.
+-- agent_memory: tenants.
 --
--- Every memory table has a tenant column, filled on insert with the
--- caller's tenant (its role, or role/tenant after SET agent_memory.tenant),
--- and a policy: while agent_memory.tenant_isolation is on, a role sees and
--- changes only rows of its own tenant, through the functions and through
--- the tables alike. While it is off, visible_tenant() is NULL and the
--- policy lets every row through.
+-- Every memory table has a tenant column, the last column of every key
+-- (sql/schema.sql), filled on insert with caller_tenant(): while
+-- agent_memory.tenant_isolation is on, the caller's role (or role/tenant
+-- after SET agent_memory.tenant); while it is off, '' (one memory shared by
+-- every role). The functions address rows of the caller's tenant only, and
+-- a policy on every table shows a role, while isolation is on, only the
+-- rows of its own tenant, through the functions and the tables alike.
+-- Since keys and foreign keys include the tenant, no statement a tenant
+-- runs can meet another tenant's row: not in a conflict (ON CONFLICT, a
+-- unique violation), not as a parent (a foreign key), not in a lock.
+-- While isolation is off, visible_tenant() is NULL and the policy lets
+-- every row through.
 --
 -- Owners and superusers bypass row-level security: the tables belong to
 -- agent_memory_owner, a role that cannot log in, and FORCE makes the
 -- policies apply even to it. Superusers (and the cleanup worker, which
--- runs as one) still see every tenant.
+-- runs as one) still see every tenant's rows in the tables.
 --
--- Columns are added here rather than in schema.sql because their default
--- calls a function of the library, created after the tables.
+-- The default is set here rather than in schema.sql because it calls a
+-- function of the library, created after the tables.
 
 DO $owner$
 BEGIN
@@ -25,15 +31,15 @@ $owner$;
 -- Foreign-key checks and cascades run as the owner of the tables.
 GRANT USAGE ON SCHEMA agent_memory TO agent_memory_owner;
 
-ALTER TABLE agent_memory.sessions ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.kv_entries ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.message_threads ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.thread_messages ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.wm_parts ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.graph_nodes ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.graph_node_versions ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.memory_files ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
-ALTER TABLE agent_memory.memory_scopes ADD COLUMN tenant text NOT NULL DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.sessions ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.kv_entries ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.message_threads ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.thread_messages ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.wm_parts ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.graph_nodes ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.graph_node_versions ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.memory_files ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.memory_scopes ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 
 -- One policy per table. The sub-select runs once per statement, not per row.
 CREATE POLICY tenant_rows ON agent_memory.sessions

@@ -23,17 +23,22 @@ use crate::plans::{Statement, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
 use crate::settings;
 
+// Every statement reads and writes only the files of the caller's tenant
+// (tenant = agent_memory.caller_tenant()), also for a superuser, whom
+// row-level security lets through: a file's key is (scope, path, tenant).
+
 /// A file's content, locked for an edit.
 static LOCK_FILE: Statement = Statement {
     sql: "SELECT f.content FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path = $2 FOR NO KEY UPDATE",
+          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
+          FOR NO KEY UPDATE",
     args: &[TEXT, TEXT],
     writes: true,
 };
 
 static WRITE_FILE: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f SET content = $3, updated_at = pg_catalog.now()
-          WHERE f.scope = $1 AND f.path = $2",
+          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -42,7 +47,8 @@ static WRITE_FILE: Statement = Statement {
 /// `octet_length` reads without detoasting the contents.
 static SIZES_UNDER: Statement = Statement {
     sql: "SELECT f.path, pg_catalog.octet_length(f.content)::int8 FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $3",
+          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $3
+            AND f.tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT, TEXT],
     writes: false,
 };
@@ -52,6 +58,7 @@ static SIZES_UNDER: Statement = Statement {
 static MOVING: Statement = Statement {
     sql: "SELECT f.path FROM agent_memory.memory_files f
           WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
+            AND f.tenant = agent_memory.caller_tenant()
           FOR UPDATE",
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
@@ -61,9 +68,11 @@ static MOVING: Statement = Statement {
 /// and whether a directory above it ($5) is a file.
 static DESTINATION: Statement = Statement {
     sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))),
+                         WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
+                           AND f.tenant = agent_memory.caller_tenant()),
                  EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope = $1 AND f.path = ANY ($5))",
+                         WHERE f.scope = $1 AND f.path = ANY ($5)
+                           AND f.tenant = agent_memory.caller_tenant())",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
     writes: true,
 };
@@ -73,7 +82,8 @@ static DESTINATION: Statement = Statement {
 static MOVE: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f
           SET path = $5 || pg_catalog.substr(f.path, $6 + 1)
-          WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))",
+          WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
+            AND f.tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
     writes: true,
 };

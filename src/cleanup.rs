@@ -90,11 +90,12 @@ pub enum Locking {
 // scan that starts over. Sessions return how many they picked, how many
 // they removed, and where the next batch starts.
 
-/// The expired sessions of a batch, in physical order (a TID range scan:
-/// their expiry depends on a setting, so no index can find them), locked.
+/// The expired sessions of a batch, of every tenant, in physical order (a
+/// TID range scan: their expiry depends on a setting, so no index can find
+/// them), locked.
 macro_rules! picked_sessions {
     () => {
-        "SELECT s.ctid AS row_id, s.session_id FROM agent_memory.sessions s
+        "SELECT s.ctid AS row_id, s.session_id, s.tenant FROM agent_memory.sessions s
          WHERE s.ctid > $2::tid
            AND s.last_activity_at <= pg_catalog.now()
                                      - coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $3))
@@ -103,14 +104,18 @@ macro_rules! picked_sessions {
     };
 }
 
-/// The rows a picked session owns in one table, as its session_id, read
-/// plainly ("") or locked (" FOR UPDATE SKIP LOCKED").
+/// The rows a picked session owns in one table, as its (session_id,
+/// tenant), read plainly ("") or locked (" FOR UPDATE SKIP LOCKED"). The
+/// index finds them by session_id; the tenant must match too, so that
+/// another tenant's session of the same id is neither read nor locked.
 macro_rules! owned_rows {
     ($table:literal, $lock:literal) => {
         concat!(
-            "SELECT o.session_id FROM agent_memory.",
+            "SELECT o.session_id, o.tenant FROM agent_memory.",
             $table,
-            " o WHERE o.session_id = ANY ((SELECT ids FROM picked_ids)::text[])",
+            " o WHERE o.session_id = ANY ((SELECT ids FROM picked_ids)::text[])
+                AND EXISTS (SELECT FROM picked p
+                            WHERE p.session_id = o.session_id AND p.tenant = o.tenant)",
             $lock
         )
     };
@@ -167,15 +172,16 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement {
         owned_rows!("wm_parts", ""),
         ")
            EXCEPT ALL
-           (SELECT session_id FROM kv_locked
-            UNION ALL SELECT session_id FROM threads_locked
-            UNION ALL SELECT session_id FROM messages_locked
-            UNION ALL SELECT session_id FROM parts_locked)),
+           (SELECT session_id, tenant FROM kv_locked
+            UNION ALL SELECT session_id, tenant FROM threads_locked
+            UNION ALL SELECT session_id, tenant FROM messages_locked
+            UNION ALL SELECT session_id, tenant FROM parts_locked)),
          gone AS (
            DELETE FROM agent_memory.sessions
            WHERE ctid = ANY (ARRAY (
              SELECT p.row_id FROM picked p
-             WHERE NOT EXISTS (SELECT FROM held h WHERE h.session_id = p.session_id)))
+             WHERE NOT EXISTS (SELECT FROM held h
+                               WHERE h.session_id = p.session_id AND h.tenant = p.tenant)))
            RETURNING 1)
          SELECT (SELECT count(*) FROM picked), (SELECT count(*) FROM gone),
                 (SELECT max(row_id)::text FROM picked)"

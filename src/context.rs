@@ -17,7 +17,8 @@ use crate::sessions::{INT4, TEXT, TEXT_ARRAY, active, checked_id, idle_timeout_m
 
 const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
 
-/// $1 session, $2 idle minutes, $3 keys (NULL: all), $4 include metadata.
+/// $1 session (of the caller's tenant), $2 idle minutes, $3 keys (NULL:
+/// all), $4 include metadata.
 static BUILD: Statement = Statement {
     sql: concat!(
         "SELECT CASE WHEN s.session_id IS NULL THEN
@@ -36,13 +37,15 @@ static BUILD: Statement = Statement {
                   'sessionDuration', round(extract(epoch FROM pg_catalog.now() - s.created_at), 3),
                   'memory', (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
                              FROM agent_memory.kv_entries k
-                             WHERE k.session_id = s.session_id AND k.expires_at > pg_catalog.now()
+                             WHERE k.session_id = s.session_id AND k.tenant = s.tenant
+                               AND k.expires_at > pg_catalog.now()
                                AND ($3::text[] IS NULL OR k.key = ANY ($3))))
                   || CASE WHEN $4 THEN pg_catalog.jsonb_build_object('sessionMetadata', s.metadata)
                           ELSE '{}'::jsonb END
                 END
          FROM (SELECT) AS one
-         LEFT JOIN agent_memory.sessions s ON s.session_id = $1 AND ",
+         LEFT JOIN agent_memory.sessions s
+           ON s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$2")
     ),
     args: &[TEXT, INT4, TEXT_ARRAY, BOOL],

@@ -1,5 +1,7 @@
 //! Graph memory (seed 003): markdown nodes per owner, linked by refs, with
-//! immutable version snapshots and a virtual read-only root.
+//! immutable version snapshots and a virtual read-only root. Every
+//! statement reads and writes only the caller's tenant's nodes: two tenants
+//! may each have an owner of the same name.
 //!
 //! A write locks the node's row first (`FOR NO KEY UPDATE`), decides in the
 //! core whether anything changed, and then stores the change in one
@@ -66,11 +68,12 @@ pub fn unknown_node(owner: &str, node_id: &str) -> ErrorReport {
 // ---------------------------------------------------------------------------
 // Statements
 
-/// A new node ($1 owner, $2 id, $3 title, $4 description, $5 body, $6 refs);
-/// no row: the id is taken.
+/// A new node ($1 owner, $2 id, $3 title, $4 description, $5 body, $6 refs)
+/// of the caller's tenant; no row: the id is taken.
 static INSERT_NODE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.graph_nodes (owner, node_id, title, description, body, refs)
-          VALUES ($1, $2, $3, $4, $5, $6)
+    sql: "INSERT INTO agent_memory.graph_nodes
+              (owner, node_id, title, description, body, refs, tenant)
+          VALUES ($1, $2, $3, $4, $5, $6, agent_memory.caller_tenant())
           ON CONFLICT DO NOTHING
           RETURNING 1",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
@@ -86,7 +89,8 @@ static LINK_PARENTS: Statement = Statement {
               refs = p.links || $2::text
                      || pg_catalog.array_remove(p.refs[pg_catalog.cardinality(p.links) + 1:], $2::text),
               updated_at = pg_catalog.now()
-          WHERE p.owner = $1 AND p.node_id = ANY ($3) AND NOT ($2 = ANY (p.links))
+          WHERE p.owner = $1 AND p.node_id = ANY ($3) AND p.tenant = agent_memory.caller_tenant()
+            AND NOT ($2 = ANY (p.links))
           RETURNING p.node_id",
     args: &[TEXT, TEXT, TEXT_ARRAY],
     writes: true,
@@ -95,7 +99,7 @@ static LINK_PARENTS: Statement = Statement {
 /// Which of ids $2 exist for owner $1.
 static EXISTING: Statement = Statement {
     sql: "SELECT pg_catalog.array_agg(node_id::text) FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND node_id = ANY ($2)",
+          WHERE owner = $1 AND node_id = ANY ($2) AND tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT_ARRAY],
     writes: true,
 };
@@ -103,7 +107,7 @@ static EXISTING: Statement = Statement {
 /// Lock a node for writing and read what a write compares.
 static LOCK_NODE: Statement = Statement {
     sql: "SELECT title, description, body, links, version FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND node_id = $2
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
           FOR NO KEY UPDATE",
     args: &[TEXT, TEXT],
     writes: true,
@@ -114,7 +118,7 @@ static UPDATE_IN_PLACE: Statement = Statement {
     sql: "UPDATE agent_memory.graph_nodes
           SET title = $3, description = $4, body = $5, links = $6, refs = $7,
               updated_at = pg_catalog.now()
-          WHERE owner = $1 AND node_id = $2
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
           RETURNING version",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
     writes: true,
@@ -127,14 +131,15 @@ static UPDATE_VERSIONED: Statement = Statement {
     sql: "WITH snapshot AS (
             INSERT INTO agent_memory.graph_node_versions
                 (owner, node_id, version, title, description, body, links, refs,
-                 created_at, updated_at, change_description)
+                 created_at, updated_at, change_description, tenant)
             SELECT owner, node_id, version, title, description, body, links, refs,
-                   created_at, updated_at, $8
-            FROM agent_memory.graph_nodes WHERE owner = $1 AND node_id = $2)
+                   created_at, updated_at, $8, tenant
+            FROM agent_memory.graph_nodes
+            WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
           UPDATE agent_memory.graph_nodes
           SET title = $3, description = $4, body = $5, links = $6, refs = $7,
               version = version + 1, updated_at = pg_catalog.now()
-          WHERE owner = $1 AND node_id = $2
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
           RETURNING version",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT],
     writes: true,
@@ -143,15 +148,17 @@ static UPDATE_VERSIONED: Statement = Statement {
 /// Remove a node (locked first) and its snapshots.
 static DELETE_NODE: Statement = Statement {
     sql: "WITH snapshots AS (
-            DELETE FROM agent_memory.graph_node_versions WHERE owner = $1 AND node_id = $2)
-          DELETE FROM agent_memory.graph_nodes WHERE owner = $1 AND node_id = $2
+            DELETE FROM agent_memory.graph_node_versions
+            WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
+          DELETE FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
           RETURNING 1",
     args: &[TEXT, TEXT],
     writes: true,
 };
 
 // The JSON of a node row `n` (graph_read's shape); refs that name no node of
-// the owner are listed again as unresolved, in order.
+// the owner (in the row's tenant) are listed again as unresolved, in order.
 macro_rules! node_json {
     () => {
         concat!(
@@ -166,7 +173,8 @@ macro_rules! node_json {
                'unresolvedRefs', pg_catalog.to_jsonb(ARRAY(
                   SELECT u.r FROM pg_catalog.unnest(n.refs) WITH ORDINALITY AS u(r, i)
                   WHERE NOT EXISTS (SELECT FROM agent_memory.graph_nodes g
-                                    WHERE g.owner = n.owner AND g.node_id = u.r)
+                                    WHERE g.owner = n.owner AND g.node_id = u.r
+                                      AND g.tenant = n.tenant)
                   ORDER BY u.i)),
                'body', n.body)"
         )
@@ -177,7 +185,8 @@ static READ_NODE: Statement = Statement {
     sql: concat!(
         "SELECT ",
         node_json!(),
-        " FROM agent_memory.graph_nodes n WHERE n.owner = $1 AND n.node_id = $2"
+        " FROM agent_memory.graph_nodes n
+         WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant()"
     ),
     args: &[TEXT, TEXT],
     writes: false,
@@ -189,21 +198,25 @@ static READ_VERSION: Statement = Statement {
         node_json!(),
         " || pg_catalog.jsonb_build_object('changeDescription', n.change_description)
          FROM agent_memory.graph_node_versions n
-         WHERE n.owner = $1 AND n.node_id = $2 AND n.version = $3"
+         WHERE n.owner = $1 AND n.node_id = $2 AND n.version = $3
+           AND n.tenant = agent_memory.caller_tenant()"
     ),
     args: &[TEXT, TEXT, INT4],
     writes: false,
 };
 
 static CURRENT_VERSION: Statement = Statement {
-    sql: "SELECT version FROM agent_memory.graph_nodes WHERE owner = $1 AND node_id = $2",
+    sql: "SELECT version FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT],
     writes: false,
 };
 
 static LIST_NODES: Statement = Statement {
     sql: "SELECT node_id::text, title, description, version, updated_at
-          FROM agent_memory.graph_nodes WHERE owner = $1 ORDER BY node_id",
+          FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND tenant = agent_memory.caller_tenant()
+          ORDER BY node_id",
     args: &[TEXT],
     writes: false,
 };
@@ -211,7 +224,8 @@ static LIST_NODES: Statement = Statement {
 static LIST_VERSIONS: Statement = Statement {
     sql: "SELECT version, change_description, saved_at
           FROM agent_memory.graph_node_versions
-          WHERE owner = $1 AND node_id = $2 ORDER BY version",
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+          ORDER BY version",
     args: &[TEXT, TEXT],
     writes: false,
 };

@@ -27,7 +27,8 @@ pub const MAX_TREE_PATH_IDS: u64 = 500_000_000;
 
 static SCAN_FOR_ROWS: StreamStatement = StreamStatement {
     sql: c"SELECT node_id, refs, created_at, title
-           FROM agent_memory.graph_nodes WHERE owner = $1",
+           FROM agent_memory.graph_nodes
+           WHERE owner = $1 AND tenant = agent_memory.caller_tenant()",
     params: 1,
     columns: &[
         pg_sys::TEXTOID,
@@ -39,7 +40,8 @@ static SCAN_FOR_ROWS: StreamStatement = StreamStatement {
 
 static SCAN_FOR_JSON: StreamStatement = StreamStatement {
     sql: c"SELECT node_id, refs, created_at, title, description, version, updated_at
-           FROM agent_memory.graph_nodes WHERE owner = $1",
+           FROM agent_memory.graph_nodes
+           WHERE owner = $1 AND tenant = agent_memory.caller_tenant()",
     params: 1,
     columns: &[
         pg_sys::TEXTOID,
@@ -99,9 +101,9 @@ fn unix_micros(at: TimestampWithTimeZone) -> i64 {
         .saturating_add(time::POSTGRES_EPOCH_UNIX_MICROS)
 }
 
-/// The owner's nodes, packed; `objects` also writes each node's object
-/// of the JSON form. Rows are read as the executor produces them (see
-/// `stream`).
+/// The owner's nodes (in the caller's tenant), packed; `objects` also
+/// writes each node's object of the JSON form. Rows are read as the
+/// executor produces them (see `stream`).
 fn scan(owner: &str, objects: bool) -> SqlResult<(Graph, Texts, Option<NodeObjects>)> {
     let statement = if objects {
         &SCAN_FOR_JSON

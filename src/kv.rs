@@ -31,22 +31,23 @@ const JSONB_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBARRAYOID);
 
 // The write, under the session's write lock (taken first, so every writer
 // of one session queues and none can deadlock over its entries): if the
-// session ($1) is active (default idle minutes $7), upsert the entries ($2
-// keys, $3 values, $4 words; $5 ttl, or NULL for agent_memory.memory_ttl in
-// minutes $6). Each returned row carries the entry's exact change in words
-// (ON CONFLICT sees the latest version of a key) and the session's state,
-// read in the same statement as one int8 array (see SessionState). No row:
-// the session is gone. The update takes its times from the row the insert
-// proposed (whose defaults are now()): Citus accepts only immutable
-// expressions in DO UPDATE SET (see docs/scaling.md).
+// session ($1, of the caller's tenant) is active (default idle minutes $7),
+// upsert the entries ($2 keys, $3 values, $4 words; $5 ttl, or NULL for
+// agent_memory.memory_ttl in minutes $6) with the session's tenant. Each
+// returned row carries the entry's exact change in words (ON CONFLICT sees
+// the latest version of a key) and the session's state, read in the same
+// statement as one int8 array (see SessionState). No row: the session is
+// gone. The update takes its times from the row the insert proposed (whose
+// defaults are now()): Citus accepts only immutable expressions in DO
+// UPDATE SET (see docs/scaling.md).
 macro_rules! upsert_statement {
     ($($entries:expr),+) => {
         concat!(
-            "INSERT INTO agent_memory.kv_entries AS k (session_id, key, value, words, prev_words, expires_at)
+            "INSERT INTO agent_memory.kv_entries AS k (session_id, key, value, words, prev_words, expires_at, tenant)
              ",
             $($entries),+,
             "
-             ON CONFLICT (session_id, key) DO UPDATE
+             ON CONFLICT (session_id, key, tenant) DO UPDATE
                 SET value = excluded.value,
                     words = excluded.words,
                     prev_words = k.words,
@@ -59,7 +60,7 @@ macro_rules! upsert_statement {
                              (u.kv_next_expiry <= pg_catalog.now())::int4::int8,
                              (k.expires_at < u.kv_next_expiry)::int4::int8,
                              (u.last_activity_at < pg_catalog.now() - interval '1 second')::int4::int8]
-                FROM agent_memory.sessions u WHERE u.session_id = k.session_id)"
+                FROM agent_memory.sessions u WHERE u.session_id = k.session_id AND u.tenant = k.tenant)"
         )
     };
 }
@@ -67,8 +68,10 @@ macro_rules! upsert_statement {
 /// One entry: what kv_set writes.
 static WRITE_ONE: Statement = Statement {
     sql: upsert_statement!(
-        "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6))
-         FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+        "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
+                s.tenant
+         FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$7")
     ),
     args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4],
@@ -79,11 +82,11 @@ static WRITE_ONE: Statement = Statement {
 static WRITE_MANY: Statement = Statement {
     sql: upsert_statement!(
         "SELECT s.session_id, e.key, e.value, e.words, 0,
-                pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6))
+                pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)), s.tenant
          FROM agent_memory.sessions s,
               ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
                          pg_catalog.unnest($4::int4[])) AS e(key, value, words)
-         WHERE s.session_id = $1 AND ",
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$7")
     ),
     args: &[
@@ -108,7 +111,7 @@ static RENEW_WRITER: Statement = Statement {
               kv_words = kv_words + $2,
               kv_next_expiry = least(kv_next_expiry,
                                      pg_catalog.now() + coalesce($3, pg_catalog.make_interval(mins => $4)))
-          WHERE session_id = $1",
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
     args: &[TEXT, INT8, INTERVAL, INT4],
     writes: true,
 };
@@ -143,7 +146,8 @@ impl SessionState {
 /// The session's live entries, oldest first: the eviction order.
 static HELD: Statement = Statement {
     sql: "SELECT key, words FROM agent_memory.kv_entries
-          WHERE session_id = $1 AND expires_at > pg_catalog.now()
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+            AND expires_at > pg_catalog.now()
           ORDER BY updated_at, key",
     args: &[TEXT],
     writes: false,
@@ -154,14 +158,16 @@ static HELD: Statement = Statement {
 static RECOUNTED: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.kv_entries
-            WHERE session_id = $1 AND (key = ANY ($2) OR expires_at <= pg_catalog.now()))
+            WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+              AND (key = ANY ($2) OR expires_at <= pg_catalog.now()))
           UPDATE agent_memory.sessions
           SET kv_words = $3,
               kv_next_expiry = coalesce(
                 (SELECT min(expires_at) FROM agent_memory.kv_entries
-                 WHERE session_id = $1 AND expires_at > pg_catalog.now() AND key <> ALL ($2)),
+                 WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                   AND expires_at > pg_catalog.now() AND key <> ALL ($2)),
                 'infinity')
-          WHERE session_id = $1",
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT_ARRAY, INT8],
     writes: true,
 };
@@ -169,8 +175,9 @@ static RECOUNTED: Statement = Statement {
 static GET: Statement = Statement {
     sql: concat!(
         "SELECT k.value FROM agent_memory.kv_entries k JOIN agent_memory.sessions s
-           ON s.session_id OPERATOR(pg_catalog.=) k.session_id
+           ON s.session_id OPERATOR(pg_catalog.=) k.session_id AND s.tenant OPERATOR(pg_catalog.=) k.tenant
          WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $3
+           AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
            AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() AND ",
         active!("s", "$2")
     ),
@@ -182,6 +189,7 @@ static GET: Statement = Statement {
 static GET_OF_ACTIVE: Statement = Statement {
     sql: "SELECT k.value FROM agent_memory.kv_entries k
           WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $2
+            AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
             AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()",
     args: &[TEXT, TEXT],
     writes: false,
@@ -192,8 +200,10 @@ static GET_ALL: Statement = Statement {
     sql: concat!(
         "SELECT (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
                  FROM agent_memory.kv_entries k
-                 WHERE k.session_id = s.session_id AND k.expires_at > pg_catalog.now())
-         FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+                 WHERE k.session_id = s.session_id AND k.tenant = s.tenant
+                   AND k.expires_at > pg_catalog.now())
+         FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$2")
     ),
     args: &[TEXT, INT4],
@@ -205,13 +215,14 @@ static GET_ALL: Statement = Statement {
 static DELETE_KEYS: Statement = Statement {
     sql: concat!(
         "WITH s AS (
-           SELECT s.session_id FROM agent_memory.sessions s
-           WHERE s.session_id = $1 AND ",
+           SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$3"),
         "),
          gone AS (
            DELETE FROM agent_memory.kv_entries k USING s
-           WHERE k.session_id = s.session_id AND ($2::text[] IS NULL OR k.key = ANY ($2))
+           WHERE k.session_id = s.session_id AND k.tenant = s.tenant
+             AND ($2::text[] IS NULL OR k.key = ANY ($2))
            RETURNING k.words, k.expires_at),
          renewed AS (
            UPDATE agent_memory.sessions
@@ -220,7 +231,7 @@ static DELETE_KEYS: Statement = Statement {
                kv_words = CASE WHEN $2::text[] IS NULL THEN 0
                                ELSE greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone)) END,
                kv_next_expiry = CASE WHEN $2::text[] IS NULL THEN 'infinity' ELSE kv_next_expiry END
-           WHERE session_id = (SELECT session_id FROM s))
+           WHERE session_id = (SELECT session_id FROM s) AND tenant = (SELECT tenant FROM s))
          SELECT count(*) FILTER (WHERE expires_at > pg_catalog.now())::int4 FROM gone"
     ),
     args: &[TEXT, TEXT_ARRAY, INT4],

@@ -32,10 +32,16 @@ use crate::settings;
 // read an eighth of its time), so every statement it runs names each
 // function, operator and type with its schema. OPERATOR(...) binds like any
 // user operator, so operands are parenthesised.
+//
+// Scopes are a tenant's own: every statement reads and writes only rows
+// whose tenant is agent_memory.caller_tenant(), also for a superuser, whom
+// row-level security lets through, and a file's key is (scope, path,
+// tenant), a scope's (scope, tenant).
 
 static READ: Statement = Statement {
     sql: "SELECT f.content FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2",
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
     args: &[TEXT, TEXT],
     writes: false,
 };
@@ -45,7 +51,8 @@ static READ: Statement = Statement {
 static ANY_UNDER: Statement = Statement {
     sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
                          WHERE f.scope OPERATOR(pg_catalog.=) $1
-                           AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3)",
+                           AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
+                           AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
     args: &[TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -56,6 +63,7 @@ static FIRST_FROM: Statement = Statement {
     sql: "SELECT f.path FROM agent_memory.memory_files f
           WHERE f.scope OPERATOR(pg_catalog.=) $1
             AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
           ORDER BY f.path LIMIT 1",
     args: &[TEXT, TEXT, TEXT],
     writes: false,
@@ -66,6 +74,7 @@ static APPEND_EXISTING: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f
           SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now()
           WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
             AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
                 OPERATOR(pg_catalog.<=) $4",
     args: &[TEXT, TEXT, TEXT, INT4],
@@ -73,15 +82,16 @@ static APPEND_EXISTING: Statement = Statement {
 };
 
 /// Create the file $2 of scope $1 with content $3, unless a file is
-/// already at the path (then no row is written; a
+/// already at the path in the caller's tenant (then no row is written; a
 /// concurrent creation is waited for). The path's other rules are checked
 /// after (PATH_FREE), and a refused file removed again in the same call:
 /// a new file costs three short statements, where checking everything
 /// before writing cost one statement of three probes and two writes that
 /// took longer.
 static CREATE_FILE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_files AS f (scope, path, content) VALUES ($1, $2, $3)
-          ON CONFLICT (scope, path) DO NOTHING",
+    sql: "INSERT INTO agent_memory.memory_files AS f (scope, path, content, tenant)
+          VALUES ($1, $2, $3, agent_memory.caller_tenant())
+          ON CONFLICT (scope, path, tenant) DO NOTHING",
     args: &[TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -89,11 +99,13 @@ static CREATE_FILE: Statement = Statement {
 /// Count one more file in scope $1 when it holds fewer than $2. The
 /// scope's row stays locked to the end of the transaction (also when it is
 /// full), so creations in one scope follow one another from here on: the
-/// checks of PATH_FREE, made after, see every file created before. Another
-/// tenant's scope is refused here by its row-level security policy.
+/// checks of PATH_FREE, made after, see every file created before. The row
+/// is the caller's tenant's: another tenant's scope of the same name is
+/// another row.
 static TAKE_ROOM: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files) VALUES ($1, 1)
-          ON CONFLICT (scope) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
+    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
+          VALUES ($1, 1, agent_memory.caller_tenant())
+          ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
             WHERE s.files OPERATOR(pg_catalog.<) $2",
     args: &[TEXT, INT4],
     writes: true,
@@ -105,10 +117,12 @@ static TAKE_ROOM: Statement = Statement {
 static PATH_FREE: Statement = Statement {
     sql: "SELECT NOT EXISTS (SELECT FROM agent_memory.memory_files f
                              WHERE f.scope OPERATOR(pg_catalog.=) $1
-                               AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3),
+                               AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
+                               AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()),
                  NOT EXISTS (SELECT FROM agent_memory.memory_files f
                              WHERE f.scope OPERATOR(pg_catalog.=) $1
-                               AND f.path OPERATOR(pg_catalog.=) ANY ($4))",
+                               AND f.path OPERATOR(pg_catalog.=) ANY ($4)
+                               AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
     args: &[TEXT, TEXT, TEXT, TEXT_ARRAY],
     writes: true,
 };
@@ -116,7 +130,8 @@ static PATH_FREE: Statement = Statement {
 /// Remove a file this call created and then refused.
 static REMOVE_FILE: Statement = Statement {
     sql: "DELETE FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2",
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
     args: &[TEXT, TEXT],
     writes: true,
 };
@@ -125,7 +140,8 @@ static REMOVE_FILE: Statement = Statement {
 /// was there) or was refused.
 static GIVE_ROOM: Statement = Statement {
     sql: "UPDATE agent_memory.memory_scopes SET files = files OPERATOR(pg_catalog.-) $2
-          WHERE scope OPERATOR(pg_catalog.=) $1",
+          WHERE scope OPERATOR(pg_catalog.=) $1
+            AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
     args: &[TEXT, INT4],
     writes: true,
 };
@@ -137,8 +153,11 @@ static GIVE_ROOM: Statement = Statement {
 static RECOUNT: Statement = Statement {
     sql: "UPDATE agent_memory.memory_scopes s SET files = c.files
           FROM (SELECT pg_catalog.count(*)::pg_catalog.int4 AS files FROM agent_memory.memory_files f
-                WHERE f.scope OPERATOR(pg_catalog.=) $1) c
-          WHERE s.scope OPERATOR(pg_catalog.=) $1 AND c.files OPERATOR(pg_catalog.<) $2
+                WHERE f.scope OPERATOR(pg_catalog.=) $1
+                  AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()) c
+          WHERE s.scope OPERATOR(pg_catalog.=) $1
+            AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+            AND c.files OPERATOR(pg_catalog.<) $2
           RETURNING s.files",
     args: &[TEXT, INT4],
     writes: true,
@@ -147,7 +166,8 @@ static RECOUNT: Statement = Statement {
 /// The size of file $2 of scope $1 as of now.
 static FILE_BYTES: Statement = Statement {
     sql: "SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2",
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
     args: &[TEXT, TEXT],
     writes: true,
 };
@@ -156,7 +176,8 @@ static FILE_BYTES: Statement = Statement {
 /// read-write) and the row version it was read from.
 static READ_VERSION: Statement = Statement {
     sql: "SELECT f.content, f.ctid, f.xmin FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2",
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
     args: &[TEXT, TEXT],
     writes: true,
 };
@@ -171,7 +192,8 @@ static READ_VERSION: Statement = Statement {
 static WRITE_VERSION: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f SET content = $5, updated_at = pg_catalog.now()
           WHERE f.ctid OPERATOR(pg_catalog.=) $1 AND f.xmin OPERATOR(pg_catalog.=) $2
-            AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4",
+            AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
     args: &[TID, XID, TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -184,6 +206,7 @@ pub(crate) static DELETE_FILES: Statement = Statement {
           WHERE f.scope OPERATOR(pg_catalog.=) $1
             AND (f.path OPERATOR(pg_catalog.=) $2
                  OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
           RETURNING f.path",
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
@@ -745,15 +768,18 @@ fn memory_scope(
     Ok(key.to_string())
 }
 
-/// A scope's files in path order: paths only, or paths and contents.
+/// A scope's files (the caller's tenant's) in path order: paths only, or
+/// paths and contents.
 static SCOPE_PATHS: Statement = Statement {
-    sql: "SELECT f.path FROM agent_memory.memory_files f WHERE f.scope = $1 ORDER BY f.path",
+    sql: "SELECT f.path FROM agent_memory.memory_files f
+          WHERE f.scope = $1 AND f.tenant = agent_memory.caller_tenant() ORDER BY f.path",
     args: &[TEXT],
     writes: false,
 };
 
 static SCOPE_FILES: Statement = Statement {
-    sql: "SELECT f.path, f.content FROM agent_memory.memory_files f WHERE f.scope = $1 ORDER BY f.path",
+    sql: "SELECT f.path, f.content FROM agent_memory.memory_files f
+          WHERE f.scope = $1 AND f.tenant = agent_memory.caller_tenant() ORDER BY f.path",
     args: &[TEXT],
     writes: false,
 };

@@ -1,8 +1,11 @@
 //! Bounded message history (seeds 000 and 001): append, read, pop, clear.
 //!
 //! Each (session, node) is a thread whose messages live in a ring of `keep`
-//! slots (sql/schema.sql). Under the session's write lock, one statement
-//! takes the thread's next position and writes its slot, overwriting the
+//! slots (sql/schema.sql). Every statement reads and writes only rows of
+//! the caller's tenant (agent_memory.caller_tenant(), the last column of
+//! every key), even for a superuser, whom row-level security does not
+//! restrict. Under the session's write lock, one statement takes the
+//! thread's next position and writes its slot, overwriting the
 //! oldest message in place: trimming costs one in-place update whatever the
 //! table holds. When that message is a tool call, its results are removed
 //! first; a new thread, another `keep`, an idempotency key or a missing
@@ -37,7 +40,8 @@ fn thread_key(node_id: Option<&str>) -> &str {
 }
 
 /// The seq an append to thread $2 takes, for the statements below, which
-/// join the thread as t and the session as s: one more than the largest of
+/// join the thread as t and the session as s (both of the caller's
+/// tenant): one more than the largest of
 /// the thread's last_seq, the session's last_message_seq and, when the
 /// session's previous append went to another thread, that thread's last_seq
 /// (every other thread's is at most last_message_seq).
@@ -46,7 +50,8 @@ macro_rules! next_seq {
         "greatest(t.last_seq, s.last_message_seq,
            CASE WHEN s.last_thread_key IS DISTINCT FROM $2 THEN
              (SELECT o.last_seq FROM agent_memory.message_threads o
-              WHERE o.session_id = $1 AND o.thread_key = s.last_thread_key) END) + 1"
+              WHERE o.session_id = $1 AND o.thread_key = s.last_thread_key
+                AND o.tenant = s.tenant) END) + 1"
     };
 }
 
@@ -72,19 +77,20 @@ static APPEND_FAST: Statement = Statement {
         next_seq!(),
         "
            FROM agent_memory.sessions s
-           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3
-             AND s.session_id = $1 AND ",
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()
+             AND t.keep = $3
+             AND s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$4"),
         "
-           RETURNING (t.appended - 1) % t.keep AS slot, t.last_seq AS seq,
+           RETURNING (t.appended - 1) % t.keep AS slot, t.last_seq AS seq, t.tenant,
                      s.last_thread_key IS DISTINCT FROM $2 AS moved,
                      s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
          written AS (
            INSERT INTO agent_memory.thread_messages AS m
-             (session_id, thread_key, slot, seq, node_id, role, content, metadata, created_at)
-           SELECT $1, $2, claimed.slot, claimed.seq, $5, $6, $7, $8, pg_catalog.now()
+             (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, created_at)
+           SELECT $1, $2, claimed.slot, claimed.tenant, claimed.seq, $5, $6, $7, $8, pg_catalog.now()
            FROM claimed
-           ON CONFLICT (session_id, thread_key, slot) DO UPDATE
+           ON CONFLICT (session_id, thread_key, slot, tenant) DO UPDATE
            SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
                content = excluded.content, metadata = excluded.metadata,
                idempotency_key = NULL, created_at = excluded.created_at
@@ -117,21 +123,24 @@ static APPEND_BATCH: Statement = Statement {
                     -- (k+1)th message of the run would overwrite it
                     (SELECT min((o.slot - t.appended % t.keep + t.keep) % t.keep)
                      FROM agent_memory.thread_messages o
-                     WHERE o.session_id = $1 AND o.thread_key = $2
+                     WHERE o.session_id = $1 AND o.thread_key = $2 AND o.tenant = t.tenant
                        AND o.role = 'assistant' AND o.metadata ? 'tool_calls'), $8))::int4 AS n
            FROM agent_memory.message_threads t
-           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3),
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()
+             AND t.keep = $3),
          claimed AS (
            UPDATE agent_memory.message_threads t
            SET appended = t.appended + r.n, appends = t.appends + r.n, last_seq = ",
         next_seq!(),
         " + r.n - 1
            FROM agent_memory.sessions s, ring r
-           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.keep = $3 AND r.n > 0
-             AND s.session_id = $1 AND ",
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()
+             AND t.keep = $3 AND r.n > 0
+             AND s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$4"),
         "
            RETURNING t.appended - r.n AS first_position, t.last_seq - r.n + 1 AS first_seq, r.n,
+                     t.tenant,
                      s.last_thread_key IS DISTINCT FROM $2 AS moved,
                      s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
          run AS (
@@ -140,14 +149,14 @@ static APPEND_BATCH: Statement = Statement {
            WHERE u.ord > $7 + greatest(c.n - $3, 0) AND u.ord <= $7 + c.n),
          written AS (
            INSERT INTO agent_memory.thread_messages AS m
-             (session_id, thread_key, slot, seq, node_id, role, content, metadata, created_at)
-           SELECT $1, $2, ((c.first_position + r.k - 1) % $3)::int4, c.first_seq + r.k - 1, $5,
+             (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, created_at)
+           SELECT $1, $2, ((c.first_position + r.k - 1) % $3)::int4, c.tenant, c.first_seq + r.k - 1, $5,
                   r.message ->> 'role', r.message ->> 'content',
                   CASE WHEN pg_catalog.jsonb_typeof(r.message -> 'metadata') = 'object'
                        THEN r.message -> 'metadata' ELSE '{}' END,
                   pg_catalog.now()
            FROM claimed c, run r
-           ON CONFLICT (session_id, thread_key, slot) DO UPDATE
+           ON CONFLICT (session_id, thread_key, slot, tenant) DO UPDATE
            SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
                content = excluded.content, metadata = excluded.metadata,
                idempotency_key = NULL, created_at = excluded.created_at)
@@ -159,7 +168,7 @@ static APPEND_BATCH: Statement = Statement {
 
 /// Renew a session whose recorded activity is over a second old.
 static RENEW_SESSION: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions SET last_activity_at = greatest(last_activity_at, pg_catalog.now()) WHERE session_id = $1",
+    sql: "UPDATE agent_memory.sessions SET last_activity_at = greatest(last_activity_at, pg_catalog.now()) WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
     args: &[TEXT],
     writes: true,
 };
@@ -169,7 +178,7 @@ static RENEW_SESSION: Statement = Statement {
 static MOVE_TO_THREAD: Statement = Statement {
     sql: "UPDATE agent_memory.sessions
           SET last_thread_key = $2, last_message_seq = $3, last_activity_at = greatest(last_activity_at, pg_catalog.now())
-          WHERE session_id = $1",
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT, INT8],
     writes: true,
 };
@@ -182,9 +191,11 @@ static MOVE_TO_THREAD: Statement = Statement {
 /// append that made a thread also wrote the session's row).
 static LOCK_THREADS: Statement = Statement {
     sql: "SELECT (SELECT count(*) FROM (SELECT FROM agent_memory.sessions
-                                       WHERE session_id = $1 FOR SHARE) AS session),
+                                       WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                                       FOR SHARE) AS session),
                  (SELECT count(*) FROM (SELECT FROM agent_memory.message_threads
-                                       WHERE session_id = $1 FOR SHARE) AS threads)",
+                                       WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                                       FOR SHARE) AS threads)",
     args: &[TEXT],
     writes: true,
 };
@@ -193,7 +204,7 @@ static LOCK_THREADS: Statement = Statement {
 static SLOT_CALLS: Statement = Statement {
     sql: "SELECT CASE WHEN role = 'assistant' THEN metadata -> 'tool_calls' END
           FROM agent_memory.thread_messages
-          WHERE session_id = $1 AND thread_key = $2 AND slot = $3",
+          WHERE session_id = $1 AND thread_key = $2 AND slot = $3 AND tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT, INT4],
     writes: true,
 };
@@ -201,9 +212,9 @@ static SLOT_CALLS: Statement = Statement {
 /// Write slot $3 whatever it holds; the thread's position was already taken.
 static OVERWRITE: Statement = Statement {
     sql: "INSERT INTO agent_memory.thread_messages AS m
-            (session_id, thread_key, slot, seq, node_id, role, content, metadata, idempotency_key, created_at)
-          VALUES ($1, $2, $3, $9, $4, $5, $6, $7, $8, pg_catalog.now())
-          ON CONFLICT (session_id, thread_key, slot) DO UPDATE
+            (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, idempotency_key, created_at)
+          VALUES ($1, $2, $3, agent_memory.caller_tenant(), $9, $4, $5, $6, $7, $8, pg_catalog.now())
+          ON CONFLICT (session_id, thread_key, slot, tenant) DO UPDATE
           SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
               content = excluded.content, metadata = excluded.metadata,
               idempotency_key = excluded.idempotency_key, created_at = excluded.created_at
@@ -222,7 +233,8 @@ static CLAIM_POSITION: Statement = Statement {
         next_seq!(),
         "
          FROM agent_memory.sessions s
-         WHERE t.session_id = $1 AND t.thread_key = $2 AND s.session_id = $1
+         WHERE t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()
+           AND s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()
          RETURNING t.last_seq, s.last_thread_key IS DISTINCT FROM $2"
     ),
     args: &[TEXT, TEXT],
@@ -242,10 +254,13 @@ static APPEND_STATE: Statement = Statement {
                 coalesce(s.last_activity_at < pg_catalog.now() - interval '1 second', false),
                 t.keep, t.appended,
                 (SELECT d.seq FROM agent_memory.thread_messages d
-                 WHERE d.session_id = $1 AND d.idempotency_key = $3)
+                 WHERE d.session_id = $1 AND d.idempotency_key = $3
+                   AND d.tenant = agent_memory.caller_tenant())
          FROM (SELECT) AS one
-         LEFT JOIN agent_memory.sessions s ON s.session_id = $1
-         LEFT JOIN agent_memory.message_threads t ON t.session_id = $1 AND t.thread_key = $2"
+         LEFT JOIN agent_memory.sessions s
+           ON s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()
+         LEFT JOIN agent_memory.message_threads t
+           ON t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()"
     ),
     args: &[TEXT, TEXT, TEXT, INT4],
     // Run as a write although it only reads: a read-only SPI statement would
@@ -254,9 +269,11 @@ static APPEND_STATE: Statement = Statement {
     writes: true,
 };
 
-/// A session appended to before anyone created it: no user yet.
+/// A session appended to before anyone created it (in the caller's
+/// tenant): no user yet.
 static CREATE_IMPLICIT: Statement = Statement {
-    sql: "INSERT INTO agent_memory.sessions (session_id) VALUES ($1) ON CONFLICT (session_id) DO NOTHING",
+    sql: "INSERT INTO agent_memory.sessions (session_id, tenant) VALUES ($1, agent_memory.caller_tenant())
+          ON CONFLICT (session_id, tenant) DO NOTHING",
     args: &[TEXT],
     writes: true,
 };
@@ -266,7 +283,8 @@ static CREATE_IMPLICIT: Statement = Statement {
 static DROP_RESULTS: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.thread_messages
-            WHERE session_id = $1 AND thread_key = $2 AND slot <> $3 AND role = 'tool'
+            WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()
+              AND slot <> $3 AND role = 'tool'
               AND metadata ->> 'tool_call_id' = ANY ($4)
             RETURNING 1)
           SELECT count(*)::int4 FROM gone",
@@ -279,13 +297,15 @@ static THREAD_MESSAGES: Statement = Statement {
     sql: "SELECT slot, seq,
                  CASE WHEN role = 'assistant' THEN metadata -> 'tool_calls' END,
                  CASE WHEN role = 'tool' THEN metadata ->> 'tool_call_id' END
-          FROM agent_memory.thread_messages WHERE session_id = $1 AND thread_key = $2",
+          FROM agent_memory.thread_messages
+          WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT],
     writes: false,
 };
 
 static REMOVE_SLOTS: Statement = Statement {
-    sql: "DELETE FROM agent_memory.thread_messages WHERE session_id = $1 AND thread_key = $2 AND slot = ANY ($3)",
+    sql: "DELETE FROM agent_memory.thread_messages
+          WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant() AND slot = ANY ($3)",
     args: &[TEXT, TEXT, INT4_ARRAY],
     writes: true,
 };
@@ -296,23 +316,25 @@ static REMOVE_SLOTS: Statement = Statement {
 static MOVE_SLOTS_OUT: Statement = Statement {
     sql: "UPDATE agent_memory.thread_messages m SET slot = mv.new_slot + 1000000000
           FROM ROWS FROM (pg_catalog.unnest($3::int4[]), pg_catalog.unnest($4::int4[])) AS mv(old_slot, new_slot)
-          WHERE m.session_id = $1 AND m.thread_key = $2 AND m.slot = mv.old_slot",
+          WHERE m.session_id = $1 AND m.thread_key = $2 AND m.tenant = agent_memory.caller_tenant()
+            AND m.slot = mv.old_slot",
     args: &[TEXT, TEXT, INT4_ARRAY, INT4_ARRAY],
     writes: true,
 };
 
 static MOVE_SLOTS_IN: Statement = Statement {
     sql: "UPDATE agent_memory.thread_messages SET slot = slot - 1000000000
-          WHERE session_id = $1 AND thread_key = $2 AND slot >= 1000000000",
+          WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()
+            AND slot >= 1000000000",
     args: &[TEXT, TEXT],
     writes: true,
 };
 
 /// Set a thread's ring: keep $3, $4 messages in slots 0 .. $4 - 1.
 static SET_THREAD: Statement = Statement {
-    sql: "INSERT INTO agent_memory.message_threads (session_id, thread_key, keep, appended)
-          VALUES ($1, $2, $3, $4)
-          ON CONFLICT (session_id, thread_key) DO UPDATE SET keep = excluded.keep, appended = excluded.appended",
+    sql: "INSERT INTO agent_memory.message_threads (session_id, thread_key, tenant, keep, appended)
+          VALUES ($1, $2, agent_memory.caller_tenant(), $3, $4)
+          ON CONFLICT (session_id, thread_key, tenant) DO UPDATE SET keep = excluded.keep, appended = excluded.appended",
     args: &[TEXT, TEXT, INT4, INT8],
     writes: true,
 };
@@ -323,8 +345,9 @@ macro_rules! newest_messages {
     () => {
         concat!(
             "SELECT m.seq, m.node_id, m.role, m.content, m.metadata, m.created_at
-             FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id)
-             WHERE m.session_id = $1 AND ($2::text IS NULL OR m.thread_key = $2) AND ",
+             FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
+             WHERE m.session_id = $1 AND m.tenant = agent_memory.caller_tenant()
+               AND ($2::text IS NULL OR m.thread_key = $2) AND ",
             active!("s", "$4"),
             " ORDER BY m.seq DESC LIMIT $3"
         )
@@ -344,8 +367,9 @@ static READ_MESSAGES: Statement = Statement {
 static LAST_USER: Statement = Statement {
     sql: concat!(
         "SELECT m.content
-         FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id)
-         WHERE m.session_id = $1 AND ($2::text IS NULL OR m.thread_key = $2) AND m.role = 'user' AND ",
+         FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
+         WHERE m.session_id = $1 AND m.tenant = agent_memory.caller_tenant()
+           AND ($2::text IS NULL OR m.thread_key = $2) AND m.role = 'user' AND ",
         active!("s", "$3"),
         " ORDER BY m.seq DESC LIMIT 1"
     ),
@@ -358,18 +382,21 @@ static LAST_USER: Statement = Statement {
 static POP: Statement = Statement {
     sql: concat!(
         "WITH newest AS (
-           SELECT m.session_id, m.thread_key, m.slot
-           FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id)
-           WHERE m.session_id = $1 AND ($2::text IS NULL OR m.thread_key = $2) AND ",
+           SELECT m.session_id, m.thread_key, m.slot, m.tenant
+           FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
+           WHERE m.session_id = $1 AND m.tenant = agent_memory.caller_tenant()
+             AND ($2::text IS NULL OR m.thread_key = $2) AND ",
         active!("s", "$3"),
         " ORDER BY m.seq DESC LIMIT 1),
          gone AS (
            DELETE FROM agent_memory.thread_messages m USING newest n
            WHERE m.session_id = n.session_id AND m.thread_key = n.thread_key AND m.slot = n.slot
+             AND m.tenant = n.tenant
            RETURNING m.*),
          thread AS (
            UPDATE agent_memory.message_threads t SET appended = t.appended - 1, appends = t.appends - 1
-           FROM newest n WHERE t.session_id = n.session_id AND t.thread_key = n.thread_key)
+           FROM newest n
+           WHERE t.session_id = n.session_id AND t.thread_key = n.thread_key AND t.tenant = n.tenant)
          SELECT pg_catalog.jsonb_build_object('seq', seq, 'node_id', node_id, 'role', role,
                   'content', content, 'metadata', metadata, 'created_at', created_at)
          FROM gone"
@@ -383,20 +410,23 @@ static POP: Statement = Statement {
 static CLEAR: Statement = Statement {
     sql: concat!(
         "WITH live AS (
-           SELECT s.session_id FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+           SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$3"),
         "),
          threads AS (
            DELETE FROM agent_memory.message_threads t USING live
-           WHERE t.session_id = live.session_id AND ($2::text IS NULL OR t.thread_key = $2)
-           RETURNING t.session_id, t.thread_key, t.last_seq),
+           WHERE t.session_id = live.session_id AND t.tenant = live.tenant
+             AND ($2::text IS NULL OR t.thread_key = $2)
+           RETURNING t.session_id, t.thread_key, t.tenant, t.last_seq),
          -- The session's numbers go on after those of the cleared messages.
          counted AS (
            UPDATE agent_memory.sessions s
            SET last_message_seq = greatest(s.last_message_seq,
                                                       (SELECT pg_catalog.max(d.last_seq) FROM threads d))
-           WHERE s.session_id = $1 AND EXISTS (SELECT FROM threads))
-         SELECT count(*)::int4 FROM agent_memory.thread_messages m JOIN threads USING (session_id, thread_key)"
+           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND EXISTS (SELECT FROM threads))
+         SELECT count(*)::int4
+         FROM agent_memory.thread_messages m JOIN threads USING (session_id, thread_key, tenant)"
     ),
     args: &[TEXT, TEXT, INT4],
     writes: true,

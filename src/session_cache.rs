@@ -20,8 +20,8 @@
 //!   noticed; any bump forgets every session;
 //! * no transaction or savepoint of this backend has rolled back since (the
 //!   read may have seen a renewal of this backend's own that rolled back),
-//! * the role and `agent_memory.tenant` are those of the read (under tenant
-//!   isolation another tenant does not see the session at all).
+//! * the role, `agent_memory.tenant` and `agent_memory.tenant_isolation`
+//!   are those of the read (they choose the tenant, and ids are per tenant).
 //!
 //! What is remembered must come from a snapshot taken after the counter
 //! was read, or it may predate a deletion the counter already shows. So a
@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use pgrx::prelude::*;
 use pgrx::{PgAtomic, pg_shmem_init};
 
-use crate::settings::TENANT;
+use crate::settings::{TENANT, TENANT_ISOLATION};
 
 static DELETIONS: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"agent_memory_session_deletions") };
 
@@ -68,6 +68,7 @@ struct Known {
 /// deletion counter at one value.
 struct Remembered {
     role: pg_sys::Oid,
+    isolated: bool,
     tenant: Option<std::ffi::CString>,
     deletions: u64,
     sessions: HashMap<String, Known>,
@@ -159,6 +160,7 @@ pub fn surely_active(session_id: &str, idle_minutes: i32) -> bool {
         known.borrow().as_ref().is_some_and(|r| {
             r.deletions == deletions
                 && r.role == current_role()
+                && r.isolated == TENANT_ISOLATION.get()
                 && r.tenant == TENANT.get()
                 && r.sessions.get(session_id).is_some_and(|k| {
                     k.idle_minutes == idle_minutes && transaction_time() < k.active_until
@@ -171,12 +173,16 @@ pub fn surely_active(session_id: &str, idle_minutes: i32) -> bool {
 /// deletion counter `can_remember` gave before the read.
 pub fn remember(session_id: &str, idle_minutes: i32, active_until: i64, deletions: u64) {
     let role = current_role();
+    let isolated = TENANT_ISOLATION.get();
     let tenant = TENANT.get();
     KNOWN.with(|known| {
         let mut known = known.borrow_mut();
-        let same_reader = known
-            .as_ref()
-            .is_some_and(|r| r.deletions == deletions && r.role == role && r.tenant == tenant);
+        let same_reader = known.as_ref().is_some_and(|r| {
+            r.deletions == deletions
+                && r.role == role
+                && r.isolated == isolated
+                && r.tenant == tenant
+        });
         if !same_reader
             || known
                 .as_ref()
@@ -184,6 +190,7 @@ pub fn remember(session_id: &str, idle_minutes: i32, active_until: i64, deletion
         {
             *known = Some(Remembered {
                 role,
+                isolated,
                 tenant,
                 deletions,
                 sessions: HashMap::new(),

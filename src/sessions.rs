@@ -125,19 +125,22 @@ static LOCK_FOR_CREATE: Statement = Statement {
     sql: concat!(
         "SELECT s.user_id, ",
         active!("s", "$2"),
-        " FROM agent_memory.sessions s WHERE s.session_id = $1 FOR UPDATE"
+        " FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() FOR UPDATE"
     ),
     args: &[TEXT, INT4],
     writes: true,
 };
 
 static SESSION_STORED: Statement = Statement {
-    sql: "SELECT 1 FROM agent_memory.sessions s WHERE s.session_id = $1",
+    sql: "SELECT 1 FROM agent_memory.sessions s
+          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()",
     args: &[TEXT],
     writes: false,
 };
 
-/// Whether a row of `session_id` is stored (live or expired), unlocked.
+/// Whether the caller's tenant stores a row of `session_id` (live or
+/// expired), unlocked.
 fn session_stored(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> SqlResult<bool> {
     let plan = kept(client, &SESSION_STORED).or_report()?;
     Ok(!client
@@ -147,16 +150,18 @@ fn session_stored(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> Sq
 }
 
 static INSERT_SESSION: Statement = Statement {
-    sql: "INSERT INTO agent_memory.sessions (session_id, user_id, metadata, idle_timeout)
-          VALUES (coalesce($1, pg_catalog.gen_random_uuid()::text), $2, $3, $4)
-          ON CONFLICT (session_id) DO NOTHING
+    sql: "INSERT INTO agent_memory.sessions (session_id, user_id, metadata, idle_timeout, tenant)
+          VALUES (coalesce($1, pg_catalog.gen_random_uuid()::text), $2, $3, $4,
+                  agent_memory.caller_tenant())
+          ON CONFLICT (session_id, tenant) DO NOTHING
           RETURNING session_id",
     args: &[TEXT, TEXT, JSONB, INTERVAL],
     writes: true,
 };
 
 static CLAIM_SESSION: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions SET user_id = $2 WHERE session_id = $1 AND user_id IS NULL",
+    sql: "UPDATE agent_memory.sessions SET user_id = $2
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant() AND user_id IS NULL",
     args: &[TEXT, TEXT],
     writes: true,
 };
@@ -164,7 +169,8 @@ static CLAIM_SESSION: Statement = Statement {
 /// Taken under the session's write lock.
 static DELETE_SESSION: Statement = Statement {
     sql: concat!(
-        "DELETE FROM agent_memory.sessions s WHERE s.session_id = $1 RETURNING ",
+        "DELETE FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() RETURNING ",
         active!("s", "$2")
     ),
     args: &[TEXT, INT4],
@@ -175,7 +181,8 @@ static DELETE_SESSION: Statement = Statement {
 /// Taking the row lock here also serialises the writers of one session.
 pub static RENEW: Statement = Statement {
     sql: concat!(
-        "UPDATE agent_memory.sessions s SET last_activity_at = greatest(last_activity_at, pg_catalog.now()) WHERE s.session_id = $1 AND ",
+        "UPDATE agent_memory.sessions s SET last_activity_at = greatest(last_activity_at, pg_catalog.now())
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$2"),
         " RETURNING true"
     ),
@@ -185,7 +192,8 @@ pub static RENEW: Statement = Statement {
 
 static IS_ACTIVE: Statement = Statement {
     sql: concat!(
-        "SELECT EXISTS (SELECT FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+        "SELECT EXISTS (SELECT FROM agent_memory.sessions s
+                        WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$2"),
         ")"
     ),
@@ -193,6 +201,7 @@ static IS_ACTIVE: Statement = Statement {
     writes: false,
 };
 
+/// Counts over the caller's tenant's sessions.
 static STATS: Statement = Statement {
     sql: concat!(
         "SELECT pg_catalog.jsonb_build_object(
@@ -204,7 +213,7 @@ static STATS: Statement = Statement {
         active!("s", "$1"),
         "),
             'avg_duration_seconds', coalesce(round(avg(extract(epoch FROM s.last_activity_at - s.created_at)), 3), 0))
-         FROM agent_memory.sessions s"
+         FROM agent_memory.sessions s WHERE s.tenant = agent_memory.caller_tenant()"
     ),
     args: &[INT4],
     writes: false,
@@ -214,7 +223,9 @@ static USER_SESSIONS: Statement = Statement {
     sql: concat!(
         "SELECT s.session_id, s.created_at, s.last_activity_at, ",
         active!("s", "$2"),
-        " FROM agent_memory.sessions s WHERE s.user_id = $1 ORDER BY s.created_at, s.session_id"
+        " FROM agent_memory.sessions s
+         WHERE s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()
+         ORDER BY s.created_at, s.session_id"
     ),
     args: &[TEXT, INT4],
     writes: false,
@@ -330,11 +341,11 @@ fn create_session(
                 return Ok(id);
             }
         }
-        // The id is taken by a row this statement cannot see: a session
-        // created concurrently, or another tenant's under tenant isolation.
+        // The id is taken by a row this statement cannot see: a session of
+        // the caller's tenant created concurrently (ids are per tenant).
         Err(Error::conflict(match session_id {
             Some(id) => format!(
-                "session id {} is taken (by a session being created concurrently, or by another tenant); try again or choose another id",
+                "session id {} is taken by a session being created concurrently; try again or choose another id",
                 quoted(id)
             ),
             None => "a generated session id collided twice; try again".to_owned(),

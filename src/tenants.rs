@@ -1,13 +1,18 @@
-//! Tenants: whose rows a caller sees while `agent_memory.tenant_isolation`
-//! is on. Every memory table has a `tenant` column filled from
-//! [`caller_tenant`] and a row-level security policy comparing it with
-//! [`visible_tenant`] (sql/tenants.sql).
+//! Tenants: whose memory a caller reads and writes. Every memory table has
+//! a `tenant` column, the last column of every key, filled from
+//! [`caller_tenant`]; every statement of the extension addresses the
+//! caller's tenant only, and a row-level security policy compares the
+//! column with [`visible_tenant`] (sql/tenants.sql).
 //!
-//! A tenant is the current role, optionally narrowed by the application
-//! with `SET agent_memory.tenant`: role `app` acting for tenant `acme` is
-//! `app/acme`. The role's name is written as an identifier (quoted when it
-//! needs to be), so role `a/b` (`"a/b"`) and role `a` acting for `b` (`a/b`)
-//! never share rows, and no setting takes a role into another role's rows.
+//! While `agent_memory.tenant_isolation` is off, every role shares one
+//! memory, tenant `''`. While it is on, a tenant is the current role,
+//! optionally narrowed by the application with `SET agent_memory.tenant`:
+//! role `app` acting for tenant `acme` is `app/acme`. The role's name is
+//! written as an identifier (quoted when it needs to be), so role `a/b`
+//! (`"a/b"`) and role `a` acting for `b` (`a/b`) never share rows, no
+//! setting takes a role into another role's rows, and no role's tenant is
+//! `''`. The extension's own group roles have no tenant: every tenant's
+//! role may `SET ROLE` to them, so memory written as one would be shared.
 //!
 //! Both are Rust functions rather than SQL ones so that calling them loads
 //! the library: a value a non-superuser set for `agent_memory.*` before the
@@ -18,7 +23,17 @@ use pgrx::prelude::*;
 
 use agent_memory_core::tenant::tenant_key;
 
+use agent_memory_core::Error;
+
+use crate::error::{SqlResult, report};
 use crate::settings::{TENANT, TENANT_ISOLATION};
+
+/// Roles the extension creates for every tenant to share.
+const GROUP_ROLES: [&str; 3] = [
+    "agent_memory_writer",
+    "agent_memory_reader",
+    "agent_memory_owner",
+];
 
 fn current_role() -> String {
     // SAFETY: GetUserId is the current role, which exists (noerr = false
@@ -31,24 +46,40 @@ fn current_role() -> String {
     }
 }
 
-/// The tenant the caller writes rows as: its role, and the tenant chosen
-/// with `agent_memory.tenant`.
+/// The tenant the caller reads and writes as: `''` while isolation is off,
+/// else its role and the tenant chosen with `agent_memory.tenant`.
 // Not pinned to a search_path, unlike every other function: it runs no
 // SQL, and as the default of every tenant column it runs once per inserted
 // row, where a SET clause would cost it 1.2 µs of its 1.5.
 #[pg_extern(stable, parallel_safe)]
-fn caller_tenant() -> String {
+fn caller_tenant() -> SqlResult<String> {
+    if !TENANT_ISOLATION.get() {
+        return Ok(String::new());
+    }
+    isolated_tenant()
+}
+
+fn isolated_tenant() -> SqlResult<String> {
+    let role = current_role();
+    if GROUP_ROLES.contains(&role.as_str()) {
+        return Err(report(
+            Error::not_allowed(format!(
+                "role \"{role}\" is shared by every tenant, so it has no memory of its own"
+            ))
+            .with_hint("RESET ROLE, or SET ROLE to the role of one tenant"),
+        ));
+    }
     let tenant = TENANT.get();
     let tenant = tenant.as_ref().map(|t| t.to_string_lossy());
-    tenant_key(&current_role(), tenant.as_deref())
+    Ok(tenant_key(&role, tenant.as_deref()))
 }
 
 /// The tenant whose rows the caller may see and change; NULL (every
 /// tenant's) while `agent_memory.tenant_isolation` is off.
 // Not pinned either: it runs no SQL (see caller_tenant).
 #[pg_extern(stable, parallel_safe)]
-fn visible_tenant() -> Option<String> {
-    TENANT_ISOLATION.get().then(caller_tenant)
+fn visible_tenant() -> SqlResult<Option<String>> {
+    TENANT_ISOLATION.get().then(isolated_tenant).transpose()
 }
 
 // The tenant column, policies and table owner of every memory table.

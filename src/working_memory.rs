@@ -48,14 +48,15 @@ pub fn strip_keys() -> Vec<String> {
 }
 
 /// The upsert of a sanitised part, a no-op when the value equals what is
-/// stored ($2 node key, $3 part, $4 value); returns the new version. The
-/// time comes from the proposed row (its default, now()), as Citus needs.
+/// stored ($2 node key, $3 part, $4 value, then the tenant); returns the new
+/// version. The time comes from the proposed row (its default, now()), as
+/// Citus needs.
 macro_rules! upsert_part {
     ($source:expr) => {
         concat!(
-            "INSERT INTO agent_memory.wm_parts AS p (session_id, node_key, part, value) ",
+            "INSERT INTO agent_memory.wm_parts AS p (session_id, node_key, part, value, tenant) ",
             $source,
-            " ON CONFLICT (session_id, node_key, part) DO UPDATE
+            " ON CONFLICT (session_id, node_key, part, tenant) DO UPDATE
                 SET value = excluded.value, version = p.version + 1, updated_at = excluded.updated_at
                 WHERE p.value IS DISTINCT FROM excluded.value
               RETURNING p.version"
@@ -63,12 +64,14 @@ macro_rules! upsert_part {
     };
 }
 
-/// Write a part of session $1 if the session is active ($5 idle minutes):
-/// a row only for a change. One statement, no CTE: this is the hot path.
+/// Write a part of session $1 if the caller's tenant's session is active
+/// ($5 idle minutes): a row only for a change. One statement, no CTE: this
+/// is the hot path.
 static WRITE_CHECKED: Statement = Statement {
     sql: upsert_part!(concat!(
-        "SELECT $1, $2, $3, $4 WHERE EXISTS (
-           SELECT FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+        "SELECT $1, $2, $3, $4, agent_memory.caller_tenant() WHERE EXISTS (
+           SELECT FROM agent_memory.sessions s
+           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$5"),
         ")"
     )),
@@ -76,15 +79,16 @@ static WRITE_CHECKED: Statement = Statement {
     writes: true,
 };
 
-/// Write a part of session $1, known to be active (see session_cache).
+/// Write a part of session $1 of the caller's tenant, known to be active
+/// (see session_cache).
 static WRITE_TRUSTED: Statement = Statement {
-    sql: upsert_part!("VALUES ($1, $2, $3, $4)"),
+    sql: upsert_part!("VALUES ($1, $2, $3, $4, agent_memory.caller_tenant())"),
     args: &[TEXT, TEXT, TEXT, JSONB],
     writes: true,
 };
 
-/// Until when session $1 stays active ($2 idle minutes); no row when it
-/// is not active now.
+/// Until when session $1 of the caller's tenant stays active ($2 idle
+/// minutes); no row when it is not active now.
 /// It runs read-write, so under READ COMMITTED it takes a snapshot of its
 /// own (what session_cache needs to remember it), and fully qualified, as
 /// kv_get runs it unpinned.
@@ -92,7 +96,9 @@ static ACTIVE_UNTIL: Statement = Statement {
     sql: concat!(
         "SELECT s.last_activity_at OPERATOR(pg_catalog.+)
                 coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2))
-         FROM agent_memory.sessions s WHERE s.session_id OPERATOR(pg_catalog.=) $1 AND ",
+         FROM agent_memory.sessions s
+         WHERE s.session_id OPERATOR(pg_catalog.=) $1
+           AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant() AND ",
         active!("s", "$2")
     ),
     args: &[TEXT, INT4],
@@ -125,14 +131,16 @@ fn renewal_due(session_id: &str) -> bool {
 }
 
 /// A part as an entry sees it: the node's own, else the global one ($1
-/// session, $2 node key, $3 part, $4 idle minutes). The first column says
-/// whether the session is alive.
+/// session of the caller's tenant, $2 node key, $3 part, $4 idle minutes).
+/// The first column says whether the session is alive.
 static READ_PART: Statement = Statement {
     sql: concat!(
         "SELECT true, (SELECT p.value FROM agent_memory.wm_parts p
-                       WHERE p.session_id = s.session_id AND p.node_key IN ($2, '') AND p.part = $3
+                       WHERE p.session_id = s.session_id AND p.tenant = s.tenant
+                         AND p.node_key IN ($2, '') AND p.part = $3
                        ORDER BY p.node_key DESC LIMIT 1)
-         FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+         FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$4")
     ),
     args: &[TEXT, TEXT, TEXT, INT4],
@@ -368,13 +376,15 @@ fn wm_get(
     Ok(JsonB(shown(part, stored)))
 }
 
-/// Delete entries: $1 session (NULL: every session), $2 node key (NULL:
-/// every entry of the session; '' the global one), $3 = 1: every node
-/// entry but the global one. A row per entry cleared.
+/// Delete entries of the caller's tenant: $1 session (NULL: every session
+/// of the tenant), $2 node key (NULL: every entry of the session; '' the
+/// global one), $3 = 1: every node entry but the global one. A row per
+/// entry cleared.
 static CLEAR: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.wm_parts p
-            WHERE ($1::text IS NULL OR p.session_id = $1)
+            WHERE p.tenant = agent_memory.caller_tenant()
+              AND ($1::text IS NULL OR p.session_id = $1)
               AND ($2::text IS NULL OR p.node_key = $2)
               AND ($3 = 0 OR p.node_key <> '')
             RETURNING p.session_id, p.node_key)

@@ -26,22 +26,24 @@ use crate::sessions::{INT4, TEXT, active, checked_id, idle_timeout_minutes, sess
 use crate::working_memory::node_key;
 
 /// The entry's value of part `$name`: the node's own ($2), else the
-/// session's global one (''); NULL when neither is set.
+/// session's global one (''), of the caller's tenant; NULL when neither is
+/// set.
 macro_rules! part {
     ($name:literal) => {
         concat!(
             "(SELECT p.value FROM agent_memory.wm_parts p
-              WHERE p.session_id = $1 AND p.node_key IN ($2, '') AND p.part = '",
+              WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+                AND p.node_key IN ($2, '') AND p.part = '",
             $name,
             "' ORDER BY p.node_key DESC LIMIT 1)"
         )
     };
 }
 
-/// The sessions row ($1) if it is active (s), the entry's session part
-/// (sp), and the configuration in force (c: seed 000's defaults overlaid
-/// with the stored config part, whose keys are checked on every write)
-/// with its settings as SQL values (t); `$joins` may add more.
+/// The sessions row ($1, of the caller's tenant) if it is active (s), the
+/// entry's session part (sp), and the configuration in force (c: seed 000's
+/// defaults overlaid with the stored config part, whose keys are checked on
+/// every write) with its settings as SQL values (t); `$joins` may add more.
 macro_rules! session_and_config {
     () => {
         session_and_config!("")
@@ -63,7 +65,7 @@ macro_rules! session_and_config {
                                          (c.config ->> 'include_context')::bool AS context,
                                          (c.config ->> 'include_working_history')::bool AS working_history) t ",
             $joins,
-            " WHERE s.session_id = $1 AND ",
+            " WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
             active!("s", "$3")
         )
     };
@@ -81,7 +83,8 @@ macro_rules! recent_messages {
                          'seq', m.seq, 'created_at', m.created_at) ORDER BY m.seq)
                 FROM (SELECT h.role, h.content, h.metadata, h.seq, h.created_at
                       FROM agent_memory.thread_messages h
-                      WHERE h.session_id = $1 AND ($2 = '' OR h.thread_key = $2)
+                      WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()
+                        AND ($2 = '' OR h.thread_key = $2)
                       ORDER BY h.seq DESC LIMIT ",
             $limit,
             ") m),
@@ -103,7 +106,8 @@ macro_rules! last_user_message {
         concat!(
             "coalesce(
                (SELECT h.content FROM agent_memory.thread_messages h
-                WHERE h.session_id = $1 AND ($2 = '' OR h.thread_key = $2) AND h.role = 'user'
+                WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()
+                  AND ($2 = '' OR h.thread_key = $2) AND h.role = 'user'
                 ORDER BY h.seq DESC LIMIT 1),
                ",
             part!("last_user_message"),
@@ -206,7 +210,8 @@ static ENTRY: Statement = Statement {
         ")
                     FROM (SELECT) one LEFT JOIN LATERAL (
                       SELECT p.value, p.updated_at FROM agent_memory.wm_parts p
-                      WHERE p.session_id = $1 AND p.node_key IN ($2, '') AND p.part = 'working_history'
+                      WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+                        AND p.node_key IN ($2, '') AND p.part = 'working_history'
                       ORDER BY p.node_key DESC LIMIT 1) w ON true)
               ELSE '{\"content\": \"\", \"timestamp\": null}' END,
            'context_data', CASE WHEN t.context THEN coalesce(",
@@ -217,10 +222,12 @@ static ENTRY: Statement = Statement {
         ",
            'created_at', (SELECT ",
         iso!("min(p.created_at)"),
-        " FROM agent_memory.wm_parts p WHERE p.session_id = $1 AND p.node_key = $2),
+        " FROM agent_memory.wm_parts p
+         WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant() AND p.node_key = $2),
            'updated_at', (SELECT ",
         iso!("max(p.updated_at)"),
-        " FROM agent_memory.wm_parts p WHERE p.session_id = $1 AND p.node_key = $2))",
+        " FROM agent_memory.wm_parts p
+         WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant() AND p.node_key = $2))",
         session_and_config!()
     ),
     args: &[TEXT, TEXT, INT4],
@@ -243,7 +250,8 @@ static CONTEXT: Statement = Statement {
               'first_seq', m.messages -> 0 -> 'seq',
               'last_seq', m.messages -> -1 -> 'seq',
               'in_history', (SELECT pg_catalog.count(*) FROM agent_memory.thread_messages h
-                             WHERE h.session_id = $1 AND ($2 = '' OR h.thread_key = $2))),
+                             WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()
+                               AND ($2 = '' OR h.thread_key = $2))),
            'working_history', CASE WHEN t.working_history THEN coalesce(",
         part!("working_history"),
         ", '\"\"') ELSE '\"\"' END,

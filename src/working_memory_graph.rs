@@ -23,9 +23,9 @@ use crate::sessions::{
 use crate::working_memory::{node_key, read_part, strip_keys, write_part};
 use crate::working_memory_compose::snapshot_after_writes;
 
-/// Seed 001's structure index of owner $1's graph: every node without its
-/// body, oldest first, and an edge for each ref that names a node of the
-/// graph (a dangling ref has nothing to point at).
+/// Seed 001's structure index of owner $1's graph (in the caller's tenant):
+/// every node without its body, oldest first, and an edge for each ref that
+/// names a node of the graph (a dangling ref has nothing to point at).
 macro_rules! structure_index {
     () => {
         concat!(
@@ -36,15 +36,17 @@ macro_rules! structure_index {
                            'version', n.version, 'updatedAt', ",
             iso!("n.updated_at"),
             ") ORDER BY n.created_at, n.node_id)
-                  FROM agent_memory.graph_nodes n WHERE n.owner = $1), '[]'),
+                  FROM agent_memory.graph_nodes n
+                  WHERE n.owner = $1 AND n.tenant = agent_memory.caller_tenant()), '[]'),
                'edges', coalesce((
                   SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('source', n.node_id, 'target', r.id)
                                               ORDER BY n.created_at, n.node_id, r.i)
                   FROM agent_memory.graph_nodes n
                   CROSS JOIN LATERAL pg_catalog.unnest(n.refs) WITH ORDINALITY AS r (id, i)
-                  WHERE n.owner = $1
+                  WHERE n.owner = $1 AND n.tenant = agent_memory.caller_tenant()
                     AND EXISTS (SELECT FROM agent_memory.graph_nodes t
-                                WHERE t.owner = $1 AND t.node_id = r.id)), '[]'))"
+                                WHERE t.owner = $1 AND t.node_id = r.id
+                                  AND t.tenant = n.tenant)), '[]'))"
         )
     };
 }
@@ -60,9 +62,11 @@ static STRUCTURE_INDEX: Statement = Statement {
 static SESSION_PROJECT: Statement = Statement {
     sql: concat!(
         "SELECT coalesce((SELECT p.value ->> 'project_id' FROM agent_memory.wm_parts p
-                          WHERE p.session_id = s.session_id AND p.node_key = '' AND p.part = 'session'),
+                          WHERE p.session_id = s.session_id AND p.tenant = s.tenant
+                            AND p.node_key = '' AND p.part = 'session'),
                          s.project_id)
-         FROM agent_memory.sessions s WHERE s.session_id = $1 AND ",
+         FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$2")
     ),
     args: &[TEXT, INT4],
@@ -76,7 +80,7 @@ static SET_SESSION: Statement = Statement {
           SET project_id = coalesce($2, project_id),
               active_node_id = CASE WHEN $4 = 1 THEN $3 ELSE active_node_id END,
               last_activity_at = greatest(last_activity_at, pg_catalog.now())
-          WHERE session_id = $1
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
           RETURNING 1",
     args: &[TEXT, TEXT, TEXT, INT4],
     writes: true,
@@ -85,7 +89,8 @@ static SET_SESSION: Statement = Statement {
 /// The session's most recently written working history, in any entry.
 static LATEST_WORKING_HISTORY: Statement = Statement {
     sql: "SELECT p.value FROM agent_memory.wm_parts p
-          WHERE p.session_id = $1 AND p.part = 'working_history'
+          WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+            AND p.part = 'working_history'
           ORDER BY p.updated_at DESC, p.node_key LIMIT 1",
     args: &[TEXT],
     writes: true,
@@ -93,16 +98,17 @@ static LATEST_WORKING_HISTORY: Statement = Statement {
 
 /// The entries tied to project $1 (by their session part, else their
 /// session's project) that hold a structure index of their own, among
-/// active sessions ($2 idle minutes).
+/// active sessions ($2 idle minutes) of the caller's tenant.
 macro_rules! tied_structures {
     () => {
         concat!(
             "SELECT p.session_id, p.node_key
-             FROM agent_memory.wm_parts p JOIN agent_memory.sessions s USING (session_id)
-             WHERE p.part = 'project_structure' AND ",
+             FROM agent_memory.wm_parts p JOIN agent_memory.sessions s USING (session_id, tenant)
+             WHERE p.tenant = agent_memory.caller_tenant() AND p.part = 'project_structure' AND ",
             active!("s", "$2"),
             " AND coalesce((SELECT sp.value ->> 'project_id' FROM agent_memory.wm_parts sp
-                            WHERE sp.session_id = p.session_id AND sp.node_key IN (p.node_key, '')
+                            WHERE sp.session_id = p.session_id AND sp.tenant = p.tenant
+                              AND sp.node_key IN (p.node_key, '')
                               AND sp.part = 'session' AND sp.value ? 'project_id'
                             ORDER BY sp.node_key DESC LIMIT 1),
                            s.project_id) = $1"
@@ -139,6 +145,7 @@ static REFRESH_TIED: Statement = Statement {
         tied_structures!(),
         ") t
          WHERE p.session_id = t.session_id AND p.node_key = t.node_key AND p.part = 'project_structure'
+           AND p.tenant = agent_memory.caller_tenant()
            AND p.value -> 'project_graph' IS DISTINCT FROM f.graph
          RETURNING p.session_id, p.node_key, p.version"
     ),

@@ -70,6 +70,84 @@ SELECT (SELECT count(*) FROM agent_memory.sessions) AS sessions, (SELECT count(*
        (SELECT count(*) FROM agent_memory.graph_nodes) AS nodes, (SELECT count(*) FROM agent_memory.memory_files) AS files,
        (SELECT count(*) FROM agent_memory.message_thread_stats) AS threads;
 
+-- Ids are per tenant: every key, unique index and foreign key of a memory
+-- table ends with the tenant (cleanup_runs is not memory).
+SELECT c.conrelid::regclass AS "table", c.contype AS kind,
+       (SELECT a.attname FROM pg_attribute a
+        WHERE a.attrelid = c.conrelid AND a.attnum = c.conkey[cardinality(c.conkey)]) AS last_column
+FROM pg_constraint c
+WHERE c.connamespace = 'agent_memory'::regnamespace AND c.contype IN ('p', 'u', 'f')
+ORDER BY 1, 2, 3;
+SELECT i.indexrelid::regclass AS unique_index,
+       (SELECT a.attname FROM pg_attribute a
+        WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[i.indnkeyatts - 1]) AS last_column
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE c.relnamespace = 'agent_memory'::regnamespace AND i.indisunique AND NOT i.indisprimary
+ORDER BY 1;
+
+-- Bo can neither plant a row among Ana's nor learn whether she has a key:
+-- each insert answers the same for a key Ana has (ten-a, secret, a-node,
+-- /ana/notes, ten-scope) as for one nobody has, and lands in Bo's memory.
+BEGIN;
+WITH i AS (INSERT INTO agent_memory.sessions (session_id) VALUES ('ten-a'), ('ten-none')
+           ON CONFLICT DO NOTHING RETURNING session_id, tenant) SELECT * FROM i ORDER BY 1;
+WITH i AS (INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
+           VALUES ('ten-a', 'secret', '"x"', 1, now() + interval '1 hour'), ('ten-a', 'none', '"x"', 1, now() + interval '1 hour')
+           ON CONFLICT DO NOTHING RETURNING key, tenant) SELECT * FROM i ORDER BY 1;
+WITH i AS (INSERT INTO agent_memory.message_threads (session_id, thread_key, keep) VALUES ('ten-a', '', 5), ('ten-none', '', 5)
+           ON CONFLICT DO NOTHING RETURNING session_id, tenant) SELECT * FROM i ORDER BY 1;
+WITH i AS (INSERT INTO agent_memory.thread_messages (session_id, thread_key, slot, seq, role, content)
+           VALUES ('ten-a', '', 0, 1, 'user', 'x'), ('ten-none', '', 0, 1, 'user', 'x')
+           ON CONFLICT DO NOTHING RETURNING session_id, tenant) SELECT * FROM i ORDER BY 1;
+WITH i AS (INSERT INTO agent_memory.wm_parts (session_id, node_key, part, value)
+           VALUES ('ten-a', '', 'working_history', '"x"'), ('ten-none', '', 'working_history', '"x"')
+           ON CONFLICT DO NOTHING RETURNING session_id, tenant) SELECT * FROM i ORDER BY 1;
+WITH i AS (INSERT INTO agent_memory.graph_nodes (owner, node_id, title) VALUES ('ten-owner', 'a-node', 'x'), ('ten-owner', 'none', 'x')
+           ON CONFLICT DO NOTHING RETURNING node_id, tenant) SELECT * FROM i ORDER BY 1;
+WITH i AS (INSERT INTO agent_memory.graph_node_versions (owner, node_id, version, title, description, body, links, refs,
+                                                          created_at, updated_at, change_description)
+           SELECT 'ten-owner', n, 1, 'x', '', '', '{}', '{}', now(), now(), 'x' FROM unnest(ARRAY['a-node', 'none']) n
+           ON CONFLICT DO NOTHING RETURNING node_id, tenant) SELECT * FROM i ORDER BY 1;
+WITH i AS (INSERT INTO agent_memory.memory_files (scope, path, content) VALUES ('ten-scope', '/ana/notes', 'x'), ('ten-scope', '/none', 'x')
+           ON CONFLICT DO NOTHING RETURNING path, tenant) SELECT * FROM i ORDER BY 1;
+WITH i AS (INSERT INTO agent_memory.memory_scopes (scope) VALUES ('ten-scope'), ('ten-none')
+           ON CONFLICT DO NOTHING RETURNING scope, tenant) SELECT * FROM i ORDER BY 1;
+-- A child of Ana's session is refused as a child of none: Bo has no such
+-- session (a foreign key includes the tenant).
+INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
+VALUES ('ten-a-only', 'secret', '"x"', 1, now() + interval '1 hour');
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
+
+-- Bo squats ids Ana has not used yet; her own calls on them are unaffected.
+SELECT agent_memory.create_session('bo', session_id => 'ten-later');
+SELECT agent_memory.kv_set('ten-later', 'k', '"bo"') ->> 'stored' AS stored;
+SELECT agent_memory.append_message('ten-later', 'user', 'bo', metadata => '{"idempotency_key": "ik-1"}') > 0 AS appended;
+SELECT agent_memory.wm_set('ten-later', 'working_history', '"bo"') IS NOT NULL AS wm_set;
+SELECT agent_memory.memory_tool('ten-scope', '{"command": "append", "path": "/ana/later", "content": "bo"}') ->> 'ok' AS ok;
+SELECT agent_memory.claude_memory('ten-scope', '{"command": "create", "path": "/memories/ana/later.md", "file_text": "bo"}');
+SELECT agent_memory.graph_create('ten-owner', 'Bo', 'd', 'b', ARRAY['__root__'], node_id => 'a-later');
+SELECT agent_memory.graph_write('ten-owner', 'a-later', 'Bo 2', NULL, NULL, change_description => 'bo');
+RESET ROLE;
+SET ROLE ten_ana;
+SELECT agent_memory.create_session('ana', session_id => 'ten-later');
+SELECT agent_memory.kv_set('ten-later', 'k', '"ana"') ->> 'stored' AS stored;
+SELECT agent_memory.append_message('ten-later', 'user', 'ana', metadata => '{"idempotency_key": "ik-1"}') > 0 AS appended;
+SELECT agent_memory.wm_set('ten-later', 'working_history', '"ana"') IS NOT NULL AS wm_set;
+SELECT agent_memory.memory_tool('ten-scope', '{"command": "append", "path": "/ana/later", "content": "ana"}') ->> 'ok' AS ok;
+SELECT agent_memory.claude_memory('ten-scope', '{"command": "create", "path": "/memories/ana/later.md", "file_text": "ana"}');
+SELECT agent_memory.graph_create('ten-owner', 'Ana', 'd', 'b', ARRAY['__root__'], node_id => 'a-later');
+SELECT agent_memory.graph_write('ten-owner', 'a-later', 'Ana 2', NULL, NULL, change_description => 'ana');
+SELECT agent_memory.kv_get('ten-later', 'k') AS ana_value, (SELECT count(*) FROM agent_memory.messages('ten-later')) AS ana_messages;
+-- The extension's group roles are every tenant's: none has memory.
+SET ROLE agent_memory_writer;
+SELECT agent_memory.kv_get('ten-later', 'k');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) FROM agent_memory.sessions;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SET ROLE ten_bo;
+
 -- Bo overwrites nothing: every write to Ana's ids is refused or lands in
 -- Bo's own memory.
 SELECT agent_memory.kv_set('ten-a', 'secret', '"bo was here"');
@@ -153,8 +231,14 @@ RESET ROLE;
 SELECT session_id, tenant FROM agent_memory.sessions WHERE session_id LIKE 'ten-%' ORDER BY session_id;
 
 -- Clean up, as each tenant.
+SET ROLE ten_bo;
+SELECT agent_memory.end_session(s) FROM unnest(ARRAY['ten-a', 'ten-later']) s;
+SELECT agent_memory.graph_delete('ten-owner', n) FROM unnest(ARRAY['a-node', 'a-later']) n;
+SELECT agent_memory.memory_tool('ten-scope', '{"command": "delete", "path": "/ana"}') ->> 'ok' AS deleted;
+SELECT agent_memory.claude_memory('ten-scope', '{"command": "delete", "path": "/memories/ana"}');
 SET ROLE ten_ana;
-SELECT agent_memory.end_session('ten-a');
+SELECT agent_memory.end_session(s) FROM unnest(ARRAY['ten-a', 'ten-later']) s;
+SELECT agent_memory.graph_delete('ten-owner', 'a-later');
 SELECT agent_memory.graph_delete('ten-owner', 'a-node');
 SELECT agent_memory.memory_tool('ten-scope', '{"command": "delete", "path": "/ana"}') ->> 'ok' AS deleted;
 SET agent_memory.tenant = 'acme';
