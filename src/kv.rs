@@ -28,6 +28,7 @@ use crate::working_memory::active_until;
 use crate::{sensitive, session_cache, settings};
 
 const JSONB_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBARRAYOID);
+const TIMESTAMPTZ: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIMESTAMPTZOID);
 
 // The write, under the session's write lock (taken first, so every writer
 // of one session queues and none can deadlock over its entries): if the
@@ -145,7 +146,7 @@ impl SessionState {
 
 /// The session's live entries, oldest first: the eviction order.
 static HELD: Statement = Statement {
-    sql: "SELECT key, words FROM agent_memory.kv_entries
+    sql: "SELECT key, words, expires_at FROM agent_memory.kv_entries
           WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
             AND expires_at > pg_catalog.now()
           ORDER BY updated_at, key",
@@ -154,7 +155,12 @@ static HELD: Statement = Statement {
 };
 
 /// After an exact count: evict the $2 keys, drop the session's expired
-/// entries, and set its counter to the exact total $3 and its next expiry.
+/// entries, and set its counter to the exact total $3 and its next expiry
+/// to $4 (NULL: none), both taken from the entries HELD read. The expiry
+/// must come from that same read: the worker may remove an entry that
+/// expires between this transaction's now() and its own after HELD
+/// counted it, and a minimum read here would then skip that entry and
+/// vouch for a counter that still holds its words.
 static RECOUNTED: Statement = Statement {
     sql: "WITH gone AS (
             DELETE FROM agent_memory.kv_entries
@@ -162,13 +168,9 @@ static RECOUNTED: Statement = Statement {
               AND (key = ANY ($2) OR expires_at <= pg_catalog.now()))
           UPDATE agent_memory.sessions
           SET kv_words = $3,
-              kv_next_expiry = coalesce(
-                (SELECT min(expires_at) FROM agent_memory.kv_entries
-                 WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
-                   AND expires_at > pg_catalog.now() AND key <> ALL ($2)),
-                'infinity')
+              kv_next_expiry = coalesce($4, 'infinity')
           WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT_ARRAY, INT8],
+    args: &[TEXT, TEXT_ARRAY, INT8, TIMESTAMPTZ],
     writes: true,
 };
 
@@ -353,13 +355,20 @@ pub fn write_entries(
         for row in rows {
             let key: String = required(row.get(1).or_report()?, "key")?;
             let words: i32 = required(row.get(2).or_report()?, "words")?;
-            held_rows.push((key, words as u64));
+            let expires_at: TimestampWithTimeZone =
+                required(row.get(3).or_report()?, "expires_at")?;
+            held_rows.push((key, words as u64, expires_at));
         }
         let held: Vec<Held<'_>> = held_rows
             .iter()
-            .map(|(key, words)| Held { key, words: *words })
+            .map(|(key, words, _)| Held { key, words: *words })
             .collect();
         let plan = budget::plan_writes(&held, &counted, budget).or_report()?;
+        let next_expiry = held_rows
+            .iter()
+            .filter(|(key, _, _)| !plan.evicted.contains(key))
+            .map(|(_, _, expires_at)| *expires_at)
+            .min_by_key(|expires_at| expires_at.into_inner());
         let recounted = kept(client, &RECOUNTED).or_report()?;
         client
             .update(
@@ -369,6 +378,7 @@ pub fn write_entries(
                     session_id.into(),
                     plan.evicted.clone().into(),
                     (plan.total_words as i64).into(),
+                    next_expiry.into(),
                 ],
             )
             .or_report()?;
