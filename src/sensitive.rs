@@ -106,7 +106,9 @@ fn curator_call(name: &str) -> SqlResult<String> {
 }
 
 /// The curator's verdict: Some(approved), or None when it raised an error or
-/// returned NULL.
+/// returned NULL. A cancel, a statement timeout or a lock timeout is not the
+/// curator's failure but the caller's limit: it fails the write, as it
+/// escapes a PL/pgSQL EXCEPTION block.
 fn ask_curator(name: &str, key: &str, value: &Value) -> SqlResult<Option<bool>> {
     let call = curator_call(name)?;
     let value = JsonB(value.clone());
@@ -130,9 +132,19 @@ fn ask_curator(name: &str, key: &str, value: &Value) -> SqlResult<Option<bool>> 
     }
 }
 
+/// Errors that end the caller's statement rather than the curator's
+/// opinion: they pass through the subtransaction unchanged.
+fn is_caller_limit(code: PgSqlErrorCode) -> bool {
+    matches!(
+        code,
+        PgSqlErrorCode::ERRCODE_QUERY_CANCELED | PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE
+    )
+}
+
 /// Run `body` in an internal subtransaction, as PL/pgSQL runs an
 /// EXCEPTION block: an error rolls back what it did and comes back as its
-/// message; the caller's transaction goes on.
+/// message; the caller's transaction goes on. A cancel or timeout (see
+/// [`is_caller_limit`]) rolls back the subtransaction and is raised again.
 fn in_subtransaction<R>(body: impl FnOnce() -> R + std::panic::UnwindSafe) -> Result<R, String> {
     // SAFETY: the PL/pgSQL pattern: remember the memory context and resource
     // owner, begin, and on either outcome release or roll back the
@@ -144,11 +156,18 @@ fn in_subtransaction<R>(body: impl FnOnce() -> R + std::panic::UnwindSafe) -> Re
         pg_sys::MemoryContextSwitchTo(context);
         let outcome = PgTryBuilder::new(|| Ok(body()))
             .catch_others(|caught| {
-                Err(match caught {
+                let (code, message) = match &caught {
                     CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => {
-                        e.message().to_string()
+                        (e.sql_error_code(), e.message().to_string())
                     }
-                    CaughtError::RustPanic { ereport, .. } => ereport.message().to_string(),
+                    CaughtError::RustPanic { ereport, .. } => {
+                        (ereport.sql_error_code(), ereport.message().to_string())
+                    }
+                };
+                Err(if is_caller_limit(code) {
+                    Escape::Raise(caught)
+                } else {
+                    Escape::Failed(message)
                 })
             })
             .execute();
@@ -161,6 +180,18 @@ fn in_subtransaction<R>(body: impl FnOnce() -> R + std::panic::UnwindSafe) -> Re
         }
         pg_sys::MemoryContextSwitchTo(context);
         pg_sys::CurrentResourceOwner = owner;
-        outcome
+        match outcome {
+            Ok(result) => Ok(result),
+            Err(Escape::Failed(message)) => Err(message),
+            Err(Escape::Raise(caught)) => caught.rethrow(),
+        }
     }
+}
+
+/// How a body run in a subtransaction failed.
+enum Escape {
+    /// Its own error, as a message: the caller goes on.
+    Failed(String),
+    /// A cancel or timeout, raised again once the subtransaction is gone.
+    Raise(CaughtError),
 }

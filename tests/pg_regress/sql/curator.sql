@@ -40,6 +40,27 @@ SELECT agent_memory.kv_set('cur', 'e', '"plain words"') ->> 'stored' AS stored;
 SELECT agent_memory.kv_set('cur', 'f', '"mail ana@example.com"');
 \echo :LAST_ERROR_SQLSTATE
 
+-- A cancel or timeout is the caller's limit, not the curator's failure: it
+-- fails the write, and nothing is stored.
+CREATE FUNCTION public.curator_slow(key text, value jsonb) RETURNS boolean
+LANGUAGE sql AS $$ SELECT pg_sleep(5) IS NULL $$;
+SET agent_memory.curator = 'public.curator_slow';
+SET statement_timeout = '200ms';
+SELECT agent_memory.kv_set('cur', 'slow', '"plain words"');
+\echo :LAST_ERROR_SQLSTATE
+RESET statement_timeout;
+-- So is a lock the curator could not get in time (55P03, as lock_timeout
+-- raises it).
+CREATE FUNCTION public.curator_locking(key text, value jsonb) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = 'lock_not_available', MESSAGE = 'canceling statement due to lock timeout';
+END $$;
+SET agent_memory.curator = 'public.curator_locking';
+SELECT agent_memory.kv_set('cur', 'locked', '"plain words"');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_get('cur', 'slow') AS slow, agent_memory.kv_get('cur', 'locked') AS locked;
+
 -- A setting that names no such function is an error, not a silent pass.
 SET agent_memory.curator = 'approve_short';
 SELECT agent_memory.kv_set('cur', 'g', '"x"');
@@ -54,4 +75,5 @@ SELECT agent_memory.kv_get_all('cur');
 -- Leave the database empty for the next suite.
 DELETE FROM agent_memory.sessions;
 DROP TABLE public.curator_log;
-DROP FUNCTION public.approve_short(text, jsonb), public.curator_down(text, jsonb), public.curator_unsure(text, jsonb);
+DROP FUNCTION public.approve_short(text, jsonb), public.curator_down(text, jsonb), public.curator_unsure(text, jsonb),
+              public.curator_slow(text, jsonb), public.curator_locking(text, jsonb);
