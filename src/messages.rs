@@ -26,7 +26,7 @@ use agent_memory_core::messages::{self, Stored};
 
 use crate::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::error::{OrReport, SqlResult};
-use crate::plans::{FirstRow, Statement, first_value_of, kept};
+use crate::plans::{Statement, first_value_of, kept};
 use crate::sessions::{
     INT4, INT4_ARRAY, INT8, JSONB, TEXT, TEXT_ARRAY, active, checked_id, idle_timeout_minutes,
     lock_session, required, session_gone,
@@ -200,12 +200,23 @@ static LOCK_THREADS: Statement = Statement {
     writes: true,
 };
 
-/// The tool calls of the message in slot $3, when it is an assistant's.
+/// Before slot $3 is written: the tool calls of the message it holds, when
+/// it is an assistant's; and whether another slot holds the assistant
+/// message that makes call $4 (true when $4 is NULL: the new message is no
+/// tool result).
 static SLOT_CALLS: Statement = Statement {
-    sql: "SELECT CASE WHEN role = 'assistant' THEN metadata -> 'tool_calls' END
-          FROM agent_memory.thread_messages
-          WHERE session_id = $1 AND thread_key = $2 AND slot = $3 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, INT4],
+    sql: "SELECT (SELECT CASE WHEN o.role = 'assistant' THEN o.metadata -> 'tool_calls' END
+                  FROM agent_memory.thread_messages o
+                  WHERE o.session_id = $1 AND o.thread_key = $2 AND o.slot = $3
+                    AND o.tenant = agent_memory.caller_tenant()),
+                 $4::text IS NULL OR EXISTS (
+                   SELECT FROM agent_memory.thread_messages c
+                   WHERE c.session_id = $1 AND c.thread_key = $2 AND c.slot <> $3
+                     AND c.tenant = agent_memory.caller_tenant() AND c.role = 'assistant'
+                     AND (c.metadata -> 'tool_calls' @> pg_catalog.jsonb_build_array($4::text)
+                          OR c.metadata -> 'tool_calls'
+                             @> pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $4::text))))",
+    args: &[TEXT, TEXT, INT4, TEXT],
     writes: true,
 };
 
@@ -296,7 +307,8 @@ static DROP_RESULTS: Statement = Statement {
 static THREAD_MESSAGES: Statement = Statement {
     sql: "SELECT slot, seq,
                  CASE WHEN role = 'assistant' THEN metadata -> 'tool_calls' END,
-                 CASE WHEN role = 'tool' THEN metadata ->> 'tool_call_id' END
+                 CASE WHEN role = 'tool' AND pg_catalog.jsonb_typeof(metadata -> 'tool_call_id') = 'string'
+                      THEN metadata ->> 'tool_call_id' END
           FROM agent_memory.thread_messages
           WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT],
@@ -354,11 +366,42 @@ macro_rules! newest_messages {
     };
 }
 
+/// The predicate "message `$row` is not a tool result, or window
+/// `$window` (rows with role and metadata) holds the assistant message that
+/// makes its call": a tool result is a `tool` message whose
+/// `metadata.tool_call_id` is a string, and a call's id is a string item of
+/// `metadata.tool_calls` or the string `id` of an object item. Reads drop
+/// the results whose call is outside their window, so that no window
+/// starts with a result an LLM API would refuse. The ids of the window's
+/// calls are one uncorrelated subquery, which PostgreSQL hashes.
+macro_rules! holds_its_call {
+    ($row:literal, $window:literal) => {
+        concat!(
+            "(", $row, ".role <> 'tool'
+              OR pg_catalog.jsonb_typeof(", $row, ".metadata -> 'tool_call_id') IS DISTINCT FROM 'string'
+              OR (", $row, ".metadata ->> 'tool_call_id') IN (
+                   SELECT CASE pg_catalog.jsonb_typeof(c.item)
+                            WHEN 'string' THEN c.item #>> '{}'
+                            WHEN 'object' THEN CASE WHEN pg_catalog.jsonb_typeof(c.item -> 'id') = 'string'
+                                                    THEN c.item ->> 'id' END END
+                   FROM ", $window, " w,
+                        pg_catalog.jsonb_array_elements(
+                          CASE WHEN w.role = 'assistant'
+                                AND pg_catalog.jsonb_typeof(w.metadata -> 'tool_calls') = 'array'
+                               THEN w.metadata -> 'tool_calls' END) AS c (item)))"
+        )
+    };
+}
+pub(crate) use holds_its_call;
+
 static READ_MESSAGES: Statement = Statement {
     sql: concat!(
-        "SELECT * FROM (",
+        "WITH newest AS MATERIALIZED (",
         newest_messages!(),
-        ") AS newest ORDER BY seq"
+        ")
+         SELECT * FROM newest n WHERE ",
+        holds_its_call!("n", "newest"),
+        " ORDER BY seq"
     ),
     args: &[TEXT, TEXT, INT4, INT4],
     writes: false,
@@ -553,6 +596,7 @@ fn append_message(
         node_id,
         role,
         content,
+        answers: messages::answered_call_of(role, &metadata).map(str::to_string),
         metadata,
         metadata_arg: metadata_arg.as_ref(),
         idempotency_key: idempotency_key.as_deref(),
@@ -619,11 +663,13 @@ fn append_messages(
                 }
             }
             let one = &batch[seqs.len()];
+            let metadata = one.metadata.cloned().unwrap_or_else(|| json!({}));
             let message = NewMessage {
                 node_id,
                 role: one.role,
                 content: one.content,
-                metadata: one.metadata.cloned().unwrap_or_else(|| json!({})),
+                answers: messages::answered_call_of(one.role, &metadata).map(str::to_string),
+                metadata,
                 metadata_arg: None,
                 idempotency_key: one.idempotency_key.as_deref(),
             };
@@ -708,8 +754,9 @@ fn append_locked(
     message: &NewMessage<'_>,
 ) -> SqlResult<i64> {
     // A repeated idempotency key is rare: only a call that has one takes
-    // the careful path, which looks for it first.
-    if message.idempotency_key.is_none() {
+    // the careful path, which looks for it first. So does a tool result,
+    // which is stored only while its call is.
+    if message.idempotency_key.is_none() && message.answers.is_none() {
         let fast = kept(client, &APPEND_FAST).or_report()?;
         let rows = client
             .update(
@@ -831,6 +878,8 @@ struct NewMessage<'a> {
     /// is (None: NULL was passed, and `metadata` is the `{}` it stands for).
     metadata_arg: Option<&'a JsonbArg>,
     idempotency_key: Option<&'a str>,
+    /// The call it answers, when it is a tool result.
+    answers: Option<String>,
 }
 
 impl NewMessage<'_> {
@@ -844,7 +893,9 @@ impl NewMessage<'_> {
 
 /// Write `message` as `seq` into `slot`, whose position and seq the caller
 /// has taken: the message the slot holds goes, and if it is a tool call its
-/// results go with it.
+/// results go with it. A tool result whose call the thread does not hold
+/// then (never appended, or trimmed) is trimmed at once: the slot is left
+/// empty and the message is not stored.
 fn write_slot(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
@@ -853,14 +904,26 @@ fn write_slot(
     message: &NewMessage<'_>,
     seq: i64,
 ) -> SqlResult<()> {
-    let calls = kept(client, &SLOT_CALLS).or_report()?;
-    let calls = client
-        .update(&*calls, None, &[session_id.into(), key.into(), slot.into()])
+    let plan = kept(client, &SLOT_CALLS).or_report()?;
+    let row = client
+        .update(
+            &*plan,
+            None,
+            &[
+                session_id.into(),
+                key.into(),
+                slot.into(),
+                message.answers.as_deref().into(),
+            ],
+        )
         .or_report()?
-        .first_value::<JsonB>(1)
+        .first();
+    let calls = row
+        .get::<JsonB>(1)
         .or_report()?
         .map(|calls| messages::call_ids(&calls.0))
         .unwrap_or_default();
+    let call_held = required(row.get::<bool>(2).or_report()?, "call held")?;
     if !calls.is_empty() {
         let results = kept(client, &DROP_RESULTS).or_report()?;
         client
@@ -870,6 +933,17 @@ fn write_slot(
                 &[session_id.into(), key.into(), slot.into(), calls.into()],
             )
             .or_report()?;
+    }
+    if !call_held {
+        let remove = kept(client, &REMOVE_SLOTS).or_report()?;
+        client
+            .update(
+                &*remove,
+                None,
+                &[session_id.into(), key.into(), vec![slot].into()],
+            )
+            .or_report()?;
+        return Ok(());
     }
     let write = kept(client, &OVERWRITE).or_report()?;
     client

@@ -72,29 +72,41 @@ macro_rules! session_and_config {
 }
 
 /// The newest `$limit` messages of the entry's scope, oldest first, in the
-/// shape of `messages_json`; else the newest of the stored messages part;
-/// else `[]`.
+/// shape of `messages_json`; else (no message in the history) the newest of
+/// the stored messages part; else `[]`. Either window drops the tool results
+/// whose call it does not hold.
 macro_rules! recent_messages {
     ($limit:literal) => {
         concat!(
-            "coalesce(
-               (SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+            "CASE WHEN EXISTS (SELECT FROM agent_memory.thread_messages h
+                               WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()
+                                 AND ($2 = '' OR h.thread_key = $2))
+             THEN coalesce(
+               (WITH newest AS MATERIALIZED (
+                  SELECT h.role, h.content, h.metadata, h.seq, h.created_at
+                  FROM agent_memory.thread_messages h
+                  WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()
+                    AND ($2 = '' OR h.thread_key = $2)
+                  ORDER BY h.seq DESC LIMIT ",
+            $limit,
+            ")
+                SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                          'role', m.role, 'content', m.content, 'metadata', m.metadata,
                          'seq', m.seq, 'created_at', m.created_at) ORDER BY m.seq)
-                FROM (SELECT h.role, h.content, h.metadata, h.seq, h.created_at
-                      FROM agent_memory.thread_messages h
-                      WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()
-                        AND ($2 = '' OR h.thread_key = $2)
-                      ORDER BY h.seq DESC LIMIT ",
-            $limit,
-            ") m),
-               (SELECT pg_catalog.jsonb_agg(x.e ORDER BY x.i)
-                FROM (SELECT e, i FROM pg_catalog.jsonb_array_elements(",
+                FROM newest m WHERE ",
+            crate::messages::holds_its_call!("m", "newest"),
+            "), '[]')
+             ELSE coalesce(
+               (WITH newest AS MATERIALIZED (
+                  SELECT a.e, a.i, a.e ->> 'role' AS role, a.e -> 'metadata' AS metadata
+                  FROM pg_catalog.jsonb_array_elements(",
             part!("messages"),
-            ") WITH ORDINALITY AS a (e, i) ORDER BY i DESC LIMIT ",
+            ") WITH ORDINALITY AS a (e, i) ORDER BY a.i DESC LIMIT ",
             $limit,
-            ") x),
-               '[]')"
+            ")
+                SELECT pg_catalog.jsonb_agg(x.e ORDER BY x.i) FROM newest x WHERE ",
+            crate::messages::holds_its_call!("x", "newest"),
+            "), '[]') END"
         )
     };
 }

@@ -82,6 +82,17 @@ pub fn call_ids(calls: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The call a message answers when it is a tool result: a `tool` message
+/// with a string `metadata.tool_call_id`. A thread keeps a tool result only
+/// while it holds the call, and a read window shows it only with the call.
+pub fn answered_call_of<'m>(role: &str, metadata: &'m Value) -> Option<&'m str> {
+    if role == "tool" {
+        answered_call(metadata)
+    } else {
+        None
+    }
+}
+
 /// The call a tool message answers: `metadata.tool_call_id`.
 pub fn answered_call(metadata: &Value) -> Option<&str> {
     metadata.get("tool_call_id").and_then(Value::as_str)
@@ -182,15 +193,14 @@ pub struct Repack {
 
 /// Plan a repack that makes room for one more message under `keep`: keep
 /// the newest `keep - 1` messages, then drop every kept tool result whose
-/// call was dropped, so the window starts after a whole call and its
-/// results.
+/// call is not kept, so that the thread holds no result without its call.
 pub fn plan_repack(stored: &[Stored], keep: i32) -> Repack {
     let mut by_seq: Vec<&Stored> = stored.iter().collect();
     by_seq.sort_by_key(|m| m.seq);
     let room = (keep.max(1) - 1) as usize;
     let cut = by_seq.len().saturating_sub(room);
     let (dropped, kept) = by_seq.split_at(cut);
-    let dropped_calls: HashSet<&str> = dropped
+    let kept_calls: HashSet<&str> = kept
         .iter()
         .flat_map(|m| m.calls.iter().map(String::as_str))
         .collect();
@@ -203,7 +213,7 @@ pub fn plan_repack(stored: &[Stored], keep: i32) -> Repack {
         let orphan = m
             .answers
             .as_deref()
-            .is_some_and(|call| dropped_calls.contains(call));
+            .is_some_and(|call| !kept_calls.contains(call));
         if orphan {
             repack.removed.push(m.slot);
         } else {
@@ -394,5 +404,10 @@ mod tests {
         let plan = plan_repack(&stored, 3);
         assert_eq!(plan.removed, vec![0]);
         assert_eq!(plan.moves, vec![(1, 0), (2, 1)]);
+        // A result whose call the thread never held goes too.
+        let stored = [msg(0, 1), answer(1, 2, "c7"), msg(2, 3)];
+        let plan = plan_repack(&stored, 10);
+        assert_eq!(plan.removed, vec![1]);
+        assert_eq!(plan.moves, vec![(0, 0), (2, 1)]);
     }
 }

@@ -73,7 +73,9 @@ SELECT agent_memory.append_message('chat', 'assistant', 'bye', node_id => 'tools
 SELECT role, content FROM agent_memory.messages('chat', 'tools');
 
 -- Only an assistant message makes calls: a user message whose metadata
--- happens to hold tool_calls takes nothing with it when it is trimmed.
+-- happens to hold tool_calls takes nothing with it when it is trimmed, and
+-- holds no call that a tool result could answer (that result is trimmed at
+-- once).
 SELECT count(*) FROM (VALUES
   (agent_memory.append_message('chat', 'user', 'quoting calls', node_id => 'quote', keep => 2,
      metadata => '{"tool_calls": ["q1"]}')),
@@ -81,6 +83,41 @@ SELECT count(*) FROM (VALUES
      metadata => '{"tool_call_id": "q1"}')),
   (agent_memory.append_message('chat', 'user', 'next', node_id => 'quote', keep => 2))) AS appends(seq);
 SELECT role, content FROM agent_memory.messages('chat', 'quote');
+
+-- A thread never holds a tool result without its call. With keep 2, a
+-- result that arrives after its call was trimmed is trimmed at once: its
+-- seq is taken (a gap), nothing is stored.
+SELECT agent_memory.append_message('chat', 'assistant', '', node_id => 'late', keep => 2,
+         metadata => '{"tool_calls": [{"id": "f1"}]}') IS NOT NULL AS called,
+       agent_memory.append_message('chat', 'user', 'meanwhile', node_id => 'late', keep => 2) IS NOT NULL AS asked;
+SELECT agent_memory.append_message('chat', 'tool', 'f1 says 42', node_id => 'late', keep => 2,
+         metadata => '{"tool_call_id": "f1"}') IS NOT NULL AS answered;
+SELECT role, content FROM agent_memory.messages('chat', 'late');
+-- So is a result whose call the thread never held, in a batch too.
+SELECT array_length(agent_memory.append_messages('chat',
+         '[{"role": "tool", "content": "stray", "metadata": {"tool_call_id": "nobody"}},
+           {"role": "assistant", "content": "", "metadata": {"tool_calls": ["g1", {"id": "g2"}]}},
+           {"role": "tool", "content": "g1 done", "metadata": {"tool_call_id": "g1"}},
+           {"role": "tool", "content": "g2 done", "metadata": {"tool_call_id": "g2"}}]', 'batch', keep => 3), 1) AS seqs;
+SELECT role, content FROM agent_memory.messages('chat', 'batch');
+-- keep 2 has no room for a call and two results: the second result trims
+-- the call, the first result goes with it, and the second is trimmed at once.
+SELECT array_length(agent_memory.append_messages('chat',
+         '[{"role": "assistant", "content": "", "metadata": {"tool_calls": ["k1", "k2"]}},
+           {"role": "tool", "content": "k1 done", "metadata": {"tool_call_id": "k1"}},
+           {"role": "tool", "content": "k2 done", "metadata": {"tool_call_id": "k2"}}]', 'small', keep => 2), 1) AS seqs;
+SELECT count(*) AS held FROM agent_memory.messages('chat', 'small');
+
+-- A read window holds no result whose call falls outside it: the newest
+-- two of [call, result, result] are two results, and both are left out.
+SELECT agent_memory.append_messages('chat',
+         '[{"role": "assistant", "content": "", "metadata": {"tool_calls": ["h1", "h2"]}},
+           {"role": "tool", "content": "h1 done", "metadata": {"tool_call_id": "h1"}},
+           {"role": "tool", "content": "h2 done", "metadata": {"tool_call_id": "h2"}}]', 'window') IS NOT NULL AS appended;
+SELECT role, content FROM agent_memory.messages('chat', 'window', 2);
+SELECT role, content FROM agent_memory.messages('chat', 'window', 3);
+SELECT jsonb_array_length(agent_memory.messages_json('chat', 'window', 2)) AS json_window_2,
+       jsonb_array_length(agent_memory.messages_json('chat', 'window', 3)) AS json_window_3;
 
 -- Idempotency: the same key returns the first seq and stores nothing new.
 INSERT INTO seqs SELECT 'idem', agent_memory.append_message('chat', 'user', 'pay the invoice', metadata => '{"idempotency_key": "req-1"}');

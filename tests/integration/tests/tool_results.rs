@@ -1,0 +1,415 @@
+//! No stored thread and no read window holds a tool result without its call.
+//!
+//! A seeded random generator appends user messages, assistant messages with
+//! tool calls, tool results (for recent calls, trimmed calls and calls that
+//! never were) and pops, one at a time and in batches, to two threads with
+//! small keeps, and after every step compares what the extension stores and
+//! returns with a model of the rule:
+//!
+//! - a thread is a ring of `keep` slots: append number p goes to slot
+//!   p % keep, and the message it replaces goes; if that one is an
+//!   assistant's tool call, the results answering it go too;
+//! - a tool result (role `tool`, string `metadata.tool_call_id`) whose call
+//!   no other slot holds then is trimmed at once: its slot is left empty;
+//! - pop removes the newest stored message of the thread and gives one
+//!   position back;
+//! - a read window is the newest `lim` stored messages, without the tool
+//!   results whose call is not in the window.
+//!
+//! Set TOOL_RESULTS_SEED to replay a run; the seed is printed.
+
+use agent_memory_integration::{drop_database, fresh_database};
+use postgres::Client;
+use serde_json::{Value, json};
+
+const SESSION: &str = "model";
+const THREADS: [&str; 2] = ["a", "b"];
+const STEPS: usize = 600;
+
+/// xorshift64*: small, seedable and good enough to pick operations.
+struct Random(u64);
+
+impl Random {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct Message {
+    seq: i64,
+    role: String,
+    content: String,
+    metadata: Value,
+}
+
+impl Message {
+    fn calls(&self) -> Vec<String> {
+        if self.role != "assistant" {
+            return Vec::new();
+        }
+        match self.metadata.get("tool_calls") {
+            Some(Value::Array(items)) => items
+                .iter()
+                .filter_map(|item| match item {
+                    Value::String(id) => Some(id.clone()),
+                    Value::Object(o) => o.get("id").and_then(Value::as_str).map(str::to_string),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+    fn answers(&self) -> Option<String> {
+        if self.role != "tool" {
+            return None;
+        }
+        self.metadata
+            .get("tool_call_id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    }
+}
+
+/// The rule's model of one thread.
+struct Ring {
+    keep: usize,
+    slots: Vec<Option<Message>>,
+    appended: usize,
+}
+
+impl Ring {
+    fn new(keep: usize) -> Self {
+        Ring {
+            keep,
+            slots: vec![None; keep],
+            appended: 0,
+        }
+    }
+
+    fn append(&mut self, message: Message) {
+        let slot = self.appended % self.keep;
+        self.appended += 1;
+        if let Some(old) = self.slots[slot].take() {
+            let calls = old.calls();
+            for other in self.slots.iter_mut() {
+                if other
+                    .as_ref()
+                    .and_then(Message::answers)
+                    .is_some_and(|id| calls.contains(&id))
+                {
+                    *other = None;
+                }
+            }
+        }
+        let held = match message.answers() {
+            None => true,
+            Some(id) => self.slots.iter().flatten().any(|m| m.calls().contains(&id)),
+        };
+        if held {
+            self.slots[slot] = Some(message);
+        }
+    }
+
+    fn pop(&mut self) -> Option<Message> {
+        let newest = (0..self.keep)
+            .filter(|&s| self.slots[s].is_some())
+            .max_by_key(|&s| self.slots[s].as_ref().map(|m| m.seq))?;
+        self.appended -= 1;
+        self.slots[newest].take()
+    }
+
+    fn stored(&self) -> Vec<Message> {
+        let mut held: Vec<Message> = self.slots.iter().flatten().cloned().collect();
+        held.sort_by_key(|m| m.seq);
+        held
+    }
+}
+
+/// The newest `lim` of `stored` (in seq order), without the results whose
+/// call the window does not hold.
+fn window(stored: &[Message], lim: usize) -> Vec<Message> {
+    let newest = &stored[stored.len().saturating_sub(lim)..];
+    let calls: Vec<String> = newest.iter().flat_map(Message::calls).collect();
+    newest
+        .iter()
+        .filter(|m| m.answers().is_none_or(|id| calls.contains(&id)))
+        .cloned()
+        .collect()
+}
+
+fn read_window(client: &mut Client, thread: Option<&str>, lim: i32) -> Vec<Message> {
+    client
+        .query(
+            "SELECT seq, role, content, metadata::text FROM agent_memory.messages($1, $2, $3)",
+            &[&SESSION, &thread, &lim],
+        )
+        .expect("messages")
+        .iter()
+        .map(|row| Message {
+            seq: row.get(0),
+            role: row.get(1),
+            content: row.get(2),
+            metadata: serde_json::from_str(row.get::<_, &str>(3)).expect("metadata"),
+        })
+        .collect()
+}
+
+fn json_window(client: &mut Client, thread: Option<&str>, lim: i32) -> Vec<Message> {
+    let text: String = client
+        .query_one(
+            "SELECT agent_memory.messages_json($1, $2, $3)::text",
+            &[&SESSION, &thread, &lim],
+        )
+        .expect("messages_json")
+        .get(0);
+    as_messages(serde_json::from_str(&text).expect("json"))
+}
+
+fn snapshot_window(client: &mut Client, thread: Option<&str>) -> Vec<Message> {
+    let text: String = client
+        .query_one(
+            "SELECT (agent_memory.working_memory($1, $2) -> 'messages')::text",
+            &[&SESSION, &thread],
+        )
+        .expect("working_memory")
+        .get(0);
+    as_messages(serde_json::from_str(&text).expect("json"))
+}
+
+fn as_messages(array: Value) -> Vec<Message> {
+    array
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|m| Message {
+            seq: m["seq"].as_i64().expect("seq"),
+            role: m["role"].as_str().expect("role").to_string(),
+            content: m["content"].as_str().expect("content").to_string(),
+            metadata: m["metadata"].clone(),
+        })
+        .collect()
+}
+
+/// One random message; `recent` are call ids made so far, newest last.
+fn random_message(
+    random: &mut Random,
+    recent: &mut Vec<String>,
+    n: usize,
+) -> (String, String, Value) {
+    match random.below(10) {
+        0..=2 => ("user".into(), format!("question {n}"), json!({})),
+        3..=5 => {
+            let calls: Vec<Value> = (0..1 + random.below(3))
+                .map(|i| {
+                    let id = format!("call-{n}-{i}");
+                    recent.push(id.clone());
+                    if random.below(2) == 0 {
+                        json!(id)
+                    } else {
+                        json!({"id": id, "type": "function"})
+                    }
+                })
+                .collect();
+            (
+                "assistant".into(),
+                format!("calling {n}"),
+                json!({"tool_calls": calls}),
+            )
+        }
+        6..=8 => {
+            // Mostly a recent call; sometimes an older one or one never made.
+            let id = match random.below(8) {
+                0 => format!("never-{n}"),
+                1 if !recent.is_empty() => recent[random.below(recent.len())].clone(),
+                _ if !recent.is_empty() => {
+                    recent[recent.len() - 1 - random.below(recent.len().min(3))].clone()
+                }
+                _ => format!("never-{n}"),
+            };
+            (
+                "tool".into(),
+                format!("result {n}"),
+                json!({"tool_call_id": id}),
+            )
+        }
+        // A tool message whose call id is no string answers no call.
+        _ => (
+            "tool".into(),
+            format!("odd {n}"),
+            json!({"tool_call_id": n}),
+        ),
+    }
+}
+
+fn check(client: &mut Client, rings: &[Ring], random: &mut Random, step: usize) {
+    let mut all: Vec<Message> = rings.iter().flat_map(Ring::stored).collect();
+    all.sort_by_key(|m| m.seq);
+    for (thread, ring) in THREADS.iter().zip(rings) {
+        let stored = ring.stored();
+        let everything = read_window(client, Some(thread), 1000);
+        assert_eq!(
+            everything, stored,
+            "step {step}: thread {thread} holds what the model holds"
+        );
+        let lim = 1 + random.below(ring.keep + 1);
+        assert_eq!(
+            read_window(client, Some(thread), lim as i32),
+            window(&stored, lim),
+            "step {step}: messages(thread {thread}, lim {lim})"
+        );
+        assert_eq!(
+            json_window(client, Some(thread), lim as i32),
+            window(&stored, lim),
+            "step {step}: messages_json(thread {thread}, lim {lim})"
+        );
+    }
+    let lim = 1 + random.below(8);
+    assert_eq!(
+        read_window(client, None, lim as i32),
+        window(&all, lim),
+        "step {step}: messages(session, lim {lim})"
+    );
+    client
+        .execute(
+            "SELECT agent_memory.wm_set($1, 'config', jsonb_build_object('history_length', $2::int4))",
+            &[&SESSION, &(lim as i32)],
+        )
+        .expect("wm_set config");
+    assert_eq!(
+        snapshot_window(client, None),
+        window(&all, lim),
+        "step {step}: working_memory messages (history_length {lim})"
+    );
+}
+
+#[test]
+fn no_thread_and_no_window_holds_a_result_without_its_call() {
+    let seed: u64 = std::env::var("TOOL_RESULTS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_2026);
+    println!("TOOL_RESULTS_SEED={seed}");
+    let mut random = Random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let db = "am_it_tool_results";
+    let mut client = fresh_database(db);
+    client
+        .execute(
+            "SELECT agent_memory.create_session('modeller', session_id => $1)",
+            &[&SESSION],
+        )
+        .unwrap();
+    let keeps = [1 + random.below(4), 2 + random.below(4)];
+    println!("keeps: {keeps:?}");
+    let mut rings: Vec<Ring> = keeps.iter().map(|&k| Ring::new(k)).collect();
+    let mut recent = Vec::new();
+    let mut next_seq = 1i64;
+    let (mut stored_results, mut trimmed_at_once) = (0usize, 0usize);
+
+    for step in 0..STEPS {
+        let t = random.below(THREADS.len());
+        let thread = THREADS[t];
+        let keep = rings[t].keep as i32;
+        match random.below(10) {
+            0 => {
+                let popped: Option<String> = client
+                    .query_one(
+                        "SELECT (agent_memory.pop_message($1, $2) ->> 'seq')",
+                        &[&SESSION, &thread],
+                    )
+                    .expect("pop")
+                    .get(0);
+                let expected = rings[t].pop().map(|m| m.seq.to_string());
+                assert_eq!(popped, expected, "step {step}: pop of thread {thread}");
+            }
+            1..=3 => {
+                let count = 2 + random.below(4);
+                let batch: Vec<(String, String, Value)> = (0..count)
+                    .map(|i| random_message(&mut random, &mut recent, step * 10 + i))
+                    .collect();
+                let array: Value = batch
+                    .iter()
+                    .map(|(role, content, metadata)| json!({"role": role, "content": content, "metadata": metadata}))
+                    .collect();
+                let seqs: Vec<i64> = client
+                    .query_one(
+                        "SELECT agent_memory.append_messages($1, $2::text::jsonb, $3, $4)",
+                        &[&SESSION, &array.to_string(), &thread, &keep],
+                    )
+                    .expect("append_messages")
+                    .get(0);
+                assert_eq!(
+                    seqs,
+                    (next_seq..next_seq + count as i64).collect::<Vec<_>>(),
+                    "step {step}: batch seqs"
+                );
+                for ((role, content, metadata), seq) in batch.into_iter().zip(seqs) {
+                    let message = Message {
+                        seq,
+                        role,
+                        content,
+                        metadata,
+                    };
+                    let answers = message.answers().is_some();
+                    rings[t].append(message);
+                    if answers {
+                        if rings[t].stored().iter().any(|m| m.seq == seq) {
+                            stored_results += 1;
+                        } else {
+                            trimmed_at_once += 1;
+                        }
+                    }
+                }
+                next_seq += count as i64;
+            }
+            _ => {
+                let (role, content, metadata) = random_message(&mut random, &mut recent, step * 10);
+                let seq: i64 = client
+                    .query_one(
+                        "SELECT agent_memory.append_message($1, $2, $3, $4, $5::text::jsonb, $6)",
+                        &[
+                            &SESSION,
+                            &role,
+                            &content,
+                            &thread,
+                            &metadata.to_string(),
+                            &keep,
+                        ],
+                    )
+                    .expect("append_message")
+                    .get(0);
+                assert_eq!(seq, next_seq, "step {step}: seq");
+                next_seq += 1;
+                let message = Message {
+                    seq,
+                    role,
+                    content,
+                    metadata,
+                };
+                let answers = message.answers().is_some();
+                rings[t].append(message);
+                if answers {
+                    if rings[t].stored().iter().any(|m| m.seq == seq) {
+                        stored_results += 1;
+                    } else {
+                        trimmed_at_once += 1;
+                    }
+                }
+            }
+        }
+        check(&mut client, &rings, &mut random, step);
+    }
+    println!(
+        "{STEPS} steps: {stored_results} tool results stored, {trimmed_at_once} trimmed at once"
+    );
+    // The run exercised both sides of the rule.
+    assert!(stored_results > 0 && trimmed_at_once > 0);
+    drop(client);
+    drop_database(db);
+}
