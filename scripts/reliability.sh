@@ -5,8 +5,9 @@
 #            (scripts/upgrade_test.sh)
 #   hostile  a corpus of hostile arguments through every SQL function
 #            (tests/integration/tests/hostile_input.rs)
-#   tenants  every function called by one tenant on another's memory
-#            (tests/integration/tests/tenant_isolation.rs)
+#   tenants  every function called by one tenant on another's memory, and
+#            each tenant's notifications on its own channel
+#            (tests/integration/tests/tenant_{isolation,notifications}.rs)
 #   planted  every function called with objects planted on the search_path
 #            (tests/integration/tests/planted_objects.rs)
 #   crash    backends killed mid-write, an immediate stop under load, the
@@ -56,7 +57,10 @@ run_integration_test() { # test-file summary-prefix
 }
 
 part_hostile() { run_integration_test hostile_input "hostile_input: "; }
-part_tenants() { run_integration_test tenant_isolation "tenants: "; }
+part_tenants() {
+  run_integration_test tenant_isolation "tenants: "
+  run_integration_test tenant_notifications "notify: "
+}
 part_planted() { run_integration_test planted_objects "planted: "; }
 part_crash() { run_integration_test crash "crash: "; }
 
@@ -109,5 +113,6 @@ figure() { # regex-with-one-number: sums the number over every matching line
 echo "reliability pg$PG (${parts[*]}): interleavings tried $(figure '[0-9]+ interleavings')," \
   "crashes survived $(figure '[0-9]+ crashes survived')," \
   "hostile inputs tried $(figure 'hostile_input: [0-9]+ calls')," \
+  "notify payloads checked $(figure 'notify: [0-9]+ payloads checked')," \
   "internal errors $(figure '[0-9]+ internal errors')," \
   "rows lost $(figure '[0-9]+ rows lost'): all held"

@@ -23,6 +23,23 @@ COMMENT ON FUNCTION agent_memory.caller_tenant() IS
 COMMENT ON FUNCTION agent_memory.visible_tenant() IS
     'The tenant whose rows the caller sees and changes while agent_memory.tenant_isolation is on; NULL (every tenant) while it is off';
 
+-- Each tenant's notification channel, named from a secret only the owner
+-- reads (as cargo pgrx schema generates the function).
+CREATE FUNCTION agent_memory.notify_channel() RETURNS text
+STRICT STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'notify_channel_wrapper';
+COMMENT ON FUNCTION agent_memory.notify_channel() IS
+    'The channel to LISTEN on for the caller''s changes: agent_memory while agent_memory.tenant_isolation is off, else one per tenant that no other tenant can name';
+CREATE TABLE agent_memory.notify_secret (
+    secret text NOT NULL
+);
+INSERT INTO agent_memory.notify_secret
+SELECT pg_catalog.replace(pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text, '-', '');
+COMMENT ON TABLE agent_memory.notify_secret IS
+    'The secret that names each tenant''s notification channel; readable by its owner only';
+
 -- Many messages to one thread in one call (as cargo pgrx schema generates it).
 CREATE FUNCTION agent_memory.append_messages(
     session_id text, messages jsonb, node_id text DEFAULT NULL, keep integer DEFAULT NULL
@@ -192,6 +209,7 @@ ALTER TABLE agent_memory.graph_nodes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL 
 ALTER TABLE agent_memory.graph_node_versions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_files ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_scopes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.notify_secret OWNER TO agent_memory_owner;
 
 -- A view runs with its owner's rights unless told otherwise, which would
 -- show every tenant's threads.
@@ -253,6 +271,7 @@ GRANT EXECUTE ON FUNCTION
     agent_memory.version(),
     agent_memory.caller_tenant(),
     agent_memory.visible_tenant(),
+    agent_memory.notify_channel(),
     agent_memory.is_active(text),
     agent_memory.session_stats(),
     agent_memory.user_sessions(text),
@@ -289,3 +308,6 @@ TO agent_memory_reader;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA agent_memory TO agent_memory_writer;
 GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA agent_memory TO agent_memory_writer;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA agent_memory TO agent_memory_writer;
+
+-- The notification secret is for the extension alone (see notify_channel()).
+REVOKE ALL ON agent_memory.notify_secret FROM agent_memory_reader, agent_memory_writer;

@@ -288,6 +288,20 @@ COMMENT ON TABLE agent_memory.memory_scopes IS
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_scopes', '');
 
+-- The secret that names each tenant's notification channel (see
+-- notify_channel()): no role but the owner may read it, so no tenant can
+-- compute, and so LISTEN to or send on, another tenant's channel. Made at
+-- CREATE EXTENSION, not dumped: a restored database gets a new one, and
+-- listeners ask for their channel again.
+CREATE TABLE agent_memory.notify_secret (
+    secret text NOT NULL
+);
+INSERT INTO agent_memory.notify_secret
+SELECT pg_catalog.replace(pg_catalog.gen_random_uuid()::text || pg_catalog.gen_random_uuid()::text, '-', '');
+
+COMMENT ON TABLE agent_memory.notify_secret IS
+    'The secret that names each tenant''s notification channel; readable by its owner only';
+
 -- One row per cleanup run, by cleanup_expired() or the background worker.
 -- Operational history, not user data: not dumped.
 CREATE TABLE agent_memory.cleanup_runs (

@@ -40,6 +40,7 @@ GRANT EXECUTE ON FUNCTION
     agent_memory.version(),
     agent_memory.caller_tenant(),
     agent_memory.visible_tenant(),
+    agent_memory.notify_channel(),
     agent_memory.is_active(text),
     agent_memory.session_stats(),
     agent_memory.user_sessions(text),
@@ -76,3 +77,6 @@ TO agent_memory_reader;
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA agent_memory TO agent_memory_writer;
 GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA agent_memory TO agent_memory_writer;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA agent_memory TO agent_memory_writer;
+
+-- The notification secret is for the extension alone (see notify_channel()).
+REVOKE ALL ON agent_memory.notify_secret FROM agent_memory_reader, agent_memory_writer;

@@ -1,6 +1,13 @@
-//! Change notifications on channel `agent_memory`: queued by each change,
-//! handed to PostgreSQL just before commit, and only while some backend
-//! listens.
+//! Change notifications: queued by each change, handed to PostgreSQL just
+//! before commit, and only while some backend listens.
+//!
+//! While `agent_memory.tenant_isolation` is off every role shares one
+//! memory and every change goes to channel `agent_memory`. While it is on,
+//! each tenant's changes go to its own channel, `agent_memory_` and 40 hex
+//! digits of sha256(secret '/' tenant), where the secret is a random value
+//! in `agent_memory.notify_secret` that only the tables' owner may read:
+//! no tenant can name another's channel, so none can LISTEN to it or send
+//! on it. `notify_channel()` tells a caller its own.
 //!
 //! Every transaction that calls `pg_notify` takes one cluster-wide lock at
 //! commit, so notifying writers commit one at a time; measured with four
@@ -28,14 +35,39 @@
 //! 5% of its throughput.)
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use pgrx::prelude::*;
-use pgrx::{IntoDatum, PgAtomic, pg_shmem_init};
+use pgrx::{IntoDatum, PgAtomic, PgBuiltInOids, PgOid, pg_shmem_init};
 
-/// The channel every change is announced on.
+use crate::error::SqlResult;
+use crate::plans::{Statement, first_value_of};
+use crate::settings::TENANT_ISOLATION;
+
+/// The channel of every change while tenants are not isolated.
 pub const CHANNEL: &str = "agent_memory";
+
+/// How every tenant's channel begins.
+const TENANT_CHANNEL_PREFIX: &str = "agent_memory_";
+
+/// The owner of the secret, who alone may read it.
+static SECRET_OWNER: Statement = Statement {
+    sql: "SELECT c.relowner FROM pg_catalog.pg_class c
+          WHERE c.oid = 'agent_memory.notify_secret'::pg_catalog.regclass",
+    args: &[],
+    writes: false,
+};
+
+/// Tenant $1's channel; run as the secret's owner.
+static TENANT_CHANNEL: Statement = Statement {
+    sql: "SELECT 'agent_memory_' || pg_catalog.left(pg_catalog.encode(pg_catalog.sha256(
+                   pg_catalog.convert_to(s.secret || '/' || $1, 'UTF8')), 'hex'), 40)
+          FROM agent_memory.notify_secret s",
+    args: &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
+    writes: false,
+};
 
 /// What the backends share: the listener count and the writers' epochs.
 #[derive(Default)]
@@ -56,9 +88,11 @@ static LISTENING: PgAtomic<Listening> = unsafe { PgAtomic::new(c"agent_memory_li
 /// Whether LISTENING exists (the library was preloaded).
 static COUNTING: AtomicBool = AtomicBool::new(false);
 
-/// A change to announce: (session, node key, part, version).
+/// A change to announce: (channel, session, node key, part, version).
 struct Change {
     subxact: pg_sys::SubTransactionId,
+    /// The writer's tenant's channel.
+    channel: String,
     session_id: String,
     node_key: String,
     part: Option<&'static str>,
@@ -90,6 +124,8 @@ thread_local! {
     static EXIT_HOOKED: Cell<bool> = const { Cell::new(false) };
     /// The epoch slot this backend's committing transaction registered in.
     static REGISTERED: Cell<Option<usize>> = const { Cell::new(None) };
+    /// Channels of the tenants this backend has announced changes of.
+    static CHANNELS: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
 }
 
 static mut PREVIOUS_UTILITY_HOOK: pg_sys::ProcessUtility_hook_type = None;
@@ -120,18 +156,23 @@ pub fn queue_change(
     node_key: &str,
     part: Option<&'static str>,
     version: Option<i32>,
-) {
+) -> SqlResult<()> {
+    // Named now, while statements can run (not at commit, which has no
+    // snapshot); a cache makes it one lookup after a tenant's first change.
+    let channel = notify_channel()?;
     // SAFETY: reads the current subtransaction id; never errors.
     let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
     PENDING.with(|pending| {
         pending.borrow_mut().push(Change {
             subxact,
+            channel,
             session_id: session_id.to_owned(),
             node_key: node_key.to_owned(),
             part,
             version,
         })
     });
+    Ok(())
 }
 
 /// Leave the epoch slot, once this backend's commit is visible or it
@@ -179,10 +220,83 @@ fn send_pending() {
         unsafe {
             pgrx::direct_function_call_as_datum(
                 pg_sys::pg_notify,
-                &[CHANNEL.into_datum(), change.payload().into_datum()],
+                &[
+                    change.channel.as_str().into_datum(),
+                    change.payload().into_datum(),
+                ],
             );
         }
     }
+}
+
+/// The channel of `tenant`'s changes: CHANNEL for '' (no isolation), else
+/// the tenant's own, named from the secret, which is read as its owner.
+fn channel_of(tenant: &str) -> SqlResult<String> {
+    if tenant.is_empty() {
+        return Ok(CHANNEL.to_string());
+    }
+    if let Some(channel) = CHANNELS.with(|channels| channels.borrow().get(tenant).cloned()) {
+        return Ok(channel);
+    }
+    let owner = first_value_of::<pg_sys::Oid>(&SECRET_OWNER, &[])?.ok_or_else(|| {
+        crate::error::report(agent_memory_core::Error::internal("no notify_secret table"))
+    })?;
+    let channel = as_role(owner, || {
+        first_value_of::<String>(&TENANT_CHANNEL, &[tenant.into()])
+    })?
+    .ok_or_else(|| {
+        crate::error::report(agent_memory_core::Error::internal("no notification secret"))
+    })?;
+    CHANNELS.with(|channels| {
+        let mut channels = channels.borrow_mut();
+        // Bounded: a backend that serves many tenants recomputes some.
+        if channels.len() >= 1024 {
+            channels.clear();
+        }
+        channels.insert(tenant.to_string(), channel.clone());
+    });
+    Ok(channel)
+}
+
+/// Run `body` as role `owner`, as a SECURITY DEFINER function runs, and
+/// switch back however it ends (an error also restores the role when its
+/// transaction or subtransaction aborts).
+fn as_role<R>(owner: pg_sys::Oid, body: impl FnOnce() -> R) -> R {
+    let mut user = pg_sys::Oid::INVALID;
+    let mut context: std::ffi::c_int = 0;
+    // SAFETY: reading and setting the backend's current user, as
+    // fmgr_security_definer does; the finally block restores both.
+    unsafe {
+        pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
+        pg_sys::SetUserIdAndSecContext(
+            owner,
+            context
+                | pg_sys::SECURITY_LOCAL_USERID_CHANGE as std::ffi::c_int
+                | pg_sys::SECURITY_RESTRICTED_OPERATION as std::ffi::c_int,
+        );
+    }
+    let body = std::panic::AssertUnwindSafe(body);
+    PgTryBuilder::new(move || {
+        let body = body;
+        (body.0)()
+    })
+    .finally(|| {
+        // SAFETY: restores what was read above.
+        unsafe { pg_sys::SetUserIdAndSecContext(user, context) }
+    })
+    .execute()
+}
+
+/// The channel on which the caller's changes are announced.
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn notify_channel() -> SqlResult<String> {
+    let tenant = if TENANT_ISOLATION.get() {
+        crate::tenants::caller_tenant()?
+    } else {
+        String::new()
+    };
+    channel_of(&tenant)
 }
 
 #[pg_guard]
@@ -261,13 +375,15 @@ enum ListenEffect {
     Unlisten,
 }
 
-/// Whether `name` (a C string, NULL: every channel) names our channel.
-unsafe fn is_channel(name: *const std::ffi::c_char, null_means_all: bool) -> bool {
+/// Whether `name` (a C string) names one of our channels: the shared one or
+/// a tenant's.
+unsafe fn is_channel(name: *const std::ffi::c_char) -> bool {
     if name.is_null() {
-        return null_means_all;
+        return false;
     }
     // SAFETY: the parser's channel names are NUL-terminated strings.
-    unsafe { CStr::from_ptr(name) }.to_bytes() == CHANNEL.as_bytes()
+    let name = unsafe { CStr::from_ptr(name) }.to_bytes();
+    name == CHANNEL.as_bytes() || name.starts_with(TENANT_CHANNEL_PREFIX.as_bytes())
 }
 
 unsafe fn listen_effect(statement: *mut pg_sys::Node) -> ListenEffect {
@@ -279,15 +395,18 @@ unsafe fn listen_effect(statement: *mut pg_sys::Node) -> ListenEffect {
         match (*statement).type_ {
             pg_sys::NodeTag::T_ListenStmt => {
                 let listen = statement.cast::<pg_sys::ListenStmt>();
-                if is_channel((*listen).conditionname, false) {
+                if is_channel((*listen).conditionname) {
                     ListenEffect::Listen
                 } else {
                     ListenEffect::None
                 }
             }
             pg_sys::NodeTag::T_UnlistenStmt => {
+                // Only UNLISTEN * uncounts: a backend may listen on more
+                // than one of our channels, and staying counted after
+                // leaving one only costs notifications nobody reads.
                 let unlisten = statement.cast::<pg_sys::UnlistenStmt>();
-                if is_channel((*unlisten).conditionname, true) {
+                if (*unlisten).conditionname.is_null() {
                     ListenEffect::Unlisten
                 } else {
                     ListenEffect::None

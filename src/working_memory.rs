@@ -249,7 +249,7 @@ pub fn write_part(
             return Err(session_gone(session_id)).or_report();
         }
         let version = table.first().get::<i32>(1).or_report()?;
-        notify::queue_change(session_id, node, Some(part_name), version);
+        notify::queue_change(session_id, node, Some(part_name), version)?;
         if renewal_due(session_id) {
             let renew = kept(client, &RENEW).or_report()?;
             client
@@ -412,7 +412,7 @@ fn clear(session_id: Option<&str>, node: Option<&str>, node_entries_only: bool) 
         for row in table {
             let session = row.get::<&str>(1).or_report()?.unwrap_or_default();
             let node = row.get::<&str>(2).or_report()?.unwrap_or_default();
-            notify::queue_change(session, node, None, None);
+            notify::queue_change(session, node, None, None)?;
             cleared += 1;
         }
         Ok(cleared)

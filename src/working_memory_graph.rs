@@ -302,7 +302,7 @@ fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
             let session = row.get::<&str>(1).or_report()?.unwrap_or_default();
             let node = row.get::<&str>(2).or_report()?.unwrap_or_default();
             let version = row.get::<i32>(3).or_report()?;
-            notify::queue_change(session, node, Some(Part::ProjectStructure.name()), version);
+            notify::queue_change(session, node, Some(Part::ProjectStructure.name()), version)?;
             changed += 1;
         }
         Ok(changed)

@@ -69,6 +69,10 @@ pub const BASES: &[Base] = &[
         calls: &[&[]],
     },
     Base {
+        function: "notify_channel()",
+        calls: &[&[]],
+    },
+    Base {
         function: "create_session(text, jsonb, text, interval)",
         calls: &[&[
             Some("new-user"),
