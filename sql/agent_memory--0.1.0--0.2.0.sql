@@ -210,6 +210,7 @@ ALTER TABLE agent_memory.graph_node_versions ENABLE ROW LEVEL SECURITY, FORCE RO
 ALTER TABLE agent_memory.memory_files ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_scopes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.notify_secret OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.cleanup_runs OWNER TO agent_memory_owner;
 
 -- A view runs with its owner's rights unless told otherwise, which would
 -- show every tenant's threads.
@@ -311,3 +312,6 @@ GRANT USAGE ON ALL SEQUENCES IN SCHEMA agent_memory TO agent_memory_writer;
 
 -- The notification secret is for the extension alone (see notify_channel()).
 REVOKE ALL ON agent_memory.notify_secret FROM agent_memory_reader, agent_memory_writer;
+-- The cleanup history is the extension's record: readable, never written
+-- by a role (a run is recorded as the table's owner).
+REVOKE INSERT, UPDATE, DELETE ON agent_memory.cleanup_runs FROM agent_memory_writer;

@@ -80,3 +80,6 @@ GRANT USAGE ON ALL SEQUENCES IN SCHEMA agent_memory TO agent_memory_writer;
 
 -- The notification secret is for the extension alone (see notify_channel()).
 REVOKE ALL ON agent_memory.notify_secret FROM agent_memory_reader, agent_memory_writer;
+-- The cleanup history is the extension's record: readable, never written
+-- by a role (a run is recorded as the table's owner).
+REVOKE INSERT, UPDATE, DELETE ON agent_memory.cleanup_runs FROM agent_memory_writer;

@@ -81,6 +81,8 @@ ALTER TABLE agent_memory.memory_files ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL
 ALTER TABLE agent_memory.memory_scopes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 -- Read by the extension as its owner only (see notify_channel()).
 ALTER TABLE agent_memory.notify_secret OWNER TO agent_memory_owner;
+-- Written by the extension as its owner only: roles may read the runs.
+ALTER TABLE agent_memory.cleanup_runs OWNER TO agent_memory_owner;
 
 -- A view runs with its owner's rights unless told otherwise, which would
 -- show every tenant's threads.

@@ -239,11 +239,19 @@ static NEXT_EXPIRED_ENTRY: Statement = Statement {
     writes: true,
 };
 
+/// Record a run and drop the runs older than the newest $7: a bounded
+/// history. Run as the table's owner: roles may read the runs, not write
+/// them.
 static RECORD_RUN: Statement = Statement {
-    sql: "INSERT INTO agent_memory.cleanup_runs
-            (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches, error)
-          VALUES ($1, pg_catalog.clock_timestamp(), $2, $3, $4, $5, $6)
-          RETURNING run_id",
+    sql: "WITH run AS (
+            INSERT INTO agent_memory.cleanup_runs
+              (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches, error)
+            VALUES ($1, pg_catalog.clock_timestamp(), $2, $3, $4, $5, $6)
+            RETURNING run_id),
+          pruned AS (
+            DELETE FROM agent_memory.cleanup_runs
+            WHERE run_id <= (SELECT run_id FROM run) - $7)
+          SELECT run_id FROM run",
     args: &[
         pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIMESTAMPTZOID),
         TEXT,
@@ -251,6 +259,7 @@ static RECORD_RUN: Statement = Statement {
         INT8,
         INT4,
         TEXT,
+        INT4,
     ],
     writes: true,
 };
@@ -477,17 +486,21 @@ pub fn record_run(
     counts: Counts,
     error: Option<&str>,
 ) -> SqlResult<i64> {
-    let id = first_value_of::<i64>(
-        &RECORD_RUN,
-        &[
-            started_at.into(),
-            triggered_by.into(),
-            counts.sessions.into(),
-            counts.entries.into(),
-            counts.batches.into(),
-            error.into(),
-        ],
-    )?;
+    let kept_runs = crate::settings::CLEANUP_HISTORY.get();
+    let id = crate::notify::as_owner_of("agent_memory.cleanup_runs", || {
+        first_value_of::<i64>(
+            &RECORD_RUN,
+            &[
+                started_at.into(),
+                triggered_by.into(),
+                counts.sessions.into(),
+                counts.entries.into(),
+                counts.batches.into(),
+                error.into(),
+                kept_runs.into(),
+            ],
+        )
+    })?;
     crate::sessions::required(id, "run_id")
 }
 

@@ -52,11 +52,11 @@ pub const CHANNEL: &str = "agent_memory";
 /// How every tenant's channel begins.
 const TENANT_CHANNEL_PREFIX: &str = "agent_memory_";
 
-/// The owner of the secret, who alone may read it.
-static SECRET_OWNER: Statement = Statement {
+/// The owner of table $1.
+static TABLE_OWNER: Statement = Statement {
     sql: "SELECT c.relowner FROM pg_catalog.pg_class c
-          WHERE c.oid = 'agent_memory.notify_secret'::pg_catalog.regclass",
-    args: &[],
+          WHERE c.oid = $1::pg_catalog.regclass",
+    args: &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
     writes: false,
 };
 
@@ -238,10 +238,7 @@ fn channel_of(tenant: &str) -> SqlResult<String> {
     if let Some(channel) = CHANNELS.with(|channels| channels.borrow().get(tenant).cloned()) {
         return Ok(channel);
     }
-    let owner = first_value_of::<pg_sys::Oid>(&SECRET_OWNER, &[])?.ok_or_else(|| {
-        crate::error::report(agent_memory_core::Error::internal("no notify_secret table"))
-    })?;
-    let channel = as_role(owner, || {
+    let channel = as_owner_of("agent_memory.notify_secret", || {
         first_value_of::<String>(&TENANT_CHANNEL, &[tenant.into()])
     })?
     .ok_or_else(|| {
@@ -256,6 +253,18 @@ fn channel_of(tenant: &str) -> SqlResult<String> {
         channels.insert(tenant.to_string(), channel.clone());
     });
     Ok(channel)
+}
+
+/// Run `body` as the owner of `table` (a schema-qualified name), as a
+/// SECURITY DEFINER function runs as its owner: for the few reads and
+/// writes the extension makes that no role it serves may make itself.
+pub fn as_owner_of<R>(table: &str, body: impl FnOnce() -> SqlResult<R>) -> SqlResult<R> {
+    let owner = first_value_of::<pg_sys::Oid>(&TABLE_OWNER, &[table.into()])?.ok_or_else(|| {
+        crate::error::report(agent_memory_core::Error::internal(format!(
+            "no table {table}"
+        )))
+    })?;
+    as_role(owner, body)
 }
 
 /// Run `body` as role `owner`, as a SECURITY DEFINER function runs, and

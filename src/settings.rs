@@ -20,6 +20,7 @@ pub static KV_WORD_BUDGET: GucSetting<i32> = GucSetting::<i32>::new(600);
 pub static CLEANUP_INTERVAL_S: GucSetting<i32> = GucSetting::<i32>::new(5 * 60);
 pub static CLEANUP_BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static CLEANUP_BATCH_TIMEOUT_MS: GucSetting<i32> = GucSetting::<i32>::new(60_000);
+pub static CLEANUP_HISTORY: GucSetting<i32> = GucSetting::<i32>::new(1000);
 pub static DATABASE: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"postgres"));
 pub static SENSITIVE_DATA: GucSetting<SensitiveData> =
@@ -117,6 +118,16 @@ pub fn define_all() {
         i32::MAX,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.cleanup_history",
+        c"Cleanup runs kept in agent_memory.cleanup_runs.",
+        c"Each run recorded removes the runs older than the newest this many.",
+        &CLEANUP_HISTORY,
+        1,
+        10_000_000,
+        GucContext::Suset,
+        GucFlags::default(),
     );
     GucRegistry::define_string_guc(
         c"agent_memory.database",

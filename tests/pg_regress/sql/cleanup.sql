@@ -68,5 +68,12 @@ SELECT agent_memory.cleanup_expired() - 'run_id' AS removed;
 SHOW lock_timeout;
 COMMIT;
 
+-- The history is bounded: recording a run drops all but the newest
+-- agent_memory.cleanup_history runs.
+SET agent_memory.cleanup_history = 3;
+SELECT count(*) FROM (SELECT agent_memory.cleanup_expired() FROM generate_series(1, 5)) AS runs;
+SELECT count(*) AS runs_kept, max(run_id) - min(run_id) AS id_span FROM agent_memory.cleanup_runs;
+RESET agent_memory.cleanup_history;
+
 -- Leave the database empty for the next suite.
 DELETE FROM agent_memory.sessions;

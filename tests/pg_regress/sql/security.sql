@@ -68,6 +68,16 @@ SELECT agent_memory.wm_set('sec', 'node_context', '{"id": "n1"}') IS NOT NULL AS
 SELECT agent_memory.graph_create('sec-owner', 'Atlas', 'A project', 'Started in May.', ARRAY['__root__'], node_id => 'atlas');
 SELECT agent_memory.memory_tool('sec', '{"command": "append", "path": "/notes", "content": "tea"}');
 SELECT agent_memory.claude_memory('sec', '{"command": "view", "path": "/memories"}');
+-- It may run the cleanup, which records the run, and read the runs; it
+-- may not write them.
+SELECT agent_memory.cleanup_expired() ? 'run_id' AS recorded;
+SELECT count(*) > 0 AS runs_readable FROM agent_memory.cleanup_runs;
+INSERT INTO agent_memory.cleanup_runs (started_at, finished_at, triggered_by) VALUES (now(), now(), 'manual');
+\echo :LAST_ERROR_SQLSTATE
+UPDATE agent_memory.cleanup_runs SET error = 'forged';
+\echo :LAST_ERROR_SQLSTATE
+DELETE FROM agent_memory.cleanup_runs;
+\echo :LAST_ERROR_SQLSTATE
 RESET ROLE;
 
 -- The reader reads all of it...
