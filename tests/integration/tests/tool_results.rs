@@ -93,7 +93,8 @@ impl Ring {
         }
     }
 
-    fn append(&mut self, message: Message) {
+    /// Append; returns what became of a tool result (None: not one).
+    fn append(&mut self, message: Message) -> Option<bool> {
         let slot = self.appended % self.keep;
         self.appended += 1;
         if let Some(old) = self.slots[slot].take() {
@@ -108,13 +109,15 @@ impl Ring {
                 }
             }
         }
-        let held = match message.answers() {
+        let answers = message.answers();
+        let held = match &answers {
             None => true,
-            Some(id) => self.slots.iter().flatten().any(|m| m.calls().contains(&id)),
+            Some(id) => self.slots.iter().flatten().any(|m| m.calls().contains(id)),
         };
         if held {
             self.slots[slot] = Some(message);
         }
+        answers.map(|_| held)
     }
 
     fn pop(&mut self) -> Option<Message> {
@@ -129,6 +132,23 @@ impl Ring {
         let mut held: Vec<Message> = self.slots.iter().flatten().cloned().collect();
         held.sort_by_key(|m| m.seq);
         held
+    }
+}
+
+/// How many tool results the model stored, and trimmed at once.
+#[derive(Default)]
+struct Tally {
+    stored_results: usize,
+    trimmed_at_once: usize,
+}
+
+impl Tally {
+    fn count(&mut self, result_stored: Option<bool>) {
+        match result_stored {
+            Some(true) => self.stored_results += 1,
+            Some(false) => self.trimmed_at_once += 1,
+            None => {}
+        }
     }
 }
 
@@ -310,7 +330,7 @@ fn no_thread_and_no_window_holds_a_result_without_its_call() {
     let mut rings: Vec<Ring> = keeps.iter().map(|&k| Ring::new(k)).collect();
     let mut recent = Vec::new();
     let mut next_seq = 1i64;
-    let (mut stored_results, mut trimmed_at_once) = (0usize, 0usize);
+    let mut tally = Tally::default();
 
     for step in 0..STEPS {
         let t = random.below(THREADS.len());
@@ -356,15 +376,7 @@ fn no_thread_and_no_window_holds_a_result_without_its_call() {
                         content,
                         metadata,
                     };
-                    let answers = message.answers().is_some();
-                    rings[t].append(message);
-                    if answers {
-                        if rings[t].stored().iter().any(|m| m.seq == seq) {
-                            stored_results += 1;
-                        } else {
-                            trimmed_at_once += 1;
-                        }
-                    }
+                    tally.count(rings[t].append(message));
                 }
                 next_seq += count as i64;
             }
@@ -392,24 +404,17 @@ fn no_thread_and_no_window_holds_a_result_without_its_call() {
                     content,
                     metadata,
                 };
-                let answers = message.answers().is_some();
-                rings[t].append(message);
-                if answers {
-                    if rings[t].stored().iter().any(|m| m.seq == seq) {
-                        stored_results += 1;
-                    } else {
-                        trimmed_at_once += 1;
-                    }
-                }
+                tally.count(rings[t].append(message));
             }
         }
         check(&mut client, &rings, &mut random, step);
     }
     println!(
-        "{STEPS} steps: {stored_results} tool results stored, {trimmed_at_once} trimmed at once"
+        "{STEPS} steps: {} tool results stored, {} trimmed at once",
+        tally.stored_results, tally.trimmed_at_once
     );
     // The run exercised both sides of the rule.
-    assert!(stored_results > 0 && trimmed_at_once > 0);
+    assert!(tally.stored_results > 0 && tally.trimmed_at_once > 0);
     drop(client);
     drop_database(db);
 }
