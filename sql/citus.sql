@@ -114,6 +114,12 @@ WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memo
 -- on every node.
 -- citus_check: local agent_memory.cleanup_runs
 
+-- notify_secret stays local too: a notification is sent by the node that
+-- runs the write and heard by the listeners of that node, so each node
+-- names its tenants' channels from its own secret, and notify_channel()
+-- (not delegated) answers for the node it is called on.
+-- citus_check: local agent_memory.notify_secret
+
 -- Citus's row-level security test re-runs ALTER TABLE ... OWNER TO after
 -- distributing, noting that ownership is otherwise lost on the shards.
 -- The policies and FORCE ROW LEVEL SECURITY of sql/tenants.sql go with the
@@ -208,6 +214,8 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- citus_check: not_delegated agent_memory.version()
 -- citus_check: not_delegated agent_memory.caller_tenant()
 -- citus_check: not_delegated agent_memory.visible_tenant()
+-- It reads the secret of the node it is called on (see notify_secret):
+-- citus_check: not_delegated agent_memory.notify_channel()
 -- citus_check: not_delegated agent_memory.sensitive_findings(text)
 -- citus_check: not_delegated agent_memory.memory_scope(text,text,text)
 -- citus_check: not_delegated agent_memory.memory_tool_definition(text,text,text,text)
