@@ -23,6 +23,7 @@ use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
 const TID: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIDOID);
 const XID: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::XIDOID);
 use crate::settings;
+use crate::stream::{StreamStatement, for_each_row};
 
 // A write that returns nothing is judged by how many rows it changed
 // (`is_empty` of its result reads SPI_processed): a `RETURNING` would cost
@@ -60,7 +61,7 @@ static ANY_UNDER: Statement = Statement {
 /// The first path of scope $1 in [$2, $3): one index probe per entry of a
 /// listing, whatever the size of the subtrees it skips.
 static FIRST_FROM: Statement = Statement {
-    sql: "SELECT f.path FROM agent_memory.memory_files f
+    sql: "SELECT f.path::text FROM agent_memory.memory_files f
           WHERE f.scope OPERATOR(pg_catalog.=) $1
             AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
             AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
@@ -770,18 +771,18 @@ fn memory_scope(
 
 /// A scope's files (the caller's tenant's) in path order: paths only, or
 /// paths and contents.
-static SCOPE_PATHS: Statement = Statement {
-    sql: "SELECT f.path FROM agent_memory.memory_files f
+static SCOPE_PATHS: StreamStatement = StreamStatement {
+    sql: "SELECT f.path::text FROM agent_memory.memory_files f
           WHERE f.scope = $1 AND f.tenant = agent_memory.caller_tenant() ORDER BY f.path",
-    args: &[TEXT],
-    writes: false,
+    params: 1,
+    columns: &[pg_sys::TEXTOID],
 };
 
-static SCOPE_FILES: Statement = Statement {
-    sql: "SELECT f.path, f.content FROM agent_memory.memory_files f
+static SCOPE_FILES: StreamStatement = StreamStatement {
+    sql: "SELECT f.path::text, f.content FROM agent_memory.memory_files f
           WHERE f.scope = $1 AND f.tenant = agent_memory.caller_tenant() ORDER BY f.path",
-    args: &[TEXT],
-    writes: false,
+    params: 1,
+    columns: &[pg_sys::TEXTOID, pg_sys::TEXTOID],
 };
 
 #[pg_extern(stable, parallel_safe)]
@@ -803,27 +804,27 @@ fn memory_render(
         None => return Err(Error::null("max_chars")).or_report(),
     };
     let full = one_of("content", content, &["tree", "full"])? == "full";
-    let lines = Spi::connect(|client| -> SqlResult<Vec<String>> {
-        let plan = kept(client, if full { &SCOPE_FILES } else { &SCOPE_PATHS }).or_report()?;
-        let table = client.select(&*plan, None, &[scope.into()]).or_report()?;
-        let mut rows = Vec::with_capacity(table.len());
-        for row in table {
-            let path = row.get::<String>(1).or_report()?.unwrap_or_default();
-            let text = if full {
-                row.get::<String>(2).or_report()?.unwrap_or_default()
-            } else {
-                String::new()
-            };
-            rows.push((path, text));
+    let mut rendering = files::Rendering::new(max_chars, settings::max_result_bytes());
+    if full {
+        // Files are read one at a time; only what can still fit is kept.
+        for_each_row(&SCOPE_FILES, &[Some(scope)], &mut |row| {
+            rendering
+                .push_file(row.text(1, "path")?, row.text(2, "content")?)
+                .or_report()
+        })?;
+    } else {
+        // The tree needs every path (a scope holds at most
+        // agent_memory.max_files_per_scope files).
+        let mut paths = Vec::new();
+        for_each_row(&SCOPE_PATHS, &[Some(scope)], &mut |row| {
+            paths.push(row.text(1, "path")?.to_owned());
+            Ok(())
+        })?;
+        for line in files::tree_lines(&paths) {
+            rendering.push(&line).or_report()?;
         }
-        Ok(if full {
-            files::full_lines(rows.iter().map(|(p, c)| (p.as_str(), c.as_str())))
-        } else {
-            let paths: Vec<String> = rows.into_iter().map(|(p, _)| p).collect();
-            files::tree_lines(&paths)
-        })
-    })?;
-    Ok(files::within(&lines, max_chars))
+    }
+    Ok(rendering.finish())
 }
 
 #[pg_extern(immutable, parallel_safe)]

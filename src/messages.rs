@@ -20,9 +20,9 @@
 use pgrx::prelude::*;
 use serde_json::json;
 
-use agent_memory_core::Error;
 use agent_memory_core::jsonb::JsonbWriter;
 use agent_memory_core::messages::{self, Stored};
+use agent_memory_core::{Error, ErrorKind};
 
 use crate::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::error::{OrReport, SqlResult};
@@ -32,6 +32,7 @@ use crate::sessions::{
     lock_session, required, session_gone,
 };
 use crate::settings;
+use crate::stream::{StreamRow, StreamStatement, for_each_row};
 
 /// The thread key of a node: the node id, or '' for session-wide messages
 /// (node ids are never empty).
@@ -360,8 +361,8 @@ macro_rules! newest_messages {
              FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
              WHERE m.session_id = $1 AND m.tenant = agent_memory.caller_tenant()
                AND ($2::text IS NULL OR m.thread_key = $2) AND ",
-            active!("s", "$4"),
-            " ORDER BY m.seq DESC LIMIT $3"
+            active!("s", "$4::int4"),
+            " ORDER BY m.seq DESC LIMIT $3::int4"
         )
     };
 }
@@ -394,17 +395,28 @@ macro_rules! holds_its_call {
 }
 pub(crate) use holds_its_call;
 
-static READ_MESSAGES: Statement = Statement {
+/// The newest $3 messages of thread $2 (of the session when NULL) of active
+/// session $1 (idle timeout $4 minutes), oldest first, read row by row:
+/// `messages` and `messages_json` hold one row at a time, however many.
+static READ_MESSAGES: StreamStatement = StreamStatement {
     sql: concat!(
         "WITH newest AS MATERIALIZED (",
         newest_messages!(),
         ")
-         SELECT * FROM newest n WHERE ",
+         SELECT n.seq, n.node_id, n.role::text, n.content, n.metadata::jsonb, n.created_at
+         FROM newest n WHERE ",
         holds_its_call!("n", "newest"),
         " ORDER BY seq"
     ),
-    args: &[TEXT, TEXT, INT4, INT4],
-    writes: false,
+    params: 4,
+    columns: &[
+        pg_sys::INT8OID,
+        pg_sys::TEXTOID,
+        pg_sys::TEXTOID,
+        pg_sys::TEXTOID,
+        pg_sys::JSONBOID,
+        pg_sys::TIMESTAMPTZOID,
+    ],
 };
 
 static LAST_USER: Statement = Statement {
@@ -967,73 +979,97 @@ fn write_slot(
 }
 
 /// The newest `lim` messages of a thread (or of the whole session when
-/// `node_id` is NULL) of an active session, oldest first, handed to `read`.
-fn with_newest<R>(
+/// `node_id` is NULL) of an active session, oldest first, handed one by one
+/// to `each`.
+fn for_each_newest(
     session_id: &str,
     node_id: Option<&str>,
     lim: i32,
-    read: impl FnOnce(pgrx::spi::SpiTupleTable<'_>) -> SqlResult<R>,
-) -> SqlResult<R> {
-    Spi::connect(|client| {
-        let plan = kept(client, &READ_MESSAGES).or_report()?;
-        let rows = client
-            .select(
-                &*plan,
-                None,
-                &[
-                    session_id.into(),
-                    node_id.into(),
-                    lim.into(),
-                    idle_timeout_minutes().into(),
-                ],
-            )
-            .or_report()?;
-        read(rows)
-    })
+    each: &mut dyn FnMut(&StreamRow<'_>) -> SqlResult<()>,
+) -> SqlResult<()> {
+    let lim = lim.to_string();
+    let idle = idle_timeout_minutes().to_string();
+    for_each_row(
+        &READ_MESSAGES,
+        &[Some(session_id), node_id, Some(&lim), Some(&idle)],
+        each,
+    )
 }
 
-#[pg_extern(stable, parallel_safe)]
-#[search_path(pg_catalog, pg_temp)]
-fn messages(
-    session_id: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
-    lim: default!(Option<i32>, "50"),
-) -> Result<
-    // Spelled out: pgrx reads the column names from this signature.
-    TableIterator<
-        'static,
-        (
-            name!(seq, i64),
-            name!(node_id, Option<String>),
-            name!(role, String),
-            name!(content, String),
-            name!(metadata, JsonbBytes),
-            name!(created_at, TimestampWithTimeZone),
-        ),
-    >,
-    pgrx::pg_sys::panic::ErrorReport,
-> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node_id = checked_node(node_id)?;
-    let lim = checked_limit(lim)?;
-    let rows = with_newest(session_id, node_id, lim, |table| {
-        let mut rows = Vec::with_capacity(table.len());
-        for row in table {
-            rows.push((
-                required(row.get::<i64>(1).or_report()?, "seq")?,
-                row.get::<String>(2).or_report()?,
-                required(row.get::<String>(3).or_report()?, "role")?,
-                required(row.get::<String>(4).or_report()?, "content")?,
-                required(row.get::<JsonbBytes>(5).or_report()?, "metadata")?,
-                required(
-                    row.get::<TimestampWithTimeZone>(6).or_report()?,
-                    "created_at",
-                )?,
-            ));
-        }
-        Ok(rows)
-    })?;
-    Ok(TableIterator::new(rows))
+// messages returns its rows in materialize mode: each row goes into the
+// result store (which spills to disk past work_mem) as it is read, so a
+// call holds one message in memory whatever `lim` is; pgrx's table
+// functions collect every row first. The C symbol keeps the name earlier
+// versions declared, so their catalogs find it.
+extension_sql!(
+    r#"
+CREATE FUNCTION agent_memory.messages(session_id text, node_id text DEFAULT NULL, lim integer DEFAULT 50)
+RETURNS TABLE (seq bigint, node_id text, role text, content text, metadata jsonb,
+               created_at timestamp with time zone)
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'messages_wrapper';
+"#,
+    name = "messages"
+);
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_messages_wrapper() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// The C entry point of messages(session_id, node_id, lim).
+///
+/// # Safety
+/// Called by PostgreSQL's function manager with a valid `fcinfo`.
+#[unsafe(no_mangle)]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn messages_wrapper(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: fcinfo comes from the function manager.
+    if let Err(report) = unsafe { put_message_rows(fcinfo) } {
+        report.report(PgLogLevel::ERROR);
+    }
+    pg_sys::Datum::from(0)
+}
+
+/// Read the newest messages and put them into the result store.
+///
+/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
+/// materialize mode (InitMaterializedSRF checks it).
+unsafe fn put_message_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
+    use pgrx::fcinfo::pg_getarg;
+    let session_id = checked_id("session_id", unsafe { pg_getarg::<&str>(fcinfo, 0) })?;
+    let node_id = checked_node(unsafe { pg_getarg::<&str>(fcinfo, 1) })?;
+    let lim = checked_limit(unsafe { pg_getarg::<i32>(fcinfo, 2) })?;
+    unsafe {
+        pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC);
+        let result = (*fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>();
+        let (store, desc) = ((*result).setResult, (*result).setDesc);
+        // Text and jsonb values are detoasted (in the row's memory): the
+        // store keeps values, never pointers into a table.
+        let value = |datum: pg_sys::Datum| {
+            pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
+        };
+        for_each_newest(session_id, node_id, lim, &mut |row| {
+            let node = row.nullable(2);
+            let mut values = [
+                row.datum(1, "seq")?,
+                node.map_or(pg_sys::Datum::from(0), value),
+                value(row.datum(3, "role")?),
+                value(row.datum(4, "content")?),
+                value(row.datum(5, "metadata")?),
+                row.datum(6, "created_at")?,
+            ];
+            let mut nulls = [false, node.is_none(), false, false, false, false];
+            // The store copies the values.
+            pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+            Ok(())
+        })
+    }
 }
 
 #[pg_extern(stable, parallel_safe)]
@@ -1046,37 +1082,65 @@ fn messages_json(
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
     let lim = checked_limit(lim)?;
-    with_newest(session_id, node_id, lim, |rows| {
-        // Written in jsonb's binary form as the rows are read: the same
-        // bytes jsonb_agg(jsonb_build_object(...)) makes, without building
-        // and re-reading a jsonb object per message.
-        let mut w = JsonbWriter::with_capacity(64 + rows.len() * 256);
-        let mut stamp = [0 as std::ffi::c_char; pg_sys::MAXDATELEN as usize + 1];
-        w.begin_array(rows.len());
-        for row in rows {
-            let seq = required(row.get::<i64>(1).or_report()?, "seq")?;
-            let role = required(row.get::<&str>(3).or_report()?, "role")?;
-            let content = required(row.get::<&str>(4).or_report()?, "content")?;
-            let metadata = required(row.get::<JsonbBytes>(5).or_report()?, "metadata")?;
-            let created = required(
-                row.get::<TimestampWithTimeZone>(6).or_report()?,
-                "created_at",
-            )?;
-            // Keys in jsonb's order: by length, then bytes.
-            w.begin_object(5);
-            for key in ["seq", "role", "content", "metadata", "created_at"] {
-                w.string(key);
-            }
-            w.numeric(&numeric_bytes(seq));
-            w.string(role);
-            w.string(content);
-            w.jsonb(&metadata.0);
-            w.string(&json_timestamptz(&mut stamp, created));
-            w.end();
+    let max_bytes = settings::max_result_bytes();
+    // Each message's object is written in jsonb's binary form as its row is
+    // read (the same bytes jsonb_build_object makes), then the array of
+    // them, whose header needs their count.
+    let mut objects = JsonbWriter::with_capacity(4096);
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut ends: Vec<usize> = Vec::new();
+    let mut stamp = [0 as std::ffi::c_char; pg_sys::MAXDATELEN as usize + 1];
+    for_each_newest(session_id, node_id, lim, &mut |row| {
+        let w = &mut objects;
+        // SAFETY: column 5 is a jsonb of the row.
+        let metadata = unsafe { JsonbBytes::from_datum(row.datum(5, "metadata")?, false) };
+        let metadata = required(metadata, "metadata")?;
+        // Keys in jsonb's order: by length, then bytes.
+        w.begin_object(5);
+        for key in ["seq", "role", "content", "metadata", "created_at"] {
+            w.string(key);
         }
+        w.numeric(&numeric_bytes(row.int8(1, "seq")?));
+        w.string(row.text(3, "role")?);
+        w.string(row.text(4, "content")?);
+        w.jsonb(&metadata.0);
+        w.string(&json_timestamptz(
+            &mut stamp,
+            row.timestamptz(6, "created_at")?,
+        ));
         w.end();
-        Ok(JsonbBytes(w.finish().or_report()?))
-    })
+        w.finish_into(&mut bytes).or_report()?;
+        ends.push(bytes.len());
+        if bytes.len() > max_bytes {
+            return Err(too_large_for_json(max_bytes)).or_report();
+        }
+        Ok(())
+    })?;
+    let mut w = JsonbWriter::with_capacity(64 + bytes.len() + ends.len() * 8);
+    w.begin_array(ends.len());
+    let mut start = 0;
+    for &end in &ends {
+        w.container(&bytes[start..end]);
+        start = end;
+    }
+    drop(bytes);
+    w.end();
+    let document = w
+        .finish()
+        .map_err(|e| match e.kind {
+            ErrorKind::LimitExceeded => too_large_for_json(max_bytes),
+            _ => e,
+        })
+        .or_report()?;
+    Ok(JsonbBytes(document))
+}
+
+fn too_large_for_json(max_bytes: usize) -> Error {
+    Error::limit(format!(
+        "the messages take more than {max_bytes} bytes as one JSON value"
+    ))
+    .with_detail("agent_memory.max_result_bytes limits a value a function builds in memory")
+    .with_hint("read them as rows with messages(), or ask for fewer with lim")
 }
 
 /// A timestamptz as jsonb_build_object writes it (ISO 8601, in the

@@ -10,6 +10,11 @@ use std::ffi::CString;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 
+/// `agent_memory.max_result_bytes`.
+pub fn max_result_bytes() -> usize {
+    MAX_RESULT_BYTES.get().max(0) as usize
+}
+
 /// Hard ceiling of messages kept per (session, node), whatever the setting.
 pub const MAX_MESSAGES_CAP: i32 = 200;
 
@@ -30,6 +35,9 @@ pub static MAX_FILE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(100 * 1024);
 pub static MAX_FILES_PER_SCOPE: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub static MAX_MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static MAX_NODE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
+pub static MAX_RESULT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024 * 1024);
+pub static MAX_NODE_REFS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+pub static MAX_TREE_ROWS: GucSetting<i32> = GucSetting::<i32>::new(10_000_000);
 pub static TENANT_ISOLATION: GucSetting<bool> = GucSetting::<bool>::new(false);
 pub static TENANT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 pub static STRIP_NODE_KEYS: GucSetting<Option<CString>> =
@@ -185,13 +193,43 @@ pub fn define_all() {
     );
     GucRegistry::define_int_guc(
         c"agent_memory.max_node_bytes",
-        c"Largest graph node body the graph functions store.",
-        c"",
+        c"Largest graph node (title, description and body together) the graph functions store.",
+        c"A change description has the same limit on its own.",
         &MAX_NODE_BYTES,
         1,
         i32::MAX,
         GucContext::Suset,
         GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_result_bytes",
+        c"Largest single value (JSON or text) a function builds in memory.",
+        c"Bounds messages_json and memory_render; functions that return rows stream them instead.",
+        &MAX_RESULT_BYTES,
+        1024,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_node_refs",
+        c"Most refs (explicit refs and body links) one graph node holds.",
+        c"",
+        &MAX_NODE_REFS,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_tree_rows",
+        c"Most rows graph_tree_rows returns; a larger projection is refused.",
+        c"A node appears once under each of its parents, so shared children multiply rows.",
+        &MAX_TREE_ROWS,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
     );
     GucRegistry::define_string_guc(
         c"agent_memory.strip_node_keys",

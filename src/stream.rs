@@ -9,7 +9,6 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::CStr;
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -18,9 +17,10 @@ use agent_memory_core::Error;
 
 use crate::error::{SqlResult, report};
 
-/// A read-only statement with text parameters, prepared once per backend.
+/// A read-only statement with text parameters (NULL allowed), prepared once
+/// per backend.
 pub struct StreamStatement {
-    pub sql: &'static CStr,
+    pub sql: &'static str,
     pub params: usize,
     /// The type of each result column: the reader trusts them, so they are
     /// checked before the first row (a table changed by hand fails cleanly).
@@ -62,6 +62,19 @@ impl StreamRow<'_> {
         text.ok_or_else(|| report(Error::internal(format!("column {what} is not UTF-8 text"))))
     }
 
+    /// Column `column` (1-based), None when it is NULL.
+    pub fn nullable(&self, column: usize) -> Option<pg_sys::Datum> {
+        match (self.values.get(column - 1), self.nulls.get(column - 1)) {
+            (Some(&value), Some(false)) => Some(value),
+            _ => None,
+        }
+    }
+
+    pub fn int8(&self, column: usize, what: &str) -> SqlResult<i64> {
+        // SAFETY: the column is an int8.
+        Ok(unsafe { i64::from_datum(self.datum(column, what)?, false) }.unwrap_or_default())
+    }
+
     pub fn int4(&self, column: usize, what: &str) -> SqlResult<i32> {
         // SAFETY: the column is an int4.
         Ok(unsafe { i32::from_datum(self.datum(column, what)?, false) }.unwrap_or_default())
@@ -85,6 +98,9 @@ struct Receiver {
     /// Points to a `&mut Callback` (a thin pointer to the closure's fat one).
     each: *mut std::ffi::c_void,
     failure: Option<pgrx::pg_sys::panic::ErrorReport>,
+    /// What a callback allocates in PostgreSQL (detoasted values) lives
+    /// for one row: the context is reset after each.
+    row_context: pg_sys::MemoryContext,
 }
 
 #[pg_guard]
@@ -103,7 +119,11 @@ unsafe extern "C-unwind" fn receive_slot(
             nulls: std::slice::from_raw_parts((*slot).tts_isnull, natts),
         };
         let each = &mut *receiver.each.cast::<&mut Callback<'_>>();
-        match each(&row) {
+        let outer = pg_sys::MemoryContextSwitchTo(receiver.row_context);
+        let outcome = each(&row);
+        pg_sys::MemoryContextSwitchTo(outer);
+        pg_sys::MemoryContextReset(receiver.row_context);
+        match outcome {
             Ok(()) => true,
             Err(failure) => {
                 // Stop the executor; the error is raised once SPI returns.
@@ -143,10 +163,12 @@ unsafe extern "C-unwind" fn startup(
 unsafe extern "C-unwind" fn nothing(_receiver: *mut pg_sys::DestReceiver) {}
 
 /// Run `statement` with text parameters `params` and call `each` with every
-/// result row. The statement runs read-only in the caller's snapshot.
+/// result row. The statement runs read-only in the caller's snapshot; what
+/// the callback allocates in PostgreSQL is freed after each row, so memory
+/// stays flat however many rows there are.
 pub fn for_each_row(
     statement: &'static StreamStatement,
-    params: &[&str],
+    params: &[Option<&str>],
     mut each: &mut Callback<'_>,
 ) -> SqlResult<()> {
     if params.len() != statement.params {
@@ -167,8 +189,11 @@ pub fn for_each_row(
                 // Planned for each call's values: one owner may hold most
                 // of a table or a sliver of it, and a scan of a million
                 // rows can afford a tenth of a millisecond of planning.
+                let Ok(sql) = std::ffi::CString::new(statement.sql) else {
+                    return Err(report(Error::internal("a stream statement holds a NUL")));
+                };
                 plan = pg_sys::SPI_prepare_cursor(
-                    statement.sql.as_ptr(),
+                    sql.as_ptr(),
                     statement.params as i32,
                     types.as_mut_ptr(),
                     pg_sys::CURSOR_OPT_CUSTOM_PLAN as i32,
@@ -186,8 +211,8 @@ pub fn for_each_row(
             let slots = (*list).params.as_mut_slice(params.len());
             for (slot, value) in slots.iter_mut().zip(params) {
                 *slot = pg_sys::ParamExternData {
-                    value: crate::datums::text_datum(value),
-                    isnull: false,
+                    value: value.map_or(pg_sys::Datum::from(0), crate::datums::text_datum),
+                    isnull: value.is_none(),
                     pflags: pg_sys::PARAM_FLAG_CONST as u16,
                     ptype: pg_sys::TEXTOID,
                 };
@@ -204,6 +229,13 @@ pub fn for_each_row(
                 columns: statement.columns,
                 each: (&mut each as *mut &mut Callback<'_>).cast(),
                 failure: None,
+                row_context: pg_sys::AllocSetContextCreateExtended(
+                    pg_sys::CurrentMemoryContext,
+                    c"agent_memory stream row".as_ptr(),
+                    pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+                    pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+                    pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+                ),
             };
             let options = pg_sys::SPIExecuteOptions {
                 params: list,
@@ -215,6 +247,7 @@ pub fn for_each_row(
                 owner: std::ptr::null_mut(),
             };
             let status = pg_sys::SPI_execute_plan_extended(plan, &options);
+            pg_sys::MemoryContextDelete(receiver.row_context);
             if let Some(failure) = receiver.failure.take() {
                 return Err(failure);
             }

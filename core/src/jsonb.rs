@@ -187,7 +187,6 @@ impl Default for JsonbWriter {
 
 fn too_big() -> Error {
     Error::limit("the JSON document exceeds jsonb's size limit (256 MB)")
-        .with_hint("read the tree as rows with graph_tree_rows()")
 }
 
 impl JsonbWriter {

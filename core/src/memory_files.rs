@@ -9,6 +9,7 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::error::quoted;
 use crate::jsonb::Field;
+use crate::{Error, Result};
 
 /// Most bytes of a normalised path.
 pub const MAX_PATH_BYTES: usize = 1024;
@@ -529,51 +530,125 @@ pub fn tree_lines(paths: &[String]) -> Vec<String> {
 /// The lines of a full rendering: each file's path as a heading, then its
 /// content.
 pub fn full_lines<'a>(files: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<String> {
-    let mut lines = Vec::new();
+    let mut rendering = Rendering::new(usize::MAX, usize::MAX);
     for (path, content) in files {
-        if !lines.is_empty() {
-            lines.push(String::new());
-        }
-        lines.push(format!("### {path}"));
-        lines.extend(content.lines().map(str::to_owned));
+        // Nothing is refused without limits.
+        let _ = rendering.push_file(path, content);
     }
-    lines
+    rendering.kept
 }
 
 /// Join `lines` within `max_chars` characters. When they do not all fit,
 /// keep the first whole lines that do and end with a line saying what was
 /// left out: never a silent truncation.
 pub fn within(lines: &[String], max_chars: usize) -> String {
-    let chars = |line: &String| line.chars().count();
-    let total: usize = lines.iter().map(chars).sum::<usize>() + lines.len().saturating_sub(1);
-    if total <= max_chars {
-        return lines.join("\n");
-    }
-    let note = |more_lines: usize, more_chars: usize| {
-        format!(
-            "[cut at {max_chars} characters: {more_lines} more lines, {more_chars} more characters left out]"
-        )
-    };
-    // The note with the largest numbers it could carry: the real one is
-    // never longer.
-    let budget = max_chars.saturating_sub(note(lines.len(), total).chars().count() + 1);
-    let mut kept = 0;
-    let mut used = 0;
+    let mut rendering = Rendering::new(max_chars, usize::MAX);
     for line in lines {
-        let cost = chars(line) + usize::from(kept > 0);
-        if used + cost > budget {
-            break;
+        let _ = rendering.push(line);
+    }
+    rendering.finish()
+}
+
+/// A rendering made line by line within `max_chars` characters (see
+/// [`within`]): lines are kept only while they could still fit, the rest
+/// only counted, so it holds at most `max_chars` characters however much is
+/// rendered, and refuses to hold more than `max_bytes` bytes.
+pub struct Rendering {
+    max_chars: usize,
+    max_bytes: usize,
+    kept: Vec<String>,
+    kept_chars: usize,
+    kept_bytes: usize,
+    /// Every line pushed, and their characters (separators not counted).
+    lines: usize,
+    chars: usize,
+}
+
+impl Rendering {
+    pub fn new(max_chars: usize, max_bytes: usize) -> Rendering {
+        Rendering {
+            max_chars,
+            max_bytes,
+            kept: Vec::new(),
+            kept_chars: 0,
+            kept_bytes: 0,
+            lines: 0,
+            chars: 0,
         }
-        used += cost;
-        kept += 1;
     }
-    let left_chars = total - used;
-    let mut out = lines[..kept].join("\n");
-    if kept > 0 {
-        out.push('\n');
+
+    /// Add one line.
+    pub fn push(&mut self, line: &str) -> Result<()> {
+        let chars = line.chars().count();
+        let cost = chars + usize::from(self.lines > 0);
+        // Kept while every line so far was kept and the whole still fits.
+        if self.kept.len() == self.lines && self.kept_chars.saturating_add(cost) <= self.max_chars {
+            self.kept_bytes += line.len() + 1;
+            if self.kept_bytes > self.max_bytes {
+                return Err(Error::limit(format!(
+                    "the rendering takes more than {} bytes",
+                    self.max_bytes
+                ))
+                .with_detail(
+                    "agent_memory.max_result_bytes limits a value a function builds in memory",
+                )
+                .with_hint("ask for fewer characters with max_chars"));
+            }
+            self.kept.push(line.to_owned());
+            self.kept_chars += cost;
+        }
+        self.lines += 1;
+        self.chars += chars;
+        Ok(())
     }
-    out.push_str(&note(lines.len() - kept, left_chars));
-    out
+
+    /// Add a file of a full rendering: its path as a heading, then its
+    /// content, after a blank line when other lines came before.
+    pub fn push_file(&mut self, path: &str, content: &str) -> Result<()> {
+        if self.lines > 0 {
+            self.push("")?;
+        }
+        self.push(&format!("### {path}"))?;
+        for line in content.lines() {
+            self.push(line)?;
+        }
+        Ok(())
+    }
+
+    /// The text: everything when it fits, else the first lines that fit
+    /// with the note of what was left out.
+    pub fn finish(self) -> String {
+        let max_chars = self.max_chars;
+        let total = self.chars + self.lines.saturating_sub(1);
+        if total <= max_chars {
+            return self.kept.join("\n");
+        }
+        let note = |more_lines: usize, more_chars: usize| {
+            format!(
+                "[cut at {max_chars} characters: {more_lines} more lines, {more_chars} more characters left out]"
+            )
+        };
+        // The note with the largest numbers it could carry: the real one is
+        // never longer.
+        let budget = max_chars.saturating_sub(note(self.lines, total).chars().count() + 1);
+        let mut kept = 0;
+        let mut used = 0;
+        for line in &self.kept {
+            let cost = line.chars().count() + usize::from(kept > 0);
+            if used + cost > budget {
+                break;
+            }
+            used += cost;
+            kept += 1;
+        }
+        let left_chars = total - used;
+        let mut out = self.kept[..kept].join("\n");
+        if kept > 0 {
+            out.push('\n');
+        }
+        out.push_str(&note(self.lines - kept, left_chars));
+        out
+    }
 }
 
 #[cfg(test)]
@@ -838,6 +913,25 @@ mod tests {
             )
         );
         assert!(cut.starts_with("line number 1\nline number 2"));
+        // Line by line, holding only what can fit, the same text.
+        for max_chars in [1, 5, 60, 200, 700, 10_000] {
+            let mut rendering = Rendering::new(max_chars, usize::MAX);
+            for line in &lines {
+                rendering.push(line).unwrap();
+            }
+            assert!(
+                rendering
+                    .kept
+                    .iter()
+                    .map(|l| l.chars().count())
+                    .sum::<usize>()
+                    <= max_chars
+            );
+            assert_eq!(rendering.finish(), within(&lines, max_chars));
+        }
+        let mut small = Rendering::new(10_000, 100);
+        let refused = lines.iter().try_for_each(|line| small.push(line));
+        assert_eq!(refused.unwrap_err().kind, crate::ErrorKind::LimitExceeded);
         let tiny = within(&lines, 5);
         assert!(
             tiny.starts_with("[cut at 5 characters: 50 more lines"),

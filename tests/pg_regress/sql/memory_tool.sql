@@ -127,6 +127,16 @@ SELECT memory_render('r', 'everything');
 \echo :LAST_ERROR_SQLSTATE
 SELECT memory_render('r', 'tree', 0);
 \echo :LAST_ERROR_SQLSTATE
+-- What a rendering holds in memory is bounded: a cut keeps only what fits,
+-- and a rendering larger than agent_memory.max_result_bytes is refused.
+SET agent_memory.max_result_bytes = 1024;
+SELECT memory_tool('r', jsonb_build_object('path', '/big', 'command', 'append', 'content', repeat(E'0123456789\n', 200)))::jsonb ->> 'ok' AS stored;
+SELECT length(memory_render('r', 'full', 200)) <= 200 AS cut_within_the_limit;
+SELECT memory_render('r', 'full', 100000);
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_result_bytes;
+SELECT length(memory_render('r', 'full', 100000)) AS whole_length;
+SELECT memory_tool('r', '{"path": "/big", "command": "delete"}')::jsonb ->> 'ok' AS deleted;
 
 -- Tool definitions in both formats; the seed's named instances.
 SELECT memory_tool_definition();

@@ -119,6 +119,15 @@ SELECT role, content FROM agent_memory.messages('chat', 'window', 3);
 SELECT jsonb_array_length(agent_memory.messages_json('chat', 'window', 2)) AS json_window_2,
        jsonb_array_length(agent_memory.messages_json('chat', 'window', 3)) AS json_window_3;
 
+-- One JSON value is bounded by agent_memory.max_result_bytes; the rows are
+-- not (they stream).
+SET agent_memory.max_result_bytes = 1024;
+SELECT agent_memory.messages_json('chat', NULL, 200);
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS rows_streamed FROM agent_memory.messages('chat', NULL, 200);
+RESET agent_memory.max_result_bytes;
+SELECT jsonb_array_length(agent_memory.messages_json('chat', NULL, 200)) AS json_messages;
+
 -- Idempotency: the same key returns the first seq and stores nothing new.
 INSERT INTO seqs SELECT 'idem', agent_memory.append_message('chat', 'user', 'pay the invoice', metadata => '{"idempotency_key": "req-1"}');
 SELECT agent_memory.append_message('chat', 'user', 'pay the invoice', metadata => '{"idempotency_key": "req-1"}')
