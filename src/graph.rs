@@ -52,9 +52,17 @@ pub fn checked_list(what: &str, items: Vec<Option<String>>) -> SqlResult<Vec<Str
         .collect()
 }
 
-/// A body within `agent_memory.max_node_bytes`.
-pub fn checked_body(body: &str) -> SqlResult<()> {
-    graph::check_body(body, settings::MAX_NODE_BYTES.get() as usize).or_report()
+/// The limits of one node, from the settings.
+pub fn node_limits() -> graph::NodeLimits {
+    graph::NodeLimits {
+        bytes: settings::MAX_NODE_BYTES.get().max(0) as usize,
+        refs: settings::MAX_NODE_REFS.get().max(0) as usize,
+    }
+}
+
+/// Content within `agent_memory.max_node_bytes` and `max_node_refs`.
+pub fn checked_size(content: &Content, change_description: Option<&str>) -> SqlResult<()> {
+    graph::check_node_size(content, change_description, node_limits()).or_report()
 }
 
 pub fn unknown_node(owner: &str, node_id: &str) -> ErrorReport {
@@ -91,7 +99,7 @@ static LINK_PARENTS: Statement = Statement {
               updated_at = pg_catalog.now()
           WHERE p.owner = $1 AND p.node_id = ANY ($3) AND p.tenant = agent_memory.caller_tenant()
             AND NOT ($2 = ANY (p.links))
-          RETURNING p.node_id",
+          RETURNING p.node_id, pg_catalog.cardinality(p.refs)",
     args: &[TEXT, TEXT, TEXT_ARRAY],
     writes: true,
 };
@@ -295,6 +303,10 @@ pub fn store_change(
         WriteKind::InPlace => &UPDATE_IN_PLACE,
         WriteKind::Versioned => &UPDATE_VERSIONED,
     };
+    checked_size(
+        new,
+        change_description.filter(|_| kind == WriteKind::Versioned),
+    )?;
     let refs = new.refs();
     let mut args = vec![
         owner.into(),
@@ -319,6 +331,7 @@ pub fn create_node(
     content: &Content,
     parents: &[String],
 ) -> SqlResult<String> {
+    checked_size(content, None)?;
     let refs = content.refs();
     let insert = |id: &str| -> SqlResult<bool> {
         let inserted = first_value_of::<i32>(
@@ -364,6 +377,7 @@ fn link_parents(owner: &str, child: &str, parents: &[String]) -> SqlResult<()> {
     if parents.is_empty() {
         return Ok(());
     }
+    let max_refs = node_limits().refs;
     let linked = Spi::connect_mut(|client| -> SqlResult<usize> {
         let plan = kept(client, &LINK_PARENTS).or_report()?;
         let table = client
@@ -373,7 +387,20 @@ fn link_parents(owner: &str, child: &str, parents: &[String]) -> SqlResult<()> {
                 &[owner.into(), child.into(), parents.to_vec().into()],
             )
             .or_report()?;
-        Ok(table.len())
+        let linked = table.len();
+        for row in table {
+            let refs = required(row.get::<i32>(2).or_report()?, "refs")?;
+            if refs as usize > max_refs {
+                let parent = required(row.get::<String>(1).or_report()?, "node_id")?;
+                return Err(Error::limit(format!(
+                    "parent node {} would have {refs} refs, over the limit of {max_refs} refs",
+                    agent_memory_core::error::quoted(&parent)
+                ))
+                .with_hint("raise agent_memory.max_node_refs, or split the parent"))
+                .or_report();
+            }
+        }
+        Ok(linked)
     })?;
     if linked == parents.len() {
         return Ok(());
@@ -427,7 +454,6 @@ fn graph_create(
     let title = title.ok_or_else(|| Error::null("title")).or_report()?;
     graph::check_title(title).or_report()?;
     let body = body.unwrap_or_default();
-    checked_body(body)?;
     let parents = parents.ok_or_else(|| Error::null("parents")).or_report()?;
     let parents = graph::check_parents(&checked_list("parents", parents)?, node_id).or_report()?;
     let content = Content {
@@ -476,9 +502,6 @@ pub fn write_node(
 ) -> SqlResult<i32> {
     if let Some(title) = title {
         graph::check_title(title).or_report()?;
-    }
-    if let Some(body) = body {
-        checked_body(body)?;
     }
     let links = match refs {
         Some(refs) => Some(graph::check_refs(&refs).or_report()?),
@@ -536,7 +559,6 @@ fn graph_append(
     let addition = content.ok_or_else(|| Error::null("content")).or_report()?;
     let locked = lock_node(owner, node_id)?.ok_or_else(|| unknown_node(owner, node_id))?;
     let body = graph::appended_body(&locked.content.body, addition);
-    checked_body(&body)?;
     let new = Content {
         body,
         ..locked.content.clone()

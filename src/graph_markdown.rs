@@ -15,7 +15,7 @@ use agent_memory_core::markdown::{self, Document, Frontmatter, TimeValue};
 
 use crate::datums::JsonB;
 use crate::error::{OrReport, SqlResult};
-use crate::graph::{checked_body, checked_node, checked_owner, iso_of, unknown_node, write_node};
+use crate::graph::{checked_node, checked_owner, iso_of, node_limits, unknown_node, write_node};
 use crate::plans::{Statement, kept};
 use crate::sessions::{INT4, TEXT, TEXT_ARRAY, required};
 
@@ -193,7 +193,6 @@ fn graph_from_markdown(
     let document = parse(node_id, text)?;
     let fm = &document.frontmatter;
     let links = document_links(node_id, fm)?;
-    checked_body(&document.body)?;
     // The document is the node: an absent description or refs list means
     // none; an absent title keeps the current one. version and the
     // timestamps belong to the database and are not taken from the text.
@@ -258,12 +257,6 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
         let file = graph::parse_file_name(name).or_report()?;
         let document = parse(name, text)?;
         let links = document_links(name, &document.frontmatter)?;
-        graph::check_body(
-            &document.body,
-            crate::settings::MAX_NODE_BYTES.get() as usize,
-        )
-        .map_err(|e| Error::limit(format!("{}: {}", quoted(name), e.message)))
-        .or_report()?;
         let fm = &document.frontmatter;
         let times = [
             time_text(name, &fm.created_at)?,
@@ -277,6 +270,16 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
             links,
             times,
         };
+        graph::check_node_size(
+            &content_of(&parsed),
+            parsed.document.frontmatter.change_description.as_deref(),
+            node_limits(),
+        )
+        .map_err(|mut e| {
+            e.message = format!("{}: {}", quoted(name), e.message);
+            e
+        })
+        .or_report()?;
         match file.version {
             None => {
                 if nodes.iter().any(|n| n.node_id == parsed.node_id) {

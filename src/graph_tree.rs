@@ -11,7 +11,7 @@ use agent_memory_core::graph::ROOT_ID;
 use agent_memory_core::jsonb::{JsonbWriter, key_order};
 use agent_memory_core::packed::{Packed, Span};
 use agent_memory_core::tree::{Graph, Tree};
-use agent_memory_core::{graph, time};
+use agent_memory_core::{ErrorKind, graph, time};
 
 use crate::datums::{JsonbBytes, TextBlock, for_each_text_element, numeric_bytes, text_array};
 use crate::error::{OrReport, SqlResult};
@@ -19,14 +19,14 @@ use crate::graph::checked_owner;
 use crate::sessions::required;
 use crate::stream::{StreamStatement, for_each_row};
 
-/// Most rows graph_tree_rows returns, and most ids in all their paths
-/// together: a web of shared children can make the projection exponentially
-/// larger than the graph, and a long chain makes its paths long.
-pub const MAX_TREE_ROWS: u64 = 50_000_000;
-pub const MAX_TREE_PATH_IDS: u64 = 500_000_000;
+/// Most ids in all the paths of graph_tree_rows together, per row allowed
+/// (`agent_memory.max_tree_rows`): a web of shared children can make the
+/// projection exponentially larger than the graph, and a long chain makes
+/// its paths long.
+const PATH_IDS_PER_ROW: u64 = 10;
 
 static SCAN_FOR_ROWS: StreamStatement = StreamStatement {
-    sql: c"SELECT node_id, refs, created_at, title
+    sql: "SELECT node_id, refs, created_at, title
            FROM agent_memory.graph_nodes
            WHERE owner = $1 AND tenant = agent_memory.caller_tenant()",
     params: 1,
@@ -39,7 +39,7 @@ static SCAN_FOR_ROWS: StreamStatement = StreamStatement {
 };
 
 static SCAN_FOR_JSON: StreamStatement = StreamStatement {
-    sql: c"SELECT node_id, refs, created_at, title, description, version, updated_at
+    sql: "SELECT node_id, refs, created_at, title, description, version, updated_at
            FROM agent_memory.graph_nodes
            WHERE owner = $1 AND tenant = agent_memory.caller_tenant()",
     params: 1,
@@ -113,7 +113,7 @@ fn scan(owner: &str, objects: bool) -> SqlResult<(Graph, Texts, Option<NodeObjec
     let mut graph = Graph::default();
     let mut titles = Texts::default();
     let mut objects = objects.then(NodeObjects::default);
-    for_each_row(statement, &[owner], &mut |row| {
+    for_each_row(statement, &[Some(owner)], &mut |row| {
         let created = row.timestamptz(3, "created_at")?;
         graph.add_node(row.text(1, "node_id")?, created.into_inner());
         let refs = row.datum(2, "refs")?;
@@ -216,7 +216,10 @@ unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
     let root = TextBlock::new(std::iter::once(ROOT_ID));
     drop(titles);
 
-    let mut rows = tree.into_rows(MAX_TREE_ROWS, MAX_TREE_PATH_IDS);
+    let max_rows = crate::settings::MAX_TREE_ROWS.get().max(1) as u64;
+    let mut rows = tree
+        .into_rows(max_rows, max_rows.saturating_mul(PATH_IDS_PER_ROW))
+        .or_report()?;
     let mut path = Vec::new();
     let mut produced: u64 = 0;
     unsafe {
@@ -358,7 +361,12 @@ pub fn tree_document(owner: &str) -> SqlResult<Vec<u8>> {
     }
     w.end();
     w.end();
-    w.finish().or_report()
+    w.finish()
+        .map_err(|e| match e.kind {
+            ErrorKind::LimitExceeded => e.with_hint("read the tree as rows with graph_tree_rows()"),
+            _ => e,
+        })
+        .or_report()
 }
 
 /// The tree projection as one jsonb document, written in jsonb's binary

@@ -167,14 +167,49 @@ pub fn check_parents(parents: &[String], child: Option<&str>) -> Result<Vec<Stri
     Ok(stored)
 }
 
-/// A body within the size limit (`agent_memory.max_node_bytes`).
-pub fn check_body(body: &str, max_bytes: usize) -> Result<()> {
-    if body.len() > max_bytes {
+/// What one node may hold: its title, description and body together at most
+/// `bytes` (a change description too, on its own), and at most `refs` refs.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeLimits {
+    pub bytes: usize,
+    pub refs: usize,
+}
+
+/// A node's content within `limits` (`agent_memory.max_node_bytes` and
+/// `agent_memory.max_node_refs`).
+pub fn check_node_size(
+    content: &Content,
+    change_description: Option<&str>,
+    limits: NodeLimits,
+) -> Result<()> {
+    let text = content.title.len() + content.description.len() + content.body.len();
+    if text > limits.bytes {
         return Err(Error::limit(format!(
-            "node body of {} bytes exceeds the limit of {max_bytes} bytes",
-            body.len()
+            "node of {text} bytes (title, description and body) exceeds the limit of {} bytes",
+            limits.bytes
         ))
         .with_hint("raise agent_memory.max_node_bytes, or split the node"));
+    }
+    if let Some(change) = change_description.filter(|c| c.len() > limits.bytes) {
+        return Err(Error::limit(format!(
+            "change description of {} bytes exceeds the limit of {} bytes",
+            change.len(),
+            limits.bytes
+        )));
+    }
+    // Explicit refs alone can exceed the limit: count them before merging.
+    let refs = if content.links.len() > limits.refs {
+        content.links.len()
+    } else {
+        content.refs().len()
+    };
+    if refs > limits.refs {
+        return Err(Error::limit(format!(
+            "node with {refs} refs exceeds the limit of {} refs",
+            limits.refs
+        ))
+        .with_detail("refs are the node's explicit refs and the links in its body")
+        .with_hint("raise agent_memory.max_node_refs, or split the node"));
     }
     Ok(())
 }
@@ -461,8 +496,32 @@ mod tests {
 
     #[test]
     fn limits() {
-        assert!(check_body("abcd", 4).is_ok());
-        let e = check_body("abcde", 4).unwrap_err();
+        let limits = NodeLimits { bytes: 4, refs: 2 };
+        let node = |title: &str, description: &str, body: &str, links: &[&str]| Content {
+            title: title.into(),
+            description: description.into(),
+            body: body.into(),
+            links: links.iter().map(|l| l.to_string()).collect(),
+        };
+        assert!(check_node_size(&node("ab", "c", "d", &[]), None, limits).is_ok());
+        let e = check_node_size(&node("ab", "cd", "", &[]), Some("abcd"), limits);
+        assert!(e.is_ok());
+        let e = check_node_size(&node("a", "", "", &[]), Some("abcde"), limits).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::LimitExceeded);
+        let e = check_node_size(&node("a", "", "", &["x", "y", "z"]), None, limits).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::LimitExceeded);
+        // Body links count as refs.
+        let e = check_node_size(
+            &node("a", "", "[[x]] [[y]]", &["z"]),
+            None,
+            NodeLimits {
+                bytes: 100,
+                refs: 2,
+            },
+        )
+        .unwrap_err();
+        assert_eq!(e.kind, ErrorKind::LimitExceeded);
+        let e = check_node_size(&node("ab", "cd", "e", &[]), None, limits).unwrap_err();
         assert_eq!(e.kind, ErrorKind::LimitExceeded);
         assert!(e.message.contains("5 bytes"));
         assert!(check_title("  ").is_err());

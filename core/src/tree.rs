@@ -379,12 +379,61 @@ impl Tree {
         self.original.len()
     }
 
+    /// How many rows the projection has and how many ids all their paths
+    /// hold together (both saturating), when no node is its own descendant;
+    /// None when refs form a cycle (the walk then depends on the path).
+    /// Linear in nodes and refs: each node's count of paths to it is the sum
+    /// of its parents'.
+    pub fn acyclic_size(&self) -> Option<(u64, u64)> {
+        let count = self.node_count();
+        let mut parents_left = vec![0u32; count];
+        for &child in &self.children {
+            parents_left[child as usize] += 1;
+        }
+        let mut paths = vec![0u64; count];
+        let mut ids = vec![0u64; count];
+        let mut ready: Vec<NodeIndex> = Vec::new();
+        for &top in &self.root_children {
+            paths[top as usize] = 1;
+            ids[top as usize] = 1;
+            if parents_left[top as usize] == 0 {
+                ready.push(top);
+            }
+        }
+        let (mut rows, mut path_ids, mut done) = (0u64, 0u64, 0usize);
+        while let Some(node) = ready.pop() {
+            done += 1;
+            let (p, i) = (paths[node as usize], ids[node as usize]);
+            rows = rows.saturating_add(p);
+            path_ids = path_ids.saturating_add(i);
+            for &child in self.children(node) {
+                let c = child as usize;
+                paths[c] = paths[c].saturating_add(p);
+                ids[c] = ids[c].saturating_add(i).saturating_add(p);
+                parents_left[c] -= 1;
+                if parents_left[c] == 0 {
+                    ready.push(child);
+                }
+            }
+        }
+        (done == count).then_some((rows, path_ids))
+    }
+
     /// The rows of the depth-first projection, in order, refusing to go
     /// past `max_rows` rows or `max_path_ids` ids in all paths together (a
     /// web of shared children multiplies the rows, a long chain the ids).
-    pub fn into_rows(self, max_rows: u64, max_path_ids: u64) -> Rows {
+    /// Without cycles the size is known first, and a projection too large
+    /// is refused before any row is made.
+    pub fn into_rows(self, max_rows: u64, max_path_ids: u64) -> Result<Rows> {
+        if let Some((rows, path_ids)) = self.acyclic_size()
+            && (rows > max_rows || path_ids > max_path_ids)
+        {
+            return Err(too_large(max_rows, max_path_ids).with_detail(format!(
+                "it would have {rows} rows and {path_ids} ids in their paths; a node appears once under each of its parents, with its whole subtree"
+            )));
+        }
         let count = self.node_count();
-        Rows {
+        Ok(Rows {
             tree: self,
             path: Vec::new(),
             on_path: vec![false; count],
@@ -394,8 +443,15 @@ impl Tree {
             path_ids: 0,
             max_rows,
             max_path_ids,
-        }
+        })
     }
+}
+
+fn too_large(max_rows: u64, max_path_ids: u64) -> Error {
+    Error::limit(format!(
+        "the tree projection has more than {max_rows} rows or {max_path_ids} ids in its paths"
+    ))
+    .with_hint("use graph_tree(), which lists each parent's children once, or raise agent_memory.max_tree_rows")
 }
 
 /// A cursor over the depth-first projection: it keeps only the current
@@ -453,12 +509,9 @@ impl Rows {
         self.rows += 1;
         self.path_ids += self.path.len() as u64;
         if self.rows > self.max_rows || self.path_ids > self.max_path_ids {
-            return Err(Error::limit(format!(
-                "the tree projection has more than {} rows or {} ids in its paths",
-                self.max_rows, self.max_path_ids
-            ))
-            .with_detail("a node appears once under each of its parents, with its whole subtree")
-            .with_hint("use graph_tree(), which lists each parent's children once"));
+            return Err(too_large(self.max_rows, self.max_path_ids).with_detail(
+                "a node appears once under each of its parents, with its whole subtree",
+            ));
         }
         Ok(Some(Row {
             node,
@@ -490,7 +543,7 @@ mod tests {
         let original = tree.original.clone();
         let id = |i: NodeIndex| nodes.id(original[i as usize]);
         let mut out = Vec::new();
-        let mut cursor = tree.into_rows(u64::MAX, u64::MAX);
+        let mut cursor = tree.into_rows(u64::MAX, u64::MAX).unwrap();
         while let Some(row) = cursor.next_row().unwrap() {
             let path: Vec<&str> = row.path.iter().map(|&i| id(i)).collect();
             assert_eq!(row.depth, path.len());
@@ -652,7 +705,27 @@ mod tests {
         }
         nodes.add_node("l40", 40);
         nodes.add_node("r40", 40);
-        let mut cursor = Tree::build(&nodes).into_rows(1000, u64::MAX);
+        // Without cycles the size is known before any row: 2^42 - 2 rows.
+        let tree = Tree::build(&nodes);
+        assert_eq!(
+            tree.acyclic_size().map(|(rows, _)| rows),
+            Some((1u64 << 42) - 2)
+        );
+        let error = tree.into_rows(1000, u64::MAX).unwrap_err();
+        assert_eq!(error.kind, crate::ErrorKind::LimitExceeded);
+        assert!(
+            error
+                .detail
+                .as_deref()
+                .unwrap_or_default()
+                .contains("4398046511102 rows")
+        );
+        // With a cycle (the last level back to the first) the rows stop at
+        // the limit.
+        nodes.add_ref("l0");
+        let tree = Tree::build(&nodes);
+        assert_eq!(tree.acyclic_size(), None);
+        let mut cursor = tree.into_rows(1000, u64::MAX).unwrap();
         let mut produced = 0;
         let error = loop {
             match cursor.next_row() {
@@ -663,19 +736,45 @@ mod tests {
         };
         assert_eq!(produced, 1000);
         assert_eq!(error.kind, crate::ErrorKind::LimitExceeded);
-        // A long chain: few rows, many ids in their paths.
+        // A long chain: few rows, many ids in their paths, known first.
         let chain = graph(&[("a", &["b"]), ("b", &["c"]), ("c", &[])]);
-        let mut cursor = Tree::build(&chain).into_rows(10, 5);
-        assert!(cursor.next_row().is_ok()); // 1 id
-        assert!(cursor.next_row().is_ok()); // 3 ids
-        assert!(cursor.next_row().is_err()); // 6 ids
+        assert_eq!(Tree::build(&chain).acyclic_size(), Some((3, 6)));
+        assert!(Tree::build(&chain).into_rows(10, 5).is_err());
+        let mut cursor = Tree::build(&chain).into_rows(10, 6).unwrap();
+        for _ in 0..3 {
+            assert!(cursor.next_row().unwrap().is_some());
+        }
+        assert!(cursor.next_row().unwrap().is_none());
+    }
+
+    #[test]
+    fn acyclic_size_counts_what_the_walk_makes() {
+        // Shared children, two tops, a diamond: the count equals the walk.
+        let dag = graph(&[
+            ("a", &["b", "c"]),
+            ("b", &["d"]),
+            ("c", &["d"]),
+            ("d", &["e"]),
+            ("e", &[]),
+            ("f", &["d"]),
+        ]);
+        let tree = Tree::build(&dag);
+        let size = tree.acyclic_size().unwrap();
+        let mut cursor = tree.into_rows(u64::MAX, u64::MAX).unwrap();
+        let (mut rows, mut ids) = (0u64, 0u64);
+        while let Some(row) = cursor.next_row().unwrap() {
+            rows += 1;
+            ids += row.path.len() as u64;
+        }
+        assert_eq!(size, (rows, ids));
+        assert_eq!(rows, 10);
     }
 
     #[test]
     fn empty_graph() {
         let tree = Tree::build(&Graph::default());
         assert!(tree.root_children.is_empty());
-        assert!(tree.into_rows(1, 1).next_row().unwrap().is_none());
+        assert!(tree.into_rows(1, 1).unwrap().next_row().unwrap().is_none());
     }
 
     #[test]
@@ -690,7 +789,7 @@ mod tests {
         }
         let tree = Tree::build(&nodes);
         let mut deepest = 0;
-        let mut cursor = tree.into_rows(u64::MAX, u64::MAX);
+        let mut cursor = tree.into_rows(u64::MAX, u64::MAX).unwrap();
         while let Some(row) = cursor.next_row().unwrap() {
             deepest = deepest.max(row.depth);
         }

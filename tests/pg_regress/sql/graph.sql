@@ -110,6 +110,20 @@ SELECT pg_temp.shown(graph_tree('tree') -> 'root') - 'body' AS root,
 SELECT jsonb_object_keys(graph_tree('tree') -> 'children' -> 'a' -> 0) AS child_fields ORDER BY 1;
 SELECT graph_tree('nobody') -> 'children' AS empty_owner_children;
 SELECT count(*) FROM graph_tree_rows('nobody');
+-- A ladder of 31 levels of two nodes, each linking both of the next: 2^32 - 2
+-- rows, refused before any is made.
+SELECT count(graph_create('ladder', 'L' || i, '', '', ARRAY['__root__'], 'l' || i))
+     + count(graph_create('ladder', 'R' || i, '', '', ARRAY['__root__'], 'r' || i))
+FROM generate_series(0, 30) i;
+SELECT count(graph_write('ladder', side || i, NULL, NULL, NULL, ARRAY['l' || (i + 1), 'r' || (i + 1)]))
+FROM generate_series(0, 29) i, unnest(ARRAY['l', 'r']) side;
+SELECT count(*) FROM graph_tree_rows('ladder');
+\echo :LAST_ERROR_SQLSTATE
+SET agent_memory.max_tree_rows = 5;
+SELECT count(*) FROM graph_tree_rows('tree');
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_tree_rows;
+SELECT count(*) FROM graph_tree_rows('tree');
 
 -- Markdown: seed 003's <id>.md file.
 SELECT regexp_replace(graph_to_markdown('alice', 'links'), '"\d{4}-[^"]*Z"', '<time>', 'g') AS file;
@@ -193,7 +207,29 @@ SELECT graph_append('alice', 'atlas', 'more text');
 \echo :LAST_ERROR_SQLSTATE
 SELECT graph_create('alice', 'Big', '', 'eleven byte', ARRAY['__root__']);
 \echo :LAST_ERROR_SQLSTATE
+-- Every field counts: title, description and body together, and a change
+-- description on its own.
+SELECT graph_create('alice', 'Big', 'a description', '', ARRAY['__root__']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_write('alice', 'atlas', 'A title that is long', NULL, NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_write('alice', 'atlas', NULL, 'eleven byte', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('erin', '{"big.md": "---\ntitle: T\ndescription: eleven bytes\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
 RESET agent_memory.max_node_bytes;
+SET agent_memory.max_node_bytes = 40;
+SELECT graph_write('alice', 'atlas', NULL, NULL, 'new', NULL, repeat('why ', 11));
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_node_bytes;
+-- Refs: explicit ones and body links together, and a parent's refs when a
+-- child joins it.
+SET agent_memory.max_node_refs = 2;
+SELECT graph_write('alice', 'atlas', NULL, NULL, NULL, ARRAY['a1', 'a2', 'a3']);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_write('alice', 'atlas', NULL, NULL, '[[b1]] [[b2]]', ARRAY['a1']);
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_node_refs;
 SELECT graph_from_markdown('alice', 'atlas', E'---\ntitle: Unclosed\n');
 \echo :LAST_ERROR_SQLSTATE
 SELECT graph_from_markdown('alice', 'atlas', E'---\ntitle: [a\n---\n');
@@ -225,3 +261,12 @@ SELECT count(*) AS changed_rows FROM (
   (SELECT * FROM graph_nodes EXCEPT SELECT * FROM snapshot)
   UNION ALL (SELECT * FROM snapshot EXCEPT SELECT * FROM graph_nodes)) d;
 SELECT count(*) AS dave_nodes FROM graph_nodes('dave');
+-- A parent takes no child past agent_memory.max_node_refs.
+SET agent_memory.max_node_refs = 2;
+SELECT graph_create('frank', 'Parent', '', '', ARRAY['__root__'], 'p');
+SELECT graph_create('frank', 'One', '', '', ARRAY['p'], 'c1');
+SELECT graph_create('frank', 'Two', '', '', ARRAY['p'], 'c2');
+SELECT graph_create('frank', 'Three', '', '', ARRAY['p'], 'c3');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS frank_nodes FROM graph_nodes('frank');
+RESET agent_memory.max_node_refs;
