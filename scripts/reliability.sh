@@ -5,13 +5,16 @@
 #            (scripts/upgrade_test.sh)
 #   hostile  a corpus of hostile arguments through every SQL function
 #            (tests/integration/tests/hostile_input.rs)
-#   tenants  every function called by one tenant on another's memory, and
-#            each tenant's notifications on its own channel
-#            (tests/integration/tests/tenant_{isolation,notifications}.rs)
+#   tenants  every function and direct SQL on every table run by one tenant
+#            at another's memory, and each tenant's notifications on its
+#            own channel (tests/integration/tests/tenant_{isolation,notifications}.rs)
 #   planted  every function called with objects planted on the search_path
 #            (tests/integration/tests/planted_objects.rs)
 #   crash    backends killed mid-write, an immediate stop under load, the
-#            worker killed mid-batch (tests/integration/tests/crash.rs)
+#            worker killed mid-batch, the worker's exit on SIGTERM
+#            (tests/integration/tests/{crash,worker}.rs)
+#   memory   each call's peak memory over hundreds of megabytes stored,
+#            against its documented bound (tests/integration/tests/memory_peaks.rs)
 #   isolation  interleavings of concurrent calls, as specs for PostgreSQL's
 #            isolation tester (tests/isolation/{specs,expected})
 #   load     a mixed pgbench load of every capability with the worker busy
@@ -24,7 +27,7 @@ source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(upgrade isolation hostile tenants planted crash load fuzz)
+[ ${#parts[@]} -gt 0 ] || parts=(upgrade isolation hostile tenants planted crash memory load fuzz)
 
 "$REPO_ROOT/scripts/setup.sh"
 log_dir="$(scratch_dir "reliability-pg$PG")"
@@ -38,16 +41,17 @@ part_upgrade() {
   summary+=("$(grep -E '^upgrade: suites' "$log_dir/upgrade.log")")
 }
 
-# One integration test file against a fresh preloaded cluster of its own;
-# its summary line (starting with $2) goes into the report.
-run_integration_test() { # test-file summary-prefix
+# One integration test file (or its tests matching $3) against a fresh
+# preloaded cluster of its own; its summary line (starting with $2) goes
+# into the report.
+run_integration_test() { # test-file summary-prefix [test-name-filter]
   "$REPO_ROOT/scripts/install.sh"
   CLUSTER_CONF="agent_memory.cleanup_interval = 1" "$REPO_ROOT/scripts/cluster.sh" start reliability --fresh >/dev/null
   trap '"$REPO_ROOT/scripts/cluster.sh" stop reliability' EXIT
   eval "$("$REPO_ROOT/scripts/cluster.sh" env reliability)"
   export AGENT_MEMORY_PG_BINDIR="$PG_BINDIR"
   local status=0
-  cargo test -p agent_memory_integration --test "$1" -- --test-threads=1 --nocapture >"$log_dir/$1.log" 2>&1 || status=$?
+  cargo test -p agent_memory_integration --test "$1" -- ${3:-} --test-threads=1 --nocapture >"$log_dir/$1.log" 2>&1 || status=$?
   grep -E "($2|^test result|^test .* \.\.\. |^  [0-9A-Z]{5} )" "$log_dir/$1.log" || true
   "$REPO_ROOT/scripts/cluster.sh" stop reliability
   trap - EXIT
@@ -62,7 +66,11 @@ part_tenants() {
   run_integration_test tenant_notifications "notify: "
 }
 part_planted() { run_integration_test planted_objects "planted: "; }
-part_crash() { run_integration_test crash "crash: "; }
+part_crash() {
+  run_integration_test crash "crash: "
+  run_integration_test worker "worker: exit on SIGTERM" sigterm_ends_the_worker_inside_a_long_batch
+}
+part_memory() { run_integration_test memory_peaks "memory: "; }
 
 part_isolation() {
   "$REPO_ROOT/scripts/install.sh"
@@ -97,8 +105,8 @@ part_fuzz() {
 
 for part in "${parts[@]}"; do
   case "$part" in
-    upgrade|isolation|hostile|tenants|planted|crash|load|fuzz) say "reliability: $part"; "part_$part" ;;
-    *) die "unknown part '$part' (upgrade, isolation, hostile, tenants, planted, crash, load, fuzz)" ;;
+    upgrade|isolation|hostile|tenants|planted|crash|memory|load|fuzz) say "reliability: $part"; "part_$part" ;;
+    *) die "unknown part '$part' (upgrade, isolation, hostile, tenants, planted, crash, memory, load, fuzz)" ;;
   esac
 done
 
@@ -113,6 +121,9 @@ figure() { # regex-with-one-number: sums the number over every matching line
 echo "reliability pg$PG (${parts[*]}): interleavings tried $(figure '[0-9]+ interleavings')," \
   "crashes survived $(figure '[0-9]+ crashes survived')," \
   "hostile inputs tried $(figure 'hostile_input: [0-9]+ calls')," \
+  "tenant writes at another's keys $(figure "[0-9]+ direct writes at another tenant's keys") ($(figure ', [0-9]+ refused') refused, $(figure '[0-9]+ reached its rows') reached its rows)," \
   "notify payloads checked $(figure 'notify: [0-9]+ payloads checked')," \
+  "worker exit on SIGTERM $(figure 'exit on SIGTERM inside a batch took [0-9]+ ms') ms and on postmaster death $(figure 'exit after postmaster death took [0-9]+ ms') ms," \
+  "calls within their memory bound $(figure '[0-9]+ within their bounds')/$(figure 'memory: [0-9]+ calls')," \
   "internal errors $(figure '[0-9]+ internal errors')," \
   "rows lost $(figure '[0-9]+ rows lost'): all held"

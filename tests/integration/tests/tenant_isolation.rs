@@ -133,3 +133,188 @@ fn no_function_lets_one_tenant_read_or_change_another_tenants_memory() {
     assert!(changes.is_empty(), "rows changed:\n{}", changes.join("\n"));
     assert_eq!(goal.as_deref(), Some("\"find a flight to Lisbon\""));
 }
+
+/// What a statement did: the rows it touched, or its SQLSTATE.
+fn outcome_of(client: &mut Client, sql: &str, params: &[&(dyn ToSql + Sync)]) -> String {
+    match client.execute(sql, params) {
+        Ok(n) => format!("{n} rows"),
+        Err(e) => match e.as_db_error() {
+            Some(db) => db.code().code().to_string(),
+            None => panic!("{sql}: lost the connection: {e}"),
+        },
+    }
+}
+
+/// Direct SQL as another tenant, on every table with a tenant column: each
+/// of the owner's rows copied with the owner's tenant (planting in its
+/// memory), with the caller's own tenant (squatting its key), as an
+/// `INSERT … ON CONFLICT DO NOTHING` probe whose answer must not depend on
+/// whether the owner has the key, and updates and deletes of everything
+/// visible. None may change the owner's rows.
+///
+/// Prints `tenants: N direct writes at another tenant's keys on T tables, R
+/// refused, L landed in the caller's own memory, 0 reached its rows; P
+/// probes, 0 told its keys apart`.
+#[test]
+fn no_direct_statement_plants_changes_or_probes_another_tenants_rows() {
+    let mut admin = fresh_database(DB);
+    admin
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {OWNER}; DROP ROLE IF EXISTS {OTHER};
+             CREATE ROLE {OWNER}; CREATE ROLE {OTHER};
+             GRANT agent_memory_writer TO {OWNER}, {OTHER};"
+        ))
+        .expect("create the two roles");
+    let mut owner = as_tenant(OWNER);
+    owner
+        .batch_execute(FIXTURE)
+        .expect("the owner stores its memory");
+    let owner_tenant: String = owner
+        .query_one("SELECT agent_memory.caller_tenant()", &[])
+        .unwrap()
+        .get(0);
+    drop(owner);
+    let before = rows_of(&mut admin, OWNER);
+
+    // Tables with a tenant column, and the other columns of their keys.
+    let tables: Vec<(String, Vec<String>)> = admin
+        .query(
+            "SELECT c.relname::text,
+                    coalesce(array_agg(a.attname::text) FILTER (WHERE a.attname <> 'tenant'), '{}')
+             FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'agent_memory'
+             JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+             JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = ANY (i.indkey)
+             WHERE c.relkind = 'r'
+               AND EXISTS (SELECT 1 FROM pg_attribute t WHERE t.attrelid = c.oid AND t.attname = 'tenant')
+             GROUP BY c.relname ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert!(tables.len() >= 8, "tables with a tenant: {tables:?}");
+
+    let mut other = as_tenant(OTHER);
+    let other_tenant: String = other
+        .query_one("SELECT agent_memory.caller_tenant()", &[])
+        .unwrap()
+        .get(0);
+    let (mut attempts, mut refused, mut probes) = (0, 0, 0);
+    let mut reached = Vec::new();
+    let mut told_apart = Vec::new();
+    for (table, key) in &tables {
+        let rows: Vec<String> = admin
+            .query(
+                &format!(
+                    "SELECT row_to_json(t)::text FROM agent_memory.{table} t WHERE tenant = $1 LIMIT 3"
+                ),
+                &[&owner_tenant],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let insert = format!(
+            "INSERT INTO agent_memory.{table}
+             SELECT * FROM jsonb_populate_record(NULL::agent_memory.{table},
+                             jsonb_set($1::text::jsonb, '{{tenant}}', to_jsonb($2::text)))"
+        );
+        // The same row under a key nobody has: every key column changed.
+        let fresh = key.iter().fold("$1::text::jsonb".to_string(), |row, column| {
+            format!(
+                "(SELECT CASE jsonb_typeof(r -> '{column}')
+                           WHEN 'string' THEN jsonb_set(r, '{{{column}}}', to_jsonb((r ->> '{column}') || '-fresh'))
+                           WHEN 'number' THEN jsonb_set(r, '{{{column}}}', to_jsonb((r ->> '{column}')::bigint + 100000))
+                           ELSE r END FROM (SELECT {row} AS r) k)"
+            )
+        });
+        let probe = |row: &str| {
+            format!(
+                "INSERT INTO agent_memory.{table}
+                 SELECT * FROM jsonb_populate_record(NULL::agent_memory.{table},
+                                 jsonb_set({row}, '{{tenant}}', to_jsonb($2::text)))
+                 ON CONFLICT DO NOTHING"
+            )
+        };
+        let mut attempt = |other: &mut Client, what: &str, sql: &str, row: &str, tenant: &str| {
+            attempts += 1;
+            let outcome = outcome_of(other, sql, &[&row, &tenant]);
+            if outcome.len() == 5 || outcome == "0 rows" {
+                refused += 1;
+            }
+            if rows_of(&mut admin, OWNER) != before {
+                reached.push(format!("{table}: {what} ({outcome})"));
+            }
+        };
+        for row in &rows {
+            // Probes first, each undone, so nothing the caller planted
+            // answers them.
+            let mut answers = Vec::new();
+            for sql in [probe("$1::text::jsonb"), probe(&fresh)] {
+                other.batch_execute("BEGIN").unwrap();
+                answers.push(outcome_of(&mut other, &sql, &[row, &other_tenant]));
+                other.batch_execute("ROLLBACK").unwrap();
+                probes += 1;
+            }
+            if answers[0] != answers[1] {
+                told_apart.push(format!("{table}: {answers:?}"));
+            }
+            attempt(
+                &mut other,
+                "plant in its tenant",
+                &insert,
+                row,
+                &owner_tenant,
+            );
+            attempt(&mut other, "squat its key", &insert, row, &other_tenant);
+        }
+        for (what, sql) in [
+            (
+                "move rows into its tenant",
+                format!("UPDATE agent_memory.{table} SET tenant = $2 WHERE $1 <> ''"),
+            ),
+            (
+                "update everything",
+                format!(
+                    "UPDATE agent_memory.{table} SET tenant = tenant WHERE $1 <> '' AND $2 <> ''"
+                ),
+            ),
+            (
+                "delete everything",
+                format!("DELETE FROM agent_memory.{table} WHERE $1 <> '' AND $2 <> ''"),
+            ),
+        ] {
+            attempt(&mut other, what, &sql, "x", &owner_tenant);
+        }
+    }
+
+    let after = rows_of(&mut admin, OWNER);
+    admin
+        .batch_execute(&format!(
+            "RESET ROLE; DROP OWNED BY {OWNER}, {OTHER}; DROP ROLE {OWNER}; DROP ROLE {OTHER};"
+        ))
+        .ok();
+    drop(other);
+    drop(admin);
+    drop_database(DB);
+    println!(
+        "tenants: {attempts} direct writes at another tenant's keys on {} tables, {refused} refused, {} landed in the caller's own memory, {} reached its rows; {probes} probes, {} told its keys apart",
+        tables.len(),
+        attempts - refused - reached.len(),
+        reached.len(),
+        told_apart.len()
+    );
+    assert!(
+        reached.is_empty(),
+        "writes reached the owner's rows:\n{}",
+        reached.join("\n")
+    );
+    assert!(
+        told_apart.is_empty(),
+        "probes told keys apart:\n{}",
+        told_apart.join("\n")
+    );
+    assert_eq!(after, before);
+}
