@@ -49,8 +49,8 @@ fn as_tenant(role: &str) -> Client {
     client
 }
 
-#[test]
-fn no_function_lets_one_tenant_read_or_change_another_tenants_memory() {
+/// A fresh database and the two tenants' roles.
+fn database_with_two_tenants() -> Client {
     let mut admin = fresh_database(DB);
     admin
         .batch_execute(&format!(
@@ -59,6 +59,12 @@ fn no_function_lets_one_tenant_read_or_change_another_tenants_memory() {
              GRANT agent_memory_writer TO {OWNER}, {OTHER};"
         ))
         .expect("create the two roles");
+    admin
+}
+
+#[test]
+fn no_function_lets_one_tenant_read_or_change_another_tenants_memory() {
+    let mut admin = database_with_two_tenants();
 
     as_tenant(OWNER)
         .batch_execute(FIXTURE)
@@ -157,14 +163,7 @@ fn outcome_of(client: &mut Client, sql: &str, params: &[&(dyn ToSql + Sync)]) ->
 /// probes, 0 told its keys apart`.
 #[test]
 fn no_direct_statement_plants_changes_or_probes_another_tenants_rows() {
-    let mut admin = fresh_database(DB);
-    admin
-        .batch_execute(&format!(
-            "DROP ROLE IF EXISTS {OWNER}; DROP ROLE IF EXISTS {OTHER};
-             CREATE ROLE {OWNER}; CREATE ROLE {OTHER};
-             GRANT agent_memory_writer TO {OWNER}, {OTHER};"
-        ))
-        .expect("create the two roles");
+    let mut admin = database_with_two_tenants();
     let mut owner = as_tenant(OWNER);
     owner
         .batch_execute(FIXTURE)
