@@ -1740,17 +1740,6 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
              WHERE session_id = 'crash-pm'",
         )
         .unwrap();
-    let mut backend = connect("postgres");
-    let backend_pid = backend_pid(&mut backend);
-    let manual = thread::spawn(move || {
-        // Ends with an error when the server goes away.
-        backend
-            .query_one(
-                "SELECT agent_memory.cleanup_expired(batch_size => 500)",
-                &[],
-            )
-            .ok();
-    });
     let mut monitor = connect("postgres");
     let (in_batch, took) = wait_until(Duration::from_secs(30), || {
         monitor
@@ -1766,6 +1755,30 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
         in_batch,
         "the worker was not seen in a batch after {took:?}"
     );
+    // The backend starts once the worker is in a batch: a cleanup call is
+    // one transaction and keeps each session it works on locked, so a
+    // backend first would leave the worker nothing it may take.
+    let mut backend = connect("postgres");
+    let backend_pid = backend_pid(&mut backend);
+    let manual = thread::spawn(move || {
+        // Ends with an error when the server goes away.
+        backend
+            .query_one(
+                "SELECT agent_memory.cleanup_expired(batch_size => 500)",
+                &[],
+            )
+            .ok();
+    });
+    let (started, took) = wait_until(Duration::from_secs(10), || {
+        monitor
+            .query_opt(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active'",
+                &[&backend_pid],
+            )
+            .unwrap()
+            .is_some()
+    });
+    assert!(started, "the cleanup backend not running after {took:?}");
     let worker = worker_pid(&mut monitor).expect("the worker runs");
     let postmaster: i32 = std::fs::read_to_string(cluster.data.join("postmaster.pid"))
         .expect("read postmaster.pid")
