@@ -527,30 +527,9 @@ pub fn tree_lines(paths: &[String]) -> Vec<String> {
     lines
 }
 
-/// The lines of a full rendering: each file's path as a heading, then its
-/// content.
-pub fn full_lines<'a>(files: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<String> {
-    let mut rendering = Rendering::new(usize::MAX, usize::MAX);
-    for (path, content) in files {
-        // Nothing is refused without limits.
-        let _ = rendering.push_file(path, content);
-    }
-    rendering.kept
-}
-
-/// Join `lines` within `max_chars` characters. When they do not all fit,
-/// keep the first whole lines that do and end with a line saying what was
-/// left out: never a silent truncation.
-pub fn within(lines: &[String], max_chars: usize) -> String {
-    let mut rendering = Rendering::new(max_chars, usize::MAX);
-    for line in lines {
-        let _ = rendering.push(line);
-    }
-    rendering.finish()
-}
-
-/// A rendering made line by line within `max_chars` characters (see
-/// [`within`]): lines are kept only while they could still fit, the rest
+/// A rendering made line by line within `max_chars` characters: when the
+/// lines do not all fit, the first whole lines that do and a last line
+/// saying what was left out (never a silent truncation). Lines are kept only while they could still fit, the rest
 /// only counted, so it holds at most `max_chars` characters however much is
 /// rendered, and refuses to hold more than `max_bytes` bytes.
 pub struct Rendering {
@@ -866,6 +845,14 @@ mod tests {
         );
     }
 
+    fn within(lines: &[String], max_chars: usize) -> String {
+        let mut rendering = Rendering::new(max_chars, usize::MAX);
+        for line in lines {
+            rendering.push(line).unwrap();
+        }
+        rendering.finish()
+    }
+
     #[test]
     fn tree_and_full_renderings() {
         let paths: Vec<String> = [
@@ -883,8 +870,10 @@ mod tests {
             "a-b\nnotes/\n  a\n  today\n  work/\n    plan\nreadme"
         );
         assert!(tree_lines(&[]).is_empty());
-        let full = full_lines([("/a", "one\ntwo"), ("/b", "three")].into_iter());
-        assert_eq!(full.join("\n"), "### /a\none\ntwo\n\n### /b\nthree");
+        let mut full = Rendering::new(usize::MAX, usize::MAX);
+        full.push_file("/a", "one\ntwo").unwrap();
+        full.push_file("/b", "three").unwrap();
+        assert_eq!(full.finish(), "### /a\none\ntwo\n\n### /b\nthree");
     }
 
     #[test]
@@ -913,7 +902,7 @@ mod tests {
             )
         );
         assert!(cut.starts_with("line number 1\nline number 2"));
-        // Line by line, holding only what can fit, the same text.
+        // Line by line, holding only what can fit.
         for max_chars in [1, 5, 60, 200, 700, 10_000] {
             let mut rendering = Rendering::new(max_chars, usize::MAX);
             for line in &lines {
@@ -927,7 +916,12 @@ mod tests {
                     .sum::<usize>()
                     <= max_chars
             );
-            assert_eq!(rendering.finish(), within(&lines, max_chars));
+            let text = rendering.finish();
+            assert_eq!(
+                text == all,
+                all.chars().count() <= max_chars,
+                "{max_chars}: {text}"
+            );
         }
         let mut small = Rendering::new(10_000, 100);
         let refused = lines.iter().try_for_each(|line| small.push(line));
