@@ -43,7 +43,14 @@ fn memory_tool(request: &Value) {
             assert!(files::occurrences(&content, &old) >= 1);
         }
         Command::Append { content } => {
-            let _ = files::full_lines(std::iter::once((path.as_str(), content.as_str())));
+            // A rendering of the appended file never holds more than asked.
+            for max_chars in [0, 40, content.chars().count()] {
+                let mut rendering = files::Rendering::new(max_chars, usize::MAX);
+                rendering.push_file(&path, &content).expect("no byte limit");
+                let text = rendering.finish();
+                let note = text.starts_with("[cut at") || text.contains("\n[cut at");
+                assert!(text.chars().count() <= max_chars || note);
+            }
         }
         Command::List => {
             let mut entries = vec![
