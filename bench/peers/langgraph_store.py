@@ -60,7 +60,7 @@ def main():
         ours.execute(
             """INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
                VALUES ('peer', %s, %s::jsonb, 9, now() + interval '500 hours')
-               ON CONFLICT (session_id, key) DO UPDATE
+               ON CONFLICT (session_id, key, tenant) DO UPDATE
                SET value = excluded.value, words = excluded.words, updated_at = now(),
                    expires_at = excluded.expires_at""",
             (f"k{i % KEYS}", value_json),
