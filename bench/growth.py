@@ -157,7 +157,7 @@ def fill(n: int, had: int) -> None:
     sql("CHECKPOINT")
 
 
-def statement_latency_ms(script: str, measure: str, defines: dict[str, int]) -> float:
+def statement_latency_ms(script: str, measure: str, defines: dict[str, int], db: str = DB) -> float:
     """Average latency (ms) of the script statement containing `measure`."""
     with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
         f.write(script)
@@ -166,7 +166,7 @@ def statement_latency_ms(script: str, measure: str, defines: dict[str, int]) -> 
         args = [bench.BINDIR / "pgbench", "-n", "-M", "prepared", "-c", "1", "-T", str(SECONDS), "-r", "-f", path]
         for key, value in defines.items():
             args += ["-D", f"{key}={value}"]
-        done = subprocess.run(args + [DB], capture_output=True, text=True)
+        done = subprocess.run(args + [db], capture_output=True, text=True)
         if done.returncode != 0:
             raise RuntimeError(f"pgbench failed on\n{script}\n{done.stderr[-2000:]}")
     finally:

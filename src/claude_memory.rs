@@ -26,6 +26,12 @@ use crate::settings;
 // Every statement reads and writes only the files of the caller's tenant
 // (tenant = agent_memory.caller_tenant()), also for a superuser, whom
 // row-level security lets through: a file's key is (scope, path, tenant).
+//
+// A file and the directory at the same path are the range [$2, $4) with
+// a filter: the range is the index condition, so a statement reads the
+// file, the directory's files and the few paths between them (`/a/b.md`
+// for `/a/b`), never the whole scope. Lists of paths are probed one by
+// one (a fenced `unnest` joined on every key column).
 
 /// A file's content, locked for an edit.
 static LOCK_FILE: Statement = Statement {
@@ -57,7 +63,7 @@ static SIZES_UNDER: Statement = Statement {
 /// [$3, $4), locked.
 static MOVING: Statement = Statement {
     sql: "SELECT f.path FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
+          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
             AND f.tenant = agent_memory.caller_tenant()
           FOR UPDATE",
     args: &[TEXT, TEXT, TEXT, TEXT],
@@ -68,11 +74,13 @@ static MOVING: Statement = Statement {
 /// and whether a directory above it ($5) is a file.
 static DESTINATION: Statement = Statement {
     sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
+                         WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4
+                           AND (f.path = $2 OR f.path >= $3)
                            AND f.tenant = agent_memory.caller_tenant()),
-                 EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope = $1 AND f.path = ANY ($5)
-                           AND f.tenant = agent_memory.caller_tenant())",
+                 EXISTS (SELECT FROM (SELECT $1::text AS scope, path, agent_memory.caller_tenant() AS tenant
+                                      FROM pg_catalog.unnest($5::text[]) AS path OFFSET 0) a
+                         JOIN agent_memory.memory_files f
+                           ON f.scope = a.scope AND f.path = a.path AND f.tenant = a.tenant)",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
     writes: true,
 };
@@ -82,7 +90,7 @@ static DESTINATION: Statement = Statement {
 static MOVE: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f
           SET path = $5 || pg_catalog.substr(f.path, $6 + 1)
-          WHERE f.scope = $1 AND (f.path = $2 OR (f.path >= $3 AND f.path < $4))
+          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
             AND f.tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
     writes: true,

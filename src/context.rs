@@ -18,7 +18,7 @@ use crate::sessions::{INT4, TEXT, TEXT_ARRAY, active, checked_id, idle_timeout_m
 const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
 
 /// $1 session (of the caller's tenant), $2 idle minutes, $3 keys (NULL:
-/// all), $4 include metadata.
+/// all, else a probe per key), $4 include metadata.
 static BUILD: Statement = Statement {
     sql: concat!(
         "SELECT CASE WHEN s.session_id IS NULL THEN
@@ -35,11 +35,19 @@ static BUILD: Statement = Statement {
         iso!("s.created_at"),
         ",
                   'sessionDuration', round(extract(epoch FROM pg_catalog.now() - s.created_at), 3),
-                  'memory', (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
-                             FROM agent_memory.kv_entries k
-                             WHERE k.session_id = s.session_id AND k.tenant = s.tenant
-                               AND k.expires_at > pg_catalog.now()
-                               AND ($3::text[] IS NULL OR k.key = ANY ($3))))
+                  'memory', CASE WHEN $3::text[] IS NULL THEN
+                              (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
+                               FROM agent_memory.kv_entries k
+                               WHERE k.session_id = s.session_id AND k.tenant = s.tenant
+                                 AND k.expires_at > pg_catalog.now())
+                            ELSE
+                              (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
+                               FROM (SELECT s.session_id, key, s.tenant
+                                     FROM pg_catalog.unnest($3::text[]) AS key OFFSET 0) e
+                               JOIN agent_memory.kv_entries k
+                                 ON k.session_id = e.session_id AND k.key = e.key AND k.tenant = e.tenant
+                               WHERE k.expires_at > pg_catalog.now())
+                            END)
                   || CASE WHEN $4 THEN pg_catalog.jsonb_build_object('sessionMetadata', s.metadata)
                           ELSE '{}'::jsonb END
                 END

@@ -91,23 +91,33 @@ static INSERT_NODE: Statement = Statement {
 /// Add child $2 to the explicit refs of parents $3 of owner $1 that do not
 /// list it yet. refs stay "explicit refs, then body links": the child goes
 /// right after the explicit ones and leaves the body-link part.
+///
+/// Keys reach the table as a fenced list (`OFFSET 0`) joined on every key
+/// column: the only way in is one primary-key probe per parent. Written
+/// as `node_id = ANY ($3)`, an owner the statistics think tiny got a plan
+/// reading all of the owner's nodes and filtering them.
 static LINK_PARENTS: Statement = Statement {
     sql: "UPDATE agent_memory.graph_nodes p
           SET links = p.links || $2::text,
               refs = p.links || $2::text
                      || pg_catalog.array_remove(p.refs[pg_catalog.cardinality(p.links) + 1:], $2::text),
               updated_at = pg_catalog.now()
-          WHERE p.owner = $1 AND p.node_id = ANY ($3) AND p.tenant = agent_memory.caller_tenant()
+          FROM (SELECT $1::text AS owner, parent, agent_memory.caller_tenant() AS tenant
+                FROM pg_catalog.unnest($3::text[]) AS parent OFFSET 0) k
+          WHERE p.owner = k.owner AND p.node_id = k.parent AND p.tenant = k.tenant
             AND NOT ($2 = ANY (p.links))
           RETURNING p.node_id, pg_catalog.cardinality(p.refs)",
     args: &[TEXT, TEXT, TEXT_ARRAY],
     writes: true,
 };
 
-/// Which of ids $2 exist for owner $1.
+/// Which of ids $2 exist for owner $1 (a probe per id, as LINK_PARENTS).
 static EXISTING: Statement = Statement {
-    sql: "SELECT pg_catalog.array_agg(node_id::text) FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND node_id = ANY ($2) AND tenant = agent_memory.caller_tenant()",
+    sql: "SELECT pg_catalog.array_agg(n.node_id::text)
+          FROM (SELECT $1::text AS owner, id, agent_memory.caller_tenant() AS tenant
+                FROM pg_catalog.unnest($2::text[]) AS id OFFSET 0) k
+          JOIN agent_memory.graph_nodes n
+            ON n.owner = k.owner AND n.node_id = k.id AND n.tenant = k.tenant",
     args: &[TEXT, TEXT_ARRAY],
     writes: true,
 };
@@ -166,7 +176,9 @@ static DELETE_NODE: Statement = Statement {
 };
 
 // The JSON of a node row `n` (graph_read's shape); refs that name no node of
-// the owner (in the row's tenant) are listed again as unresolved, in order.
+// the owner (in the row's tenant) are listed again as unresolved, in order:
+// one primary-key probe per ref (OFFSET 0 keeps the planner from turning
+// the NOT EXISTS into a join that may read all of the owner's nodes).
 macro_rules! node_json {
     () => {
         concat!(
@@ -182,7 +194,7 @@ macro_rules! node_json {
                   SELECT u.r FROM pg_catalog.unnest(n.refs) WITH ORDINALITY AS u(r, i)
                   WHERE NOT EXISTS (SELECT FROM agent_memory.graph_nodes g
                                     WHERE g.owner = n.owner AND g.node_id = u.r
-                                      AND g.tenant = n.tenant)
+                                      AND g.tenant = n.tenant OFFSET 0)
                   ORDER BY u.i)),
                'body', n.body)"
         )

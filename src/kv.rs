@@ -212,29 +212,61 @@ static GET_ALL: Statement = Statement {
     writes: false,
 };
 
-/// Delete live entries ($3 keys, or all when NULL) of a session that the
-/// caller has just renewed (so it is active); returns how many.
+/// Delete live entries of a session that the caller has just renewed (so
+/// it is active); returns how many. `$using` and `$which` pick the entries
+/// `k` among those of the session row `s`; `$words` and `$next_expiry` are
+/// the session's counters after.
+macro_rules! delete_entries {
+    ($using:literal, $which:literal, $words:literal, $next_expiry:literal) => {
+        concat!(
+            "WITH s AS (
+               SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+               WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+            active!("s", "$3"),
+            "),
+             gone AS (
+               DELETE FROM agent_memory.kv_entries k USING ",
+            $using,
+            " WHERE ",
+            $which,
+            "
+               RETURNING k.words, k.expires_at),
+             renewed AS (
+               UPDATE agent_memory.sessions
+               SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
+                   kv_words = ",
+            $words,
+            ", kv_next_expiry = ",
+            $next_expiry,
+            "
+               WHERE session_id = (SELECT session_id FROM s) AND tenant = (SELECT tenant FROM s))
+             SELECT count(*) FILTER (WHERE expires_at > pg_catalog.now())::int4 FROM gone"
+        )
+    };
+}
+
+/// Delete keys $2 and take off the words they held. The keys reach
+/// kv_entries as a fenced relation joined on every primary-key column: one
+/// probe per key, whatever the statistics say of the session.
 static DELETE_KEYS: Statement = Statement {
-    sql: concat!(
-        "WITH s AS (
-           SELECT s.session_id, s.tenant FROM agent_memory.sessions s
-           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$3"),
-        "),
-         gone AS (
-           DELETE FROM agent_memory.kv_entries k USING s
-           WHERE k.session_id = s.session_id AND k.tenant = s.tenant
-             AND ($2::text[] IS NULL OR k.key = ANY ($2))
-           RETURNING k.words, k.expires_at),
-         renewed AS (
-           UPDATE agent_memory.sessions
-           SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
-               -- All keys: nothing is left. Some: take off what they held.
-               kv_words = CASE WHEN $2::text[] IS NULL THEN 0
-                               ELSE greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone)) END,
-               kv_next_expiry = CASE WHEN $2::text[] IS NULL THEN 'infinity' ELSE kv_next_expiry END
-           WHERE session_id = (SELECT session_id FROM s) AND tenant = (SELECT tenant FROM s))
-         SELECT count(*) FILTER (WHERE expires_at > pg_catalog.now())::int4 FROM gone"
+    sql: delete_entries!(
+        "(SELECT s.session_id, key, s.tenant FROM s, pg_catalog.unnest($2::text[]) AS key OFFSET 0) e",
+        "k.session_id = e.session_id AND k.key = e.key AND k.tenant = e.tenant",
+        "greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone))",
+        "kv_next_expiry"
+    ),
+    args: &[TEXT, TEXT_ARRAY, INT4],
+    writes: true,
+};
+
+/// Delete every entry: nothing is left. ($2 is unused: both statements
+/// take the same arguments.)
+static DELETE_ALL_KEYS: Statement = Statement {
+    sql: delete_entries!(
+        "s",
+        "k.session_id = s.session_id AND k.tenant = s.tenant",
+        "0",
+        "'infinity'"
     ),
     args: &[TEXT, TEXT_ARRAY, INT4],
     writes: true,
@@ -484,8 +516,12 @@ fn kv_has(session_id: &str, key: &str) -> SqlResult<bool> {
 /// session, renewing its activity; 0 when the session is gone.
 pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32> {
     lock_session(session_id);
+    let statement = match keys {
+        Some(_) => &DELETE_KEYS,
+        None => &DELETE_ALL_KEYS,
+    };
     let deleted = first_value_of::<i32>(
-        &DELETE_KEYS,
+        statement,
         &[
             session_id.into(),
             keys.into(),
@@ -498,7 +534,7 @@ pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn kv_delete(session_id: &str, key: &str) -> SqlResult<bool> {
-    Ok(delete_keys(session_id, Some(vec![key.to_string()]))? > 0)
+    Ok(delete_keys(session_id, Some(vec![key.to_owned()]))? > 0)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]

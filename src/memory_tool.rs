@@ -114,16 +114,22 @@ static TAKE_ROOM: Statement = Statement {
 
 /// Whether a new file's path is free of anything else: no file under it
 /// (the range [$2, $3): a directory at the path) and no file above it
-/// (none of $4). Read-write, for a snapshot taken after TAKE_ROOM.
+/// (none of $4, probed one by one: a fenced list joined on every key
+/// column, so no statistics can turn it into a read of the whole scope).
+/// Read-write, for a snapshot taken after TAKE_ROOM.
 static PATH_FREE: Statement = Statement {
     sql: "SELECT NOT EXISTS (SELECT FROM agent_memory.memory_files f
                              WHERE f.scope OPERATOR(pg_catalog.=) $1
                                AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
                                AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()),
-                 NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                             WHERE f.scope OPERATOR(pg_catalog.=) $1
-                               AND f.path OPERATOR(pg_catalog.=) ANY ($4)
-                               AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
+                 NOT EXISTS (SELECT FROM (SELECT $1::pg_catalog.text AS scope, path,
+                                                 agent_memory.caller_tenant() AS tenant
+                                          FROM pg_catalog.unnest($4::pg_catalog.text[]) AS path
+                                          OFFSET 0) a
+                             JOIN agent_memory.memory_files f
+                               ON f.scope OPERATOR(pg_catalog.=) a.scope
+                              AND f.path OPERATOR(pg_catalog.=) a.path
+                              AND f.tenant OPERATOR(pg_catalog.=) a.tenant)",
     args: &[TEXT, TEXT, TEXT, TEXT_ARRAY],
     writes: true,
 };
@@ -201,12 +207,14 @@ static WRITE_VERSION: Statement = Statement {
 
 /// Delete a file, or every file of a directory (the range [$3, $4)), in one
 /// pass, returning the deleted paths (what the answer counts follows from
-/// them). The scope's file count is an upper bound, so a delete leaves it.
+/// them). The index condition is the range [$2, $4), which holds both:
+/// an OR of the two would leave the path out of it, and a scope the
+/// statistics think tiny would be read whole. The scope's file count is an upper bound, so a delete leaves it.
 pub(crate) static DELETE_FILES: Statement = Statement {
     sql: "DELETE FROM agent_memory.memory_files f
           WHERE f.scope OPERATOR(pg_catalog.=) $1
-            AND (f.path OPERATOR(pg_catalog.=) $2
-                 OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
+            AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $4
+            AND (f.path OPERATOR(pg_catalog.=) $2 OR f.path OPERATOR(pg_catalog.>=) $3)
             AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
           RETURNING f.path",
     args: &[TEXT, TEXT, TEXT, TEXT],

@@ -316,21 +316,31 @@ static THREAD_MESSAGES: Statement = Statement {
     writes: false,
 };
 
+/// Remove slots $3 of a thread: a probe per slot (a fenced list joined on
+/// every primary-key column, whatever the statistics say of the thread).
 static REMOVE_SLOTS: Statement = Statement {
-    sql: "DELETE FROM agent_memory.thread_messages
-          WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant() AND slot = ANY ($3)",
+    sql: "DELETE FROM agent_memory.thread_messages m
+          USING (SELECT $1::text AS session_id, $2::text AS thread_key, slot,
+                        agent_memory.caller_tenant() AS tenant
+                 FROM pg_catalog.unnest($3::int4[]) AS slot OFFSET 0) k
+          WHERE m.session_id = k.session_id AND m.thread_key = k.thread_key
+            AND m.slot = k.slot AND m.tenant = k.tenant",
     args: &[TEXT, TEXT, INT4_ARRAY],
     writes: true,
 };
 
 // A repack moves messages to new slots in two steps, through slots past any
 // keep (MAX_KEEP is far below the offset), so that no two rows ever hold
-// the same slot at once.
+// the same slot at once. The moves are probed one by one, as REMOVE_SLOTS.
 static MOVE_SLOTS_OUT: Statement = Statement {
     sql: "UPDATE agent_memory.thread_messages m SET slot = mv.new_slot + 1000000000
-          FROM ROWS FROM (pg_catalog.unnest($3::int4[]), pg_catalog.unnest($4::int4[])) AS mv(old_slot, new_slot)
-          WHERE m.session_id = $1 AND m.thread_key = $2 AND m.tenant = agent_memory.caller_tenant()
-            AND m.slot = mv.old_slot",
+          FROM (SELECT $1::text AS session_id, $2::text AS thread_key, old_slot, new_slot,
+                       agent_memory.caller_tenant() AS tenant
+                FROM ROWS FROM (pg_catalog.unnest($3::int4[]), pg_catalog.unnest($4::int4[]))
+                       AS moves(old_slot, new_slot)
+                OFFSET 0) mv
+          WHERE m.session_id = mv.session_id AND m.thread_key = mv.thread_key
+            AND m.slot = mv.old_slot AND m.tenant = mv.tenant",
     args: &[TEXT, TEXT, INT4_ARRAY, INT4_ARRAY],
     writes: true,
 };

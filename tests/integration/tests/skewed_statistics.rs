@@ -1,0 +1,330 @@
+//! Calls reach the rows they need through every key column, whatever the
+//! statistics say. A few huge owners (scopes, sessions) and many tiny ones
+//! are analysed; then a new one grows, first inside one transaction, then
+//! across many, with no ANALYZE after (autovacuum is off for the tables).
+//! The statistics take the new key for a sliver of a row, which once made
+//! the planner read every row of the key and filter out all but a few.
+//!
+//! Work is counted, not timed: the tuples the calling transaction read
+//! from the table and its indexes (`pg_stat_get_xact_tuples_returned` and
+//! `_fetched`), before and after one call. A call probes a handful of rows;
+//! reading the grown key would count thousands, so a plan that degrades
+//! fails the test on any machine.
+
+use agent_memory_integration::{drop_database, fresh_database};
+use postgres::{Client, Transaction};
+
+/// The huge keys the statistics know (each of `BIG_ROWS` rows) and the tiny
+/// ones (a row each).
+const BIG_KEYS: i32 = 3;
+const BIG_ROWS: i32 = 20_000;
+const TINY_KEYS: i32 = 1_000;
+/// Rows of the new key grown inside one transaction, then across
+/// transactions (one row each).
+const GROWN_IN_ONE: i32 = 3_000;
+const GROWN_ACROSS: i32 = 300;
+/// The most tuples one call may read from a table and its indexes: a few
+/// probes of a few tuples each. Reading the grown key counts over 3,000.
+const MOST_READ: i64 = 100;
+
+/// Tuples the transaction has read so far from `table` and its indexes.
+fn tuples_read(tx: &mut Transaction<'_>, table: &str) -> i64 {
+    tx.query_one(
+        "SELECT sum(pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid))::int8
+         FROM pg_class c
+         WHERE c.oid = $1::text::regclass
+            OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = $1::text::regclass)",
+        &[&table],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Run `call` (a query of one boolean: whether the call did its work) in
+/// a transaction of its own, rolled back after; the tuples it read from
+/// `table` and its indexes. A call that did not do its work fails the test
+/// (reading nothing proves nothing).
+fn read_by(client: &mut Client, table: &str, call: &str) -> i64 {
+    let mut tx = client.transaction().unwrap();
+    let before = tuples_read(&mut tx, table);
+    let done: bool = tx
+        .query_one(call, &[])
+        .unwrap_or_else(|e| panic!("{call}: {e}"))
+        .get(0);
+    assert!(done, "the call did not do its work: {call}");
+    let read = tuples_read(&mut tx, table) - before;
+    tx.rollback().unwrap();
+    read
+}
+
+/// Every call reads at most MOST_READ tuples of `table`.
+fn assert_probes(client: &mut Client, table: &str, calls: &[(&str, &str)], when: &str) {
+    for (what, call) in calls {
+        let read = read_by(client, table, call);
+        println!("{what}: {read} tuples read {when}");
+        assert!(
+            read <= MOST_READ,
+            "{what} read {read} tuples of {table} and its indexes {when} \
+             (a probe per row reads a few; the grown key holds over {GROWN_IN_ONE})"
+        );
+    }
+}
+
+/// Fill `table` with skewed keys and analyse it, with autovacuum off so
+/// that nothing refreshes the statistics after. `rows` is an INSERT ...
+/// SELECT over `key` and `i` (rows per key).
+fn skewed(client: &mut Client, table: &str, rows: &str) {
+    client
+        .batch_execute(&format!(
+            "ALTER TABLE {table} SET (autovacuum_enabled = false);
+             {rows};
+             ANALYZE {table};",
+            rows = rows
+                .replace(
+                    "KEYS",
+                    &format!(
+                        "(SELECT 'big' || b AS key, {BIG_ROWS} AS n FROM generate_series(1, {BIG_KEYS}) b
+                          UNION ALL
+                          SELECT 'tiny' || t, 1 FROM generate_series(1, {TINY_KEYS}) t) keys,
+                         generate_series(1, keys.n) i"
+                    )
+                )
+        ))
+        .unwrap();
+}
+
+#[test]
+fn graph_calls_probe_their_nodes_in_an_owner_the_statistics_call_tiny() {
+    const DB: &str = "agent_memory_skewed_graph";
+    let mut client = fresh_database(DB);
+    skewed(
+        &mut client,
+        "agent_memory.graph_nodes",
+        "INSERT INTO agent_memory.graph_nodes (owner, node_id, title, description, body, links, refs)
+         SELECT keys.key, 'n' || i, 'node ' || i, '', 'notes of node ' || i, '{}', '{}' FROM KEYS",
+    );
+    // The issue's shape: node k under node (k - 1) / 8, so parents fill up.
+    let grow = |from: i32, to: i32| {
+        format!(
+            "DO $$ BEGIN
+               FOR k IN {from}..{to} LOOP
+                 PERFORM agent_memory.graph_create('grows', 'node ' || k, '', 'notes [[g' || (k + 1) || ']]',
+                   ARRAY[CASE WHEN k = 0 THEN '__root__' ELSE 'g' || ((k - 1) / 8) END], 'g' || k);
+               END LOOP;
+             END $$"
+        )
+    };
+    let calls = [
+        (
+            "graph_create under a parent",
+            "SELECT agent_memory.graph_create('grows', 'new', '', '', ARRAY['g20', 'g21'], 'new') = 'new'",
+        ),
+        (
+            "graph_write of refs",
+            "SELECT agent_memory.graph_write('grows', 'g30', NULL, NULL, 'changed', ARRAY['g31', 'g32']) >= 1",
+        ),
+        (
+            "graph_write with a change description",
+            "SELECT agent_memory.graph_write('grows', 'g40', NULL, NULL, 'changed', change_description => 'why') = 2",
+        ),
+        (
+            "graph_read of a node with refs",
+            "SELECT agent_memory.graph_read('grows', 'g5') -> 'refs' ? 'g41'",
+        ),
+        (
+            "graph_delete",
+            "SELECT agent_memory.graph_delete('grows', 'g2999')",
+        ),
+    ];
+    client.batch_execute("BEGIN").unwrap();
+    client.batch_execute(&grow(0, GROWN_IN_ONE - 1)).unwrap();
+    client.batch_execute("COMMIT").unwrap();
+    assert_probes(
+        &mut client,
+        "agent_memory.graph_nodes",
+        &calls,
+        "after one transaction grew the owner",
+    );
+    for k in GROWN_IN_ONE..GROWN_IN_ONE + GROWN_ACROSS {
+        client.batch_execute(&grow(k, k)).unwrap();
+    }
+    assert_probes(
+        &mut client,
+        "agent_memory.graph_nodes",
+        &calls,
+        "after many transactions grew it",
+    );
+    let stored: i64 = client
+        .query_one(
+            "SELECT count(*) FROM agent_memory.graph_nodes WHERE owner = 'grows'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        stored,
+        i64::from(GROWN_IN_ONE + GROWN_ACROSS),
+        "every node was created"
+    );
+    drop(client);
+    drop_database(DB);
+}
+
+#[test]
+fn memory_file_calls_probe_their_paths_in_a_scope_the_statistics_call_tiny() {
+    const DB: &str = "agent_memory_skewed_files";
+    let mut client = fresh_database(DB);
+    client
+        .batch_execute(&format!(
+            "ALTER DATABASE {DB} SET agent_memory.max_files_per_scope = 1000000"
+        ))
+        .unwrap();
+    let mut client = agent_memory_integration::connect(DB);
+    skewed(
+        &mut client,
+        "agent_memory.memory_files",
+        "INSERT INTO agent_memory.memory_files (scope, path, content)
+         SELECT keys.key, '/d' || (i % 30) || '/f' || i, 'notes of file ' || i FROM KEYS",
+    );
+    // Files /d0 .. /d29, a hundred in each, through the memory tool.
+    let grow = |from: i32, to: i32| {
+        format!(
+            "SELECT count(agent_memory.memory_tool('grows', jsonb_build_object(
+               'command', 'append', 'path', '/d' || (i % 30) || '/f' || i, 'content', 'notes of file ' || i)))
+             FROM generate_series({from}, {to}) i"
+        )
+    };
+    let calls = [
+        (
+            "memory_tool create",
+            r#"SELECT (agent_memory.memory_tool('grows', '{"command": "append", "path": "/d7/sub/new", "content": "x"}')::jsonb ->> 'ok')::bool"#,
+        ),
+        (
+            "memory_tool append",
+            r#"SELECT (agent_memory.memory_tool('grows', '{"command": "append", "path": "/d7/f7", "content": "x"}')::jsonb ->> 'ok')::bool"#,
+        ),
+        (
+            "memory_tool update",
+            r#"SELECT (agent_memory.memory_tool('grows', '{"command": "update", "path": "/d8/f8", "oldContent": "notes", "content": "facts"}')::jsonb ->> 'ok')::bool"#,
+        ),
+        (
+            "memory_tool read",
+            r#"SELECT (agent_memory.memory_tool('grows', '{"command": "read", "path": "/d9/f9"}')::jsonb ->> 'ok')::bool"#,
+        ),
+        (
+            "memory_tool delete of a file",
+            r#"SELECT (agent_memory.memory_tool('grows', '{"command": "delete", "path": "/d10/f10"}')::jsonb ->> 'ok')::bool"#,
+        ),
+        (
+            "claude_memory create",
+            r#"SELECT agent_memory.claude_memory('grows', '{"command": "create", "path": "/memories/d11/new.md", "file_text": "x"}') NOT LIKE 'Error%'"#,
+        ),
+        (
+            "claude_memory str_replace",
+            r#"SELECT agent_memory.claude_memory('grows', '{"command": "str_replace", "path": "/memories/d12/f12", "old_str": "notes", "new_str": "facts"}') NOT LIKE 'Error%'"#,
+        ),
+        (
+            "claude_memory rename of a file",
+            r#"SELECT agent_memory.claude_memory('grows', '{"command": "rename", "old_path": "/memories/d13/f13", "new_path": "/memories/d14/moved"}') NOT LIKE 'Error%'"#,
+        ),
+    ];
+    client.batch_execute("BEGIN").unwrap();
+    client.batch_execute(&grow(0, GROWN_IN_ONE - 1)).unwrap();
+    client.batch_execute("COMMIT").unwrap();
+    assert_probes(
+        &mut client,
+        "agent_memory.memory_files",
+        &calls,
+        "after one transaction grew the scope",
+    );
+    for i in GROWN_IN_ONE..GROWN_IN_ONE + GROWN_ACROSS {
+        client.batch_execute(&grow(i, i)).unwrap();
+    }
+    assert_probes(
+        &mut client,
+        "agent_memory.memory_files",
+        &calls,
+        "after many transactions grew it",
+    );
+    let stored: i64 = client
+        .query_one(
+            "SELECT count(*) FROM agent_memory.memory_files WHERE scope = 'grows'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        stored,
+        i64::from(GROWN_IN_ONE + GROWN_ACROSS),
+        "every file was created"
+    );
+    drop(client);
+    drop_database(DB);
+}
+
+#[test]
+fn key_value_calls_probe_their_keys_in_a_session_the_statistics_call_tiny() {
+    const DB: &str = "agent_memory_skewed_kv";
+    let mut client = fresh_database(DB);
+    client
+        .batch_execute(&format!(
+            "ALTER DATABASE {DB} SET agent_memory.kv_word_budget = 10000000"
+        ))
+        .unwrap();
+    let mut client = agent_memory_integration::connect(DB);
+    client
+        .batch_execute(&format!(
+            "INSERT INTO agent_memory.sessions (session_id, user_id)
+             SELECT 'big' || b, 'u' FROM generate_series(1, {BIG_KEYS}) b
+             UNION ALL SELECT 'tiny' || t, 'u' FROM generate_series(1, {TINY_KEYS}) t;
+             SELECT agent_memory.create_session('u', session_id => 'grows');"
+        ))
+        .unwrap();
+    skewed(
+        &mut client,
+        "agent_memory.kv_entries",
+        "INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
+         SELECT keys.key, 'k' || i, '\"v\"', 1, now() + interval '1 day' FROM KEYS",
+    );
+    let grow = |from: i32, to: i32| {
+        format!(
+            "SELECT count(agent_memory.kv_set('grows', 'k' || i, to_jsonb(i))) FROM generate_series({from}, {to}) i"
+        )
+    };
+    let calls = [
+        ("kv_get", "SELECT agent_memory.kv_get('grows', 'k7') = '7'"),
+        (
+            "kv_set of a known key",
+            "SELECT agent_memory.kv_set('grows', 'k8', '1') IS NOT NULL",
+        ),
+        ("kv_delete", "SELECT agent_memory.kv_delete('grows', 'k9')"),
+        (
+            "clear_context_keys",
+            "SELECT agent_memory.clear_context_keys('grows', ARRAY['k10', 'k11']) = 2",
+        ),
+        (
+            "build_context of some keys",
+            "SELECT agent_memory.build_context('grows', ARRAY['k12', 'k13']) -> 'memory' = '{\"k12\": 12, \"k13\": 13}'",
+        ),
+    ];
+    client.batch_execute("BEGIN").unwrap();
+    client.batch_execute(&grow(0, GROWN_IN_ONE - 1)).unwrap();
+    client.batch_execute("COMMIT").unwrap();
+    assert_probes(
+        &mut client,
+        "agent_memory.kv_entries",
+        &calls,
+        "after one transaction grew the session",
+    );
+    for i in GROWN_IN_ONE..GROWN_IN_ONE + GROWN_ACROSS {
+        client.batch_execute(&grow(i, i)).unwrap();
+    }
+    assert_probes(
+        &mut client,
+        "agent_memory.kv_entries",
+        &calls,
+        "after many transactions grew it",
+    );
+    drop(client);
+    drop_database(DB);
+}
