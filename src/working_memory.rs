@@ -131,14 +131,17 @@ fn renewal_due(session_id: &str) -> bool {
 }
 
 /// A part as an entry sees it: the node's own, else the global one ($1
-/// session of the caller's tenant, $2 node key, $3 part, $4 idle minutes).
+/// session of the caller's tenant, $2 node key, $3 part, $4 idle minutes),
+/// each a primary-key probe (values are never NULL).
 /// The first column says whether the session is alive.
 static READ_PART: Statement = Statement {
     sql: concat!(
-        "SELECT true, (SELECT p.value FROM agent_memory.wm_parts p
-                       WHERE p.session_id = s.session_id AND p.tenant = s.tenant
-                         AND p.node_key IN ($2, '') AND p.part = $3
-                       ORDER BY p.node_key DESC LIMIT 1)
+        "SELECT true, coalesce((SELECT p.value FROM agent_memory.wm_parts p
+                                WHERE p.session_id = s.session_id AND p.tenant = s.tenant
+                                  AND p.node_key = $2 AND p.part = $3),
+                               (SELECT p.value FROM agent_memory.wm_parts p
+                                WHERE p.session_id = s.session_id AND p.tenant = s.tenant
+                                  AND p.node_key = '' AND p.part = $3))
          FROM agent_memory.sessions s
          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
         active!("s", "$4")

@@ -27,17 +27,40 @@ use crate::working_memory::node_key;
 
 /// The entry's value of part `$name`: the node's own ($2), else the
 /// session's global one (''), of the caller's tenant; NULL when neither is
-/// set.
+/// set. Two primary-key probes (values are never NULL): `node_key IN ($2,
+/// '')` could leave the node key out of the index condition and read
+/// every entry of the session.
 macro_rules! part {
     ($name:literal) => {
         concat!(
-            "(SELECT p.value FROM agent_memory.wm_parts p
-              WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
-                AND p.node_key IN ($2, '') AND p.part = '",
+            "coalesce((SELECT p.value FROM agent_memory.wm_parts p
+                       WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+                         AND p.node_key = $2 AND p.part = '",
             $name,
-            "' ORDER BY p.node_key DESC LIMIT 1)"
+            "'), (SELECT p.value FROM agent_memory.wm_parts p
+                  WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+                    AND p.node_key = '' AND p.part = '",
+            $name,
+            "'))"
         )
     };
+}
+
+/// The messages an entry shows: the global entry (statement 0 of a pair)
+/// shows every thread of the session, a node's entry (statement 1) its own
+/// thread. Two statements, so the thread is always in the index condition
+/// of a node's read (`$2 = '' OR h.thread_key = $2` would not be in a
+/// generic plan).
+const EVERY_THREAD: usize = 0;
+const OWN_THREAD: usize = 1;
+
+/// The pair's statement for the entry of node key `node`.
+fn for_entry(pair: &'static [Statement; 2], node: &str) -> &'static Statement {
+    &pair[if node.is_empty() {
+        EVERY_THREAD
+    } else {
+        OWN_THREAD
+    }]
 }
 
 /// The sessions row ($1, of the caller's tenant) if it is active (s), the
@@ -76,17 +99,19 @@ macro_rules! session_and_config {
 /// the stored messages part; else `[]`. Either window drops the tool results
 /// whose call it does not hold.
 macro_rules! recent_messages {
-    ($limit:literal) => {
+    ($limit:literal, $thread:literal) => {
         concat!(
             "CASE WHEN EXISTS (SELECT FROM agent_memory.thread_messages h
-                               WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()
-                                 AND ($2 = '' OR h.thread_key = $2))
+                               WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()",
+            $thread,
+            ")
              THEN coalesce(
                (WITH newest AS MATERIALIZED (
                   SELECT h.role, h.content, h.metadata, h.seq, h.created_at
                   FROM agent_memory.thread_messages h
-                  WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()
-                    AND ($2 = '' OR h.thread_key = $2)
+                  WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()",
+            $thread,
+            "
                   ORDER BY h.seq DESC LIMIT ",
             $limit,
             ")
@@ -114,12 +139,13 @@ macro_rules! recent_messages {
 /// The last user message of the entry's scope as text: from the history,
 /// else the stored part; NULL when neither has one.
 macro_rules! last_user_message {
-    () => {
+    ($thread:literal) => {
         concat!(
             "coalesce(
                (SELECT h.content FROM agent_memory.thread_messages h
-                WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()
-                  AND ($2 = '' OR h.thread_key = $2) AND h.role = 'user'
+                WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()",
+            $thread,
+            " AND h.role = 'user'
                 ORDER BY h.seq DESC LIMIT 1),
                ",
             part!("last_user_message"),
@@ -143,7 +169,7 @@ macro_rules! empty_structure {
 /// Seed 000's snapshot ($1 session, $2 node key, $3 idle minutes); no row
 /// when the session is missing or expired.
 macro_rules! snapshot {
-    () => {
+    ($thread:literal) => {
         concat!(
             "SELECT pg_catalog.jsonb_build_object(
            'session', pg_catalog.jsonb_build_object(
@@ -170,10 +196,10 @@ macro_rules! snapshot {
             part!("working_history"),
             ", '\"\"') ELSE '\"\"' END,
            'messages', ",
-            recent_messages!("t.history_length"),
+            recent_messages!("t.history_length", $thread),
             ",
            'last_user_message', coalesce(",
-            last_user_message!(),
+            last_user_message!($thread),
             ", ''),
            'config', c.config)",
             session_and_config!()
@@ -181,79 +207,112 @@ macro_rules! snapshot {
     };
 }
 
-static SNAPSHOT: Statement = Statement {
-    sql: snapshot!(),
-    args: &[TEXT, TEXT, INT4],
-    writes: false,
-};
+static SNAPSHOT: [Statement; 2] = [
+    Statement {
+        sql: snapshot!(""),
+        args: &[TEXT, TEXT, INT4],
+        writes: false,
+    },
+    Statement {
+        sql: snapshot!(" AND h.thread_key = $2"),
+        args: &[TEXT, TEXT, INT4],
+        writes: false,
+    },
+];
 
 /// The snapshot as a function that has just written sees it: a read-only
 /// statement would reuse the caller's snapshot, from before the writes.
-static SNAPSHOT_AFTER_WRITES: Statement = Statement {
-    sql: snapshot!(),
-    args: &[TEXT, TEXT, INT4],
-    writes: true,
-};
+static SNAPSHOT_AFTER_WRITES: [Statement; 2] = [
+    Statement {
+        sql: snapshot!(""),
+        args: &[TEXT, TEXT, INT4],
+        writes: true,
+    },
+    Statement {
+        sql: snapshot!(" AND h.thread_key = $2"),
+        args: &[TEXT, TEXT, INT4],
+        writes: true,
+    },
+];
 
 /// Seed 001's entry ($1 session, $2 node key, $3 idle minutes): the same
 /// parts under seed 001's names, the newest 50 messages, and when the
 /// entry's own parts were first and last written.
-static ENTRY: Statement = Statement {
-    sql: concat!(
-        "SELECT pg_catalog.jsonb_build_object(
-           'project_id', coalesce(sp.value ->> 'project_id', s.project_id),
-           'current_node', CASE WHEN t.context THEN coalesce(",
-        part!("node_context"),
-        ", '{}') ELSE '{}' END,
-           'structure_index', CASE WHEN t.structure THEN coalesce(",
-        part!("project_structure"),
-        " -> 'project_graph', ",
-        empty_graph!(),
-        ") ELSE ",
-        empty_graph!(),
-        " END,
-           'recent_messages', ",
-        recent_messages!("50"),
-        ",
-           'work_history_summary', CASE WHEN t.working_history
+macro_rules! entry {
+    ($thread:literal) => {
+        concat!(
+            "SELECT pg_catalog.jsonb_build_object(
+               'project_id', coalesce(sp.value ->> 'project_id', s.project_id),
+               'current_node', CASE WHEN t.context THEN coalesce(",
+            part!("node_context"),
+            ", '{}') ELSE '{}' END,
+               'structure_index', CASE WHEN t.structure THEN coalesce(",
+            part!("project_structure"),
+            " -> 'project_graph', ",
+            empty_graph!(),
+            ") ELSE ",
+            empty_graph!(),
+            " END,
+               'recent_messages', ",
+            recent_messages!("50", $thread),
+            ",
+               'work_history_summary', CASE WHEN t.working_history
               THEN (SELECT pg_catalog.jsonb_build_object('content', coalesce(w.value #>> '{}', ''),
                                                          'timestamp', ",
-        iso!("w.updated_at"),
-        ")
+            iso!("w.updated_at"),
+            ")
                     FROM (SELECT) one LEFT JOIN LATERAL (
-                      SELECT p.value, p.updated_at FROM agent_memory.wm_parts p
-                      WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
-                        AND p.node_key IN ($2, '') AND p.part = 'working_history'
-                      ORDER BY p.node_key DESC LIMIT 1) w ON true)
+                      SELECT e.value, e.updated_at FROM (
+                        SELECT p.node_key, p.value, p.updated_at FROM agent_memory.wm_parts p
+                        WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+                          AND p.node_key = $2 AND p.part = 'working_history'
+                        UNION ALL
+                        SELECT p.node_key, p.value, p.updated_at FROM agent_memory.wm_parts p
+                        WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+                          AND p.node_key = '' AND p.part = 'working_history') e
+                      ORDER BY e.node_key DESC LIMIT 1) w ON true)
               ELSE '{\"content\": \"\", \"timestamp\": null}' END,
-           'context_data', CASE WHEN t.context THEN coalesce(",
-        part!("fetched_context"),
-        ", '{}') ELSE '{}' END,
-           'last_user_input', ",
-        last_user_message!(),
-        ",
-           'created_at', (SELECT ",
-        iso!("min(p.created_at)"),
-        " FROM agent_memory.wm_parts p
-         WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant() AND p.node_key = $2),
-           'updated_at', (SELECT ",
-        iso!("max(p.updated_at)"),
-        " FROM agent_memory.wm_parts p
-         WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant() AND p.node_key = $2))",
-        session_and_config!()
-    ),
-    args: &[TEXT, TEXT, INT4],
-    writes: false,
-};
+               'context_data', CASE WHEN t.context THEN coalesce(",
+            part!("fetched_context"),
+            ", '{}') ELSE '{}' END,
+               'last_user_input', ",
+            last_user_message!($thread),
+            ",
+               'created_at', (SELECT ",
+            iso!("min(p.created_at)"),
+            " FROM agent_memory.wm_parts p
+             WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant() AND p.node_key = $2),
+               'updated_at', (SELECT ",
+            iso!("max(p.updated_at)"),
+            " FROM agent_memory.wm_parts p
+             WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant() AND p.node_key = $2))",
+            session_and_config!()
+        )
+    };
+}
+
+static ENTRY: [Statement; 2] = [
+    Statement {
+        sql: entry!(""),
+        args: &[TEXT, TEXT, INT4],
+        writes: false,
+    },
+    Statement {
+        sql: entry!(" AND h.thread_key = $2"),
+        args: &[TEXT, TEXT, INT4],
+        writes: false,
+    },
+];
 
 /// Seed 000's context bundle ($1 session, $2 node key, $3 idle minutes):
 /// the recent messages with what describes them, the working history and
 /// the last user message. Column 2 is the entry's project.
-static CONTEXT: Statement = Statement {
-    sql: concat!(
-        "SELECT pg_catalog.jsonb_build_object(
-           'messages', m.messages,
-           'message_metadata', pg_catalog.jsonb_build_object(
+macro_rules! context {
+    ($thread:literal) => {
+        concat!(
+            "SELECT pg_catalog.jsonb_build_object(
+               'messages', m.messages,
+               'message_metadata', pg_catalog.jsonb_build_object(
               'session_id', s.session_id,
               'node_id', NULLIF($2, ''),
               'project_id', coalesce(sp.value ->> 'project_id', s.project_id),
@@ -262,33 +321,47 @@ static CONTEXT: Statement = Statement {
               'first_seq', m.messages -> 0 -> 'seq',
               'last_seq', m.messages -> -1 -> 'seq',
               'in_history', (SELECT pg_catalog.count(*) FROM agent_memory.thread_messages h
-                             WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()
-                               AND ($2 = '' OR h.thread_key = $2))),
-           'working_history', CASE WHEN t.working_history THEN coalesce(",
-        part!("working_history"),
-        ", '\"\"') ELSE '\"\"' END,
-           'last_user_message', coalesce(",
-        last_user_message!(),
-        ", '')),
-           coalesce(sp.value ->> 'project_id', s.project_id)",
-        session_and_config!(concat!(
-            "CROSS JOIN LATERAL (SELECT ",
-            recent_messages!("t.history_length"),
-            " AS messages) m"
-        ))
-    ),
-    args: &[TEXT, TEXT, INT4],
-    writes: false,
-};
+                             WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()",
+            $thread,
+            ")),
+               'working_history', CASE WHEN t.working_history THEN coalesce(",
+            part!("working_history"),
+            ", '\"\"') ELSE '\"\"' END,
+               'last_user_message', coalesce(",
+            last_user_message!($thread),
+            ", '')),
+               coalesce(sp.value ->> 'project_id', s.project_id)",
+            session_and_config!(concat!(
+                "CROSS JOIN LATERAL (SELECT ",
+                recent_messages!("t.history_length", $thread),
+                " AS messages) m"
+            ))
+        )
+    };
+}
+
+static CONTEXT: [Statement; 2] = [
+    Statement {
+        sql: context!(""),
+        args: &[TEXT, TEXT, INT4],
+        writes: false,
+    },
+    Statement {
+        sql: context!(" AND h.thread_key = $2"),
+        args: &[TEXT, TEXT, INT4],
+        writes: false,
+    },
+];
 
 /// Run one of the composed reads; the session must be active. With
 /// `project`, column 2 is read too.
 fn compose(
-    statement: &'static Statement,
+    statements: &'static [Statement; 2],
     session_id: &str,
     node: &str,
     project: bool,
 ) -> SqlResult<(JsonbBytes, Option<String>)> {
+    let statement = for_entry(statements, node);
     Spi::connect_mut(|client| {
         let plan = kept(client, statement).or_report()?;
         let args = [

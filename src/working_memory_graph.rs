@@ -106,11 +106,15 @@ macro_rules! tied_structures {
              FROM agent_memory.wm_parts p JOIN agent_memory.sessions s USING (session_id, tenant)
              WHERE p.tenant = agent_memory.caller_tenant() AND p.part = 'project_structure' AND ",
             active!("s", "$2"),
-            " AND coalesce((SELECT sp.value ->> 'project_id' FROM agent_memory.wm_parts sp
-                            WHERE sp.session_id = p.session_id AND sp.tenant = p.tenant
-                              AND sp.node_key IN (p.node_key, '')
-                              AND sp.part = 'session' AND sp.value ? 'project_id'
-                            ORDER BY sp.node_key DESC LIMIT 1),
+            " AND coalesce(coalesce((SELECT sp.value FROM agent_memory.wm_parts sp
+                                     WHERE sp.session_id = p.session_id AND sp.tenant = p.tenant
+                                       AND sp.node_key = p.node_key
+                                       AND sp.part = 'session' AND sp.value ? 'project_id'),
+                                    (SELECT sp.value FROM agent_memory.wm_parts sp
+                                     WHERE sp.session_id = p.session_id AND sp.tenant = p.tenant
+                                       AND sp.node_key = ''
+                                       AND sp.part = 'session' AND sp.value ? 'project_id'))
+                           ->> 'project_id',
                            s.project_id) = $1"
         )
     };

@@ -1730,14 +1730,16 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
     client
         .batch_execute(
             "ALTER TABLE agent_memory.kv_entries SET (autovacuum_enabled = false);
-             SELECT agent_memory.create_session('crash', session_id => 'crash-pm');
+             SELECT count(agent_memory.create_session('crash', session_id => 'crash-pm' || s))
+             FROM generate_series(0, 99) s;
              INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
-             SELECT 'crash-pm', 'k' || i, 'null', 0, now() + interval '1 day' + i * interval '1 millisecond'
+             SELECT 'crash-pm' || (i % 100), 'k' || i, 'null', 0,
+                    now() + interval '1 day' + i * interval '1 millisecond'
              FROM generate_series(1, 300000) i;
              ANALYZE agent_memory.kv_entries;
              UPDATE agent_memory.kv_entries
              SET expires_at = now() - interval '1 hour' + substr(key, 2)::int * interval '1 millisecond'
-             WHERE session_id = 'crash-pm'",
+             WHERE session_id LIKE 'crash-pm%'",
         )
         .unwrap();
     let mut monitor = connect("postgres");
@@ -1757,7 +1759,9 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
     );
     // The backend starts once the worker is in a batch: a cleanup call is
     // one transaction and keeps each session it works on locked, so a
-    // backend first would leave the worker nothing it may take.
+    // backend first would leave the worker nothing it may take. The
+    // entries are spread over a hundred sessions, so the backend too finds
+    // sessions the worker does not hold and stays busy.
     let mut backend = connect("postgres");
     let backend_pid = backend_pid(&mut backend);
     let manual = thread::spawn(move || {
@@ -1811,7 +1815,7 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
     client
         .batch_execute(
             "ALTER TABLE agent_memory.kv_entries RESET (autovacuum_enabled);
-             DELETE FROM agent_memory.sessions WHERE session_id = 'crash-pm'",
+             DELETE FROM agent_memory.sessions WHERE session_id LIKE 'crash-pm%'",
         )
         .unwrap();
 }

@@ -59,11 +59,22 @@ fn read_by(client: &mut Client, table: &str, call: &str) -> i64 {
 
 /// Every call reads at most MOST_READ tuples of `table`.
 fn assert_probes(client: &mut Client, table: &str, calls: &[(&str, &str)], when: &str) {
+    assert_reads_at_most(client, MOST_READ, table, calls, when);
+}
+
+/// Every call reads at most `most` tuples of `table`.
+fn assert_reads_at_most(
+    client: &mut Client,
+    most: i64,
+    table: &str,
+    calls: &[(&str, &str)],
+    when: &str,
+) {
     for (what, call) in calls {
         let read = read_by(client, table, call);
         println!("{what}: {read} tuples read {when}");
         assert!(
-            read <= MOST_READ,
+            read <= most,
             "{what} read {read} tuples of {table} and its indexes {when} \
              (a probe per row reads a few; the grown key holds over {GROWN_IN_ONE})"
         );
@@ -325,6 +336,114 @@ fn key_value_calls_probe_their_keys_in_a_session_the_statistics_call_tiny() {
         &calls,
         "after many transactions grew it",
     );
+    drop(client);
+    drop_database(DB);
+}
+
+#[test]
+fn working_memory_reads_its_entry_in_a_session_the_statistics_call_tiny() {
+    const DB: &str = "agent_memory_skewed_working_memory";
+    // Threads and node entries of the new session.
+    const NODES: i32 = 300;
+    let mut client = fresh_database(DB);
+    client
+        .batch_execute(&format!(
+            "INSERT INTO agent_memory.sessions (session_id, user_id)
+             SELECT 'big' || b, 'u' FROM generate_series(1, {BIG_KEYS}) b
+             UNION ALL SELECT 'tiny' || t, 'u' FROM generate_series(1, {TINY_KEYS}) t;
+             SELECT agent_memory.create_session('u', session_id => 'grows');"
+        ))
+        .unwrap();
+    // Threads of 50 messages: BIG_ROWS messages in each big session, one in
+    // each tiny one.
+    client
+        .batch_execute(&format!(
+            "INSERT INTO agent_memory.message_threads (session_id, thread_key, keep, appended, last_seq)
+             SELECT 'big' || b, 't' || t, 50, 50, t * 50 + 49
+             FROM generate_series(1, {BIG_KEYS}) b, generate_series(0, {BIG_ROWS} / 50 - 1) t
+             UNION ALL SELECT 'tiny' || t, '', 50, 1, 0 FROM generate_series(1, {TINY_KEYS}) t;"
+        ))
+        .unwrap();
+    skewed(
+        &mut client,
+        "agent_memory.thread_messages",
+        "INSERT INTO agent_memory.thread_messages (session_id, thread_key, slot, seq, role, content, metadata)
+         SELECT keys.key, CASE WHEN keys.n = 1 THEN '' ELSE 't' || ((i - 1) / 50) END, (i - 1) % 50, i,
+                'user', 'message ' || i, '{}'
+         FROM KEYS",
+    );
+    skewed(
+        &mut client,
+        "agent_memory.wm_parts",
+        "INSERT INTO agent_memory.wm_parts (session_id, node_key, part, value)
+         SELECT keys.key, 'n' || i, 'working_history', '\"worked\"' FROM KEYS",
+    );
+    // Ten messages in each node's thread, and each node's own parts.
+    let grow = |from: i32, to: i32| {
+        format!(
+            "SELECT count(agent_memory.append_message('grows', 'user', 'message ' || i,
+                                                      node_id => 'n' || (i % {NODES})))
+             FROM generate_series({from}, {to}) i;
+             INSERT INTO agent_memory.wm_parts (session_id, node_key, part, value)
+             SELECT 'grows', 'n' || (i % {NODES}), p, '\"notes\"'
+             FROM generate_series({from}, {to}) i,
+                  unnest(ARRAY['working_history', 'fetched_context', 'last_user_message']) p
+             WHERE i < {NODES}
+             ON CONFLICT DO NOTHING"
+        )
+    };
+    let calls = [
+        (
+            "working_memory of a node",
+            "SELECT jsonb_array_length(agent_memory.working_memory('grows', 'n7') -> 'messages') = 10",
+        ),
+        (
+            "working_memory_entry of a node",
+            "SELECT jsonb_array_length(agent_memory.working_memory_entry('grows', 'n8') -> 'recent_messages') = 10",
+        ),
+        (
+            "wm_context of a node",
+            "SELECT (agent_memory.wm_context('grows', 'n9') -> 'message_metadata' ->> 'in_history')::int = 10",
+        ),
+    ];
+    client.batch_execute("BEGIN").unwrap();
+    client.batch_execute(&grow(0, NODES * 10 - 1)).unwrap();
+    client.batch_execute("COMMIT").unwrap();
+    // A node's entry reads its own thread (ten messages) a few times
+    // over: the window, the calls its tool results need, the count, the
+    // last user message. The session holds 3,000 messages in 300 threads.
+    const THREAD_READS: i64 = 300;
+    for table in ["agent_memory.thread_messages", "agent_memory.wm_parts"] {
+        assert_reads_at_most(
+            &mut client,
+            THREAD_READS,
+            table,
+            &calls,
+            "after one transaction grew the session",
+        );
+    }
+    for i in NODES * 10..NODES * 11 {
+        client.batch_execute(&grow(i, i)).unwrap();
+    }
+    let calls = [
+        (
+            "working_memory of a node",
+            "SELECT jsonb_array_length(agent_memory.working_memory('grows', 'n7') -> 'messages') = 11",
+        ),
+        (
+            "wm_context of a node",
+            "SELECT (agent_memory.wm_context('grows', 'n9') -> 'message_metadata' ->> 'in_history')::int = 11",
+        ),
+    ];
+    for table in ["agent_memory.thread_messages", "agent_memory.wm_parts"] {
+        assert_reads_at_most(
+            &mut client,
+            THREAD_READS,
+            table,
+            &calls,
+            "after many transactions grew it",
+        );
+    }
     drop(client);
     drop_database(DB);
 }
