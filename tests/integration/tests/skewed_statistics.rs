@@ -81,6 +81,34 @@ fn assert_reads_at_most(
     }
 }
 
+/// Grow the new key with `grow(from, to)` (the SQL adding rows `from..=to`):
+/// GROWN_IN_ONE rows in one transaction, then GROWN_ACROSS one per
+/// transaction; after each, every call reads at most MOST_READ tuples of
+/// `table`.
+fn grow_then_probe(
+    client: &mut Client,
+    table: &str,
+    grow: impl Fn(i32, i32) -> String,
+    calls: &[(&str, &str)],
+) {
+    client.batch_execute("BEGIN").unwrap();
+    client.batch_execute(&grow(0, GROWN_IN_ONE - 1)).unwrap();
+    client.batch_execute("COMMIT").unwrap();
+    assert_probes(client, table, calls, "after one transaction grew its key");
+    for i in GROWN_IN_ONE..GROWN_IN_ONE + GROWN_ACROSS {
+        client.batch_execute(&grow(i, i)).unwrap();
+    }
+    assert_probes(client, table, calls, "after many transactions grew it");
+}
+
+/// A fresh database whose sessions run with `setting` (`name = value`).
+fn database_with(db: &str, setting: &str) -> Client {
+    fresh_database(db)
+        .batch_execute(&format!("ALTER DATABASE {db} SET {setting}"))
+        .unwrap();
+    agent_memory_integration::connect(db)
+}
+
 /// Fill `table` with skewed keys and analyse it, with autovacuum off so
 /// that nothing refreshes the statistics after. `rows` is an INSERT ...
 /// SELECT over `key` and `i` (rows per key).
@@ -147,24 +175,7 @@ fn graph_calls_probe_their_nodes_in_an_owner_the_statistics_call_tiny() {
             "SELECT agent_memory.graph_delete('grows', 'g2999')",
         ),
     ];
-    client.batch_execute("BEGIN").unwrap();
-    client.batch_execute(&grow(0, GROWN_IN_ONE - 1)).unwrap();
-    client.batch_execute("COMMIT").unwrap();
-    assert_probes(
-        &mut client,
-        "agent_memory.graph_nodes",
-        &calls,
-        "after one transaction grew the owner",
-    );
-    for k in GROWN_IN_ONE..GROWN_IN_ONE + GROWN_ACROSS {
-        client.batch_execute(&grow(k, k)).unwrap();
-    }
-    assert_probes(
-        &mut client,
-        "agent_memory.graph_nodes",
-        &calls,
-        "after many transactions grew it",
-    );
+    grow_then_probe(&mut client, "agent_memory.graph_nodes", grow, &calls);
     let stored: i64 = client
         .query_one(
             "SELECT count(*) FROM agent_memory.graph_nodes WHERE owner = 'grows'",
@@ -184,13 +195,7 @@ fn graph_calls_probe_their_nodes_in_an_owner_the_statistics_call_tiny() {
 #[test]
 fn memory_file_calls_probe_their_paths_in_a_scope_the_statistics_call_tiny() {
     const DB: &str = "agent_memory_skewed_files";
-    let mut client = fresh_database(DB);
-    client
-        .batch_execute(&format!(
-            "ALTER DATABASE {DB} SET agent_memory.max_files_per_scope = 1000000"
-        ))
-        .unwrap();
-    let mut client = agent_memory_integration::connect(DB);
+    let mut client = database_with(DB, "agent_memory.max_files_per_scope = 1000000");
     skewed(
         &mut client,
         "agent_memory.memory_files",
@@ -239,24 +244,7 @@ fn memory_file_calls_probe_their_paths_in_a_scope_the_statistics_call_tiny() {
             r#"SELECT agent_memory.claude_memory('grows', '{"command": "rename", "old_path": "/memories/d13/f13", "new_path": "/memories/d14/moved"}') NOT LIKE 'Error%'"#,
         ),
     ];
-    client.batch_execute("BEGIN").unwrap();
-    client.batch_execute(&grow(0, GROWN_IN_ONE - 1)).unwrap();
-    client.batch_execute("COMMIT").unwrap();
-    assert_probes(
-        &mut client,
-        "agent_memory.memory_files",
-        &calls,
-        "after one transaction grew the scope",
-    );
-    for i in GROWN_IN_ONE..GROWN_IN_ONE + GROWN_ACROSS {
-        client.batch_execute(&grow(i, i)).unwrap();
-    }
-    assert_probes(
-        &mut client,
-        "agent_memory.memory_files",
-        &calls,
-        "after many transactions grew it",
-    );
+    grow_then_probe(&mut client, "agent_memory.memory_files", grow, &calls);
     let stored: i64 = client
         .query_one(
             "SELECT count(*) FROM agent_memory.memory_files WHERE scope = 'grows'",
@@ -276,13 +264,7 @@ fn memory_file_calls_probe_their_paths_in_a_scope_the_statistics_call_tiny() {
 #[test]
 fn key_value_calls_probe_their_keys_in_a_session_the_statistics_call_tiny() {
     const DB: &str = "agent_memory_skewed_kv";
-    let mut client = fresh_database(DB);
-    client
-        .batch_execute(&format!(
-            "ALTER DATABASE {DB} SET agent_memory.kv_word_budget = 10000000"
-        ))
-        .unwrap();
-    let mut client = agent_memory_integration::connect(DB);
+    let mut client = database_with(DB, "agent_memory.kv_word_budget = 10000000");
     client
         .batch_execute(&format!(
             "INSERT INTO agent_memory.sessions (session_id, user_id)
@@ -318,24 +300,7 @@ fn key_value_calls_probe_their_keys_in_a_session_the_statistics_call_tiny() {
             "SELECT agent_memory.build_context('grows', ARRAY['k12', 'k13']) -> 'memory' = '{\"k12\": 12, \"k13\": 13}'",
         ),
     ];
-    client.batch_execute("BEGIN").unwrap();
-    client.batch_execute(&grow(0, GROWN_IN_ONE - 1)).unwrap();
-    client.batch_execute("COMMIT").unwrap();
-    assert_probes(
-        &mut client,
-        "agent_memory.kv_entries",
-        &calls,
-        "after one transaction grew the session",
-    );
-    for i in GROWN_IN_ONE..GROWN_IN_ONE + GROWN_ACROSS {
-        client.batch_execute(&grow(i, i)).unwrap();
-    }
-    assert_probes(
-        &mut client,
-        "agent_memory.kv_entries",
-        &calls,
-        "after many transactions grew it",
-    );
+    grow_then_probe(&mut client, "agent_memory.kv_entries", grow, &calls);
     drop(client);
     drop_database(DB);
 }
