@@ -54,6 +54,26 @@ macro_rules! part {
 const EVERY_THREAD: usize = 0;
 const OWN_THREAD: usize = 1;
 
+/// The pair of statements (`[EVERY_THREAD, OWN_THREAD]`) of a composed
+/// read: `$compose` builds the SQL around a filter of the messages `h`
+/// it reads; both take $1 session, $2 node key, $3 idle minutes.
+macro_rules! per_entry {
+    ($compose:ident, $writes:literal) => {
+        [
+            Statement {
+                sql: $compose!(""),
+                args: &[TEXT, TEXT, INT4],
+                writes: $writes,
+            },
+            Statement {
+                sql: $compose!(" AND h.thread_key = $2"),
+                args: &[TEXT, TEXT, INT4],
+                writes: $writes,
+            },
+        ]
+    };
+}
+
 /// The pair's statement for the entry of node key `node`.
 fn for_entry(pair: &'static [Statement; 2], node: &str) -> &'static Statement {
     &pair[if node.is_empty() {
@@ -207,33 +227,11 @@ macro_rules! snapshot {
     };
 }
 
-static SNAPSHOT: [Statement; 2] = [
-    Statement {
-        sql: snapshot!(""),
-        args: &[TEXT, TEXT, INT4],
-        writes: false,
-    },
-    Statement {
-        sql: snapshot!(" AND h.thread_key = $2"),
-        args: &[TEXT, TEXT, INT4],
-        writes: false,
-    },
-];
+static SNAPSHOT: [Statement; 2] = per_entry!(snapshot, false);
 
 /// The snapshot as a function that has just written sees it: a read-only
 /// statement would reuse the caller's snapshot, from before the writes.
-static SNAPSHOT_AFTER_WRITES: [Statement; 2] = [
-    Statement {
-        sql: snapshot!(""),
-        args: &[TEXT, TEXT, INT4],
-        writes: true,
-    },
-    Statement {
-        sql: snapshot!(" AND h.thread_key = $2"),
-        args: &[TEXT, TEXT, INT4],
-        writes: true,
-    },
-];
+static SNAPSHOT_AFTER_WRITES: [Statement; 2] = per_entry!(snapshot, true);
 
 /// Seed 001's entry ($1 session, $2 node key, $3 idle minutes): the same
 /// parts under seed 001's names, the newest 50 messages, and when the
@@ -291,18 +289,7 @@ macro_rules! entry {
     };
 }
 
-static ENTRY: [Statement; 2] = [
-    Statement {
-        sql: entry!(""),
-        args: &[TEXT, TEXT, INT4],
-        writes: false,
-    },
-    Statement {
-        sql: entry!(" AND h.thread_key = $2"),
-        args: &[TEXT, TEXT, INT4],
-        writes: false,
-    },
-];
+static ENTRY: [Statement; 2] = per_entry!(entry, false);
 
 /// Seed 000's context bundle ($1 session, $2 node key, $3 idle minutes):
 /// the recent messages with what describes them, the working history and
@@ -340,18 +327,7 @@ macro_rules! context {
     };
 }
 
-static CONTEXT: [Statement; 2] = [
-    Statement {
-        sql: context!(""),
-        args: &[TEXT, TEXT, INT4],
-        writes: false,
-    },
-    Statement {
-        sql: context!(" AND h.thread_key = $2"),
-        args: &[TEXT, TEXT, INT4],
-        writes: false,
-    },
-];
+static CONTEXT: [Statement; 2] = per_entry!(context, false);
 
 /// Run one of the composed reads; the session must be active. With
 /// `project`, column 2 is read too.
