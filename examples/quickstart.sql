@@ -8,7 +8,7 @@ CREATE EXTENSION IF NOT EXISTS agent_memory;
 SELECT agent_memory.version();
 SELECT name, setting, unit FROM pg_settings WHERE name LIKE 'agent_memory.%' ORDER BY name;
 
--- Sessions and key-value working memory (seed 004).
+-- Sessions and key-value working memory.
 SELECT agent_memory.create_session('alice', '{"channel": "web"}', session_id => 'trip-42');
 SELECT agent_memory.kv_set('trip-42', 'goal', '"find a flight to Lisbon next week"');
 SELECT agent_memory.update_context('trip-42', '{"budget": 1200, "seat": "window"}');
@@ -50,7 +50,7 @@ SELECT version, change_description FROM agent_memory.graph_versions('alice', 'li
 SELECT node_id, parent_id, depth, path FROM agent_memory.graph_tree_rows('alice');
 SELECT agent_memory.graph_to_markdown('alice', 'lisbon');
 
--- Working memory: parts per (session, node), composed into seed 000's
+-- Working memory: parts per (session, node), composed into one
 -- snapshot; an entry hydrated from the graph, focus moved between nodes.
 SELECT agent_memory.set_active_node('trip-42', NULL);
 SELECT agent_memory.wm_init('trip-42', 'lisbon', 'alice') -> 'node_context';

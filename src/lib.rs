@@ -1,62 +1,40 @@
 //! agent_memory: an AI agent's memory inside PostgreSQL.
 //!
-//! This file is the table of contents. Each module below is one capability;
-//! the rules and algorithms live in the pure `agent_memory_core` crate
-//! (`core/`), and the modules here only translate between SQL and that core.
+//! This file is the table of contents. Each folder is one capability, and
+//! `agent_memory_core` (`core/`) holds the part of it that needs no
+//! database, under the same name. The folders here run statements, hold
+//! locks and convert between SQL values and the core's types.
+//!
+//! The folders stand on floors, and every arrow points down: `pg` is the
+//! floor under everything; `sessions` stands on it; `messages`, `files` and
+//! `graph` stand on both and never use one another; `working_memory`, on
+//! top, composes messages and graph nodes into an agent's working memory.
 
 use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!();
 
-/// Datums built by the extension for large results.
-pub mod datums;
-/// Every failure becomes a specific SQLSTATE here, and only here.
-pub mod error;
-/// Facts about the installed library (version).
-pub mod meta;
-/// Prepared plans kept per backend for the hot paths.
-pub mod plans;
-/// Large query results read row by row as the executor produces them.
-pub mod stream;
+/// The floor: statements and plans, arguments, datums, streaming, errors,
+/// settings, tenants and change notifications.
+pub mod pg;
 
-/// Claude's memory tool (`memory_20250818`) over the memory tool's files.
-pub mod claude_memory;
-/// Removal of expired sessions and entries.
-pub mod cleanup;
-/// build_context / update_context (seed 004's context builder).
-pub mod context;
-/// Graph memory: versioned markdown nodes linked by refs (seed 003).
-pub mod graph;
-/// Graph memory as seed 003's markdown files: export, import, one node.
-pub mod graph_markdown;
-/// The tree projection of graph memory, as rows or JSON.
-pub mod graph_tree;
-/// Key-value working memory per session with a word budget (seed 004).
-pub mod kv;
-/// The memory tool: path-addressed files with seed 002's envelope.
-pub mod memory_tool;
-/// Bounded message history per (session, node) (seeds 000 and 001).
-pub mod messages;
-/// Change notifications: sent at commit, only while someone listens.
-pub mod notify;
-/// Sensitive-data detection and the write guard.
-pub mod sensitive;
-/// What a backend remembers of a session between calls.
-pub mod session_cache;
-/// Sessions: create, renew, end, inspect (seed 004).
+/// Sessions and what expires with them: key-value memory, the context
+/// builder, the sensitive-data guard, and the cleanup with its worker.
 pub mod sessions;
-/// Every `agent_memory.*` setting (GUC), defined in one place.
-pub mod settings;
-/// Tenants: whose rows a caller sees under `agent_memory.tenant_isolation`.
-pub mod tenants;
-/// The background worker that runs the cleanup on a timer.
-pub mod worker;
-/// Working memory: parts of a (session, node) entry (seeds 000 and 001).
+
+/// Bounded message history per (session, node).
+pub mod messages;
+
+/// Path-addressed memory files: the memory tool and Claude's dialect.
+pub mod files;
+
+/// Graph memory: versioned markdown nodes linked by refs, as files and as
+/// a tree.
+pub mod graph;
+
+/// Working memory: the parts of a (session, node) entry, composed reads,
+/// and entries built from graph memory.
 pub mod working_memory;
-/// Composed reads: the snapshot, the entry, the context bundle.
-pub mod working_memory_compose;
-/// Working memory built from graph memory: init, focus, structure refresh.
-pub mod working_memory_graph;
 
 // Tables, indexes and comments: readable DDL in sql/, emitted before the
 // generated function definitions.
@@ -86,17 +64,17 @@ pub extern "C-unwind" fn _PG_init() {
         // environment concurrently.
         unsafe { std::env::set_var("RUST_LIB_BACKTRACE", "0") };
     }
-    settings::define_all();
+    pg::settings::define_all();
     // SAFETY: plain reads of PostgreSQL globals, on the main thread.
     let preloading = unsafe { pg_sys::process_shared_preload_libraries_in_progress };
     let upgrading = unsafe { pg_sys::IsBinaryUpgrade };
     // Without preloading everything but the worker works (schedule
     // cleanup_expired() yourself, e.g. with pg_cron).
     if preloading && !upgrading {
-        worker::register();
+        sessions::worker::register();
     }
-    notify::init(preloading && !upgrading);
-    session_cache::init(preloading && !upgrading);
+    pg::notify::init(preloading && !upgrading);
+    sessions::cache::init(preloading && !upgrading);
 }
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -104,7 +82,7 @@ pub extern "C-unwind" fn _PG_init() {
 mod tests {
     use pgrx::prelude::*;
 
-    use crate::error::raise_and_catch_sqlstate;
+    use crate::pg::error::raise_and_catch_sqlstate;
     use agent_memory_core::ErrorKind;
 
     #[pg_test]
@@ -127,7 +105,10 @@ mod tests {
                 .get_one::<String>()
         })
         .expect("query pg_extension");
-        assert_eq!(installed.as_deref(), Some(crate::meta::library_version()));
+        assert_eq!(
+            installed.as_deref(),
+            Some(crate::pg::meta::library_version())
+        );
     }
 
     #[pg_test]

@@ -1,4 +1,4 @@
-//! Rules of graph memory (seed 003): node ids, refs, what counts as a change,
+//! Rules of graph memory: node ids, refs, what counts as a change,
 //! appends, generated ids and the file names of an exported folder.
 //!
 //! A node's refs are its children: the explicit ref list first, then the

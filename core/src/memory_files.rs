@@ -1,8 +1,8 @@
-//! The memory tool (seed 002): a tree of text files per scope, addressed by
+//! The memory tool: a tree of text files per scope, addressed by
 //! paths, driven by requests `{path, command, content?, oldContent?}` and
 //! answered with a JSON envelope. This module holds the rules: what a path
 //! may be and its one canonical spelling, what a request must hold, and the
-//! envelope's exact text (keys in the seed's order, as `JSON.stringify`
+//! envelope's exact text (keys in the envelope's order, as `JSON.stringify`
 //! writes them).
 
 use unicode_normalization::UnicodeNormalization;

@@ -1,6 +1,6 @@
 //! Detection of sensitive data in text that an agent asks to remember.
 //!
-//! Seed 004 rejects passwords, tokens, CPF numbers, card numbers and PII
+//! The write guard rejects passwords, tokens, CPF numbers, card numbers and PII
 //! before they reach memory. [`findings`] reports which *kinds* of sensitive
 //! data a text holds — never the data itself, so the caller can refuse a write
 //! and say why without echoing the secret.

@@ -1,5 +1,5 @@
 //! Timestamps as ISO 8601 text in UTC, the way JavaScript's
-//! `Date.toISOString()` writes them (seed 003's files come from JavaScript).
+//! `Date.toISOString()` writes them (the markdown files come from JavaScript).
 
 /// Microseconds between 1970-01-01 and 2000-01-01, PostgreSQL's epoch.
 pub const POSTGRES_EPOCH_UNIX_MICROS: i64 = 946_684_800_000_000;

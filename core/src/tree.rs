@@ -1,4 +1,4 @@
-//! The tree projection of a graph (seed 003): a parent's refs are its
+//! The tree projection of a graph: a parent's refs are its
 //! children, nodes nobody references hang under the virtual root, a node
 //! with two parents appears under both, and cycles never loop.
 //!

@@ -1,6 +1,6 @@
 //! How many words a key-value memory value holds.
 //!
-//! The word budget of a session (seed 004: 600 words) is counted over the
+//! The word budget of a session (600 words by default) is counted over the
 //! values' text, the way a person would count what the agent is asked to
 //! remember:
 //!

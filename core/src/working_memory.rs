@@ -1,6 +1,6 @@
-//! Rules of working memory (seeds 000 and 001): the parts an entry is made
+//! Rules of working memory: the parts an entry is made
 //! of, what each part may hold, how a write is sanitised, RFC 7396 merge
-//! patches, the configuration in force, and seed 001's hydrated node.
+//! patches, the configuration in force, and the hydrated node.
 //!
 //! Every part is stored on its own; these rules run on each write, so a
 //! stored part is always clean and composition only has to assemble.
@@ -11,7 +11,7 @@ use crate::error::quoted;
 use crate::jsonb::JsonType;
 use crate::{Error, Result};
 
-/// The node id of a session's global entry (seed 001's `__global__`).
+/// The node id of a session's global entry (the `__global__`).
 pub const GLOBAL_NODE: &str = "__global__";
 
 /// Most messages a `messages` part keeps (the newest).
@@ -42,7 +42,7 @@ pub enum Shape {
 }
 
 impl Part {
-    /// Every part, in the order of seed 000's contract.
+    /// Every part, in the order of the contract.
     pub const ALL: [Part; 8] = [
         Part::Session,
         Part::ProjectStructure,
@@ -86,7 +86,7 @@ impl Part {
         }
     }
 
-    /// The value of a part that was never set (seed 000's contract).
+    /// The value of a part that was never set.
     pub fn empty(self) -> Value {
         match self {
             Part::Session => json!({
@@ -109,7 +109,7 @@ fn empty_structure() -> Value {
     json!({ "project_graph": empty_graph(), "elements_graph": empty_graph() })
 }
 
-/// Seed 000's configuration defaults.
+/// The configuration defaults.
 pub fn default_config() -> Value {
     json!({
         "history_length": 20,
@@ -375,7 +375,7 @@ pub fn effective_config(stored: Option<&Value>) -> Value {
     }
 }
 
-/// Seed 001's hydrated node (`node_context` of an entry built from the
+/// The hydrated node (`node_context` of an entry built from the
 /// graph): the node as `graph_read` shows it, with its body as `content`
 /// and the entries of a frontmatter block opening the body as `meta`. A
 /// block that does not read as frontmatter stays in the content, with an

@@ -1,6 +1,6 @@
 //! A working-memory write refuses a session that ended or expired with
 //! P0002, also when the writing connection remembers the session as active
-//! from its previous write (see src/session_cache.rs): the deletion, or the
+//! from its previous write (see src/sessions/cache.rs): the deletion, or the
 //! passing of its idle timeout, is noticed.
 
 use std::thread::sleep;

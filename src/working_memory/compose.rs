@@ -1,6 +1,6 @@
-//! Composed reads of working memory: seed 000's snapshot
-//! (`working_memory`), seed 001's entry (`working_memory_entry`) and seed
-//! 000's context bundle (`wm_context`).
+//! Composed reads of working memory: the snapshot
+//! (`working_memory`), the entry (`working_memory_entry`) and the
+//! context bundle (`wm_context`).
 //!
 //! Each is one prepared statement that assembles the jsonb inside
 //! PostgreSQL, so the whole read sees one snapshot and a stored 1,000-node
@@ -11,7 +11,7 @@
 //!
 //! Messages come from the message history: the entry's thread for a node,
 //! every thread of the session for the global entry. A stored `messages`
-//! part (seed 000's setter) shows only while that history is empty, and
+//! part shows only while that history is empty, and
 //! `last_user_message` likewise: the history is the record of the
 //! conversation, the parts are what an app without one pushes.
 
@@ -19,11 +19,12 @@ use pgrx::prelude::*;
 
 use agent_memory_core::Error;
 
-use crate::datums::JsonbBytes;
-use crate::error::{OrReport, SqlResult};
-use crate::plans::{Statement, iso, kept};
-use crate::sessions::{INT4, TEXT, active, checked_id, idle_timeout_minutes, session_gone};
-use crate::working_memory::node_key;
+use crate::pg::args::{INT4, TEXT, checked_id};
+use crate::pg::datums::JsonbBytes;
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Statement, iso, kept};
+use crate::sessions::{active, idle_timeout_minutes, session_gone};
+use crate::working_memory::parts::node_key;
 
 /// The entry's value of part `$name`: the node's own ($2), else the
 /// session's global one (''), of the caller's tenant; NULL when neither is
@@ -84,7 +85,7 @@ fn for_entry(pair: &'static [Statement; 2], node: &str) -> &'static Statement {
 }
 
 /// The sessions row ($1, of the caller's tenant) if it is active (s), the
-/// entry's session part (sp), and the configuration in force (c: seed 000's
+/// entry's session part (sp), and the configuration in force (c: the
 /// defaults overlaid with the stored config part, whose keys are checked on
 /// every write) with its settings as SQL values (t); `$joins` may add more.
 macro_rules! session_and_config {
@@ -186,7 +187,7 @@ macro_rules! empty_structure {
     };
 }
 
-/// Seed 000's snapshot ($1 session, $2 node key, $3 idle minutes); no row
+/// The snapshot ($1 session, $2 node key, $3 idle minutes); no row
 /// when the session is missing or expired.
 macro_rules! snapshot {
     ($thread:literal) => {
@@ -233,8 +234,8 @@ static SNAPSHOT: [Statement; 2] = per_entry!(snapshot, false);
 /// statement would reuse the caller's snapshot, from before the writes.
 static SNAPSHOT_AFTER_WRITES: [Statement; 2] = per_entry!(snapshot, true);
 
-/// Seed 001's entry ($1 session, $2 node key, $3 idle minutes): the same
-/// parts under seed 001's names, the newest 50 messages, and when the
+/// The entry ($1 session, $2 node key, $3 idle minutes): the same
+/// parts under the names, the newest 50 messages, and when the
 /// entry's own parts were first and last written.
 macro_rules! entry {
     ($thread:literal) => {
@@ -291,7 +292,7 @@ macro_rules! entry {
 
 static ENTRY: [Statement; 2] = per_entry!(entry, false);
 
-/// Seed 000's context bundle ($1 session, $2 node key, $3 idle minutes):
+/// The context bundle ($1 session, $2 node key, $3 idle minutes):
 /// the recent messages with what describes them, the working history and
 /// the last user message. Column 2 is the entry's project.
 macro_rules! context {

@@ -1,4 +1,4 @@
-//! Sessions (seed 004's session store): create, renew, end, inspect.
+//! Sessions: create, renew, end, inspect.
 //!
 //! A session is active while `last_activity_at` is within its own
 //! `idle_timeout` or, when that is NULL, `agent_memory.session_idle_timeout`.
@@ -7,92 +7,34 @@
 //! with `ON DELETE CASCADE`, so ending or expiring it removes all of it in the
 //! same transaction.
 
+/// What a backend remembers of a session between calls.
+pub mod cache;
+/// Removal of expired sessions and entries.
+pub mod cleanup;
+/// The context builder: named entries of key-value memory as one document.
+pub mod context;
+/// Key-value memory per session, within a word budget.
+pub mod kv;
+/// Sensitive-data detection and the write guard.
+pub mod sensitive;
+/// The background worker that runs the cleanup on a timer.
+pub mod worker;
+
 use pgrx::prelude::*;
-use pgrx::{PgBuiltInOids, PgOid};
 
 use agent_memory_core::Error;
 use agent_memory_core::error::quoted;
 
-use crate::datums::{JsonB, JsonbBytes};
-use crate::error::{OrReport, SqlResult};
-use crate::plans::{FirstRow, Statement, first_value_of, kept};
-use crate::settings;
-
-pub const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
-pub const INT4: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4OID);
-pub const JSONB: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBOID);
-pub const INTERVAL: PgOid = PgOid::BuiltIn(PgBuiltInOids::INTERVALOID);
-pub const TEXT_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTARRAYOID);
-pub const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
-pub const INT4_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4ARRAYOID);
-
-/// Longest session id, user id or key accepted.
-pub const MAX_ID_CHARS: usize = 256;
+use crate::pg::args::{INT4, INTERVAL, JSONB, TEXT, checked_id, checked_positive, required};
+use crate::pg::datums::{JsonB, JsonbBytes};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{FirstRow, Statement, first_value_of, kept};
+use crate::pg::settings;
 
 /// The idle timeout in force, in minutes (the statements take it as $n).
 pub fn idle_timeout_minutes() -> i32 {
     settings::SESSION_IDLE_TIMEOUT_MIN.get()
 }
-
-/// Check an identifier argument: present, not empty, not too long.
-pub fn checked_id<'a>(what: &str, value: Option<&'a str>) -> SqlResult<&'a str> {
-    let value = value.ok_or_else(|| Error::null(what)).or_report()?;
-    if value.is_empty() {
-        return Err(Error::invalid(format!("{what} must not be empty"))).or_report();
-    }
-    if value.chars().count() > MAX_ID_CHARS {
-        return Err(Error::invalid(format!(
-            "{what} {} is longer than {MAX_ID_CHARS} characters",
-            quoted(value)
-        )))
-        .or_report();
-    }
-    Ok(value)
-}
-
-/// A column that cannot be NULL, read without panicking if it somehow is.
-pub fn required<T>(value: Option<T>, column: &str) -> SqlResult<T> {
-    value
-        .ok_or_else(|| Error::internal(format!("column {column} is unexpectedly NULL")))
-        .or_report()
-}
-
-/// Refuse a non-positive interval.
-pub fn checked_positive(what: &str, value: Option<Interval>) -> SqlResult<Option<Interval>> {
-    match value {
-        Some(i) if i.as_micros() <= 0 && i.months() <= 0 && i.days() <= 0 => {
-            Err(Error::invalid(format!("{what} must be positive"))).or_report()
-        }
-        other => Ok(other),
-    }
-}
-
-// The predicate "session <alias> is active", given the parameter that holds
-// the default idle timeout in minutes.
-macro_rules! active {
-    ($alias:literal, $minutes:literal) => {
-        concat!(
-            $alias,
-            // OPERATOR(...) binds like any user operator: the parentheses
-            // keep the subtraction first.
-            ".last_activity_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) coalesce(",
-            $alias,
-            ".idle_timeout, pg_catalog.make_interval(mins => ",
-            $minutes,
-            ")))"
-        )
-    };
-}
-pub(crate) use active;
-
-/// Advisory lock class of the session write locks ("amem"), as a literal
-/// for SQL text that takes the lock itself.
-macro_rules! session_lock_class {
-    () => {
-        1634559341
-    };
-}
-pub(crate) use session_lock_class;
 
 /// Advisory lock class of the session write locks.
 pub const SESSION_LOCK_CLASS: i32 = session_lock_class!();
@@ -121,24 +63,6 @@ pub fn lock_session(session_id: &str) {
     }
 }
 
-static LOCK_FOR_CREATE: Statement = Statement {
-    sql: concat!(
-        "SELECT s.user_id, ",
-        active!("s", "$2"),
-        " FROM agent_memory.sessions s
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() FOR UPDATE"
-    ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
-
-static SESSION_STORED: Statement = Statement {
-    sql: "SELECT 1 FROM agent_memory.sessions s
-          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()",
-    args: &[TEXT],
-    writes: false,
-};
-
 /// Whether the caller's tenant stores a row of `session_id` (live or
 /// expired), unlocked.
 fn session_stored(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> SqlResult<bool> {
@@ -148,88 +72,6 @@ fn session_stored(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> Sq
         .or_report()?
         .is_empty())
 }
-
-static INSERT_SESSION: Statement = Statement {
-    sql: "INSERT INTO agent_memory.sessions (session_id, user_id, metadata, idle_timeout, tenant)
-          VALUES (coalesce($1, pg_catalog.gen_random_uuid()::text), $2, $3, $4,
-                  agent_memory.caller_tenant())
-          ON CONFLICT (session_id, tenant) DO NOTHING
-          RETURNING session_id",
-    args: &[TEXT, TEXT, JSONB, INTERVAL],
-    writes: true,
-};
-
-static CLAIM_SESSION: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions SET user_id = $2
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant() AND user_id IS NULL",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
-
-/// Taken under the session's write lock.
-static DELETE_SESSION: Statement = Statement {
-    sql: concat!(
-        "DELETE FROM agent_memory.sessions s
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() RETURNING ",
-        active!("s", "$2")
-    ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
-
-/// Renews activity of an active session; returns a row only if it is active.
-/// Taking the row lock here also serialises the writers of one session.
-pub static RENEW: Statement = Statement {
-    sql: concat!(
-        "UPDATE agent_memory.sessions s SET last_activity_at = greatest(last_activity_at, pg_catalog.now())
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$2"),
-        " RETURNING true"
-    ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
-
-static IS_ACTIVE: Statement = Statement {
-    sql: concat!(
-        "SELECT EXISTS (SELECT FROM agent_memory.sessions s
-                        WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$2"),
-        ")"
-    ),
-    args: &[TEXT, INT4],
-    writes: false,
-};
-
-/// Counts over the caller's tenant's sessions.
-static STATS: Statement = Statement {
-    sql: concat!(
-        "SELECT pg_catalog.jsonb_build_object(
-            'total', count(*),
-            'active', count(*) FILTER (WHERE ",
-        active!("s", "$1"),
-        "),
-            'expired', count(*) FILTER (WHERE NOT ",
-        active!("s", "$1"),
-        "),
-            'avg_duration_seconds', coalesce(round(avg(extract(epoch FROM s.last_activity_at - s.created_at)), 3), 0))
-         FROM agent_memory.sessions s WHERE s.tenant = agent_memory.caller_tenant()"
-    ),
-    args: &[INT4],
-    writes: false,
-};
-
-static USER_SESSIONS: Statement = Statement {
-    sql: concat!(
-        "SELECT s.session_id, s.created_at, s.last_activity_at, ",
-        active!("s", "$2"),
-        " FROM agent_memory.sessions s
-         WHERE s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()
-         ORDER BY s.created_at, s.session_id"
-    ),
-    args: &[TEXT, INT4],
-    writes: false,
-};
 
 /// Renew a session's activity inside an open SPI connection; false when the
 /// session does not exist or has expired.
@@ -437,3 +279,168 @@ fn user_sessions(
     })?;
     Ok(TableIterator::new(rows))
 }
+
+/// Until when session $1 of the caller's tenant stays active ($2 idle
+/// minutes); no row when it is not active now.
+/// It runs read-write, so under READ COMMITTED it takes a snapshot of its
+/// own (what session_cache needs to remember it), and fully qualified, as
+/// kv_get runs it unpinned.
+static ACTIVE_UNTIL: Statement = Statement {
+    sql: concat!(
+        "SELECT s.last_activity_at OPERATOR(pg_catalog.+)
+                coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2))
+         FROM agent_memory.sessions s
+         WHERE s.session_id OPERATOR(pg_catalog.=) $1
+           AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant() AND ",
+        active!("s", "$2")
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// Until when the session stays active (TimestampTz); None when it is not
+/// active now.
+pub fn active_until(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    minutes: i32,
+) -> SqlResult<Option<i64>> {
+    let plan = kept(client, &ACTIVE_UNTIL).or_report()?;
+    let table = client
+        .update(&*plan, None, &[session_id.into(), minutes.into()])
+        .or_report()?;
+    if table.is_empty() {
+        return Ok(None);
+    }
+    let until = table.first().get::<TimestampWithTimeZone>(1).or_report()?;
+    Ok(until.map(pg_sys::TimestampTz::from))
+}
+
+// The statements.
+
+// The predicate "session <alias> is active", given the parameter that holds
+// the default idle timeout in minutes.
+macro_rules! active {
+    ($alias:literal, $minutes:literal) => {
+        concat!(
+            $alias,
+            // OPERATOR(...) binds like any user operator: the parentheses
+            // keep the subtraction first.
+            ".last_activity_at OPERATOR(pg_catalog.>) (pg_catalog.now() OPERATOR(pg_catalog.-) coalesce(",
+            $alias,
+            ".idle_timeout, pg_catalog.make_interval(mins => ",
+            $minutes,
+            ")))"
+        )
+    };
+}
+pub(crate) use active;
+
+/// Advisory lock class of the session write locks ("amem"), as a literal
+/// for SQL text that takes the lock itself.
+macro_rules! session_lock_class {
+    () => {
+        1634559341
+    };
+}
+pub(crate) use session_lock_class;
+
+static LOCK_FOR_CREATE: Statement = Statement {
+    sql: concat!(
+        "SELECT s.user_id, ",
+        active!("s", "$2"),
+        " FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() FOR UPDATE"
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+static SESSION_STORED: Statement = Statement {
+    sql: "SELECT 1 FROM agent_memory.sessions s
+          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()",
+    args: &[TEXT],
+    writes: false,
+};
+
+static INSERT_SESSION: Statement = Statement {
+    sql: "INSERT INTO agent_memory.sessions (session_id, user_id, metadata, idle_timeout, tenant)
+          VALUES (coalesce($1, pg_catalog.gen_random_uuid()::text), $2, $3, $4,
+                  agent_memory.caller_tenant())
+          ON CONFLICT (session_id, tenant) DO NOTHING
+          RETURNING session_id",
+    args: &[TEXT, TEXT, JSONB, INTERVAL],
+    writes: true,
+};
+
+static CLAIM_SESSION: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions SET user_id = $2
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant() AND user_id IS NULL",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// Taken under the session's write lock.
+static DELETE_SESSION: Statement = Statement {
+    sql: concat!(
+        "DELETE FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() RETURNING ",
+        active!("s", "$2")
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// Renews activity of an active session; returns a row only if it is active.
+/// Taking the row lock here also serialises the writers of one session.
+pub static RENEW: Statement = Statement {
+    sql: concat!(
+        "UPDATE agent_memory.sessions s SET last_activity_at = greatest(last_activity_at, pg_catalog.now())
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$2"),
+        " RETURNING true"
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+static IS_ACTIVE: Statement = Statement {
+    sql: concat!(
+        "SELECT EXISTS (SELECT FROM agent_memory.sessions s
+                        WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$2"),
+        ")"
+    ),
+    args: &[TEXT, INT4],
+    writes: false,
+};
+
+/// Counts over the caller's tenant's sessions.
+static STATS: Statement = Statement {
+    sql: concat!(
+        "SELECT pg_catalog.jsonb_build_object(
+            'total', count(*),
+            'active', count(*) FILTER (WHERE ",
+        active!("s", "$1"),
+        "),
+            'expired', count(*) FILTER (WHERE NOT ",
+        active!("s", "$1"),
+        "),
+            'avg_duration_seconds', coalesce(round(avg(extract(epoch FROM s.last_activity_at - s.created_at)), 3), 0))
+         FROM agent_memory.sessions s WHERE s.tenant = agent_memory.caller_tenant()"
+    ),
+    args: &[INT4],
+    writes: false,
+};
+
+static USER_SESSIONS: Statement = Statement {
+    sql: concat!(
+        "SELECT s.session_id, s.created_at, s.last_activity_at, ",
+        active!("s", "$2"),
+        " FROM agent_memory.sessions s
+         WHERE s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()
+         ORDER BY s.created_at, s.session_id"
+    ),
+    args: &[TEXT, INT4],
+    writes: false,
+};

@@ -1,7 +1,7 @@
 //! What every key-value write must pass: the curator function, when one is
 //! configured, and the built-in sensitive-data check.
 //!
-//! Seed 004 has an AI curator approve each write and falls back to a basic
+//! A curator function may approve each write; without one, a basic
 //! validator when the curator fails. Here `agent_memory.curator` names a SQL
 //! function `(key text, value jsonb) returns boolean`: true stores, false
 //! refuses; when it raises an error or returns NULL, the built-in check
@@ -15,9 +15,9 @@ use serde_json::Value;
 use agent_memory_core::error::quoted;
 use agent_memory_core::{Error, kv, sensitive};
 
-use crate::error::{OrReport, SqlResult};
-use crate::plans::FirstRow;
-use crate::settings::{CURATOR, SENSITIVE_DATA, SensitiveData};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::FirstRow;
+use crate::pg::settings::{CURATOR, SENSITIVE_DATA, SensitiveData};
 
 /// The kinds of sensitive data found in a text (never the data itself).
 /// It runs no SQL, so it has no search_path to pin (a SET clause would cost

@@ -1,4 +1,4 @@
-//! Graph memory as markdown files, seed 003's on-disk format: `<id>.md` is
+//! Graph memory as markdown files, in their on-disk format: `<id>.md` is
 //! a node (frontmatter `title`, `description`, `version`, `createdAt`,
 //! `updatedAt`, and `refs` when it has explicit refs, then the body), and
 //! `<id>.v<N>.md` its version N (the same plus `changeDescription` and
@@ -13,70 +13,13 @@ use agent_memory_core::error::quoted;
 use agent_memory_core::graph::{self, Content, ROOT_ID};
 use agent_memory_core::markdown::{self, Document, Frontmatter, TimeValue};
 
-use crate::datums::JsonB;
-use crate::error::{OrReport, SqlResult};
-use crate::graph::{checked_node, checked_owner, iso_of, node_limits, unknown_node, write_node};
-use crate::plans::{Statement, kept};
-use crate::sessions::{INT4, TEXT, TEXT_ARRAY, required};
-
-/// Every node of an owner ($2 NULL) or one node, and their snapshots
-/// ($3: with snapshots), as the files describe them; the caller's tenant's
-/// only. snapshot is NULL for the current state.
-static DOCUMENTS: Statement = Statement {
-    sql: "SELECT node_id::text, NULL::int4 AS snapshot, title, description, version, created_at,
-                 updated_at, links, body, NULL::text AS change_description,
-                 NULL::timestamptz AS saved_at
-          FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND ($2::text IS NULL OR node_id = $2)
-            AND tenant = agent_memory.caller_tenant()
-          UNION ALL
-          SELECT node_id::text, version, title, description, version, created_at,
-                 updated_at, links, body, change_description, saved_at
-          FROM agent_memory.graph_node_versions
-          WHERE $3 AND owner = $1 AND ($2::text IS NULL OR node_id = $2)
-            AND tenant = agent_memory.caller_tenant()
-          ORDER BY 1, 2 NULLS FIRST",
-    args: &[
-        TEXT,
-        TEXT,
-        pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID),
-    ],
-    writes: false,
+use crate::graph::nodes::{
+    checked_node, checked_owner, iso_of, node_limits, unknown_node, write_node,
 };
-
-/// A node as a folder holds it ($8, $9: timestamps as text, NULL for now()),
-/// in the caller's tenant.
-static IMPORT_NODE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.graph_nodes
-              (owner, node_id, title, description, body, links, refs, version, created_at, updated_at,
-               tenant)
-          VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-                  coalesce($9::timestamptz, pg_catalog.now()),
-                  coalesce($10::timestamptz, $9::timestamptz, pg_catalog.now()),
-                  agent_memory.caller_tenant())
-          ON CONFLICT DO NOTHING
-          RETURNING 1",
-    args: &[
-        TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, TEXT, TEXT,
-    ],
-    writes: true,
-};
-
-static IMPORT_VERSION: Statement = Statement {
-    sql: "INSERT INTO agent_memory.graph_node_versions
-              (owner, node_id, version, title, description, body, links, refs,
-               created_at, updated_at, change_description, saved_at, tenant)
-          VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-                  coalesce($9::timestamptz, pg_catalog.now()),
-                  coalesce($10::timestamptz, $9::timestamptz, pg_catalog.now()),
-                  $11,
-                  coalesce($12::timestamptz, $10::timestamptz, $9::timestamptz, pg_catalog.now()),
-                  agent_memory.caller_tenant())",
-    args: &[
-        TEXT, TEXT, INT4, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT, TEXT, TEXT, TEXT,
-    ],
-    writes: true,
-};
+use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, required};
+use crate::pg::datums::JsonB;
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Statement, kept};
 
 /// One file of a graph folder, read from the database.
 struct FileRow {
@@ -432,3 +375,64 @@ fn content_of(file: &ImportFile) -> Content {
         links: file.links.clone(),
     }
 }
+
+// The statements.
+
+/// Every node of an owner ($2 NULL) or one node, and their snapshots
+/// ($3: with snapshots), as the files describe them; the caller's tenant's
+/// only. snapshot is NULL for the current state.
+static DOCUMENTS: Statement = Statement {
+    sql: "SELECT node_id::text, NULL::int4 AS snapshot, title, description, version, created_at,
+                 updated_at, links, body, NULL::text AS change_description,
+                 NULL::timestamptz AS saved_at
+          FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND ($2::text IS NULL OR node_id = $2)
+            AND tenant = agent_memory.caller_tenant()
+          UNION ALL
+          SELECT node_id::text, version, title, description, version, created_at,
+                 updated_at, links, body, change_description, saved_at
+          FROM agent_memory.graph_node_versions
+          WHERE $3 AND owner = $1 AND ($2::text IS NULL OR node_id = $2)
+            AND tenant = agent_memory.caller_tenant()
+          ORDER BY 1, 2 NULLS FIRST",
+    args: &[
+        TEXT,
+        TEXT,
+        pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID),
+    ],
+    writes: false,
+};
+
+/// A node as a folder holds it ($8, $9: timestamps as text, NULL for now()),
+/// in the caller's tenant.
+static IMPORT_NODE: Statement = Statement {
+    sql: "INSERT INTO agent_memory.graph_nodes
+              (owner, node_id, title, description, body, links, refs, version, created_at, updated_at,
+               tenant)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+                  coalesce($9::timestamptz, pg_catalog.now()),
+                  coalesce($10::timestamptz, $9::timestamptz, pg_catalog.now()),
+                  agent_memory.caller_tenant())
+          ON CONFLICT DO NOTHING
+          RETURNING 1",
+    args: &[
+        TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, TEXT, TEXT,
+    ],
+    writes: true,
+};
+
+static IMPORT_VERSION: Statement = Statement {
+    sql: "INSERT INTO agent_memory.graph_node_versions
+              (owner, node_id, version, title, description, body, links, refs,
+               created_at, updated_at, change_description, saved_at, tenant)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+                  coalesce($9::timestamptz, pg_catalog.now()),
+                  coalesce($10::timestamptz, $9::timestamptz, pg_catalog.now()),
+                  $11,
+                  coalesce($12::timestamptz, $10::timestamptz, $9::timestamptz, pg_catalog.now()),
+                  agent_memory.caller_tenant())",
+    args: &[
+        TEXT, TEXT, INT4, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT, TEXT, TEXT, TEXT,
+    ],
+    writes: true,
+};

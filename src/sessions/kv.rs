@@ -1,4 +1,4 @@
-//! Key-value working memory per session (seed 004's working memory).
+//! Key-value working memory per session.
 //!
 //! Every write goes through [`write_entries`]: sensitive-data guard, word
 //! budget, then, under the session's write lock, one statement that upserts
@@ -9,7 +9,6 @@
 //! are invisible to reads at once.
 
 use pgrx::prelude::*;
-use pgrx::{PgBuiltInOids, PgOid};
 use serde_json::Value;
 
 use agent_memory_core::budget::{self, Held};
@@ -17,105 +16,16 @@ use agent_memory_core::{Error, kv, words};
 
 use agent_memory_core::jsonb::JsonbWriter;
 
-use crate::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
-use crate::error::{OrReport, SqlResult};
-use crate::plans::{Statement, first_value_of, kept};
-use crate::sessions::{
-    INT4, INT4_ARRAY, INT8, INTERVAL, JSONB, TEXT, TEXT_ARRAY, active, checked_id,
-    checked_positive, idle_timeout_minutes, lock_session, required, session_gone,
+use crate::pg::args::{
+    INT4, INT4_ARRAY, INT8, INTERVAL, JSONB, JSONB_ARRAY, TEXT, TEXT_ARRAY, TIMESTAMPTZ,
+    checked_id, checked_positive, required,
 };
-use crate::working_memory::active_until;
-use crate::{sensitive, session_cache, settings};
-
-const JSONB_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBARRAYOID);
-const TIMESTAMPTZ: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIMESTAMPTZOID);
-
-// The write, under the session's write lock (taken first, so every writer
-// of one session queues and none can deadlock over its entries): if the
-// session ($1, of the caller's tenant) is active (default idle minutes $7),
-// upsert the entries ($2 keys, $3 values, $4 words; $5 ttl, or NULL for
-// agent_memory.memory_ttl in minutes $6) with the session's tenant. Each
-// returned row carries the entry's exact change in words (ON CONFLICT sees
-// the latest version of a key) and the session's state, read in the same
-// statement as one int8 array (see SessionState). No row: the session is
-// gone. The update takes its times from the row the insert proposed (whose
-// defaults are now()): Citus accepts only immutable expressions in DO
-// UPDATE SET (see docs/scaling.md).
-macro_rules! upsert_statement {
-    ($($entries:expr),+) => {
-        concat!(
-            "INSERT INTO agent_memory.kv_entries AS k (session_id, key, value, words, prev_words, expires_at, tenant)
-             ",
-            $($entries),+,
-            "
-             ON CONFLICT (session_id, key, tenant) DO UPDATE
-                SET value = excluded.value,
-                    words = excluded.words,
-                    prev_words = k.words,
-                    expires_at = excluded.expires_at,
-                    updated_at = excluded.updated_at,
-                    created_at = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.created_at
-                                      ELSE k.created_at END
-             RETURNING k.words - k.prev_words,
-               (SELECT ARRAY[u.kv_words,
-                             (u.kv_next_expiry <= pg_catalog.now())::int4::int8,
-                             (k.expires_at < u.kv_next_expiry)::int4::int8,
-                             (u.last_activity_at < pg_catalog.now() - interval '1 second')::int4::int8]
-                FROM agent_memory.sessions u WHERE u.session_id = k.session_id AND u.tenant = k.tenant)"
-        )
-    };
-}
-
-/// One entry: what kv_set writes.
-static WRITE_ONE: Statement = Statement {
-    sql: upsert_statement!(
-        "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
-                s.tenant
-         FROM agent_memory.sessions s
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$7")
-    ),
-    args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4],
-    writes: true,
-};
-
-/// Several entries: what update_context writes.
-static WRITE_MANY: Statement = Statement {
-    sql: upsert_statement!(
-        "SELECT s.session_id, e.key, e.value, e.words, 0,
-                pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)), s.tenant
-         FROM agent_memory.sessions s,
-              ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
-                         pg_catalog.unnest($4::int4[])) AS e(key, value, words)
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$7")
-    ),
-    args: &[
-        TEXT,
-        TEXT_ARRAY,
-        JSONB_ARRAY,
-        INT4_ARRAY,
-        INTERVAL,
-        INT4,
-        INT4,
-    ],
-    writes: true,
-};
-
-/// After a write that changed the session's words, brought its next expiry
-/// closer or found its activity over a second old: renew the session and
-/// keep its word counter ($2 is the change) and next expiry ($3, $4 as in
-/// the write; now() is the same within the transaction).
-static RENEW_WRITER: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions
-          SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
-              kv_words = kv_words + $2,
-              kv_next_expiry = least(kv_next_expiry,
-                                     pg_catalog.now() + coalesce($3, pg_catalog.make_interval(mins => $4)))
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, INT8, INTERVAL, INT4],
-    writes: true,
-};
+use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Statement, first_value_of, kept};
+use crate::pg::settings;
+use crate::sessions::{active, active_until, idle_timeout_minutes, lock_session, session_gone};
+use crate::sessions::{cache as session_cache, sensitive};
 
 /// The session's state as the write statement reads it (after its own
 /// upsert, under the write lock).
@@ -143,134 +53,6 @@ impl SessionState {
         }
     }
 }
-
-/// The session's live entries, oldest first: the eviction order.
-static HELD: Statement = Statement {
-    sql: "SELECT key, words, expires_at FROM agent_memory.kv_entries
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
-            AND expires_at > pg_catalog.now()
-          ORDER BY updated_at, key",
-    args: &[TEXT],
-    writes: false,
-};
-
-/// After an exact count: evict the $2 keys, drop the session's expired
-/// entries, and set its counter to the exact total $3 and its next expiry
-/// to $4 (NULL: none), both taken from the entries HELD read. The expiry
-/// must come from that same read: the worker may remove an entry that
-/// expires between this transaction's now() and its own after HELD
-/// counted it, and a minimum read here would then skip that entry and
-/// vouch for a counter that still holds its words.
-static RECOUNTED: Statement = Statement {
-    sql: "WITH gone AS (
-            DELETE FROM agent_memory.kv_entries
-            WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
-              AND (key = ANY ($2) OR expires_at <= pg_catalog.now()))
-          UPDATE agent_memory.sessions
-          SET kv_words = $3,
-              kv_next_expiry = coalesce($4, 'infinity')
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT_ARRAY, INT8, TIMESTAMPTZ],
-    writes: true,
-};
-
-static GET: Statement = Statement {
-    sql: concat!(
-        "SELECT k.value FROM agent_memory.kv_entries k JOIN agent_memory.sessions s
-           ON s.session_id OPERATOR(pg_catalog.=) k.session_id AND s.tenant OPERATOR(pg_catalog.=) k.tenant
-         WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $3
-           AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-           AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() AND ",
-        active!("s", "$2")
-    ),
-    args: &[TEXT, INT4, TEXT],
-    writes: false,
-};
-
-/// The live entry $2 of a session this backend knows to be active.
-static GET_OF_ACTIVE: Statement = Statement {
-    sql: "SELECT k.value FROM agent_memory.kv_entries k
-          WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $2
-            AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-            AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()",
-    args: &[TEXT, TEXT],
-    writes: false,
-};
-
-/// All live entries as one object, or NULL when the session is gone.
-static GET_ALL: Statement = Statement {
-    sql: concat!(
-        "SELECT (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
-                 FROM agent_memory.kv_entries k
-                 WHERE k.session_id = s.session_id AND k.tenant = s.tenant
-                   AND k.expires_at > pg_catalog.now())
-         FROM agent_memory.sessions s
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$2")
-    ),
-    args: &[TEXT, INT4],
-    writes: false,
-};
-
-/// Delete live entries of a session that the caller has just renewed (so
-/// it is active); returns how many. `$using` and `$which` pick the entries
-/// `k` among those of the session row `s`; `$words` and `$next_expiry` are
-/// the session's counters after.
-macro_rules! delete_entries {
-    ($using:literal, $which:literal, $words:literal, $next_expiry:literal) => {
-        concat!(
-            "WITH s AS (
-               SELECT s.session_id, s.tenant FROM agent_memory.sessions s
-               WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-            active!("s", "$3"),
-            "),
-             gone AS (
-               DELETE FROM agent_memory.kv_entries k USING ",
-            $using,
-            " WHERE ",
-            $which,
-            "
-               RETURNING k.words, k.expires_at),
-             renewed AS (
-               UPDATE agent_memory.sessions
-               SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
-                   kv_words = ",
-            $words,
-            ", kv_next_expiry = ",
-            $next_expiry,
-            "
-               WHERE session_id = (SELECT session_id FROM s) AND tenant = (SELECT tenant FROM s))
-             SELECT count(*) FILTER (WHERE expires_at > pg_catalog.now())::int4 FROM gone"
-        )
-    };
-}
-
-/// Delete keys $2 and take off the words they held. The keys reach
-/// kv_entries as a fenced relation joined on every primary-key column: one
-/// probe per key, whatever the statistics say of the session.
-static DELETE_KEYS: Statement = Statement {
-    sql: delete_entries!(
-        "(SELECT s.session_id, key, s.tenant FROM s, pg_catalog.unnest($2::text[]) AS key OFFSET 0) e",
-        "k.session_id = e.session_id AND k.key = e.key AND k.tenant = e.tenant",
-        "greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone))",
-        "kv_next_expiry"
-    ),
-    args: &[TEXT, TEXT_ARRAY, INT4],
-    writes: true,
-};
-
-/// Delete every entry: nothing is left. ($2 is unused: both statements
-/// take the same arguments.)
-static DELETE_ALL_KEYS: Statement = Statement {
-    sql: delete_entries!(
-        "s",
-        "k.session_id = s.session_id AND k.tenant = s.tenant",
-        "0",
-        "'infinity'"
-    ),
-    args: &[TEXT, TEXT_ARRAY, INT4],
-    writes: true,
-};
 
 /// What a write did.
 pub struct Written {
@@ -542,3 +324,220 @@ fn kv_delete(session_id: &str, key: &str) -> SqlResult<bool> {
 fn kv_clear(session_id: &str) -> SqlResult<i32> {
     delete_keys(session_id, None)
 }
+
+// The statements.
+
+// The write, under the session's write lock (taken first, so every writer
+// of one session queues and none can deadlock over its entries): if the
+// session ($1, of the caller's tenant) is active (default idle minutes $7),
+// upsert the entries ($2 keys, $3 values, $4 words; $5 ttl, or NULL for
+// agent_memory.memory_ttl in minutes $6) with the session's tenant. Each
+// returned row carries the entry's exact change in words (ON CONFLICT sees
+// the latest version of a key) and the session's state, read in the same
+// statement as one int8 array (see SessionState). No row: the session is
+// gone. The update takes its times from the row the insert proposed (whose
+// defaults are now()): Citus accepts only immutable expressions in DO
+// UPDATE SET (see docs/scaling.md).
+macro_rules! upsert_statement {
+    ($($entries:expr),+) => {
+        concat!(
+            "INSERT INTO agent_memory.kv_entries AS k (session_id, key, value, words, prev_words, expires_at, tenant)
+             ",
+            $($entries),+,
+            "
+             ON CONFLICT (session_id, key, tenant) DO UPDATE
+                SET value = excluded.value,
+                    words = excluded.words,
+                    prev_words = k.words,
+                    expires_at = excluded.expires_at,
+                    updated_at = excluded.updated_at,
+                    created_at = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.created_at
+                                      ELSE k.created_at END
+             RETURNING k.words - k.prev_words,
+               (SELECT ARRAY[u.kv_words,
+                             (u.kv_next_expiry <= pg_catalog.now())::int4::int8,
+                             (k.expires_at < u.kv_next_expiry)::int4::int8,
+                             (u.last_activity_at < pg_catalog.now() - interval '1 second')::int4::int8]
+                FROM agent_memory.sessions u WHERE u.session_id = k.session_id AND u.tenant = k.tenant)"
+        )
+    };
+}
+
+/// Delete live entries of a session that the caller has just renewed (so
+/// it is active); returns how many. `$using` and `$which` pick the entries
+/// `k` among those of the session row `s`; `$words` and `$next_expiry` are
+/// the session's counters after.
+macro_rules! delete_entries {
+    ($using:literal, $which:literal, $words:literal, $next_expiry:literal) => {
+        concat!(
+            "WITH s AS (
+               SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+               WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+            active!("s", "$3"),
+            "),
+             gone AS (
+               DELETE FROM agent_memory.kv_entries k USING ",
+            $using,
+            " WHERE ",
+            $which,
+            "
+               RETURNING k.words, k.expires_at),
+             renewed AS (
+               UPDATE agent_memory.sessions
+               SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
+                   kv_words = ",
+            $words,
+            ", kv_next_expiry = ",
+            $next_expiry,
+            "
+               WHERE session_id = (SELECT session_id FROM s) AND tenant = (SELECT tenant FROM s))
+             SELECT count(*) FILTER (WHERE expires_at > pg_catalog.now())::int4 FROM gone"
+        )
+    };
+}
+
+/// One entry: what kv_set writes.
+static WRITE_ONE: Statement = Statement {
+    sql: upsert_statement!(
+        "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
+                s.tenant
+         FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$7")
+    ),
+    args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4],
+    writes: true,
+};
+
+/// Several entries: what update_context writes.
+static WRITE_MANY: Statement = Statement {
+    sql: upsert_statement!(
+        "SELECT s.session_id, e.key, e.value, e.words, 0,
+                pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)), s.tenant
+         FROM agent_memory.sessions s,
+              ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
+                         pg_catalog.unnest($4::int4[])) AS e(key, value, words)
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$7")
+    ),
+    args: &[
+        TEXT,
+        TEXT_ARRAY,
+        JSONB_ARRAY,
+        INT4_ARRAY,
+        INTERVAL,
+        INT4,
+        INT4,
+    ],
+    writes: true,
+};
+
+/// After a write that changed the session's words, brought its next expiry
+/// closer or found its activity over a second old: renew the session and
+/// keep its word counter ($2 is the change) and next expiry ($3, $4 as in
+/// the write; now() is the same within the transaction).
+static RENEW_WRITER: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions
+          SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
+              kv_words = kv_words + $2,
+              kv_next_expiry = least(kv_next_expiry,
+                                     pg_catalog.now() + coalesce($3, pg_catalog.make_interval(mins => $4)))
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, INT8, INTERVAL, INT4],
+    writes: true,
+};
+
+/// The session's live entries, oldest first: the eviction order.
+static HELD: Statement = Statement {
+    sql: "SELECT key, words, expires_at FROM agent_memory.kv_entries
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+            AND expires_at > pg_catalog.now()
+          ORDER BY updated_at, key",
+    args: &[TEXT],
+    writes: false,
+};
+
+/// After an exact count: evict the $2 keys, drop the session's expired
+/// entries, and set its counter to the exact total $3 and its next expiry
+/// to $4 (NULL: none), both taken from the entries HELD read. The expiry
+/// must come from that same read: the worker may remove an entry that
+/// expires between this transaction's now() and its own after HELD
+/// counted it, and a minimum read here would then skip that entry and
+/// vouch for a counter that still holds its words.
+static RECOUNTED: Statement = Statement {
+    sql: "WITH gone AS (
+            DELETE FROM agent_memory.kv_entries
+            WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+              AND (key = ANY ($2) OR expires_at <= pg_catalog.now()))
+          UPDATE agent_memory.sessions
+          SET kv_words = $3,
+              kv_next_expiry = coalesce($4, 'infinity')
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT_ARRAY, INT8, TIMESTAMPTZ],
+    writes: true,
+};
+
+static GET: Statement = Statement {
+    sql: concat!(
+        "SELECT k.value FROM agent_memory.kv_entries k JOIN agent_memory.sessions s
+           ON s.session_id OPERATOR(pg_catalog.=) k.session_id AND s.tenant OPERATOR(pg_catalog.=) k.tenant
+         WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $3
+           AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+           AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() AND ",
+        active!("s", "$2")
+    ),
+    args: &[TEXT, INT4, TEXT],
+    writes: false,
+};
+
+/// The live entry $2 of a session this backend knows to be active.
+static GET_OF_ACTIVE: Statement = Statement {
+    sql: "SELECT k.value FROM agent_memory.kv_entries k
+          WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $2
+            AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+            AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()",
+    args: &[TEXT, TEXT],
+    writes: false,
+};
+
+/// All live entries as one object, or NULL when the session is gone.
+static GET_ALL: Statement = Statement {
+    sql: concat!(
+        "SELECT (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
+                 FROM agent_memory.kv_entries k
+                 WHERE k.session_id = s.session_id AND k.tenant = s.tenant
+                   AND k.expires_at > pg_catalog.now())
+         FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$2")
+    ),
+    args: &[TEXT, INT4],
+    writes: false,
+};
+
+/// Delete keys $2 and take off the words they held. The keys reach
+/// kv_entries as a fenced relation joined on every primary-key column: one
+/// probe per key, whatever the statistics say of the session.
+static DELETE_KEYS: Statement = Statement {
+    sql: delete_entries!(
+        "(SELECT s.session_id, key, s.tenant FROM s, pg_catalog.unnest($2::text[]) AS key OFFSET 0) e",
+        "k.session_id = e.session_id AND k.key = e.key AND k.tenant = e.tenant",
+        "greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone))",
+        "kv_next_expiry"
+    ),
+    args: &[TEXT, TEXT_ARRAY, INT4],
+    writes: true,
+};
+
+/// Delete every entry: nothing is left. ($2 is unused: both statements
+/// take the same arguments.)
+static DELETE_ALL_KEYS: Statement = Statement {
+    sql: delete_entries!(
+        "s",
+        "k.session_id = s.session_id AND k.tenant = s.tenant",
+        "0",
+        "'infinity'"
+    ),
+    args: &[TEXT, TEXT_ARRAY, INT4],
+    writes: true,
+};

@@ -21,12 +21,12 @@ use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 
-use crate::cleanup::{
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::settings;
+use crate::sessions::cleanup::{
     Batch, Counts, Cursor, Expired, delete_batch, record_run, removing, stop_if_asked,
     with_index_plans,
 };
-use crate::error::{OrReport, SqlResult};
-use crate::settings;
 
 /// How `pg_stat_activity.backend_type` names the worker.
 pub const WORKER_TYPE: &str = "agent_memory cleanup";

@@ -25,8 +25,8 @@ use agent_memory_core::tenant::tenant_key;
 
 use agent_memory_core::Error;
 
-use crate::error::{SqlResult, report};
-use crate::settings::{TENANT, TENANT_ISOLATION};
+use crate::pg::error::{SqlResult, report};
+use crate::pg::settings::{TENANT, TENANT_ISOLATION};
 
 /// Roles the extension creates for every tenant to share.
 const GROUP_ROLES: [&str; 3] = [
@@ -84,7 +84,7 @@ fn visible_tenant() -> SqlResult<Option<String>> {
 
 // The tenant column, policies and table owner of every memory table.
 extension_sql_file!(
-    "../sql/tenants.sql",
+    "../../sql/tenants.sql",
     name = "tenants",
     requires = [caller_tenant, visible_tenant]
 );

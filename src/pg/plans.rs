@@ -9,10 +9,13 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use pgrx::PgOid;
-use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiResult};
+use pgrx::datum::DatumWithOid;
+use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiHeapTupleData, SpiResult, SpiTupleTable};
+use pgrx::{FromDatum, IntoDatum, PgOid};
 
-// Timestamps as JavaScript's toISOString() writes them (the seed's format).
+use crate::pg::error::{OrReport, SqlResult};
+
+// Timestamps as JavaScript's toISOString() writes them .
 macro_rules! iso {
     ($expr:literal) => {
         concat!(
@@ -94,6 +97,58 @@ pub fn kept(
     Ok(plan)
 }
 
+impl Statement {
+    /// Run the statement read-write with `args`, prepared once per backend
+    /// (see [`kept`]): it sees what committed before it began, in READ
+    /// COMMITTED.
+    pub fn run<'conn>(
+        &'static self,
+        client: &mut SpiClient<'conn>,
+        args: &[DatumWithOid<'_>],
+    ) -> SqlResult<SpiTupleTable<'conn>> {
+        let plan = kept(client, self).or_report()?;
+        client.update(&*plan, None, args).or_report()
+    }
+
+    /// Run the statement read-only with `args`, prepared once per backend:
+    /// it reads the calling statement's snapshot.
+    pub fn read<'conn>(
+        &'static self,
+        client: &SpiClient<'conn>,
+        args: &[DatumWithOid<'_>],
+    ) -> SqlResult<SpiTupleTable<'conn>> {
+        let plan = kept(client, self).or_report()?;
+        client.select(&*plan, None, args).or_report()
+    }
+}
+
+/// Typed columns of a result row, 1-based as in SQL.
+pub trait Columns {
+    /// Column `ordinal`; None when it is NULL (or the result has no row).
+    fn value<T: FromDatum + IntoDatum>(&self, ordinal: usize) -> SqlResult<Option<T>>;
+
+    /// Column `ordinal`, which the statement never leaves NULL: an internal
+    /// error rather than a panic if it somehow is.
+    fn required<T: FromDatum + IntoDatum>(&self, ordinal: usize, column: &str) -> SqlResult<T> {
+        crate::pg::args::required(self.value::<T>(ordinal)?, column)
+    }
+}
+
+impl Columns for SpiTupleTable<'_> {
+    fn value<T: FromDatum + IntoDatum>(&self, ordinal: usize) -> SqlResult<Option<T>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        self.get::<T>(ordinal).or_report()
+    }
+}
+
+impl Columns for SpiHeapTupleData<'_> {
+    fn value<T: FromDatum + IntoDatum>(&self, ordinal: usize) -> SqlResult<Option<T>> {
+        self.get::<T>(ordinal).or_report()
+    }
+}
+
 /// Reading the first row of a result, where "no row" is an answer (a missing
 /// key), not an error as `SpiTupleTable::get` would make it.
 pub trait FirstRow {
@@ -123,8 +178,7 @@ impl FirstRow for pgrx::spi::SpiTupleTable<'_> {
 pub fn first_value_of<T: pgrx::FromDatum + pgrx::IntoDatum>(
     statement: &'static Statement,
     args: &[pgrx::datum::DatumWithOid<'_>],
-) -> crate::error::SqlResult<Option<T>> {
-    use crate::error::OrReport;
+) -> SqlResult<Option<T>> {
     if statement.writes {
         pgrx::Spi::connect_mut(|client| {
             let plan = kept(client, statement).or_report()?;

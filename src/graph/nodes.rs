@@ -1,4 +1,4 @@
-//! Graph memory (seed 003): markdown nodes per owner, linked by refs, with
+//! Graph memory: markdown nodes per owner, linked by refs, with
 //! immutable version snapshots and a virtual read-only root. Every
 //! statement reads and writes only the caller's tenant's nodes: two tenants
 //! may each have an owner of the same name.
@@ -18,11 +18,11 @@ use serde_json::json;
 use agent_memory_core::graph::{self, Content, ROOT_ID, WriteKind};
 use agent_memory_core::{Error, time};
 
-use crate::datums::{JsonB, JsonbBytes};
-use crate::error::{OrReport, SqlResult};
-use crate::plans::{Statement, first_value_of, iso, kept};
-use crate::sessions::{INT4, TEXT, TEXT_ARRAY, required};
-use crate::settings;
+use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, checked_list, required};
+use crate::pg::datums::{JsonB, JsonbBytes};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Statement, first_value_of, iso, kept};
+use crate::pg::settings;
 
 // ---------------------------------------------------------------------------
 // Arguments
@@ -41,17 +41,6 @@ pub fn checked_node(node_id: Option<&str>) -> SqlResult<&str> {
     Ok(node_id)
 }
 
-/// A text[] argument without NULL elements.
-pub fn checked_list(what: &str, items: Vec<Option<String>>) -> SqlResult<Vec<String>> {
-    items
-        .into_iter()
-        .map(|item| {
-            item.ok_or_else(|| Error::null(&format!("an element of {what}")))
-                .or_report()
-        })
-        .collect()
-}
-
 /// The limits of one node, from the settings.
 pub fn node_limits() -> graph::NodeLimits {
     graph::NodeLimits {
@@ -66,7 +55,7 @@ pub fn checked_size(content: &Content, change_description: Option<&str>) -> SqlR
 }
 
 pub fn unknown_node(owner: &str, node_id: &str) -> ErrorReport {
-    crate::error::report(Error::not_found(format!(
+    crate::pg::error::report(Error::not_found(format!(
         "graph node {} of owner {} does not exist",
         agent_memory_core::error::quoted(node_id),
         agent_memory_core::error::quoted(owner)
@@ -75,180 +64,6 @@ pub fn unknown_node(owner: &str, node_id: &str) -> ErrorReport {
 
 // ---------------------------------------------------------------------------
 // Statements
-
-/// A new node ($1 owner, $2 id, $3 title, $4 description, $5 body, $6 refs)
-/// of the caller's tenant; no row: the id is taken.
-static INSERT_NODE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.graph_nodes
-              (owner, node_id, title, description, body, refs, tenant)
-          VALUES ($1, $2, $3, $4, $5, $6, agent_memory.caller_tenant())
-          ON CONFLICT DO NOTHING
-          RETURNING 1",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
-    writes: true,
-};
-
-/// Add child $2 to the explicit refs of parents $3 of owner $1 that do not
-/// list it yet. refs stay "explicit refs, then body links": the child goes
-/// right after the explicit ones and leaves the body-link part.
-///
-/// Keys reach the table as a fenced list (`OFFSET 0`) joined on every key
-/// column: the only way in is one primary-key probe per parent. Written
-/// as `node_id = ANY ($3)`, an owner the statistics think tiny got a plan
-/// reading all of the owner's nodes and filtering them.
-static LINK_PARENTS: Statement = Statement {
-    sql: "UPDATE agent_memory.graph_nodes p
-          SET links = p.links || $2::text,
-              refs = p.links || $2::text
-                     || pg_catalog.array_remove(p.refs[pg_catalog.cardinality(p.links) + 1:], $2::text),
-              updated_at = pg_catalog.now()
-          FROM (SELECT $1::text AS owner, parent, agent_memory.caller_tenant() AS tenant
-                FROM pg_catalog.unnest($3::text[]) AS parent OFFSET 0) k
-          WHERE p.owner = k.owner AND p.node_id = k.parent AND p.tenant = k.tenant
-            AND NOT ($2 = ANY (p.links))
-          RETURNING p.node_id, pg_catalog.cardinality(p.refs)",
-    args: &[TEXT, TEXT, TEXT_ARRAY],
-    writes: true,
-};
-
-/// Which of ids $2 exist for owner $1 (a probe per id, as LINK_PARENTS).
-static EXISTING: Statement = Statement {
-    sql: "SELECT pg_catalog.array_agg(n.node_id::text)
-          FROM (SELECT $1::text AS owner, id, agent_memory.caller_tenant() AS tenant
-                FROM pg_catalog.unnest($2::text[]) AS id OFFSET 0) k
-          JOIN agent_memory.graph_nodes n
-            ON n.owner = k.owner AND n.node_id = k.id AND n.tenant = k.tenant",
-    args: &[TEXT, TEXT_ARRAY],
-    writes: true,
-};
-
-/// Lock a node for writing and read what a write compares.
-static LOCK_NODE: Statement = Statement {
-    sql: "SELECT title, description, body, links, version FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          FOR NO KEY UPDATE",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
-
-/// A change without a change description, in place.
-static UPDATE_IN_PLACE: Statement = Statement {
-    sql: "UPDATE agent_memory.graph_nodes
-          SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-              updated_at = pg_catalog.now()
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          RETURNING version",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
-    writes: true,
-};
-
-/// A change with a change description ($8): the locked row's current state
-/// becomes a snapshot, and the node takes the new state and the next
-/// version. Both parts read the same (post-lock) snapshot of the row.
-static UPDATE_VERSIONED: Statement = Statement {
-    sql: "WITH snapshot AS (
-            INSERT INTO agent_memory.graph_node_versions
-                (owner, node_id, version, title, description, body, links, refs,
-                 created_at, updated_at, change_description, tenant)
-            SELECT owner, node_id, version, title, description, body, links, refs,
-                   created_at, updated_at, $8, tenant
-            FROM agent_memory.graph_nodes
-            WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
-          UPDATE agent_memory.graph_nodes
-          SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-              version = version + 1, updated_at = pg_catalog.now()
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          RETURNING version",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT],
-    writes: true,
-};
-
-/// Remove a node (locked first) and its snapshots.
-static DELETE_NODE: Statement = Statement {
-    sql: "WITH snapshots AS (
-            DELETE FROM agent_memory.graph_node_versions
-            WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
-          DELETE FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          RETURNING 1",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
-
-// The JSON of a node row `n` (graph_read's shape); refs that name no node of
-// the owner (in the row's tenant) are listed again as unresolved, in order:
-// one primary-key probe per ref (OFFSET 0 keeps the planner from turning
-// the NOT EXISTS into a join that may read all of the owner's nodes).
-macro_rules! node_json {
-    () => {
-        concat!(
-            "pg_catalog.jsonb_build_object(
-               'id', n.node_id, 'title', n.title, 'description', n.description,
-               'version', n.version,
-               'createdAt', ",
-            iso!("n.created_at"),
-            ", 'updatedAt', ",
-            iso!("n.updated_at"),
-            ", 'refs', pg_catalog.to_jsonb(n.refs),
-               'unresolvedRefs', pg_catalog.to_jsonb(ARRAY(
-                  SELECT u.r FROM pg_catalog.unnest(n.refs) WITH ORDINALITY AS u(r, i)
-                  WHERE NOT EXISTS (SELECT FROM agent_memory.graph_nodes g
-                                    WHERE g.owner = n.owner AND g.node_id = u.r
-                                      AND g.tenant = n.tenant OFFSET 0)
-                  ORDER BY u.i)),
-               'body', n.body)"
-        )
-    };
-}
-
-static READ_NODE: Statement = Statement {
-    sql: concat!(
-        "SELECT ",
-        node_json!(),
-        " FROM agent_memory.graph_nodes n
-         WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant()"
-    ),
-    args: &[TEXT, TEXT],
-    writes: false,
-};
-
-static READ_VERSION: Statement = Statement {
-    sql: concat!(
-        "SELECT ",
-        node_json!(),
-        " || pg_catalog.jsonb_build_object('changeDescription', n.change_description)
-         FROM agent_memory.graph_node_versions n
-         WHERE n.owner = $1 AND n.node_id = $2 AND n.version = $3
-           AND n.tenant = agent_memory.caller_tenant()"
-    ),
-    args: &[TEXT, TEXT, INT4],
-    writes: false,
-};
-
-static CURRENT_VERSION: Statement = Statement {
-    sql: "SELECT version FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT],
-    writes: false,
-};
-
-static LIST_NODES: Statement = Statement {
-    sql: "SELECT node_id::text, title, description, version, updated_at
-          FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND tenant = agent_memory.caller_tenant()
-          ORDER BY node_id",
-    args: &[TEXT],
-    writes: false,
-};
-
-static LIST_VERSIONS: Statement = Statement {
-    sql: "SELECT version, change_description, saved_at
-          FROM agent_memory.graph_node_versions
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          ORDER BY version",
-    args: &[TEXT, TEXT],
-    writes: false,
-};
 
 // ---------------------------------------------------------------------------
 // The root
@@ -438,7 +253,7 @@ fn strong_random(buffer: &mut [u8]) {
     // SAFETY: the pointer and length describe `buffer`, which is writable.
     let ok = unsafe { pg_sys::pg_strong_random(buffer.as_mut_ptr().cast(), buffer.len()) };
     if !ok {
-        crate::error::report(Error::internal(
+        crate::pg::error::report(Error::internal(
             "could not generate random bytes for a node id",
         ))
         .report(PgLogLevel::ERROR);
@@ -717,3 +532,179 @@ pub fn iso_of(timestamp: TimestampWithTimeZone, fraction_digits: u32) -> String 
         fraction_digits,
     )
 }
+
+// The statements.
+
+/// A new node ($1 owner, $2 id, $3 title, $4 description, $5 body, $6 refs)
+/// of the caller's tenant; no row: the id is taken.
+static INSERT_NODE: Statement = Statement {
+    sql: "INSERT INTO agent_memory.graph_nodes
+              (owner, node_id, title, description, body, refs, tenant)
+          VALUES ($1, $2, $3, $4, $5, $6, agent_memory.caller_tenant())
+          ON CONFLICT DO NOTHING
+          RETURNING 1",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Add child $2 to the explicit refs of parents $3 of owner $1 that do not
+/// list it yet. refs stay "explicit refs, then body links": the child goes
+/// right after the explicit ones and leaves the body-link part.
+///
+/// Keys reach the table as a fenced list (`OFFSET 0`) joined on every key
+/// column: the only way in is one primary-key probe per parent. Written
+/// as `node_id = ANY ($3)`, an owner the statistics think tiny got a plan
+/// reading all of the owner's nodes and filtering them.
+static LINK_PARENTS: Statement = Statement {
+    sql: "UPDATE agent_memory.graph_nodes p
+          SET links = p.links || $2::text,
+              refs = p.links || $2::text
+                     || pg_catalog.array_remove(p.refs[pg_catalog.cardinality(p.links) + 1:], $2::text),
+              updated_at = pg_catalog.now()
+          FROM (SELECT $1::text AS owner, parent, agent_memory.caller_tenant() AS tenant
+                FROM pg_catalog.unnest($3::text[]) AS parent OFFSET 0) k
+          WHERE p.owner = k.owner AND p.node_id = k.parent AND p.tenant = k.tenant
+            AND NOT ($2 = ANY (p.links))
+          RETURNING p.node_id, pg_catalog.cardinality(p.refs)",
+    args: &[TEXT, TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Which of ids $2 exist for owner $1 (a probe per id, as LINK_PARENTS).
+static EXISTING: Statement = Statement {
+    sql: "SELECT pg_catalog.array_agg(n.node_id::text)
+          FROM (SELECT $1::text AS owner, id, agent_memory.caller_tenant() AS tenant
+                FROM pg_catalog.unnest($2::text[]) AS id OFFSET 0) k
+          JOIN agent_memory.graph_nodes n
+            ON n.owner = k.owner AND n.node_id = k.id AND n.tenant = k.tenant",
+    args: &[TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Lock a node for writing and read what a write compares.
+static LOCK_NODE: Statement = Statement {
+    sql: "SELECT title, description, body, links, version FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+          FOR NO KEY UPDATE",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// A change without a change description, in place.
+static UPDATE_IN_PLACE: Statement = Statement {
+    sql: "UPDATE agent_memory.graph_nodes
+          SET title = $3, description = $4, body = $5, links = $6, refs = $7,
+              updated_at = pg_catalog.now()
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+          RETURNING version",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
+    writes: true,
+};
+
+/// A change with a change description ($8): the locked row's current state
+/// becomes a snapshot, and the node takes the new state and the next
+/// version. Both parts read the same (post-lock) snapshot of the row.
+static UPDATE_VERSIONED: Statement = Statement {
+    sql: "WITH snapshot AS (
+            INSERT INTO agent_memory.graph_node_versions
+                (owner, node_id, version, title, description, body, links, refs,
+                 created_at, updated_at, change_description, tenant)
+            SELECT owner, node_id, version, title, description, body, links, refs,
+                   created_at, updated_at, $8, tenant
+            FROM agent_memory.graph_nodes
+            WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
+          UPDATE agent_memory.graph_nodes
+          SET title = $3, description = $4, body = $5, links = $6, refs = $7,
+              version = version + 1, updated_at = pg_catalog.now()
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+          RETURNING version",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT],
+    writes: true,
+};
+
+/// Remove a node (locked first) and its snapshots.
+static DELETE_NODE: Statement = Statement {
+    sql: "WITH snapshots AS (
+            DELETE FROM agent_memory.graph_node_versions
+            WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
+          DELETE FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+          RETURNING 1",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+// The JSON of a node row `n` (graph_read's shape); refs that name no node of
+// the owner (in the row's tenant) are listed again as unresolved, in order:
+// one primary-key probe per ref (OFFSET 0 keeps the planner from turning
+// the NOT EXISTS into a join that may read all of the owner's nodes).
+macro_rules! node_json {
+    () => {
+        concat!(
+            "pg_catalog.jsonb_build_object(
+               'id', n.node_id, 'title', n.title, 'description', n.description,
+               'version', n.version,
+               'createdAt', ",
+            iso!("n.created_at"),
+            ", 'updatedAt', ",
+            iso!("n.updated_at"),
+            ", 'refs', pg_catalog.to_jsonb(n.refs),
+               'unresolvedRefs', pg_catalog.to_jsonb(ARRAY(
+                  SELECT u.r FROM pg_catalog.unnest(n.refs) WITH ORDINALITY AS u(r, i)
+                  WHERE NOT EXISTS (SELECT FROM agent_memory.graph_nodes g
+                                    WHERE g.owner = n.owner AND g.node_id = u.r
+                                      AND g.tenant = n.tenant OFFSET 0)
+                  ORDER BY u.i)),
+               'body', n.body)"
+        )
+    };
+}
+
+static READ_NODE: Statement = Statement {
+    sql: concat!(
+        "SELECT ",
+        node_json!(),
+        " FROM agent_memory.graph_nodes n
+         WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant()"
+    ),
+    args: &[TEXT, TEXT],
+    writes: false,
+};
+
+static READ_VERSION: Statement = Statement {
+    sql: concat!(
+        "SELECT ",
+        node_json!(),
+        " || pg_catalog.jsonb_build_object('changeDescription', n.change_description)
+         FROM agent_memory.graph_node_versions n
+         WHERE n.owner = $1 AND n.node_id = $2 AND n.version = $3
+           AND n.tenant = agent_memory.caller_tenant()"
+    ),
+    args: &[TEXT, TEXT, INT4],
+    writes: false,
+};
+
+static CURRENT_VERSION: Statement = Statement {
+    sql: "SELECT version FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT],
+    writes: false,
+};
+
+static LIST_NODES: Statement = Statement {
+    sql: "SELECT node_id::text, title, description, version, updated_at
+          FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND tenant = agent_memory.caller_tenant()
+          ORDER BY node_id",
+    args: &[TEXT],
+    writes: false,
+};
+
+static LIST_VERSIONS: Statement = Statement {
+    sql: "SELECT version, change_description, saved_at
+          FROM agent_memory.graph_node_versions
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+          ORDER BY version",
+    args: &[TEXT, TEXT],
+    writes: false,
+};

@@ -16,12 +16,12 @@ use agent_memory_core::claude_memory::{self as claude, Answer, Request, Target};
 use agent_memory_core::memory_files::{self as files, Code};
 use agent_memory_core::{Error, jsonb};
 
-use crate::datums::{JsonB, TooDeep, ToolRequest};
-use crate::error::{OrReport, SqlResult};
-use crate::memory_tool::{self as tool, Client, Placed};
-use crate::plans::{Statement, kept};
-use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
-use crate::settings;
+use crate::files::memory_tool::{self as tool, Client, Placed};
+use crate::pg::args::{INT4, TEXT, TEXT_ARRAY};
+use crate::pg::datums::{JsonB, TooDeep, ToolRequest};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Statement, kept};
+use crate::pg::settings;
 
 // Every statement reads and writes only the files of the caller's tenant
 // (tenant = agent_memory.caller_tenant()), also for a superuser, whom
@@ -32,69 +32,6 @@ use crate::settings;
 // file, the directory's files and the few paths between them (`/a/b.md`
 // for `/a/b`), never the whole scope. Lists of paths are probed one by
 // one (a fenced `unnest` joined on every key column).
-
-/// A file's content, locked for an edit.
-static LOCK_FILE: Statement = Statement {
-    sql: "SELECT f.content FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
-          FOR NO KEY UPDATE",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
-
-static WRITE_FILE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f SET content = $3, updated_at = pg_catalog.now()
-          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, TEXT],
-    writes: true,
-};
-
-/// The files of a directory (the range [$2, $3)) with their sizes, which
-/// `octet_length` reads without detoasting the contents.
-static SIZES_UNDER: Statement = Statement {
-    sql: "SELECT f.path, pg_catalog.octet_length(f.content)::int8 FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $3
-            AND f.tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, TEXT],
-    writes: false,
-};
-
-/// The files a rename moves: the file $2 or the directory's files in
-/// [$3, $4), locked.
-static MOVING: Statement = Statement {
-    sql: "SELECT f.path FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
-            AND f.tenant = agent_memory.caller_tenant()
-          FOR UPDATE",
-    args: &[TEXT, TEXT, TEXT, TEXT],
-    writes: true,
-};
-
-/// Whether a destination is taken (a file at $2 or under it, in [$3, $4)),
-/// and whether a directory above it ($5) is a file.
-static DESTINATION: Statement = Statement {
-    sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4
-                           AND (f.path = $2 OR f.path >= $3)
-                           AND f.tenant = agent_memory.caller_tenant()),
-                 EXISTS (SELECT FROM (SELECT $1::text AS scope, path, agent_memory.caller_tenant() AS tenant
-                                      FROM pg_catalog.unnest($5::text[]) AS path OFFSET 0) a
-                         JOIN agent_memory.memory_files f
-                           ON f.scope = a.scope AND f.path = a.path AND f.tenant = a.tenant)",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
-    writes: true,
-};
-
-/// Move the file $2, or the directory's files in [$3, $4), to $5: each
-/// path's first $6 characters become $5.
-static MOVE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
-          SET path = $5 || pg_catalog.substr(f.path, $6 + 1)
-          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
-            AND f.tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
 
 fn view(
     client: Client,
@@ -347,3 +284,68 @@ fn claude_memory_tool_result(scope: Option<&str>, tool_use: Option<JsonB>) -> Sq
     }
     Ok(JsonB(result))
 }
+
+// The statements.
+
+/// A file's content, locked for an edit.
+static LOCK_FILE: Statement = Statement {
+    sql: "SELECT f.content FROM agent_memory.memory_files f
+          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
+          FOR NO KEY UPDATE",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+static WRITE_FILE: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f SET content = $3, updated_at = pg_catalog.now()
+          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// The files of a directory (the range [$2, $3)) with their sizes, which
+/// `octet_length` reads without detoasting the contents.
+static SIZES_UNDER: Statement = Statement {
+    sql: "SELECT f.path, pg_catalog.octet_length(f.content)::int8 FROM agent_memory.memory_files f
+          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $3
+            AND f.tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT, TEXT],
+    writes: false,
+};
+
+/// The files a rename moves: the file $2 or the directory's files in
+/// [$3, $4), locked.
+static MOVING: Statement = Statement {
+    sql: "SELECT f.path FROM agent_memory.memory_files f
+          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
+            AND f.tenant = agent_memory.caller_tenant()
+          FOR UPDATE",
+    args: &[TEXT, TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// Whether a destination is taken (a file at $2 or under it, in [$3, $4)),
+/// and whether a directory above it ($5) is a file.
+static DESTINATION: Statement = Statement {
+    sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
+                         WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4
+                           AND (f.path = $2 OR f.path >= $3)
+                           AND f.tenant = agent_memory.caller_tenant()),
+                 EXISTS (SELECT FROM (SELECT $1::text AS scope, path, agent_memory.caller_tenant() AS tenant
+                                      FROM pg_catalog.unnest($5::text[]) AS path OFFSET 0) a
+                         JOIN agent_memory.memory_files f
+                           ON f.scope = a.scope AND f.path = a.path AND f.tenant = a.tenant)",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Move the file $2, or the directory's files in [$3, $4), to $5: each
+/// path's first $6 characters become $5.
+static MOVE: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f
+          SET path = $5 || pg_catalog.substr(f.path, $6 + 1)
+          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
+            AND f.tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
+    writes: true,
+};

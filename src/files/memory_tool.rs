@@ -1,6 +1,6 @@
-//! The memory tool (seed 002): `memory_scope` names a scope, `memory_tool`
+//! The memory tool: `memory_scope` names a scope, `memory_tool`
 //! runs one request `{path, command, content?, oldContent?}` on the scope's
-//! files and answers with the seed's JSON envelope.
+//! files and answers with its JSON envelope.
 //!
 //! A bad request is an envelope with `ok:false`, never an SQL error, and
 //! changes nothing. Each command is one call in the caller's transaction:
@@ -15,15 +15,13 @@ use pgrx::prelude::*;
 use agent_memory_core::memory_files::{self as files, Code, Command, Echo, ToolError, ToolResult};
 use agent_memory_core::{Error, jsonb};
 
-use crate::datums::{JsonText, TooDeep, ToolRequest};
-use crate::error::{OrReport, SqlResult};
-use crate::plans::{FirstRow, Statement, kept};
-use crate::sessions::{INT4, TEXT, TEXT_ARRAY};
+use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, TID, XID};
+use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{FirstRow, Statement, kept};
 
-const TID: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIDOID);
-const XID: pgrx::PgOid = pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::XIDOID);
-use crate::settings;
-use crate::stream::{StreamStatement, for_each_row};
+use crate::pg::settings;
+use crate::pg::stream::{StreamStatement, for_each_row};
 
 // A write that returns nothing is judged by how many rows it changed
 // (`is_empty` of its result reads SPI_processed): a `RETURNING` would cost
@@ -38,188 +36,6 @@ use crate::stream::{StreamStatement, for_each_row};
 // whose tenant is agent_memory.caller_tenant(), also for a superuser, whom
 // row-level security lets through, and a file's key is (scope, path,
 // tenant), a scope's (scope, tenant).
-
-static READ: Statement = Statement {
-    sql: "SELECT f.content FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT],
-    writes: false,
-};
-
-/// Whether anything lies under the range [$2, $3) of scope $1: a
-/// directory's files.
-static ANY_UNDER: Statement = Statement {
-    sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope OPERATOR(pg_catalog.=) $1
-                           AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
-                           AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
-    args: &[TEXT, TEXT, TEXT],
-    writes: true,
-};
-
-/// The first path of scope $1 in [$2, $3): one index probe per entry of a
-/// listing, whatever the size of the subtrees it skips.
-static FIRST_FROM: Statement = Statement {
-    sql: "SELECT f.path::text FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1
-            AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          ORDER BY f.path LIMIT 1",
-    args: &[TEXT, TEXT, TEXT],
-    writes: false,
-};
-
-/// Append to an existing file within the size limit ($4 bytes).
-static APPEND_EXISTING: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
-          SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now()
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-            AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
-                OPERATOR(pg_catalog.<=) $4",
-    args: &[TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
-
-/// Create the file $2 of scope $1 with content $3, unless a file is
-/// already at the path in the caller's tenant (then no row is written; a
-/// concurrent creation is waited for). The path's other rules are checked
-/// after (PATH_FREE), and a refused file removed again in the same call:
-/// a new file costs three short statements, where checking everything
-/// before writing cost one statement of three probes and two writes that
-/// took longer.
-static CREATE_FILE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_files AS f (scope, path, content, tenant)
-          VALUES ($1, $2, $3, agent_memory.caller_tenant())
-          ON CONFLICT (scope, path, tenant) DO NOTHING",
-    args: &[TEXT, TEXT, TEXT],
-    writes: true,
-};
-
-/// Count one more file in scope $1 when it holds fewer than $2. The
-/// scope's row stays locked to the end of the transaction (also when it is
-/// full), so creations in one scope follow one another from here on: the
-/// checks of PATH_FREE, made after, see every file created before. The row
-/// is the caller's tenant's: another tenant's scope of the same name is
-/// another row.
-static TAKE_ROOM: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
-          VALUES ($1, 1, agent_memory.caller_tenant())
-          ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
-            WHERE s.files OPERATOR(pg_catalog.<) $2",
-    args: &[TEXT, INT4],
-    writes: true,
-};
-
-/// Whether a new file's path is free of anything else: no file under it
-/// (the range [$2, $3): a directory at the path) and no file above it
-/// (none of $4, probed one by one: a fenced list joined on every key
-/// column, so no statistics can turn it into a read of the whole scope).
-/// Read-write, for a snapshot taken after TAKE_ROOM.
-static PATH_FREE: Statement = Statement {
-    sql: "SELECT NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                             WHERE f.scope OPERATOR(pg_catalog.=) $1
-                               AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
-                               AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()),
-                 NOT EXISTS (SELECT FROM (SELECT $1::pg_catalog.text AS scope, path,
-                                                 agent_memory.caller_tenant() AS tenant
-                                          FROM pg_catalog.unnest($4::pg_catalog.text[]) AS path
-                                          OFFSET 0) a
-                             JOIN agent_memory.memory_files f
-                               ON f.scope OPERATOR(pg_catalog.=) a.scope
-                              AND f.path OPERATOR(pg_catalog.=) a.path
-                              AND f.tenant OPERATOR(pg_catalog.=) a.tenant)",
-    args: &[TEXT, TEXT, TEXT, TEXT_ARRAY],
-    writes: true,
-};
-
-/// Remove a file this call created and then refused.
-static REMOVE_FILE: Statement = Statement {
-    sql: "DELETE FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
-
-/// Give back room counted for a file that was not created after all (one
-/// was there) or was refused.
-static GIVE_ROOM: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_scopes SET files = files OPERATOR(pg_catalog.-) $2
-          WHERE scope OPERATOR(pg_catalog.=) $1
-            AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, INT4],
-    writes: true,
-};
-
-/// Count the files of scope $1 exactly, when its upper bound reached the
-/// limit: the bound becomes the count, when below the limit $2. The scope's
-/// row is already locked by the TAKE_ROOM that found no room, so no other
-/// creation can slip in between.
-static RECOUNT: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_scopes s SET files = c.files
-          FROM (SELECT pg_catalog.count(*)::pg_catalog.int4 AS files FROM agent_memory.memory_files f
-                WHERE f.scope OPERATOR(pg_catalog.=) $1
-                  AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()) c
-          WHERE s.scope OPERATOR(pg_catalog.=) $1
-            AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-            AND c.files OPERATOR(pg_catalog.<) $2
-          RETURNING s.files",
-    args: &[TEXT, INT4],
-    writes: true,
-};
-
-/// The size of file $2 of scope $1 as of now.
-static FILE_BYTES: Statement = Statement {
-    sql: "SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
-
-/// A file's content as of now (a fresh snapshot: the statement runs
-/// read-write) and the row version it was read from.
-static READ_VERSION: Statement = Statement {
-    sql: "SELECT f.content, f.ctid, f.xmin FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
-
-/// Write content $5 into file $3 of scope $4 at the row version read
-/// (ctid $1, xmin $2) and nowhere else: when a concurrent change replaced
-/// that version meanwhile, the recheck of READ COMMITTED finds a version
-/// of another ctid and xmin and no row is written, so
-/// the caller reads again and no change is lost. The xmin condition is
-/// what rejects the new version on PostgreSQL minor releases before
-/// November 2025, whose recheck ignored the ctid one.
-static WRITE_VERSION: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f SET content = $5, updated_at = pg_catalog.now()
-          WHERE f.ctid OPERATOR(pg_catalog.=) $1 AND f.xmin OPERATOR(pg_catalog.=) $2
-            AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TID, XID, TEXT, TEXT, TEXT],
-    writes: true,
-};
-
-/// Delete a file, or every file of a directory (the range [$3, $4)), in one
-/// pass, returning the deleted paths (what the answer counts follows from
-/// them). The index condition is the range [$2, $4), which holds both:
-/// an OR of the two would leave the path out of it, and a scope the
-/// statistics think tiny would be read whole. The scope's file count is an upper bound, so a delete leaves it.
-pub(crate) static DELETE_FILES: Statement = Statement {
-    sql: "DELETE FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1
-            AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $4
-            AND (f.path OPERATOR(pg_catalog.=) $2 OR f.path OPERATOR(pg_catalog.>=) $3)
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          RETURNING f.path",
-    args: &[TEXT, TEXT, TEXT, TEXT],
-    writes: true,
-};
 
 /// A setting-like argument that must be one of `choices`.
 fn one_of<'a>(what: &str, value: Option<&'a str>, choices: &[&str]) -> SqlResult<&'a str> {
@@ -292,7 +108,7 @@ pub(crate) fn with_file<T>(
         return Ok(None);
     }
     let row = table.first();
-    let content = crate::datums::text_at(&row, 1)?;
+    let content = crate::pg::datums::text_at(&row, 1)?;
     Ok(Some(use_content(content.unwrap_or_default())))
 }
 
@@ -550,7 +366,7 @@ fn update(
             return Ok(Err(not_found()));
         }
         let row = table.first();
-        let content = crate::datums::text_at(&row, 1)?.unwrap_or_default();
+        let content = crate::pg::datums::text_at(&row, 1)?.unwrap_or_default();
         let Some((replacement, replaced)) = files::replace_counted(content, old, new) else {
             return Ok(Ok("{\"replaced\":0}".to_owned()));
         };
@@ -665,7 +481,7 @@ pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<
         .or_report()?;
     // SAFETY: `table` is the last result, and it lives to the end of this
     // function.
-    let paths = unsafe { crate::datums::last_result_texts(table.len()) }
+    let paths = unsafe { crate::pg::datums::last_result_texts(table.len()) }
         .ok_or_else(|| Error::internal("a deleted path is not UTF-8 text"))
         .or_report()?;
     let dirs = if paths.is_empty() || paths.contains(&path) {
@@ -886,3 +702,187 @@ fn memory_tool_definition(
     };
     Ok(pgrx::JsonB(definition))
 }
+
+// The statements.
+
+static READ: Statement = Statement {
+    sql: "SELECT f.content FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT],
+    writes: false,
+};
+
+/// Whether anything lies under the range [$2, $3) of scope $1: a
+/// directory's files.
+static ANY_UNDER: Statement = Statement {
+    sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
+                         WHERE f.scope OPERATOR(pg_catalog.=) $1
+                           AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
+                           AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
+    args: &[TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// The first path of scope $1 in [$2, $3): one index probe per entry of a
+/// listing, whatever the size of the subtrees it skips.
+static FIRST_FROM: Statement = Statement {
+    sql: "SELECT f.path::text FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1
+            AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+          ORDER BY f.path LIMIT 1",
+    args: &[TEXT, TEXT, TEXT],
+    writes: false,
+};
+
+/// Append to an existing file within the size limit ($4 bytes).
+static APPEND_EXISTING: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f
+          SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now()
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+            AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
+                OPERATOR(pg_catalog.<=) $4",
+    args: &[TEXT, TEXT, TEXT, INT4],
+    writes: true,
+};
+
+/// Create the file $2 of scope $1 with content $3, unless a file is
+/// already at the path in the caller's tenant (then no row is written; a
+/// concurrent creation is waited for). The path's other rules are checked
+/// after (PATH_FREE), and a refused file removed again in the same call:
+/// a new file costs three short statements, where checking everything
+/// before writing cost one statement of three probes and two writes that
+/// took longer.
+static CREATE_FILE: Statement = Statement {
+    sql: "INSERT INTO agent_memory.memory_files AS f (scope, path, content, tenant)
+          VALUES ($1, $2, $3, agent_memory.caller_tenant())
+          ON CONFLICT (scope, path, tenant) DO NOTHING",
+    args: &[TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// Count one more file in scope $1 when it holds fewer than $2. The
+/// scope's row stays locked to the end of the transaction (also when it is
+/// full), so creations in one scope follow one another from here on: the
+/// checks of PATH_FREE, made after, see every file created before. The row
+/// is the caller's tenant's: another tenant's scope of the same name is
+/// another row.
+static TAKE_ROOM: Statement = Statement {
+    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
+          VALUES ($1, 1, agent_memory.caller_tenant())
+          ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
+            WHERE s.files OPERATOR(pg_catalog.<) $2",
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// Whether a new file's path is free of anything else: no file under it
+/// (the range [$2, $3): a directory at the path) and no file above it
+/// (none of $4, probed one by one: a fenced list joined on every key
+/// column, so no statistics can turn it into a read of the whole scope).
+/// Read-write, for a snapshot taken after TAKE_ROOM.
+static PATH_FREE: Statement = Statement {
+    sql: "SELECT NOT EXISTS (SELECT FROM agent_memory.memory_files f
+                             WHERE f.scope OPERATOR(pg_catalog.=) $1
+                               AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
+                               AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()),
+                 NOT EXISTS (SELECT FROM (SELECT $1::pg_catalog.text AS scope, path,
+                                                 agent_memory.caller_tenant() AS tenant
+                                          FROM pg_catalog.unnest($4::pg_catalog.text[]) AS path
+                                          OFFSET 0) a
+                             JOIN agent_memory.memory_files f
+                               ON f.scope OPERATOR(pg_catalog.=) a.scope
+                              AND f.path OPERATOR(pg_catalog.=) a.path
+                              AND f.tenant OPERATOR(pg_catalog.=) a.tenant)",
+    args: &[TEXT, TEXT, TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Remove a file this call created and then refused.
+static REMOVE_FILE: Statement = Statement {
+    sql: "DELETE FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// Give back room counted for a file that was not created after all (one
+/// was there) or was refused.
+static GIVE_ROOM: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_scopes SET files = files OPERATOR(pg_catalog.-) $2
+          WHERE scope OPERATOR(pg_catalog.=) $1
+            AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// Count the files of scope $1 exactly, when its upper bound reached the
+/// limit: the bound becomes the count, when below the limit $2. The scope's
+/// row is already locked by the TAKE_ROOM that found no room, so no other
+/// creation can slip in between.
+static RECOUNT: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_scopes s SET files = c.files
+          FROM (SELECT pg_catalog.count(*)::pg_catalog.int4 AS files FROM agent_memory.memory_files f
+                WHERE f.scope OPERATOR(pg_catalog.=) $1
+                  AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()) c
+          WHERE s.scope OPERATOR(pg_catalog.=) $1
+            AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+            AND c.files OPERATOR(pg_catalog.<) $2
+          RETURNING s.files",
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// The size of file $2 of scope $1 as of now.
+static FILE_BYTES: Statement = Statement {
+    sql: "SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// A file's content as of now (a fresh snapshot: the statement runs
+/// read-write) and the row version it was read from.
+static READ_VERSION: Statement = Statement {
+    sql: "SELECT f.content, f.ctid, f.xmin FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// Write content $5 into file $3 of scope $4 at the row version read
+/// (ctid $1, xmin $2) and nowhere else: when a concurrent change replaced
+/// that version meanwhile, the recheck of READ COMMITTED finds a version
+/// of another ctid and xmin and no row is written, so
+/// the caller reads again and no change is lost. The xmin condition is
+/// what rejects the new version on PostgreSQL minor releases before
+/// November 2025, whose recheck ignored the ctid one.
+static WRITE_VERSION: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f SET content = $5, updated_at = pg_catalog.now()
+          WHERE f.ctid OPERATOR(pg_catalog.=) $1 AND f.xmin OPERATOR(pg_catalog.=) $2
+            AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    args: &[TID, XID, TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// Delete a file, or every file of a directory (the range [$3, $4)), in one
+/// pass, returning the deleted paths (what the answer counts follows from
+/// them). The index condition is the range [$2, $4), which holds both:
+/// an OR of the two would leave the path out of it, and a scope the
+/// statistics think tiny would be read whole. The scope's file count is an upper bound, so a delete leaves it.
+pub(crate) static DELETE_FILES: Statement = Statement {
+    sql: "DELETE FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1
+            AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $4
+            AND (f.path OPERATOR(pg_catalog.=) $2 OR f.path OPERATOR(pg_catalog.>=) $3)
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+          RETURNING f.path",
+    args: &[TEXT, TEXT, TEXT, TEXT],
+    writes: true,
+};

@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use pgrx::prelude::*;
 use pgrx::{PgAtomic, pg_shmem_init};
 
-use crate::settings::{TENANT, TENANT_ISOLATION};
+use crate::pg::settings::{TENANT, TENANT_ISOLATION};
 
 static DELETIONS: PgAtomic<AtomicU64> = unsafe { PgAtomic::new(c"agent_memory_session_deletions") };
 
@@ -248,7 +248,7 @@ pub unsafe extern "C-unwind" fn note_session_deletions_wrapper(
         !context.is_null() && (*context).type_ == pg_sys::NodeTag::T_TriggerData
     };
     if !as_trigger {
-        crate::error::not_called_as_trigger("note_session_deletions").report(PgLogLevel::ERROR);
+        crate::pg::error::not_called_as_trigger("note_session_deletions").report(PgLogLevel::ERROR);
     }
     // This backend's own transaction may write again before it commits.
     forget();

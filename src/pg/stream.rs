@@ -15,7 +15,7 @@ use pgrx::prelude::*;
 
 use agent_memory_core::Error;
 
-use crate::error::{SqlResult, report};
+use crate::pg::error::{SqlResult, report};
 
 /// A read-only statement with text parameters (NULL allowed), prepared once
 /// per backend.
@@ -54,8 +54,8 @@ impl StreamRow<'_> {
         // SAFETY: the column is text (checked at startup); the row outlives
         // the borrow. Inline values are read in place, without a call.
         let text = unsafe {
-            match crate::datums::inline_payload(datum) {
-                Some(bytes) => crate::datums::database_str(bytes),
+            match crate::pg::datums::inline_payload(datum) {
+                Some(bytes) => crate::pg::datums::database_str(bytes),
                 None => <&str>::from_datum(datum, false),
             }
         };
@@ -211,7 +211,7 @@ pub fn for_each_row(
             let slots = (*list).params.as_mut_slice(params.len());
             for (slot, value) in slots.iter_mut().zip(params) {
                 *slot = pg_sys::ParamExternData {
-                    value: value.map_or(pg_sys::Datum::from(0), crate::datums::text_datum),
+                    value: value.map_or(pg_sys::Datum::from(0), crate::pg::datums::text_datum),
                     isnull: value.is_none(),
                     pflags: pg_sys::PARAM_FLAG_CONST as u16,
                     ptype: pg_sys::TEXTOID,

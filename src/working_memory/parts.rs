@@ -1,4 +1,4 @@
-//! Working memory (seeds 000 and 001): parts of a (session, node) entry,
+//! Working memory: parts of a (session, node) entry,
 //! each stored on its own, sanitised on every write, with a version per
 //! part and a notification on every real change.
 //!
@@ -16,15 +16,16 @@ use serde_json::Value;
 use agent_memory_core::Error;
 use agent_memory_core::working_memory::{self as wm, Part};
 
-use crate::datums::{JsonB, JsonbArg};
-use crate::error::{OrReport, SqlResult};
-use crate::notify;
-use crate::plans::{Statement, kept};
-use crate::session_cache;
+use crate::pg::args::{INT4, JSONB, TEXT, checked_id};
+use crate::pg::datums::{JsonB, JsonbArg};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::notify;
+use crate::pg::plans::{Statement, kept};
+use crate::pg::settings;
+use crate::sessions::cache as session_cache;
 use crate::sessions::{
-    INT4, JSONB, RENEW, TEXT, active, checked_id, idle_timeout_minutes, lock_session, session_gone,
+    RENEW, active, active_until, idle_timeout_minutes, lock_session, session_gone,
 };
-use crate::settings;
 
 /// The node argument: NULL is the session's global entry ('' in the table).
 pub fn node_key(node_id: Option<&str>) -> SqlResult<&str> {
@@ -46,64 +47,6 @@ pub fn strip_keys() -> Vec<String> {
         .map(|keys| wm::strip_keys(&keys.to_string_lossy()))
         .unwrap_or_default()
 }
-
-/// The upsert of a sanitised part, a no-op when the value equals what is
-/// stored ($2 node key, $3 part, $4 value, then the tenant); returns the new
-/// version. The time comes from the proposed row (its default, now()), as
-/// Citus needs.
-macro_rules! upsert_part {
-    ($source:expr) => {
-        concat!(
-            "INSERT INTO agent_memory.wm_parts AS p (session_id, node_key, part, value, tenant) ",
-            $source,
-            " ON CONFLICT (session_id, node_key, part, tenant) DO UPDATE
-                SET value = excluded.value, version = p.version + 1, updated_at = excluded.updated_at
-                WHERE p.value IS DISTINCT FROM excluded.value
-              RETURNING p.version"
-        )
-    };
-}
-
-/// Write a part of session $1 if the caller's tenant's session is active
-/// ($5 idle minutes): a row only for a change. One statement, no CTE: this
-/// is the hot path.
-static WRITE_CHECKED: Statement = Statement {
-    sql: upsert_part!(concat!(
-        "SELECT $1, $2, $3, $4, agent_memory.caller_tenant() WHERE EXISTS (
-           SELECT FROM agent_memory.sessions s
-           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$5"),
-        ")"
-    )),
-    args: &[TEXT, TEXT, TEXT, JSONB, INT4],
-    writes: true,
-};
-
-/// Write a part of session $1 of the caller's tenant, known to be active
-/// (see session_cache).
-static WRITE_TRUSTED: Statement = Statement {
-    sql: upsert_part!("VALUES ($1, $2, $3, $4, agent_memory.caller_tenant())"),
-    args: &[TEXT, TEXT, TEXT, JSONB],
-    writes: true,
-};
-
-/// Until when session $1 of the caller's tenant stays active ($2 idle
-/// minutes); no row when it is not active now.
-/// It runs read-write, so under READ COMMITTED it takes a snapshot of its
-/// own (what session_cache needs to remember it), and fully qualified, as
-/// kv_get runs it unpinned.
-static ACTIVE_UNTIL: Statement = Statement {
-    sql: concat!(
-        "SELECT s.last_activity_at OPERATOR(pg_catalog.+)
-                coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2))
-         FROM agent_memory.sessions s
-         WHERE s.session_id OPERATOR(pg_catalog.=) $1
-           AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant() AND ",
-        active!("s", "$2")
-    ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
 
 thread_local! {
     /// The session this backend last renewed from a part write, and when
@@ -130,26 +73,6 @@ fn renewal_due(session_id: &str) -> bool {
     })
 }
 
-/// A part as an entry sees it: the node's own, else the global one ($1
-/// session of the caller's tenant, $2 node key, $3 part, $4 idle minutes),
-/// each a primary-key probe (values are never NULL).
-/// The first column says whether the session is alive.
-static READ_PART: Statement = Statement {
-    sql: concat!(
-        "SELECT true, coalesce((SELECT p.value FROM agent_memory.wm_parts p
-                                WHERE p.session_id = s.session_id AND p.tenant = s.tenant
-                                  AND p.node_key = $2 AND p.part = $3),
-                               (SELECT p.value FROM agent_memory.wm_parts p
-                                WHERE p.session_id = s.session_id AND p.tenant = s.tenant
-                                  AND p.node_key = '' AND p.part = $3))
-         FROM agent_memory.sessions s
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$4")
-    ),
-    args: &[TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
-
 /// The stored value of `part` as the entry sees it (None: never set).
 pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<Value>> {
     Spi::connect_mut(|client| {
@@ -171,24 +94,6 @@ pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<V
         }
         Ok(table.first().get::<JsonB>(2).or_report()?.map(|j| j.0))
     })
-}
-
-/// Until when the session stays active (TimestampTz); None when it is not
-/// active now.
-pub(crate) fn active_until(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    minutes: i32,
-) -> SqlResult<Option<i64>> {
-    let plan = kept(client, &ACTIVE_UNTIL).or_report()?;
-    let table = client
-        .update(&*plan, None, &[session_id.into(), minutes.into()])
-        .or_report()?;
-    if table.is_empty() {
-        return Ok(None);
-    }
-    let until = table.first().get::<TimestampWithTimeZone>(1).or_report()?;
-    Ok(until.map(pg_sys::TimestampTz::from))
 }
 
 /// Write a sanitised value; Some(version) when it changed something. The
@@ -422,8 +327,8 @@ fn clear(session_id: Option<&str>, node: Option<&str>, node_entries_only: bool) 
     })
 }
 
-/// Drop every node entry of a session, keeping the global one (seed 001:
-/// unsetting the active node). The caller holds the session's write lock.
+/// Drop every node entry of a session, keeping the global one (what
+/// unsetting the active node does). The caller holds the session's write lock.
 pub fn clear_node_entries(session_id: &str) -> SqlResult<i32> {
     clear(Some(session_id), None, true)
 }
@@ -448,3 +353,65 @@ fn wm_clear(
         }
     }
 }
+
+// The statements.
+
+/// The upsert of a sanitised part, a no-op when the value equals what is
+/// stored ($2 node key, $3 part, $4 value, then the tenant); returns the new
+/// version. The time comes from the proposed row (its default, now()), as
+/// Citus needs.
+macro_rules! upsert_part {
+    ($source:expr) => {
+        concat!(
+            "INSERT INTO agent_memory.wm_parts AS p (session_id, node_key, part, value, tenant) ",
+            $source,
+            " ON CONFLICT (session_id, node_key, part, tenant) DO UPDATE
+                SET value = excluded.value, version = p.version + 1, updated_at = excluded.updated_at
+                WHERE p.value IS DISTINCT FROM excluded.value
+              RETURNING p.version"
+        )
+    };
+}
+
+/// Write a part of session $1 if the caller's tenant's session is active
+/// ($5 idle minutes): a row only for a change. One statement, no CTE: this
+/// is the hot path.
+static WRITE_CHECKED: Statement = Statement {
+    sql: upsert_part!(concat!(
+        "SELECT $1, $2, $3, $4, agent_memory.caller_tenant() WHERE EXISTS (
+           SELECT FROM agent_memory.sessions s
+           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$5"),
+        ")"
+    )),
+    args: &[TEXT, TEXT, TEXT, JSONB, INT4],
+    writes: true,
+};
+
+/// Write a part of session $1 of the caller's tenant, known to be active
+/// (see session_cache).
+static WRITE_TRUSTED: Statement = Statement {
+    sql: upsert_part!("VALUES ($1, $2, $3, $4, agent_memory.caller_tenant())"),
+    args: &[TEXT, TEXT, TEXT, JSONB],
+    writes: true,
+};
+
+/// A part as an entry sees it: the node's own, else the global one ($1
+/// session of the caller's tenant, $2 node key, $3 part, $4 idle minutes),
+/// each a primary-key probe (values are never NULL).
+/// The first column says whether the session is alive.
+static READ_PART: Statement = Statement {
+    sql: concat!(
+        "SELECT true, coalesce((SELECT p.value FROM agent_memory.wm_parts p
+                                WHERE p.session_id = s.session_id AND p.tenant = s.tenant
+                                  AND p.node_key = $2 AND p.part = $3),
+                               (SELECT p.value FROM agent_memory.wm_parts p
+                                WHERE p.session_id = s.session_id AND p.tenant = s.tenant
+                                  AND p.node_key = '' AND p.part = $3))
+         FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$4")
+    ),
+    args: &[TEXT, TEXT, TEXT, INT4],
+    writes: true,
+};

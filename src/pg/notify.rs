@@ -42,32 +42,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use pgrx::prelude::*;
 use pgrx::{IntoDatum, PgAtomic, PgBuiltInOids, PgOid, pg_shmem_init};
 
-use crate::error::SqlResult;
-use crate::plans::{Statement, first_value_of};
-use crate::settings::TENANT_ISOLATION;
+use crate::pg::error::SqlResult;
+use crate::pg::plans::{Statement, first_value_of};
+use crate::pg::settings::TENANT_ISOLATION;
 
 /// The channel of every change while tenants are not isolated.
 pub const CHANNEL: &str = "agent_memory";
 
 /// How every tenant's channel begins.
 const TENANT_CHANNEL_PREFIX: &str = "agent_memory_";
-
-/// The owner of table $1.
-static TABLE_OWNER: Statement = Statement {
-    sql: "SELECT c.relowner FROM pg_catalog.pg_class c
-          WHERE c.oid = $1::pg_catalog.regclass",
-    args: &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
-    writes: false,
-};
-
-/// Tenant $1's channel; run as the secret's owner.
-static TENANT_CHANNEL: Statement = Statement {
-    sql: "SELECT 'agent_memory_' || pg_catalog.left(pg_catalog.encode(pg_catalog.sha256(
-                   pg_catalog.convert_to(s.secret || '/' || $1, 'UTF8')), 'hex'), 40)
-          FROM agent_memory.notify_secret s",
-    args: &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
-    writes: false,
-};
 
 /// What the backends share: the listener count and the writers' epochs.
 #[derive(Default)]
@@ -242,7 +225,7 @@ fn channel_of(tenant: &str) -> SqlResult<String> {
         first_value_of::<String>(&TENANT_CHANNEL, &[tenant.into()])
     })?
     .ok_or_else(|| {
-        crate::error::report(agent_memory_core::Error::internal("no notification secret"))
+        crate::pg::error::report(agent_memory_core::Error::internal("no notification secret"))
     })?;
     CHANNELS.with(|channels| {
         let mut channels = channels.borrow_mut();
@@ -260,7 +243,7 @@ fn channel_of(tenant: &str) -> SqlResult<String> {
 /// writes the extension makes that no role it serves may make itself.
 pub fn as_owner_of<R>(table: &str, body: impl FnOnce() -> SqlResult<R>) -> SqlResult<R> {
     let owner = first_value_of::<pg_sys::Oid>(&TABLE_OWNER, &[table.into()])?.ok_or_else(|| {
-        crate::error::report(agent_memory_core::Error::internal(format!(
+        crate::pg::error::report(agent_memory_core::Error::internal(format!(
             "no table {table}"
         )))
     })?;
@@ -301,7 +284,7 @@ fn as_role<R>(owner: pg_sys::Oid, body: impl FnOnce() -> R) -> R {
 #[search_path(pg_catalog, pg_temp)]
 fn notify_channel() -> SqlResult<String> {
     let tenant = if TENANT_ISOLATION.get() {
-        crate::tenants::caller_tenant()?
+        crate::pg::tenants::caller_tenant()?
     } else {
         String::new()
     };
@@ -507,3 +490,22 @@ unsafe extern "C-unwind" fn before_utility(statement: *mut pg_sys::PlannedStmt) 
         ListenEffect::None => {}
     }
 }
+
+// The statements.
+
+/// The owner of table $1.
+static TABLE_OWNER: Statement = Statement {
+    sql: "SELECT c.relowner FROM pg_catalog.pg_class c
+          WHERE c.oid = $1::pg_catalog.regclass",
+    args: &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
+    writes: false,
+};
+
+/// Tenant $1's channel; run as the secret's owner.
+static TENANT_CHANNEL: Statement = Statement {
+    sql: "SELECT 'agent_memory_' || pg_catalog.left(pg_catalog.encode(pg_catalog.sha256(
+                   pg_catalog.convert_to(s.secret || '/' || $1, 'UTF8')), 'hex'), 40)
+          FROM agent_memory.notify_secret s",
+    args: &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
+    writes: false,
+};

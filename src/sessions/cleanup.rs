@@ -27,10 +27,11 @@ use serde_json::json;
 
 use agent_memory_core::Error;
 
-use crate::error::{OrReport, SqlResult};
-use crate::plans::{FirstRow, Statement, first_value_of, kept};
-use crate::sessions::{INT4, INT8, TEXT, idle_timeout_minutes};
-use crate::settings;
+use crate::pg::args::{INT4, INT8, TEXT};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{FirstRow, Statement, first_value_of, kept};
+use crate::pg::settings;
+use crate::sessions::idle_timeout_minutes;
 
 /// What one kind of expired row is, and how a batch of it is removed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,180 +90,6 @@ pub enum Locking {
 // transaction the rows earlier batches removed are still in the way of a
 // scan that starts over. Sessions return how many they picked, how many
 // they removed, and where the next batch starts.
-
-/// The expired sessions of a batch, of every tenant, in physical order (a
-/// TID range scan: their expiry depends on a setting, so no index can find
-/// them), locked.
-macro_rules! picked_sessions {
-    () => {
-        "SELECT s.ctid AS row_id, s.session_id, s.tenant FROM agent_memory.sessions s
-         WHERE s.ctid > $2::tid
-           AND s.last_activity_at <= pg_catalog.now()
-                                     - coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $3))
-         ORDER BY s.ctid
-         LIMIT $1 FOR UPDATE SKIP LOCKED"
-    };
-}
-
-/// The rows a picked session owns in one table, as its (session_id,
-/// tenant), read plainly ("") or locked (" FOR UPDATE SKIP LOCKED"). The
-/// index finds them by session_id; the tenant must match too, so that
-/// another tenant's session of the same id is neither read nor locked.
-macro_rules! owned_rows {
-    ($table:literal, $lock:literal) => {
-        concat!(
-            "SELECT o.session_id, o.tenant FROM agent_memory.",
-            $table,
-            " o WHERE o.session_id = ANY ((SELECT ids FROM picked_ids)::text[])
-                AND EXISTS (SELECT FROM picked p
-                            WHERE p.session_id = o.session_id AND p.tenant = o.tenant)",
-            $lock
-        )
-    };
-}
-
-/// Picked sessions deleted at once; the rows they own go by cascade, which
-/// waits for any of them another transaction holds.
-static DELETE_EXPIRED_SESSIONS_DIRECTLY: Statement = Statement {
-    sql: concat!(
-        "WITH gone AS (
-           DELETE FROM agent_memory.sessions
-           WHERE ctid = ANY (ARRAY (SELECT p.row_id FROM (",
-        picked_sessions!(),
-        ") p))
-           RETURNING ctid)
-         SELECT count(*), count(*), max(ctid)::text FROM gone"
-    ),
-    args: &[INT4, TEXT, INT4],
-    writes: true,
-};
-
-/// Picked sessions whose rows this statement could all lock, deleted; a
-/// session with a row another transaction holds stays for a later run, so
-/// the cascade never waits. A row that is there but could not be locked is
-/// one the plain read counts and the locking read does not (EXCEPT ALL).
-/// No row can join a picked session meanwhile: adding one needs a key
-/// share lock on the session row, which this statement holds for update.
-static DELETE_EXPIRED_SESSIONS: Statement = Statement {
-    sql: concat!(
-        "WITH picked AS MATERIALIZED (",
-        picked_sessions!(),
-        "),
-         picked_ids AS MATERIALIZED (SELECT ARRAY (SELECT session_id FROM picked) AS ids),
-         kv_locked AS MATERIALIZED (",
-        owned_rows!("kv_entries", " FOR UPDATE SKIP LOCKED"),
-        "),
-         threads_locked AS MATERIALIZED (",
-        owned_rows!("message_threads", " FOR UPDATE SKIP LOCKED"),
-        "),
-         messages_locked AS MATERIALIZED (",
-        owned_rows!("thread_messages", " FOR UPDATE SKIP LOCKED"),
-        "),
-         parts_locked AS MATERIALIZED (",
-        owned_rows!("wm_parts", " FOR UPDATE SKIP LOCKED"),
-        "),
-         held AS MATERIALIZED (
-           (",
-        owned_rows!("kv_entries", ""),
-        " UNION ALL ",
-        owned_rows!("message_threads", ""),
-        " UNION ALL ",
-        owned_rows!("thread_messages", ""),
-        " UNION ALL ",
-        owned_rows!("wm_parts", ""),
-        ")
-           EXCEPT ALL
-           (SELECT session_id, tenant FROM kv_locked
-            UNION ALL SELECT session_id, tenant FROM threads_locked
-            UNION ALL SELECT session_id, tenant FROM messages_locked
-            UNION ALL SELECT session_id, tenant FROM parts_locked)),
-         gone AS (
-           DELETE FROM agent_memory.sessions
-           WHERE ctid = ANY (ARRAY (
-             SELECT p.row_id FROM picked p
-             WHERE NOT EXISTS (SELECT FROM held h
-                               WHERE h.session_id = p.session_id AND h.tenant = p.tenant)))
-           RETURNING 1)
-         SELECT (SELECT count(*) FROM picked), (SELECT count(*) FROM gone),
-                (SELECT max(row_id)::text FROM picked)"
-    ),
-    args: &[INT4, TEXT, INT4],
-    writes: true,
-};
-
-/// Entries in expiry order, through the index on expires_at, the picked
-/// rows treated as `$lock` says (see [`Locking`]). No RETURNING: handing
-/// every removed row back costs about a fifth of the run; the count is the
-/// statement's row count, and NEXT_EXPIRED_ENTRY finds where the next
-/// batch starts. The outer expiry test keeps an entry that a concurrent
-/// write renewed before the delete reached it (READ COMMITTED rechecks the
-/// new version) on PostgreSQL minor releases before November 2025, which
-/// did not recheck the `ctid` condition there. It is written `IS TRUE` so
-/// that it cannot serve as an index condition: the outer scan is by TID,
-/// never by the index on expires_at, which would read every expired entry
-/// for each batch.
-macro_rules! delete_expired_entries {
-    ($lock:literal) => {
-        concat!(
-            "DELETE FROM agent_memory.kv_entries
-             WHERE ctid = ANY (ARRAY (
-               SELECT k.ctid FROM agent_memory.kv_entries k
-               WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $2::timestamptz
-               ORDER BY k.expires_at
-               LIMIT $1",
-            $lock,
-            "))
-               AND (expires_at <= pg_catalog.now()) IS TRUE"
-        )
-    };
-}
-
-static DELETE_EXPIRED_ENTRIES: Statement = Statement {
-    sql: delete_expired_entries!(" FOR UPDATE SKIP LOCKED"),
-    args: &[INT4, TEXT],
-    writes: true,
-};
-
-static DELETE_EXPIRED_ENTRIES_DIRECTLY: Statement = Statement {
-    sql: delete_expired_entries!(""),
-    args: &[INT4, TEXT],
-    writes: true,
-};
-
-/// The soonest expired entry still there, from $1 on: where the next batch
-/// starts. Read-write so that it sees the batch just removed.
-static NEXT_EXPIRED_ENTRY: Statement = Statement {
-    sql: "SELECT k.expires_at::text FROM agent_memory.kv_entries k
-          WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $1::timestamptz
-          ORDER BY k.expires_at LIMIT 1",
-    args: &[TEXT],
-    writes: true,
-};
-
-/// Record a run and drop the runs older than the newest $7: a bounded
-/// history. Run as the table's owner: roles may read the runs, not write
-/// them.
-static RECORD_RUN: Statement = Statement {
-    sql: "WITH run AS (
-            INSERT INTO agent_memory.cleanup_runs
-              (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches, error)
-            VALUES ($1, pg_catalog.clock_timestamp(), $2, $3, $4, $5, $6)
-            RETURNING run_id),
-          pruned AS (
-            DELETE FROM agent_memory.cleanup_runs
-            WHERE run_id <= (SELECT run_id FROM run) - $7)
-          SELECT run_id FROM run",
-    args: &[
-        pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIMESTAMPTZOID),
-        TEXT,
-        INT8,
-        INT8,
-        INT4,
-        TEXT,
-        INT4,
-    ],
-    writes: true,
-};
 
 /// Where a run has got to in one kind of row: batches resume after it.
 #[derive(Debug, Clone)]
@@ -486,8 +313,8 @@ pub fn record_run(
     counts: Counts,
     error: Option<&str>,
 ) -> SqlResult<i64> {
-    let kept_runs = crate::settings::CLEANUP_HISTORY.get();
-    let id = crate::notify::as_owner_of("agent_memory.cleanup_runs", || {
+    let kept_runs = crate::pg::settings::CLEANUP_HISTORY.get();
+    let id = crate::pg::notify::as_owner_of("agent_memory.cleanup_runs", || {
         first_value_of::<i64>(
             &RECORD_RUN,
             &[
@@ -501,7 +328,7 @@ pub fn record_run(
             ],
         )
     })?;
-    crate::sessions::required(id, "run_id")
+    crate::pg::args::required(id, "run_id")
 }
 
 /// Every expired row of one kind, batch after batch, in the current
@@ -558,3 +385,179 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
         "run_id": run_id,
     })))
 }
+
+// The statements.
+
+/// The expired sessions of a batch, of every tenant, in physical order (a
+/// TID range scan: their expiry depends on a setting, so no index can find
+/// them), locked.
+macro_rules! picked_sessions {
+    () => {
+        "SELECT s.ctid AS row_id, s.session_id, s.tenant FROM agent_memory.sessions s
+         WHERE s.ctid > $2::tid
+           AND s.last_activity_at <= pg_catalog.now()
+                                     - coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $3))
+         ORDER BY s.ctid
+         LIMIT $1 FOR UPDATE SKIP LOCKED"
+    };
+}
+
+/// The rows a picked session owns in one table, as its (session_id,
+/// tenant), read plainly ("") or locked (" FOR UPDATE SKIP LOCKED"). The
+/// index finds them by session_id; the tenant must match too, so that
+/// another tenant's session of the same id is neither read nor locked.
+macro_rules! owned_rows {
+    ($table:literal, $lock:literal) => {
+        concat!(
+            "SELECT o.session_id, o.tenant FROM agent_memory.",
+            $table,
+            " o WHERE o.session_id = ANY ((SELECT ids FROM picked_ids)::text[])
+                AND EXISTS (SELECT FROM picked p
+                            WHERE p.session_id = o.session_id AND p.tenant = o.tenant)",
+            $lock
+        )
+    };
+}
+
+/// Picked sessions deleted at once; the rows they own go by cascade, which
+/// waits for any of them another transaction holds.
+static DELETE_EXPIRED_SESSIONS_DIRECTLY: Statement = Statement {
+    sql: concat!(
+        "WITH gone AS (
+           DELETE FROM agent_memory.sessions
+           WHERE ctid = ANY (ARRAY (SELECT p.row_id FROM (",
+        picked_sessions!(),
+        ") p))
+           RETURNING ctid)
+         SELECT count(*), count(*), max(ctid)::text FROM gone"
+    ),
+    args: &[INT4, TEXT, INT4],
+    writes: true,
+};
+
+/// Picked sessions whose rows this statement could all lock, deleted; a
+/// session with a row another transaction holds stays for a later run, so
+/// the cascade never waits. A row that is there but could not be locked is
+/// one the plain read counts and the locking read does not (EXCEPT ALL).
+/// No row can join a picked session meanwhile: adding one needs a key
+/// share lock on the session row, which this statement holds for update.
+static DELETE_EXPIRED_SESSIONS: Statement = Statement {
+    sql: concat!(
+        "WITH picked AS MATERIALIZED (",
+        picked_sessions!(),
+        "),
+         picked_ids AS MATERIALIZED (SELECT ARRAY (SELECT session_id FROM picked) AS ids),
+         kv_locked AS MATERIALIZED (",
+        owned_rows!("kv_entries", " FOR UPDATE SKIP LOCKED"),
+        "),
+         threads_locked AS MATERIALIZED (",
+        owned_rows!("message_threads", " FOR UPDATE SKIP LOCKED"),
+        "),
+         messages_locked AS MATERIALIZED (",
+        owned_rows!("thread_messages", " FOR UPDATE SKIP LOCKED"),
+        "),
+         parts_locked AS MATERIALIZED (",
+        owned_rows!("wm_parts", " FOR UPDATE SKIP LOCKED"),
+        "),
+         held AS MATERIALIZED (
+           (",
+        owned_rows!("kv_entries", ""),
+        " UNION ALL ",
+        owned_rows!("message_threads", ""),
+        " UNION ALL ",
+        owned_rows!("thread_messages", ""),
+        " UNION ALL ",
+        owned_rows!("wm_parts", ""),
+        ")
+           EXCEPT ALL
+           (SELECT session_id, tenant FROM kv_locked
+            UNION ALL SELECT session_id, tenant FROM threads_locked
+            UNION ALL SELECT session_id, tenant FROM messages_locked
+            UNION ALL SELECT session_id, tenant FROM parts_locked)),
+         gone AS (
+           DELETE FROM agent_memory.sessions
+           WHERE ctid = ANY (ARRAY (
+             SELECT p.row_id FROM picked p
+             WHERE NOT EXISTS (SELECT FROM held h
+                               WHERE h.session_id = p.session_id AND h.tenant = p.tenant)))
+           RETURNING 1)
+         SELECT (SELECT count(*) FROM picked), (SELECT count(*) FROM gone),
+                (SELECT max(row_id)::text FROM picked)"
+    ),
+    args: &[INT4, TEXT, INT4],
+    writes: true,
+};
+
+/// Entries in expiry order, through the index on expires_at, the picked
+/// rows treated as `$lock` says (see [`Locking`]). No RETURNING: handing
+/// every removed row back costs about a fifth of the run; the count is the
+/// statement's row count, and NEXT_EXPIRED_ENTRY finds where the next
+/// batch starts. The outer expiry test keeps an entry that a concurrent
+/// write renewed before the delete reached it (READ COMMITTED rechecks the
+/// new version) on PostgreSQL minor releases before November 2025, which
+/// did not recheck the `ctid` condition there. It is written `IS TRUE` so
+/// that it cannot serve as an index condition: the outer scan is by TID,
+/// never by the index on expires_at, which would read every expired entry
+/// for each batch.
+macro_rules! delete_expired_entries {
+    ($lock:literal) => {
+        concat!(
+            "DELETE FROM agent_memory.kv_entries
+             WHERE ctid = ANY (ARRAY (
+               SELECT k.ctid FROM agent_memory.kv_entries k
+               WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $2::timestamptz
+               ORDER BY k.expires_at
+               LIMIT $1",
+            $lock,
+            "))
+               AND (expires_at <= pg_catalog.now()) IS TRUE"
+        )
+    };
+}
+
+static DELETE_EXPIRED_ENTRIES: Statement = Statement {
+    sql: delete_expired_entries!(" FOR UPDATE SKIP LOCKED"),
+    args: &[INT4, TEXT],
+    writes: true,
+};
+
+static DELETE_EXPIRED_ENTRIES_DIRECTLY: Statement = Statement {
+    sql: delete_expired_entries!(""),
+    args: &[INT4, TEXT],
+    writes: true,
+};
+
+/// The soonest expired entry still there, from $1 on: where the next batch
+/// starts. Read-write so that it sees the batch just removed.
+static NEXT_EXPIRED_ENTRY: Statement = Statement {
+    sql: "SELECT k.expires_at::text FROM agent_memory.kv_entries k
+          WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $1::timestamptz
+          ORDER BY k.expires_at LIMIT 1",
+    args: &[TEXT],
+    writes: true,
+};
+
+/// Record a run and drop the runs older than the newest $7: a bounded
+/// history. Run as the table's owner: roles may read the runs, not write
+/// them.
+static RECORD_RUN: Statement = Statement {
+    sql: "WITH run AS (
+            INSERT INTO agent_memory.cleanup_runs
+              (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches, error)
+            VALUES ($1, pg_catalog.clock_timestamp(), $2, $3, $4, $5, $6)
+            RETURNING run_id),
+          pruned AS (
+            DELETE FROM agent_memory.cleanup_runs
+            WHERE run_id <= (SELECT run_id FROM run) - $7)
+          SELECT run_id FROM run",
+    args: &[
+        pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIMESTAMPTZOID),
+        TEXT,
+        INT8,
+        INT8,
+        INT4,
+        TEXT,
+        INT4,
+    ],
+    writes: true,
+};

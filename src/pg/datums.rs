@@ -228,7 +228,7 @@ unsafe impl SqlTranslatable for ToolRequest {
 /// Raise `error` as the SQL error of its kind (from places that cannot
 /// return a `SqlResult`, such as datum conversions).
 fn raise(error: agent_memory_core::Error) -> ! {
-    crate::error::report(error).report(PgLogLevel::ERROR);
+    crate::pg::error::report(error).report(PgLogLevel::ERROR);
     unreachable!("an ERROR report does not return")
 }
 
@@ -520,8 +520,8 @@ unsafe fn text_in_place<'a>(datum: pg_sys::Datum) -> Option<&'a str> {
 pub fn text_at<'a>(
     table: &'a pgrx::spi::SpiTupleTable<'_>,
     ordinal: usize,
-) -> crate::error::SqlResult<Option<&'a str>> {
-    use crate::error::OrReport;
+) -> crate::pg::error::SqlResult<Option<&'a str>> {
+    use crate::pg::error::OrReport;
     let Some(datum) = table.get_datum_by_ordinal(ordinal).or_report()? else {
         return Ok(None);
     };

@@ -13,46 +13,17 @@ use agent_memory_core::packed::{Packed, Span};
 use agent_memory_core::tree::{Graph, Tree};
 use agent_memory_core::{ErrorKind, graph, time};
 
-use crate::datums::{JsonbBytes, TextBlock, for_each_text_element, numeric_bytes, text_array};
-use crate::error::{OrReport, SqlResult};
-use crate::graph::checked_owner;
-use crate::sessions::required;
-use crate::stream::{StreamStatement, for_each_row};
+use crate::graph::nodes::checked_owner;
+use crate::pg::args::required;
+use crate::pg::datums::{JsonbBytes, TextBlock, for_each_text_element, numeric_bytes, text_array};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::stream::{StreamStatement, for_each_row};
 
 /// Most ids in all the paths of graph_tree_rows together, per row allowed
 /// (`agent_memory.max_tree_rows`): a web of shared children can make the
 /// projection exponentially larger than the graph, and a long chain makes
 /// its paths long.
 const PATH_IDS_PER_ROW: u64 = 10;
-
-static SCAN_FOR_ROWS: StreamStatement = StreamStatement {
-    sql: "SELECT node_id, refs, created_at, title
-           FROM agent_memory.graph_nodes
-           WHERE owner = $1 AND tenant = agent_memory.caller_tenant()",
-    params: 1,
-    columns: &[
-        pg_sys::TEXTOID,
-        pg_sys::TEXTARRAYOID,
-        pg_sys::TIMESTAMPTZOID,
-        pg_sys::TEXTOID,
-    ],
-};
-
-static SCAN_FOR_JSON: StreamStatement = StreamStatement {
-    sql: "SELECT node_id, refs, created_at, title, description, version, updated_at
-           FROM agent_memory.graph_nodes
-           WHERE owner = $1 AND tenant = agent_memory.caller_tenant()",
-    params: 1,
-    columns: &[
-        pg_sys::TEXTOID,
-        pg_sys::TEXTARRAYOID,
-        pg_sys::TIMESTAMPTZOID,
-        pg_sys::TEXTOID,
-        pg_sys::TEXTOID,
-        pg_sys::INT4OID,
-        pg_sys::TIMESTAMPTZOID,
-    ],
-};
 
 /// One text per node (the titles), packed.
 #[derive(Default)]
@@ -216,7 +187,7 @@ unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
     let root = TextBlock::new(std::iter::once(ROOT_ID));
     drop(titles);
 
-    let max_rows = crate::settings::MAX_TREE_ROWS.get().max(1) as u64;
+    let max_rows = crate::pg::settings::MAX_TREE_ROWS.get().max(1) as u64;
     let mut rows = tree
         .into_rows(max_rows, max_rows.saturating_mul(PATH_IDS_PER_ROW))
         .or_report()?;
@@ -419,3 +390,34 @@ mod tests {
         }
     }
 }
+
+// The statements.
+
+static SCAN_FOR_ROWS: StreamStatement = StreamStatement {
+    sql: "SELECT node_id, refs, created_at, title
+           FROM agent_memory.graph_nodes
+           WHERE owner = $1 AND tenant = agent_memory.caller_tenant()",
+    params: 1,
+    columns: &[
+        pg_sys::TEXTOID,
+        pg_sys::TEXTARRAYOID,
+        pg_sys::TIMESTAMPTZOID,
+        pg_sys::TEXTOID,
+    ],
+};
+
+static SCAN_FOR_JSON: StreamStatement = StreamStatement {
+    sql: "SELECT node_id, refs, created_at, title, description, version, updated_at
+           FROM agent_memory.graph_nodes
+           WHERE owner = $1 AND tenant = agent_memory.caller_tenant()",
+    params: 1,
+    columns: &[
+        pg_sys::TEXTOID,
+        pg_sys::TEXTARRAYOID,
+        pg_sys::TIMESTAMPTZOID,
+        pg_sys::TEXTOID,
+        pg_sys::TEXTOID,
+        pg_sys::INT4OID,
+        pg_sys::TIMESTAMPTZOID,
+    ],
+};

@@ -1,0 +1,1296 @@
+//! Bounded message history: append, read, pop, clear.
+//!
+//! Each (session, node) is a thread whose messages live in a ring of `keep`
+//! slots (sql/schema.sql). Every statement reads and writes only rows of
+//! the caller's tenant (agent_memory.caller_tenant(), the last column of
+//! every key), even for a superuser, whom row-level security does not
+//! restrict. Under the session's write lock, one statement takes the
+//! thread's next position and writes its slot, overwriting the
+//! oldest message in place: trimming costs one in-place update whatever the
+//! table holds. When that message is a tool call, its results are removed
+//! first; a new thread, another `keep`, an idempotency key or a missing
+//! session take the careful path, which may repack the ring.
+//!
+//! `append_messages` gives the result of appending its messages one by one.
+//! A run of plain messages (no tool call or result, no idempotency key)
+//! goes in one statement, up to the first ring slot that holds a tool call
+//! (the message that overwrites it goes alone, taking the call's results
+//! with it); of a run longer than `keep` only the last `keep` are written.
+
+use pgrx::prelude::*;
+use serde_json::json;
+
+use agent_memory_core::jsonb::JsonbWriter;
+use agent_memory_core::messages::{self, Stored};
+use agent_memory_core::{Error, ErrorKind};
+
+use crate::pg::args::{INT4, INT4_ARRAY, INT8, JSONB, TEXT, TEXT_ARRAY, checked_id, required};
+use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Statement, first_value_of, kept};
+use crate::pg::settings;
+use crate::pg::stream::{StreamRow, StreamStatement, for_each_row};
+use crate::sessions::{active, idle_timeout_minutes, lock_session, session_gone};
+
+/// The thread key of a node: the node id, or '' for session-wide messages
+/// (node ids are never empty).
+fn thread_key(node_id: Option<&str>) -> &str {
+    node_id.unwrap_or("")
+}
+
+/// An optional node id: absent, or a valid id.
+fn checked_node(node_id: Option<&str>) -> SqlResult<Option<&str>> {
+    node_id.map(|n| checked_id("node_id", Some(n))).transpose()
+}
+
+/// Checked `lim` of the reads.
+fn checked_limit(lim: Option<i32>) -> SqlResult<i32> {
+    match lim {
+        Some(l) if l >= 1 => Ok(l),
+        Some(l) => Err(Error::invalid(format!("lim must be at least 1, not {l}"))).or_report(),
+        None => Err(Error::null("lim")).or_report(),
+    }
+}
+
+/// Make room for one more message under a new (or first) keep: keep the
+/// newest `keep - 1` messages without splitting a tool call from its
+/// results, renumber them from slot 0, and set the thread's ring. Returns
+/// the next free slot (how many it kept).
+fn repack(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    keep: i32,
+) -> SqlResult<i32> {
+    let plan = kept(client, &THREAD_MESSAGES).or_report()?;
+    let mut stored = Vec::new();
+    for row in client
+        .select(&*plan, None, &[session_id.into(), key.into()])
+        .or_report()?
+    {
+        let calls = row.get::<JsonB>(3).or_report()?.map(|j| j.0);
+        stored.push(Stored {
+            slot: required(row.get::<i32>(1).or_report()?, "slot")?,
+            seq: required(row.get::<i64>(2).or_report()?, "seq")?,
+            calls: calls
+                .map(|calls| messages::call_ids(&calls))
+                .unwrap_or_default(),
+            answers: row.get::<String>(4).or_report()?,
+        });
+    }
+    let plan = messages::plan_repack(&stored, keep);
+    if !plan.removed.is_empty() {
+        let remove = kept(client, &REMOVE_SLOTS).or_report()?;
+        client
+            .update(
+                &*remove,
+                None,
+                &[session_id.into(), key.into(), plan.removed.clone().into()],
+            )
+            .or_report()?;
+    }
+    let moves: Vec<(i32, i32)> = plan
+        .moves
+        .iter()
+        .copied()
+        .filter(|(from, to)| from != to)
+        .collect();
+    if !moves.is_empty() {
+        let (from, to): (Vec<i32>, Vec<i32>) = moves.into_iter().unzip();
+        let out = kept(client, &MOVE_SLOTS_OUT).or_report()?;
+        client
+            .update(
+                &*out,
+                None,
+                &[session_id.into(), key.into(), from.into(), to.into()],
+            )
+            .or_report()?;
+        let back = kept(client, &MOVE_SLOTS_IN).or_report()?;
+        client
+            .update(&*back, None, &[session_id.into(), key.into()])
+            .or_report()?;
+    }
+    let set = kept(client, &SET_THREAD).or_report()?;
+    client
+        .update(
+            &*set,
+            None,
+            &[
+                session_id.into(),
+                key.into(),
+                keep.into(),
+                (plan.moves.len() as i64).into(),
+            ],
+        )
+        .or_report()?;
+    Ok(plan.moves.len() as i32)
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn append_message(
+    session_id: Option<&str>,
+    role: Option<&str>,
+    content: Option<&str>,
+    node_id: default!(Option<&str>, "NULL"),
+    metadata: default!(Option<JsonbArg>, "'{}'"),
+    keep: default!(Option<i32>, "NULL"),
+) -> SqlResult<i64> {
+    let session_id = checked_id("session_id", session_id)?;
+    let role = role.ok_or_else(|| Error::null("role")).or_report()?;
+    messages::check_role(role).or_report()?;
+    let content = content.ok_or_else(|| Error::null("content")).or_report()?;
+    let node_id = checked_node(node_id)?;
+    // Decoded for the checks (tool calls, idempotency key); stored as passed.
+    let metadata_arg = metadata;
+    let metadata = match &metadata_arg {
+        Some(arg) => arg
+            .decode()
+            .ok_or_else(|| Error::null("metadata"))
+            .or_report()?,
+        None => json!({}),
+    };
+    let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
+    let idempotency_key = messages::check_message(content, &metadata, max_bytes).or_report()?;
+    let keep = messages::resolve_keep(keep, settings::MAX_MESSAGES.get()).or_report()?;
+    let key = thread_key(node_id);
+
+    let message = NewMessage {
+        node_id,
+        role,
+        content,
+        answers: messages::answered_call_of(role, &metadata).map(str::to_string),
+        metadata,
+        metadata_arg: metadata_arg.as_ref(),
+        idempotency_key: idempotency_key.as_deref(),
+    };
+
+    lock_session(session_id);
+    Spi::connect_mut(|client| {
+        lock_threads_for_snapshot(client, session_id)?;
+        append_locked(client, session_id, key, keep, &message)
+    })
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn append_messages(
+    session_id: Option<&str>,
+    messages: Option<JsonbArg>,
+    node_id: default!(Option<&str>, "NULL"),
+    keep: default!(Option<i32>, "NULL"),
+) -> SqlResult<Vec<i64>> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node_id = checked_node(node_id)?;
+    let messages_arg = messages
+        .ok_or_else(|| Error::null("messages"))
+        .or_report()?;
+    let decoded = messages_arg
+        .decode()
+        .ok_or_else(|| Error::null("messages"))
+        .or_report()?;
+    let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
+    // Every message is checked before anything is written.
+    let batch = messages::parse_batch(&decoded, max_bytes).or_report()?;
+    let keep = messages::resolve_keep(keep, settings::MAX_MESSAGES.get()).or_report()?;
+    let key = thread_key(node_id);
+    if batch.is_empty() {
+        return Ok(Vec::new());
+    }
+
+    lock_session(session_id);
+    Spi::connect_mut(|client| {
+        lock_threads_for_snapshot(client, session_id)?;
+        let mut seqs = Vec::with_capacity(batch.len());
+        while seqs.len() < batch.len() {
+            // A run of two or more plain messages goes in one statement, as
+            // far as it can; the message after it goes on its own (when the
+            // run stopped short, it is the one that overwrites a tool call).
+            let done = seqs.len();
+            let run = batch[done..].iter().take_while(|m| m.is_plain()).count();
+            if run >= 2
+                && let Some((first, count)) = append_plain_run(
+                    client,
+                    session_id,
+                    key,
+                    keep,
+                    node_id,
+                    &messages_arg,
+                    done,
+                    run,
+                )?
+            {
+                seqs.extend(first..first + i64::from(count));
+                if count as usize == run {
+                    continue;
+                }
+            }
+            let one = &batch[seqs.len()];
+            let metadata = one.metadata.cloned().unwrap_or_else(|| json!({}));
+            let message = NewMessage {
+                node_id,
+                role: one.role,
+                content: one.content,
+                answers: messages::answered_call_of(one.role, &metadata).map(str::to_string),
+                metadata,
+                metadata_arg: None,
+                idempotency_key: one.idempotency_key.as_deref(),
+            };
+            seqs.push(append_locked(client, session_id, key, keep, &message)?);
+        }
+        Ok(seqs)
+    })
+}
+
+/// Append the run of plain messages `done..done + run` of `messages`, as
+/// many as go in one statement (APPEND_BATCH); returns the first one's seq
+/// and how many went, or None when none could (nothing was written).
+#[allow(clippy::too_many_arguments)]
+fn append_plain_run(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    keep: i32,
+    node_id: Option<&str>,
+    messages: &JsonbArg,
+    done: usize,
+    run: usize,
+) -> SqlResult<Option<(i64, i32)>> {
+    let (Ok(done), Ok(run)) = (i32::try_from(done), i32::try_from(run)) else {
+        return Ok(None);
+    };
+    let plan = kept(client, &APPEND_BATCH).or_report()?;
+    let rows = client
+        .update(
+            &*plan,
+            None,
+            &[
+                session_id.into(),
+                key.into(),
+                keep.into(),
+                idle_timeout_minutes().into(),
+                node_id.into(),
+                messages.into(),
+                done.into(),
+                run.into(),
+            ],
+        )
+        .or_report()?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    let row = rows.first();
+    let first = required(row.get::<i64>(1).or_report()?, "seq")?;
+    let count = required(row.get::<i32>(2).or_report()?, "count")?;
+    let moved = row.get::<bool>(3).or_report()?.unwrap_or(true);
+    let stale = row.get::<bool>(4).or_report()?.unwrap_or(false);
+    // One by one, only the first of them would have moved the session to
+    // this thread: the session records that one's seq.
+    settle_session(client, session_id, key, first, moved, stale)?;
+    Ok(Some((first, count)))
+}
+
+/// Under REPEATABLE READ or SERIALIZABLE, lock the session's row and
+/// threads (see LOCK_THREADS).
+fn lock_threads_for_snapshot(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+) -> SqlResult<()> {
+    // IsolationUsesXactSnapshot(), a macro in C.
+    // SAFETY: a plain read of the backend's isolation level global.
+    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+        let lock = kept(client, &LOCK_THREADS).or_report()?;
+        client
+            .update(&*lock, None, &[session_id.into()])
+            .or_report()?;
+    }
+    Ok(())
+}
+
+/// Append one message to thread `key` under the session's write lock;
+/// returns its seq.
+fn append_locked(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    keep: i32,
+    message: &NewMessage<'_>,
+) -> SqlResult<i64> {
+    // A repeated idempotency key is rare: only a call that has one takes
+    // the careful path, which looks for it first. So does a tool result,
+    // which is stored only while its call is.
+    if message.idempotency_key.is_none() && message.answers.is_none() {
+        let fast = kept(client, &APPEND_FAST).or_report()?;
+        let rows = client
+            .update(
+                &*fast,
+                None,
+                &[
+                    session_id.into(),
+                    key.into(),
+                    keep.into(),
+                    idle_timeout_minutes().into(),
+                    message.node_id.into(),
+                    message.role.into(),
+                    message.content.into(),
+                    message.metadata_datum(),
+                ],
+            )
+            .or_report()?;
+        if !rows.is_empty() {
+            let row = rows.first();
+            let written = row.get::<i64>(1).or_report()?;
+            let slot = required(row.get::<i32>(2).or_report()?, "slot")?;
+            let seq = required(row.get::<i64>(3).or_report()?, "seq")?;
+            let moved = row.get::<bool>(4).or_report()?.unwrap_or(true);
+            let stale = row.get::<bool>(5).or_report()?.unwrap_or(false);
+            if written.is_none() {
+                // The slot holds a tool call: its results go first.
+                write_slot(client, session_id, key, slot, message, seq)?;
+            }
+            settle_session(client, session_id, key, seq, moved, stale)?;
+            return Ok(seq);
+        }
+    }
+
+    // The careful path: a new thread, another keep, an idempotency key,
+    // or a session that is missing or expired.
+    let state = kept(client, &APPEND_STATE).or_report()?;
+    let state = client
+        .update(
+            &*state,
+            None,
+            &[
+                session_id.into(),
+                key.into(),
+                message.idempotency_key.into(),
+                idle_timeout_minutes().into(),
+            ],
+        )
+        .or_report()?
+        .first();
+    let exists = state.get::<bool>(1).or_report()?.unwrap_or(false);
+    let active = state.get::<bool>(2).or_report()?.unwrap_or(false);
+    let stale = state.get::<bool>(3).or_report()?.unwrap_or(false);
+    let ring_keep = state.get::<i32>(4).or_report()?;
+    let appended = state.get::<i64>(5).or_report()?;
+    let duplicate = state.get::<i64>(6).or_report()?;
+
+    if exists && !active {
+        return Err(session_gone(session_id)).or_report();
+    }
+    if let Some(seq) = duplicate {
+        return Ok(seq);
+    }
+    if !exists {
+        let create = kept(client, &CREATE_IMPLICIT).or_report()?;
+        client
+            .update(&*create, None, &[session_id.into()])
+            .or_report()?;
+    }
+    let slot = match (ring_keep, appended) {
+        (Some(ring_keep), Some(appended)) if ring_keep == keep => {
+            (appended % i64::from(keep)) as i32
+        }
+        _ => repack(client, session_id, key, keep)?,
+    };
+    let claim = kept(client, &CLAIM_POSITION).or_report()?;
+    let claimed = client
+        .update(&*claim, None, &[session_id.into(), key.into()])
+        .or_report()?
+        .first();
+    let seq = required(claimed.get::<i64>(1).or_report()?, "seq")?;
+    let moved = claimed.get::<bool>(2).or_report()?.unwrap_or(true);
+    write_slot(client, session_id, key, slot, message, seq)?;
+    settle_session(client, session_id, key, seq, moved, stale)?;
+    Ok(seq)
+}
+
+/// After an append of `seq` to thread `key`: record the thread on the
+/// session when the append moved there from another (which also renews the
+/// session), else renew a session whose recorded activity is stale.
+fn settle_session(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    seq: i64,
+    moved: bool,
+    stale: bool,
+) -> SqlResult<()> {
+    if moved {
+        let plan = kept(client, &MOVE_TO_THREAD).or_report()?;
+        client
+            .update(&*plan, None, &[session_id.into(), key.into(), seq.into()])
+            .or_report()?;
+    } else if stale {
+        let plan = kept(client, &RENEW_SESSION).or_report()?;
+        client
+            .update(&*plan, None, &[session_id.into()])
+            .or_report()?;
+    }
+    Ok(())
+}
+
+/// A message being appended.
+struct NewMessage<'a> {
+    node_id: Option<&'a str>,
+    role: &'a str,
+    content: &'a str,
+    metadata: serde_json::Value,
+    /// The metadata as the caller passed it, handed to the statements as it
+    /// is (None: NULL was passed, and `metadata` is the `{}` it stands for).
+    metadata_arg: Option<&'a JsonbArg>,
+    idempotency_key: Option<&'a str>,
+    /// The call it answers, when it is a tool result.
+    answers: Option<String>,
+}
+
+impl NewMessage<'_> {
+    fn metadata_datum(&self) -> pgrx::datum::DatumWithOid<'_> {
+        match self.metadata_arg {
+            Some(arg) => arg.into(),
+            None => JsonB(self.metadata.clone()).into(),
+        }
+    }
+}
+
+/// Write `message` as `seq` into `slot`, whose position and seq the caller
+/// has taken: the message the slot holds goes, and if it is a tool call its
+/// results go with it. A tool result whose call the thread does not hold
+/// then (never appended, or trimmed) is trimmed at once: the slot is left
+/// empty and the message is not stored.
+fn write_slot(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    slot: i32,
+    message: &NewMessage<'_>,
+    seq: i64,
+) -> SqlResult<()> {
+    let plan = kept(client, &SLOT_CALLS).or_report()?;
+    let row = client
+        .update(
+            &*plan,
+            None,
+            &[
+                session_id.into(),
+                key.into(),
+                slot.into(),
+                message.answers.as_deref().into(),
+            ],
+        )
+        .or_report()?
+        .first();
+    let calls = row
+        .get::<JsonB>(1)
+        .or_report()?
+        .map(|calls| messages::call_ids(&calls.0))
+        .unwrap_or_default();
+    let call_held = required(row.get::<bool>(2).or_report()?, "call held")?;
+    if !calls.is_empty() {
+        let results = kept(client, &DROP_RESULTS).or_report()?;
+        client
+            .update(
+                &*results,
+                None,
+                &[session_id.into(), key.into(), slot.into(), calls.into()],
+            )
+            .or_report()?;
+    }
+    if !call_held {
+        let remove = kept(client, &REMOVE_SLOTS).or_report()?;
+        client
+            .update(
+                &*remove,
+                None,
+                &[session_id.into(), key.into(), vec![slot].into()],
+            )
+            .or_report()?;
+        return Ok(());
+    }
+    let write = kept(client, &OVERWRITE).or_report()?;
+    client
+        .update(
+            &*write,
+            None,
+            &[
+                session_id.into(),
+                key.into(),
+                slot.into(),
+                message.node_id.into(),
+                message.role.into(),
+                message.content.into(),
+                message.metadata_datum(),
+                message.idempotency_key.into(),
+                seq.into(),
+            ],
+        )
+        .or_report()?;
+    Ok(())
+}
+
+/// The newest `lim` messages of a thread (or of the whole session when
+/// `node_id` is NULL) of an active session, oldest first, handed one by one
+/// to `each`.
+fn for_each_newest(
+    session_id: &str,
+    node_id: Option<&str>,
+    lim: i32,
+    each: &mut dyn FnMut(&StreamRow<'_>) -> SqlResult<()>,
+) -> SqlResult<()> {
+    let lim = lim.to_string();
+    let idle = idle_timeout_minutes().to_string();
+    for_each_row(
+        &READ_MESSAGES,
+        &[Some(session_id), node_id, Some(&lim), Some(&idle)],
+        each,
+    )
+}
+
+// messages returns its rows in materialize mode: each row goes into the
+// result store (which spills to disk past work_mem) as it is read, so a
+// call holds one message in memory whatever `lim` is; pgrx's table
+// functions collect every row first. The C symbol keeps the name earlier
+// versions declared, so their catalogs find it.
+extension_sql!(
+    r#"
+CREATE FUNCTION agent_memory.messages(session_id text, node_id text DEFAULT NULL, lim integer DEFAULT 50)
+RETURNS TABLE (seq bigint, node_id text, role text, content text, metadata jsonb,
+               created_at timestamp with time zone)
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'messages_wrapper';
+"#,
+    name = "messages"
+);
+
+#[unsafe(no_mangle)]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_messages_wrapper() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// The C entry point of messages(session_id, node_id, lim).
+///
+/// # Safety
+/// Called by PostgreSQL's function manager with a valid `fcinfo`.
+#[unsafe(no_mangle)]
+#[pg_guard]
+pub unsafe extern "C-unwind" fn messages_wrapper(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    // SAFETY: fcinfo comes from the function manager.
+    if let Err(report) = unsafe { put_message_rows(fcinfo) } {
+        report.report(PgLogLevel::ERROR);
+    }
+    pg_sys::Datum::from(0)
+}
+
+/// Read the newest messages and put them into the result store.
+///
+/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
+/// materialize mode (InitMaterializedSRF checks it).
+unsafe fn put_message_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
+    use pgrx::fcinfo::pg_getarg;
+    let session_id = checked_id("session_id", unsafe { pg_getarg::<&str>(fcinfo, 0) })?;
+    let node_id = checked_node(unsafe { pg_getarg::<&str>(fcinfo, 1) })?;
+    let lim = checked_limit(unsafe { pg_getarg::<i32>(fcinfo, 2) })?;
+    unsafe {
+        pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC);
+        let result = (*fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>();
+        let (store, desc) = ((*result).setResult, (*result).setDesc);
+        // Text and jsonb values are detoasted (in the row's memory): the
+        // store keeps values, never pointers into a table.
+        let value = |datum: pg_sys::Datum| {
+            pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
+        };
+        for_each_newest(session_id, node_id, lim, &mut |row| {
+            let node = row.nullable(2);
+            let mut values = [
+                row.datum(1, "seq")?,
+                node.map_or(pg_sys::Datum::from(0), value),
+                value(row.datum(3, "role")?),
+                value(row.datum(4, "content")?),
+                value(row.datum(5, "metadata")?),
+                row.datum(6, "created_at")?,
+            ];
+            let mut nulls = [false, node.is_none(), false, false, false, false];
+            // The store copies the values.
+            pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+            Ok(())
+        })
+    }
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn messages_json(
+    session_id: Option<&str>,
+    node_id: default!(Option<&str>, "NULL"),
+    lim: default!(Option<i32>, "50"),
+) -> SqlResult<JsonbBytes> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node_id = checked_node(node_id)?;
+    let lim = checked_limit(lim)?;
+    let max_bytes = settings::max_result_bytes();
+    // Each message's object is written in jsonb's binary form as its row is
+    // read (the same bytes jsonb_build_object makes), then the array of
+    // them, whose header needs their count.
+    let mut objects = JsonbWriter::with_capacity(4096);
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut ends: Vec<usize> = Vec::new();
+    let mut stamp = [0 as std::ffi::c_char; pg_sys::MAXDATELEN as usize + 1];
+    for_each_newest(session_id, node_id, lim, &mut |row| {
+        let w = &mut objects;
+        // SAFETY: column 5 is a jsonb of the row.
+        let metadata = unsafe { JsonbBytes::from_datum(row.datum(5, "metadata")?, false) };
+        let metadata = required(metadata, "metadata")?;
+        // Keys in jsonb's order: by length, then bytes.
+        w.begin_object(5);
+        for key in ["seq", "role", "content", "metadata", "created_at"] {
+            w.string(key);
+        }
+        w.numeric(&numeric_bytes(row.int8(1, "seq")?));
+        w.string(row.text(3, "role")?);
+        w.string(row.text(4, "content")?);
+        w.jsonb(&metadata.0);
+        w.string(&json_timestamptz(
+            &mut stamp,
+            row.timestamptz(6, "created_at")?,
+        ));
+        w.end();
+        w.finish_into(&mut bytes).or_report()?;
+        ends.push(bytes.len());
+        if bytes.len() > max_bytes {
+            return Err(too_large_for_json(max_bytes)).or_report();
+        }
+        Ok(())
+    })?;
+    let mut w = JsonbWriter::with_capacity(64 + bytes.len() + ends.len() * 8);
+    w.begin_array(ends.len());
+    let mut start = 0;
+    for &end in &ends {
+        w.container(&bytes[start..end]);
+        start = end;
+    }
+    drop(bytes);
+    w.end();
+    let document = w
+        .finish()
+        .map_err(|e| match e.kind {
+            ErrorKind::LimitExceeded => too_large_for_json(max_bytes),
+            _ => e,
+        })
+        .or_report()?;
+    Ok(JsonbBytes(document))
+}
+
+fn too_large_for_json(max_bytes: usize) -> Error {
+    Error::limit(format!(
+        "the messages take more than {max_bytes} bytes as one JSON value"
+    ))
+    .with_detail("agent_memory.max_result_bytes limits a value a function builds in memory")
+    .with_hint("read them as rows with messages(), or ask for fewer with lim")
+}
+
+/// A timestamptz as jsonb_build_object writes it (ISO 8601, in the
+/// session's time zone).
+fn json_timestamptz(
+    buffer: &mut [std::ffi::c_char; pg_sys::MAXDATELEN as usize + 1],
+    at: TimestampWithTimeZone,
+) -> String {
+    // SAFETY: JsonEncodeDateTime writes at most MAXDATELEN + 1 bytes (a
+    // NUL-terminated string) into the buffer it is given, and raises an
+    // ordinary error for a timestamp it cannot show.
+    unsafe {
+        let text = pg_sys::JsonEncodeDateTime(
+            buffer.as_mut_ptr(),
+            pg_sys::Datum::from(at.into_inner()),
+            pg_sys::TIMESTAMPTZOID,
+            std::ptr::null(),
+        );
+        std::ffi::CStr::from_ptr(text)
+            .to_string_lossy()
+            .into_owned()
+    }
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn pop_message(
+    session_id: Option<&str>,
+    node_id: default!(Option<&str>, "NULL"),
+) -> SqlResult<Option<JsonbBytes>> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node_id = checked_node(node_id)?;
+    lock_session(session_id);
+    first_value_of::<JsonbBytes>(
+        &POP,
+        &[
+            session_id.into(),
+            node_id.into(),
+            idle_timeout_minutes().into(),
+        ],
+    )
+}
+
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn last_user_message(
+    session_id: Option<&str>,
+    node_id: default!(Option<&str>, "NULL"),
+) -> SqlResult<Option<String>> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node_id = checked_node(node_id)?;
+    first_value_of::<String>(
+        &LAST_USER,
+        &[
+            session_id.into(),
+            node_id.into(),
+            idle_timeout_minutes().into(),
+        ],
+    )
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn clear_messages(
+    session_id: Option<&str>,
+    node_id: default!(Option<&str>, "NULL"),
+) -> SqlResult<i32> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node_id = checked_node(node_id)?;
+    lock_session(session_id);
+    let cleared = first_value_of::<i32>(
+        &CLEAR,
+        &[
+            session_id.into(),
+            node_id.into(),
+            idle_timeout_minutes().into(),
+        ],
+    )?;
+    Ok(cleared.unwrap_or(0))
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    use crate::pg::datums::JsonbBytes;
+
+    /// messages_json writes its jsonb itself: byte for byte what
+    /// jsonb_agg(jsonb_build_object(...)) makes of the same rows, whatever
+    /// the metadata (nested, long, big numbers, over 32 keys), the content
+    /// (escapes, non-ASCII, toasted) and the session's time zone.
+    #[pg_test]
+    fn messages_json_writes_what_jsonb_build_object_makes() {
+        Spi::run(
+            r#"SELECT agent_memory.append_message('mj', 'system', 'You are terse.');
+               SELECT agent_memory.append_message('mj', 'user', E'Ünïcode "quotes" \\ back\nline\t€',
+                 metadata => '{"n": 12345678901234567890.50, "deep": {"a": [1, 2.50, null, true, {"b": "c"}]}, "s": "x"}');
+               SELECT agent_memory.append_message('mj', 'assistant', '', metadata => '{"tool_calls": [{"id": "t1"}]}');
+               SELECT agent_memory.append_message('mj', 'tool', repeat('big ', 5000), metadata => '{"tool_call_id": "t1"}');
+               SELECT agent_memory.append_message('mj', 'user', 'forty keys', node_id => 'n1',
+                 metadata => (SELECT jsonb_object_agg('k' || i, i) FROM generate_series(1, 40) i));"#,
+        )
+        .expect("messages");
+        for zone in ["UTC", "Asia/Kolkata", "America/St_Johns"] {
+            Spi::run(&format!("SET TimeZone = '{zone}'")).expect("time zone");
+            for (node, lim) in [("NULL", 50), ("'n1'", 50), ("NULL", 2), ("'none'", 50)] {
+                let (written, built) = Spi::connect(|client| {
+                    let row = client
+                        .select(
+                            &format!(
+                                "SELECT agent_memory.messages_json('mj', {node}, {lim}),
+                                        coalesce(jsonb_agg(jsonb_build_object(
+                                          'role', role, 'content', content, 'metadata', metadata,
+                                          'seq', seq, 'created_at', created_at) ORDER BY seq), '[]')
+                                 FROM agent_memory.messages('mj', {node}, {lim})"
+                            ),
+                            None,
+                            &[],
+                        )
+                        .expect("select")
+                        .first();
+                    (
+                        row.get::<JsonbBytes>(1)
+                            .expect("written")
+                            .expect("not null")
+                            .0,
+                        row.get::<JsonbBytes>(2)
+                            .expect("built")
+                            .expect("not null")
+                            .0,
+                    )
+                });
+                assert_eq!(
+                    written.len() > 8,
+                    node != "'none'",
+                    "{zone} {node} {lim}: rows"
+                );
+                assert!(written == built, "{zone} {node} {lim}: bytes differ");
+            }
+        }
+    }
+}
+
+// The statements, and the SQL they share.
+
+/// The seq an append to thread $2 takes, for the statements below, which
+/// join the thread as t and the session as s (both of the caller's
+/// tenant): one more than the largest of
+/// the thread's last_seq, the session's last_message_seq and, when the
+/// session's previous append went to another thread, that thread's last_seq
+/// (every other thread's is at most last_message_seq).
+macro_rules! next_seq {
+    () => {
+        "greatest(t.last_seq, s.last_message_seq,
+           CASE WHEN s.last_thread_key IS DISTINCT FROM $2 THEN
+             (SELECT o.last_seq FROM agent_memory.message_threads o
+              WHERE o.session_id = $1 AND o.thread_key = s.last_thread_key
+                AND o.tenant = s.tenant) END) + 1"
+    };
+}
+
+/// The common append, in one statement: if the thread exists with this
+/// keep ($3) and the session is active (default idle minutes $4), take the
+/// thread's next position and the session's next seq, and write the slot,
+/// overwriting the oldest message in place, unless that message is a tool
+/// call (its results must go with it: the write is skipped and the caller
+/// finishes the append). Returns the seq as written (NULL when skipped), the
+/// slot, the seq taken, whether the append moved to another thread than
+/// the session's previous one (the caller then records it on the session),
+/// and whether the session's recorded activity is over a second old; no row
+/// when the thread or the session does not qualify (nothing was written).
+///
+/// Seq is counted per session, not taken from a sequence, so that an append
+/// writes nothing shared between sessions (see docs/scaling.md); while a
+/// session's appends stay on one thread they write only that thread's row.
+static APPEND_FAST: Statement = Statement {
+    sql: concat!(
+        "WITH claimed AS (
+           UPDATE agent_memory.message_threads t
+           SET appended = t.appended + 1, appends = t.appends + 1, last_seq = ",
+        next_seq!(),
+        "
+           FROM agent_memory.sessions s
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()
+             AND t.keep = $3
+             AND s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$4"),
+        "
+           RETURNING (t.appended - 1) % t.keep AS slot, t.last_seq AS seq, t.tenant,
+                     s.last_thread_key IS DISTINCT FROM $2 AS moved,
+                     s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
+         written AS (
+           INSERT INTO agent_memory.thread_messages AS m
+             (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, created_at)
+           SELECT $1, $2, claimed.slot, claimed.tenant, claimed.seq, $5, $6, $7, $8, pg_catalog.now()
+           FROM claimed
+           ON CONFLICT (session_id, thread_key, slot, tenant) DO UPDATE
+           SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
+               content = excluded.content, metadata = excluded.metadata,
+               idempotency_key = NULL, created_at = excluded.created_at
+           WHERE NOT (m.role = 'assistant' AND m.metadata ? 'tool_calls')
+           RETURNING m.seq)
+         SELECT written.seq, claimed.slot::int4, claimed.seq, claimed.moved, claimed.stale
+         FROM claimed LEFT JOIN written ON true"
+    ),
+    args: &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB],
+    writes: true,
+};
+
+/// A run of plain messages (no tool call or result, no idempotency key) in
+/// one statement: if the thread exists with this keep ($3) and the session
+/// is active (default idle minutes $4), take the positions and seqs of as
+/// many of the run's $8 messages as go before one would overwrite a tool
+/// call (that one goes one by one, taking the call's results with it), and
+/// write the last keep of them: messages $7 + 1, $7 + 2, ... of $6 (a jsonb
+/// array; the first $7 went before). The earlier ones would be trimmed by
+/// the later ones at once, so they are counted (appends) but never
+/// written. Returns the first seq taken, how many messages were appended,
+/// whether they moved to another thread than the session's previous
+/// append, and whether the session's recorded activity is over a second
+/// old; no row when nothing could go (nothing was written).
+static APPEND_BATCH: Statement = Statement {
+    sql: concat!(
+        "WITH ring AS (
+           SELECT least($8, coalesce(
+                    -- the tool call nearest the ring's position: the
+                    -- (k+1)th message of the run would overwrite it
+                    (SELECT min((o.slot - t.appended % t.keep + t.keep) % t.keep)
+                     FROM agent_memory.thread_messages o
+                     WHERE o.session_id = $1 AND o.thread_key = $2 AND o.tenant = t.tenant
+                       AND o.role = 'assistant' AND o.metadata ? 'tool_calls'), $8))::int4 AS n
+           FROM agent_memory.message_threads t
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()
+             AND t.keep = $3),
+         claimed AS (
+           UPDATE agent_memory.message_threads t
+           SET appended = t.appended + r.n, appends = t.appends + r.n, last_seq = ",
+        next_seq!(),
+        " + r.n - 1
+           FROM agent_memory.sessions s, ring r
+           WHERE t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()
+             AND t.keep = $3 AND r.n > 0
+             AND s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$4"),
+        "
+           RETURNING t.appended - r.n AS first_position, t.last_seq - r.n + 1 AS first_seq, r.n,
+                     t.tenant,
+                     s.last_thread_key IS DISTINCT FROM $2 AS moved,
+                     s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
+         run AS (
+           SELECT u.message, u.ord - $7 AS k
+           FROM claimed c, pg_catalog.jsonb_array_elements($6) WITH ORDINALITY AS u(message, ord)
+           WHERE u.ord > $7 + greatest(c.n - $3, 0) AND u.ord <= $7 + c.n),
+         written AS (
+           INSERT INTO agent_memory.thread_messages AS m
+             (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, created_at)
+           SELECT $1, $2, ((c.first_position + r.k - 1) % $3)::int4, c.tenant, c.first_seq + r.k - 1, $5,
+                  r.message ->> 'role', r.message ->> 'content',
+                  CASE WHEN pg_catalog.jsonb_typeof(r.message -> 'metadata') = 'object'
+                       THEN r.message -> 'metadata' ELSE '{}' END,
+                  pg_catalog.now()
+           FROM claimed c, run r
+           ON CONFLICT (session_id, thread_key, slot, tenant) DO UPDATE
+           SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
+               content = excluded.content, metadata = excluded.metadata,
+               idempotency_key = NULL, created_at = excluded.created_at)
+         SELECT first_seq, n, moved, stale FROM claimed"
+    ),
+    args: &[TEXT, TEXT, INT4, INT4, TEXT, JSONB, INT4, INT4],
+    writes: true,
+};
+
+/// Renew a session whose recorded activity is over a second old.
+static RENEW_SESSION: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions SET last_activity_at = greatest(last_activity_at, pg_catalog.now()) WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
+    args: &[TEXT],
+    writes: true,
+};
+
+/// Record that the session's newest append, seq $3, went to thread $2, and
+/// renew the session.
+static MOVE_TO_THREAD: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions
+          SET last_thread_key = $2, last_message_seq = $3, last_activity_at = greatest(last_activity_at, pg_catalog.now())
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT, INT8],
+    writes: true,
+};
+
+/// Under REPEATABLE READ or SERIALIZABLE the statements read the
+/// transaction's snapshot, which may predate an append to another thread of
+/// the session that committed while this one waited for the session's lock,
+/// and so miss its seq. Locking the session's row and threads then fails
+/// with a serialization failure, as a concurrent update of one row does (an
+/// append that made a thread also wrote the session's row).
+static LOCK_THREADS: Statement = Statement {
+    sql: "SELECT (SELECT count(*) FROM (SELECT FROM agent_memory.sessions
+                                       WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                                       FOR SHARE) AS session),
+                 (SELECT count(*) FROM (SELECT FROM agent_memory.message_threads
+                                       WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                                       FOR SHARE) AS threads)",
+    args: &[TEXT],
+    writes: true,
+};
+
+/// Before slot $3 is written: the tool calls of the message it holds, when
+/// it is an assistant's; and whether another slot holds the assistant
+/// message that makes call $4 (true when $4 is NULL: the new message is no
+/// tool result).
+static SLOT_CALLS: Statement = Statement {
+    sql: "SELECT (SELECT CASE WHEN o.role = 'assistant' THEN o.metadata -> 'tool_calls' END
+                  FROM agent_memory.thread_messages o
+                  WHERE o.session_id = $1 AND o.thread_key = $2 AND o.slot = $3
+                    AND o.tenant = agent_memory.caller_tenant()),
+                 $4::text IS NULL OR EXISTS (
+                   SELECT FROM agent_memory.thread_messages c
+                   WHERE c.session_id = $1 AND c.thread_key = $2 AND c.slot <> $3
+                     AND c.tenant = agent_memory.caller_tenant() AND c.role = 'assistant'
+                     AND (c.metadata -> 'tool_calls' @> pg_catalog.jsonb_build_array($4::text)
+                          OR c.metadata -> 'tool_calls'
+                             @> pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $4::text))))",
+    args: &[TEXT, TEXT, INT4, TEXT],
+    writes: true,
+};
+
+/// Write slot $3 whatever it holds; the thread's position was already taken.
+static OVERWRITE: Statement = Statement {
+    sql: "INSERT INTO agent_memory.thread_messages AS m
+            (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, idempotency_key, created_at)
+          VALUES ($1, $2, $3, agent_memory.caller_tenant(), $9, $4, $5, $6, $7, $8, pg_catalog.now())
+          ON CONFLICT (session_id, thread_key, slot, tenant) DO UPDATE
+          SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
+              content = excluded.content, metadata = excluded.metadata,
+              idempotency_key = excluded.idempotency_key, created_at = excluded.created_at
+          RETURNING m.seq",
+    args: &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, JSONB, TEXT, INT8],
+    writes: true,
+};
+
+/// Take the thread's next position and the session's next seq (the
+/// careful path); returns the seq and whether the append moved to another
+/// thread than the session's previous one.
+static CLAIM_POSITION: Statement = Statement {
+    sql: concat!(
+        "UPDATE agent_memory.message_threads t
+         SET appended = t.appended + 1, appends = t.appends + 1, last_seq = ",
+        next_seq!(),
+        "
+         FROM agent_memory.sessions s
+         WHERE t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()
+           AND s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()
+         RETURNING t.last_seq, s.last_thread_key IS DISTINCT FROM $2"
+    ),
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// What the careful path needs, read at once under the lock: does the
+/// session exist, is it active, is its recorded activity over a second old;
+/// the thread's keep and position; and the seq of a message with the same
+/// idempotency key ($3).
+static APPEND_STATE: Statement = Statement {
+    sql: concat!(
+        "SELECT s.session_id IS NOT NULL,
+                coalesce(",
+        active!("s", "$4"),
+        ", false),
+                coalesce(s.last_activity_at < pg_catalog.now() - interval '1 second', false),
+                t.keep, t.appended,
+                (SELECT d.seq FROM agent_memory.thread_messages d
+                 WHERE d.session_id = $1 AND d.idempotency_key = $3
+                   AND d.tenant = agent_memory.caller_tenant())
+         FROM (SELECT) AS one
+         LEFT JOIN agent_memory.sessions s
+           ON s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()
+         LEFT JOIN agent_memory.message_threads t
+           ON t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()"
+    ),
+    args: &[TEXT, TEXT, TEXT, INT4],
+    // Run as a write although it only reads: a read-only SPI statement would
+    // reuse the calling statement's snapshot, taken before the session's
+    // write lock, and miss appends committed while this one waited.
+    writes: true,
+};
+
+/// A session appended to before anyone created it (in the caller's
+/// tenant): no user yet.
+static CREATE_IMPLICIT: Statement = Statement {
+    sql: "INSERT INTO agent_memory.sessions (session_id, tenant) VALUES ($1, agent_memory.caller_tenant())
+          ON CONFLICT (session_id, tenant) DO NOTHING",
+    args: &[TEXT],
+    writes: true,
+};
+
+/// The results ($4 call ids) of a tool call being overwritten in slot $3:
+/// they go with it.
+static DROP_RESULTS: Statement = Statement {
+    sql: "WITH gone AS (
+            DELETE FROM agent_memory.thread_messages
+            WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()
+              AND slot <> $3 AND role = 'tool'
+              AND metadata ->> 'tool_call_id' = ANY ($4)
+            RETURNING 1)
+          SELECT count(*)::int4 FROM gone",
+    args: &[TEXT, TEXT, INT4, TEXT_ARRAY],
+    writes: true,
+};
+
+/// A thread's messages, as a repack sees them.
+static THREAD_MESSAGES: Statement = Statement {
+    sql: "SELECT slot, seq,
+                 CASE WHEN role = 'assistant' THEN metadata -> 'tool_calls' END,
+                 CASE WHEN role = 'tool' AND pg_catalog.jsonb_typeof(metadata -> 'tool_call_id') = 'string'
+                      THEN metadata ->> 'tool_call_id' END
+          FROM agent_memory.thread_messages
+          WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT],
+    writes: false,
+};
+
+/// Remove slots $3 of a thread: a probe per slot (a fenced list joined on
+/// every primary-key column, whatever the statistics say of the thread).
+static REMOVE_SLOTS: Statement = Statement {
+    sql: "DELETE FROM agent_memory.thread_messages m
+          USING (SELECT $1::text AS session_id, $2::text AS thread_key, slot,
+                        agent_memory.caller_tenant() AS tenant
+                 FROM pg_catalog.unnest($3::int4[]) AS slot OFFSET 0) k
+          WHERE m.session_id = k.session_id AND m.thread_key = k.thread_key
+            AND m.slot = k.slot AND m.tenant = k.tenant",
+    args: &[TEXT, TEXT, INT4_ARRAY],
+    writes: true,
+};
+
+// A repack moves messages to new slots in two steps, through slots past any
+// keep (MAX_KEEP is far below the offset), so that no two rows ever hold
+// the same slot at once. The moves are probed one by one, as REMOVE_SLOTS.
+static MOVE_SLOTS_OUT: Statement = Statement {
+    sql: "UPDATE agent_memory.thread_messages m SET slot = mv.new_slot + 1000000000
+          FROM (SELECT $1::text AS session_id, $2::text AS thread_key, old_slot, new_slot,
+                       agent_memory.caller_tenant() AS tenant
+                FROM ROWS FROM (pg_catalog.unnest($3::int4[]), pg_catalog.unnest($4::int4[]))
+                       AS moves(old_slot, new_slot)
+                OFFSET 0) mv
+          WHERE m.session_id = mv.session_id AND m.thread_key = mv.thread_key
+            AND m.slot = mv.old_slot AND m.tenant = mv.tenant",
+    args: &[TEXT, TEXT, INT4_ARRAY, INT4_ARRAY],
+    writes: true,
+};
+
+static MOVE_SLOTS_IN: Statement = Statement {
+    sql: "UPDATE agent_memory.thread_messages SET slot = slot - 1000000000
+          WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()
+            AND slot >= 1000000000",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// Set a thread's ring: keep $3, $4 messages in slots 0 .. $4 - 1.
+static SET_THREAD: Statement = Statement {
+    sql: "INSERT INTO agent_memory.message_threads (session_id, thread_key, tenant, keep, appended)
+          VALUES ($1, $2, agent_memory.caller_tenant(), $3, $4)
+          ON CONFLICT (session_id, thread_key, tenant) DO UPDATE SET keep = excluded.keep, appended = excluded.appended",
+    args: &[TEXT, TEXT, INT4, INT8],
+    writes: true,
+};
+
+// Reads: the newest $3 messages of a thread ($2), or of the whole session
+// when $2 is NULL, of an active session (default idle minutes $4).
+macro_rules! newest_messages {
+    () => {
+        concat!(
+            "SELECT m.seq, m.node_id, m.role, m.content, m.metadata, m.created_at
+             FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
+             WHERE m.session_id = $1 AND m.tenant = agent_memory.caller_tenant()
+               AND ($2::text IS NULL OR m.thread_key = $2) AND ",
+            active!("s", "$4::int4"),
+            " ORDER BY m.seq DESC LIMIT $3::int4"
+        )
+    };
+}
+
+/// The predicate "message `$row` is not a tool result, or window
+/// `$window` (rows with role and metadata) holds the assistant message that
+/// makes its call": a tool result is a `tool` message whose
+/// `metadata.tool_call_id` is a string, and a call's id is a string item of
+/// `metadata.tool_calls` or the string `id` of an object item. Reads drop
+/// the results whose call is outside their window, so that no window
+/// starts with a result an LLM API would refuse. The ids of the window's
+/// calls are one uncorrelated subquery, which PostgreSQL hashes.
+macro_rules! holds_its_call {
+    ($row:literal, $window:literal) => {
+        concat!(
+            "(", $row, ".role <> 'tool'
+              OR pg_catalog.jsonb_typeof(", $row, ".metadata -> 'tool_call_id') IS DISTINCT FROM 'string'
+              OR (", $row, ".metadata ->> 'tool_call_id') IN (
+                   SELECT CASE pg_catalog.jsonb_typeof(c.item)
+                            WHEN 'string' THEN c.item #>> '{}'
+                            WHEN 'object' THEN CASE WHEN pg_catalog.jsonb_typeof(c.item -> 'id') = 'string'
+                                                    THEN c.item ->> 'id' END END
+                   FROM ", $window, " w,
+                        pg_catalog.jsonb_array_elements(
+                          CASE WHEN w.role = 'assistant'
+                                AND pg_catalog.jsonb_typeof(w.metadata -> 'tool_calls') = 'array'
+                               THEN w.metadata -> 'tool_calls' END) AS c (item)))"
+        )
+    };
+}
+pub(crate) use holds_its_call;
+
+/// The newest $3 messages of thread $2 (of the session when NULL) of active
+/// session $1 (idle timeout $4 minutes), oldest first, read row by row:
+/// `messages` and `messages_json` hold one row at a time, however many.
+static READ_MESSAGES: StreamStatement = StreamStatement {
+    sql: concat!(
+        "WITH newest AS MATERIALIZED (",
+        newest_messages!(),
+        ")
+         SELECT n.seq, n.node_id, n.role::text, n.content, n.metadata::jsonb, n.created_at
+         FROM newest n WHERE ",
+        holds_its_call!("n", "newest"),
+        " ORDER BY seq"
+    ),
+    params: 4,
+    columns: &[
+        pg_sys::INT8OID,
+        pg_sys::TEXTOID,
+        pg_sys::TEXTOID,
+        pg_sys::TEXTOID,
+        pg_sys::JSONBOID,
+        pg_sys::TIMESTAMPTZOID,
+    ],
+};
+
+static LAST_USER: Statement = Statement {
+    sql: concat!(
+        "SELECT m.content
+         FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
+         WHERE m.session_id = $1 AND m.tenant = agent_memory.caller_tenant()
+           AND ($2::text IS NULL OR m.thread_key = $2) AND m.role = 'user' AND ",
+        active!("s", "$3"),
+        " ORDER BY m.seq DESC LIMIT 1"
+    ),
+    args: &[TEXT, TEXT, INT4],
+    writes: false,
+};
+
+/// Remove the newest message (of thread $2, or of the session) and give its
+/// slot back to its thread: the newest is always the thread's last append.
+static POP: Statement = Statement {
+    sql: concat!(
+        "WITH newest AS (
+           SELECT m.session_id, m.thread_key, m.slot, m.tenant
+           FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
+           WHERE m.session_id = $1 AND m.tenant = agent_memory.caller_tenant()
+             AND ($2::text IS NULL OR m.thread_key = $2) AND ",
+        active!("s", "$3"),
+        " ORDER BY m.seq DESC LIMIT 1),
+         gone AS (
+           DELETE FROM agent_memory.thread_messages m USING newest n
+           WHERE m.session_id = n.session_id AND m.thread_key = n.thread_key AND m.slot = n.slot
+             AND m.tenant = n.tenant
+           RETURNING m.*),
+         thread AS (
+           UPDATE agent_memory.message_threads t SET appended = t.appended - 1, appends = t.appends - 1
+           FROM newest n
+           WHERE t.session_id = n.session_id AND t.thread_key = n.thread_key AND t.tenant = n.tenant)
+         SELECT pg_catalog.jsonb_build_object('seq', seq, 'node_id', node_id, 'role', role,
+                  'content', content, 'metadata', metadata, 'created_at', created_at)
+         FROM gone"
+    ),
+    args: &[TEXT, TEXT, INT4],
+    writes: true,
+};
+
+/// Drop the threads (all, or $2) of an active session; their messages go
+/// with them. Returns how many messages there were.
+static CLEAR: Statement = Statement {
+    sql: concat!(
+        "WITH live AS (
+           SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$3"),
+        "),
+         threads AS (
+           DELETE FROM agent_memory.message_threads t USING live
+           WHERE t.session_id = live.session_id AND t.tenant = live.tenant
+             AND ($2::text IS NULL OR t.thread_key = $2)
+           RETURNING t.session_id, t.thread_key, t.tenant, t.last_seq),
+         -- The session's numbers go on after those of the cleared messages.
+         counted AS (
+           UPDATE agent_memory.sessions s
+           SET last_message_seq = greatest(s.last_message_seq,
+                                                      (SELECT pg_catalog.max(d.last_seq) FROM threads d))
+           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND EXISTS (SELECT FROM threads))
+         SELECT count(*)::int4
+         FROM agent_memory.thread_messages m JOIN threads USING (session_id, thread_key, tenant)"
+    ),
+    args: &[TEXT, TEXT, INT4],
+    writes: true,
+};

@@ -1,0 +1,23 @@
+//! The floor every capability stands on: how a statement is prepared, run
+//! and read, how arguments are checked and values converted, how a failure
+//! becomes a SQLSTATE, and the settings, tenants and notifications every
+//! capability shares.
+
+/// Argument checks and the parameter types of statements.
+pub mod args;
+/// Datums built by the extension for large results.
+pub mod datums;
+/// Every failure becomes a specific SQLSTATE here, and only here.
+pub mod error;
+/// Facts about the installed library (version).
+pub mod meta;
+/// Change notifications: sent at commit, only while someone listens.
+pub mod notify;
+/// Prepared plans kept per backend, and running them.
+pub mod plans;
+/// Every `agent_memory.*` setting (GUC), defined in one place.
+pub mod settings;
+/// Large query results read row by row as the executor produces them.
+pub mod stream;
+/// Tenants: whose rows a caller sees under `agent_memory.tenant_isolation`.
+pub mod tenants;

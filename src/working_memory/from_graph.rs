@@ -1,0 +1,316 @@
+//! Working memory hydrated from graph memory: `wm_init` builds
+//! an entry from a project's graph (the project id is the graph's owner),
+//! `set_active_node` moves a session's focus and initialises or clears the
+//! node entries, `wm_refresh_structure` rewrites the structure index of
+//! every entry tied to a project after the graph changed.
+
+use pgrx::prelude::*;
+use serde_json::{Value, json};
+
+use agent_memory_core::Error;
+use agent_memory_core::graph;
+use agent_memory_core::working_memory::{self as wm, Part};
+
+use crate::graph::nodes::read_node_json;
+use crate::pg::args::{INT4, TEXT, checked_id};
+use crate::pg::datums::JsonbBytes;
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::notify;
+use crate::pg::plans::{Statement, first_value_of, iso};
+use crate::sessions::{
+    active, idle_timeout_minutes, lock_session, session_gone, session_lock_class,
+};
+use crate::working_memory::compose::snapshot_after_writes;
+use crate::working_memory::parts::{node_key, read_part, strip_keys, write_part};
+
+/// The session's project, as set for the session; P0002 when the session
+/// is missing or expired.
+fn session_project(session_id: &str) -> SqlResult<Option<String>> {
+    Spi::connect_mut(|client| {
+        let plan = crate::pg::plans::kept(client, &SESSION_PROJECT).or_report()?;
+        let table = client
+            .update(
+                &*plan,
+                None,
+                &[session_id.into(), idle_timeout_minutes().into()],
+            )
+            .or_report()?;
+        if table.is_empty() {
+            return Err(session_gone(session_id)).or_report();
+        }
+        table.first().get::<String>(1).or_report()
+    })
+}
+
+fn set_session(
+    session_id: &str,
+    project_id: Option<&str>,
+    active_node: Option<Option<&str>>,
+) -> SqlResult<()> {
+    first_value_of::<i32>(
+        &SET_SESSION,
+        &[
+            session_id.into(),
+            project_id.into(),
+            active_node.flatten().into(),
+            i32::from(active_node.is_some()).into(),
+        ],
+    )?;
+    Ok(())
+}
+
+/// Write a part if it differs from what is stored.
+fn write(session_id: &str, node: &str, part: Part, value: Value) -> SqlResult<()> {
+    let value = wm::sanitise(part, value, &strip_keys()).or_report()?;
+    write_part(session_id, node, part, pgrx::JsonB(value))?;
+    Ok(())
+}
+
+/// Build the entry (session, node) from project's graph; the caller holds
+/// the session's write lock and has checked the session is active.
+fn init_entry(session_id: &str, node: &str, project: &str) -> SqlResult<()> {
+    let node_context = if node.is_empty() {
+        None
+    } else {
+        Some(wm::node_context(read_node_json(project, Some(node))?))
+    };
+    set_session(session_id, Some(project), None)?;
+    let mut session = json!({ "project_id": project });
+    if !node.is_empty() {
+        session["active_node_id"] = json!(node);
+    }
+    write(session_id, node, Part::Session, session)?;
+    // The index replaces the project graph; the elements graph is kept.
+    let index = first_value_of::<pgrx::JsonB>(&STRUCTURE_INDEX, &[project.into()])?
+        .map_or_else(|| json!({ "nodes": [], "edges": [] }), |j| j.0);
+    let mut structure = read_part(session_id, node, Part::ProjectStructure)?
+        .unwrap_or_else(|| Part::ProjectStructure.empty());
+    structure["project_graph"] = index;
+    write(session_id, node, Part::ProjectStructure, structure)?;
+    if let Some(context) = node_context {
+        write(session_id, node, Part::NodeContext, context)?;
+    }
+    if let Some(history) =
+        first_value_of::<pgrx::JsonB>(&LATEST_WORKING_HISTORY, &[session_id.into()])?
+    {
+        write(session_id, node, Part::WorkingHistory, history.0)?;
+    }
+    Ok(())
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn wm_init(
+    session_id: Option<&str>,
+    node_id: Option<&str>,
+    project_id: default!(Option<&str>, "NULL"),
+) -> SqlResult<JsonbBytes> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node = node_key(node_id)?;
+    if let Some(project) = project_id {
+        graph::check_owner(project).or_report()?;
+    }
+    lock_session(session_id);
+    let project = match project_id {
+        Some(project) => {
+            session_project(session_id)?;
+            project.to_owned()
+        }
+        None => session_project(session_id)?.ok_or_else(|| no_project(session_id))?,
+    };
+    init_entry(session_id, node, &project)?;
+    snapshot_after_writes(session_id, node)
+}
+
+fn no_project(session_id: &str) -> pgrx::pg_sys::panic::ErrorReport {
+    crate::pg::error::report(
+        Error::invalid(format!(
+            "session {} has no project",
+            agent_memory_core::error::quoted(session_id)
+        ))
+        .with_hint("Name it: agent_memory.wm_init(session_id, node_id, project_id)."),
+    )
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn set_active_node(session_id: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonbBytes> {
+    let session_id = checked_id("session_id", session_id)?;
+    let node = node_key(node_id)?;
+    lock_session(session_id);
+    let project = session_project(session_id)?;
+    let active = (!node.is_empty()).then_some(node);
+    if let Some(node) = active {
+        let project = project.ok_or_else(|| no_project(session_id))?;
+        init_entry(session_id, node, &project)?;
+    } else {
+        crate::working_memory::parts::clear_node_entries(session_id)?;
+    }
+    set_session(session_id, None, Some(active))?;
+    // The global entry follows the focus, so a composed read of it (and a
+    // listener) sees the new active node.
+    let mut global = read_part(session_id, "", Part::Session)?.unwrap_or_else(|| json!({}));
+    global["active_node_id"] = active.map_or(Value::Null, |n| json!(n));
+    write(session_id, "", Part::Session, global)?;
+    snapshot_after_writes(session_id, node)
+}
+
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
+    let project = project_id
+        .ok_or_else(|| Error::null("project_id"))
+        .or_report()?;
+    graph::check_owner(project).or_report()?;
+    let args = || [project.into(), idle_timeout_minutes().into()];
+    first_value_of::<i64>(&LOCK_TIED, &args())?;
+    Spi::connect_mut(|client| {
+        let plan = crate::pg::plans::kept(client, &REFRESH_TIED).or_report()?;
+        let table = client.update(&*plan, None, &args()).or_report()?;
+        let mut changed = 0;
+        for row in table {
+            let session = row.get::<&str>(1).or_report()?.unwrap_or_default();
+            let node = row.get::<&str>(2).or_report()?.unwrap_or_default();
+            let version = row.get::<i32>(3).or_report()?;
+            notify::queue_change(session, node, Some(Part::ProjectStructure.name()), version)?;
+            changed += 1;
+        }
+        Ok(changed)
+    })
+}
+
+// The statements.
+
+/// The structure index of owner $1's graph (in the caller's tenant):
+/// every node without its body, oldest first, and an edge for each ref that
+/// names a node of the graph (a dangling ref has nothing to point at).
+macro_rules! structure_index {
+    () => {
+        concat!(
+            "pg_catalog.jsonb_build_object(
+               'nodes', coalesce((
+                  SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                           'id', n.node_id, 'title', n.title, 'description', n.description,
+                           'version', n.version, 'updatedAt', ",
+            iso!("n.updated_at"),
+            ") ORDER BY n.created_at, n.node_id)
+                  FROM agent_memory.graph_nodes n
+                  WHERE n.owner = $1 AND n.tenant = agent_memory.caller_tenant()), '[]'),
+               'edges', coalesce((
+                  SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('source', n.node_id, 'target', r.id)
+                                              ORDER BY n.created_at, n.node_id, r.i)
+                  FROM agent_memory.graph_nodes n
+                  CROSS JOIN LATERAL pg_catalog.unnest(n.refs) WITH ORDINALITY AS r (id, i)
+                  WHERE n.owner = $1 AND n.tenant = agent_memory.caller_tenant()
+                    AND EXISTS (SELECT FROM agent_memory.graph_nodes t
+                                WHERE t.owner = $1 AND t.node_id = r.id
+                                  AND t.tenant = n.tenant)), '[]'))"
+        )
+    };
+}
+
+/// The entries tied to project $1 (by their session part, else their
+/// session's project) that hold a structure index of their own, among
+/// active sessions ($2 idle minutes) of the caller's tenant.
+macro_rules! tied_structures {
+    () => {
+        concat!(
+            "SELECT p.session_id, p.node_key
+             FROM agent_memory.wm_parts p JOIN agent_memory.sessions s USING (session_id, tenant)
+             WHERE p.tenant = agent_memory.caller_tenant() AND p.part = 'project_structure' AND ",
+            active!("s", "$2"),
+            " AND coalesce(coalesce((SELECT sp.value FROM agent_memory.wm_parts sp
+                                     WHERE sp.session_id = p.session_id AND sp.tenant = p.tenant
+                                       AND sp.node_key = p.node_key
+                                       AND sp.part = 'session' AND sp.value ? 'project_id'),
+                                    (SELECT sp.value FROM agent_memory.wm_parts sp
+                                     WHERE sp.session_id = p.session_id AND sp.tenant = p.tenant
+                                       AND sp.node_key = ''
+                                       AND sp.part = 'session' AND sp.value ? 'project_id'))
+                           ->> 'project_id',
+                           s.project_id) = $1"
+        )
+    };
+}
+
+static STRUCTURE_INDEX: Statement = Statement {
+    sql: concat!("SELECT ", structure_index!()),
+    args: &[TEXT],
+    writes: false,
+};
+
+/// The session's project ($1): the global entry's session part, else the
+/// sessions row; and whether the session is active ($2 idle minutes).
+static SESSION_PROJECT: Statement = Statement {
+    sql: concat!(
+        "SELECT coalesce((SELECT p.value ->> 'project_id' FROM agent_memory.wm_parts p
+                          WHERE p.session_id = s.session_id AND p.tenant = s.tenant
+                            AND p.node_key = '' AND p.part = 'session'),
+                         s.project_id)
+         FROM agent_memory.sessions s
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+        active!("s", "$2")
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// Record a session's project and focus ($1 session, $2 project or NULL to
+/// keep, $3 active node, $4: whether to set the active node).
+static SET_SESSION: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions
+          SET project_id = coalesce($2, project_id),
+              active_node_id = CASE WHEN $4 = 1 THEN $3 ELSE active_node_id END,
+              last_activity_at = greatest(last_activity_at, pg_catalog.now())
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+          RETURNING 1",
+    args: &[TEXT, TEXT, TEXT, INT4],
+    writes: true,
+};
+
+/// The session's most recently written working history, in any entry.
+static LATEST_WORKING_HISTORY: Statement = Statement {
+    sql: "SELECT p.value FROM agent_memory.wm_parts p
+          WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+            AND p.part = 'working_history'
+          ORDER BY p.updated_at DESC, p.node_key LIMIT 1",
+    args: &[TEXT],
+    writes: true,
+};
+
+/// Take the write lock of every session with an entry tied to project $1,
+/// in session order, so a concurrent patch queues behind the refresh.
+static LOCK_TIED: Statement = Statement {
+    sql: concat!(
+        "SELECT pg_catalog.count(pg_catalog.pg_advisory_xact_lock(",
+        session_lock_class!(),
+        ", pg_catalog.hashtext(l.session_id)))
+         FROM (SELECT DISTINCT t.session_id FROM (",
+        tied_structures!(),
+        ") t ORDER BY t.session_id) l"
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// Replace the project graph of every tied entry whose index differs,
+/// with versions as any part write; a row per entry changed.
+static REFRESH_TIED: Statement = Statement {
+    sql: concat!(
+        "WITH fresh AS (SELECT ",
+        structure_index!(),
+        " AS graph)
+         UPDATE agent_memory.wm_parts p
+         SET value = pg_catalog.jsonb_set(p.value, '{project_graph}', f.graph),
+             version = p.version + 1, updated_at = pg_catalog.now()
+         FROM fresh f, (",
+        tied_structures!(),
+        ") t
+         WHERE p.session_id = t.session_id AND p.node_key = t.node_key AND p.part = 'project_structure'
+           AND p.tenant = agent_memory.caller_tenant()
+           AND p.value -> 'project_graph' IS DISTINCT FROM f.graph
+         RETURNING p.session_id, p.node_key, p.version"
+    ),
+    args: &[TEXT, INT4],
+    writes: true,
+};
