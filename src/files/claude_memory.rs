@@ -20,7 +20,7 @@ use crate::files::memory_tool::{self as tool, Client, Placed};
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY};
 use crate::pg::datums::{JsonB, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Statement, kept};
+use crate::pg::plans::{Columns, Statement, kept};
 use crate::pg::settings;
 
 // Every statement reads and writes only the files of the caller's tenant
@@ -47,22 +47,18 @@ fn view(
             return Ok(answer);
         }
     }
-    let plan = kept(client, &SIZES_UNDER).or_report()?;
-    let table = client
-        .select(
-            &*plan,
-            None,
-            &[
-                scope.into(),
-                files::under(&path.stored).into(),
-                files::under_end(&path.stored).into(),
-            ],
-        )
-        .or_report()?;
+    let table = SIZES_UNDER.read(
+        client,
+        &[
+            scope.into(),
+            files::under(&path.stored).into(),
+            files::under_end(&path.stored).into(),
+        ],
+    )?;
     let mut sizes = Vec::with_capacity(table.len());
     for row in table {
-        let file = row.get::<String>(1).or_report()?.unwrap_or_default();
-        let bytes = row.get::<i64>(2).or_report()?.unwrap_or(0);
+        let file = row.value::<String>(1)?.unwrap_or_default();
+        let bytes = row.value::<i64>(2)?.unwrap_or(0);
         sizes.push((file, bytes.max(0) as u64));
     }
     if sizes.is_empty() && !path.is_root() {
@@ -100,18 +96,11 @@ fn edit(
     path: &Target,
     edit: impl FnOnce(&str) -> Answer<(String, String)>,
 ) -> SqlResult<Answer<String>> {
-    let plan = kept(client, &LOCK_FILE).or_report()?;
-    let table = client
-        .update(&*plan, None, &[scope.into(), path.stored.as_str().into()])
-        .or_report()?;
+    let table = LOCK_FILE.run(client, &[scope.into(), path.stored.as_str().into()])?;
     if table.is_empty() {
         return Ok(Err(claude::not_found(path)));
     }
-    let content = table
-        .first()
-        .get::<String>(1)
-        .or_report()?
-        .unwrap_or_default();
+    let content = table.first().value::<String>(1)?.unwrap_or_default();
     let (edited, answer) = match edit(&content) {
         Ok(done) => done,
         Err(refused) => return Ok(Err(refused)),
@@ -120,14 +109,10 @@ fn edit(
     if edited.len() > limit as usize {
         return Ok(Err(claude::too_big(path, edited.len(), i64::from(limit))));
     }
-    let write = kept(client, &WRITE_FILE).or_report()?;
-    client
-        .update(
-            &*write,
-            None,
-            &[scope.into(), path.stored.as_str().into(), edited.into()],
-        )
-        .or_report()?;
+    WRITE_FILE.run(
+        client,
+        &[scope.into(), path.stored.as_str().into(), edited.into()],
+    )?;
     Ok(Ok(answer))
 }
 
@@ -165,7 +150,7 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
         .or_report()?;
     let mut moving = Vec::with_capacity(table.len());
     for row in table {
-        moving.push(row.get::<String>(1).or_report()?.unwrap_or_default());
+        moving.push(row.value::<String>(1)?.unwrap_or_default());
     }
     if moving.is_empty() {
         return Ok(Err(claude::not_found(from)));
@@ -197,28 +182,24 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
         )
         .or_report()?;
     let row = table.first();
-    if row.get::<bool>(1).or_report()? == Some(true) {
+    if row.value::<bool>(1)? == Some(true) {
         return Ok(Err(claude::destination_exists(to)));
     }
-    if row.get::<bool>(2).or_report()? == Some(true) {
+    if row.value::<bool>(2)? == Some(true) {
         return Ok(Err(claude::file_above(to)));
     }
-    let plan = kept(client, &MOVE).or_report()?;
     let prefix_chars = from.stored.chars().count() as i32;
-    client
-        .update(
-            &*plan,
-            None,
-            &[
-                scope.into(),
-                from.stored.as_str().into(),
-                from_under.as_str().into(),
-                from_end.as_str().into(),
-                to.stored.as_str().into(),
-                prefix_chars.into(),
-            ],
-        )
-        .or_report()?;
+    MOVE.run(
+        client,
+        &[
+            scope.into(),
+            from.stored.as_str().into(),
+            from_under.as_str().into(),
+            from_end.as_str().into(),
+            to.stored.as_str().into(),
+            prefix_chars.into(),
+        ],
+    )?;
     Ok(Ok(claude::renamed(from, to)))
 }
 

@@ -18,7 +18,7 @@ use agent_memory_core::{Error, jsonb};
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, TID, XID};
 use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{FirstRow, Statement, kept};
+use crate::pg::plans::{Columns, FirstRow, Statement, kept};
 
 use crate::pg::settings;
 use crate::pg::stream::{StreamStatement, for_each_row};
@@ -77,19 +77,15 @@ pub(crate) type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
 
 /// Whether directory `dir` has files under it.
 pub(crate) fn is_directory(client: Client, scope: &str, dir: &str) -> SqlResult<bool> {
-    let plan = kept(client, &ANY_UNDER).or_report()?;
-    let table = client
-        .update(
-            &*plan,
-            None,
-            &[
-                scope.into(),
-                files::under(dir).into(),
-                files::under_end(dir).into(),
-            ],
-        )
-        .or_report()?;
-    Ok(table.first().get::<bool>(1).or_report()? == Some(true))
+    let table = ANY_UNDER.run(
+        client,
+        &[
+            scope.into(),
+            files::under(dir).into(),
+            files::under_end(dir).into(),
+        ],
+    )?;
+    Ok(table.first().value::<bool>(1)? == Some(true))
 }
 
 /// Read file `path` of `scope` and hand its content to `use_content`
@@ -100,10 +96,7 @@ pub(crate) fn with_file<T>(
     path: &str,
     use_content: impl FnOnce(&str) -> T,
 ) -> SqlResult<Option<T>> {
-    let plan = kept(client, &READ).or_report()?;
-    let table = client
-        .select(&*plan, None, &[scope.into(), path.into()])
-        .or_report()?;
+    let table = READ.read(client, &[scope.into(), path.into()])?;
     if table.is_empty() {
         return Ok(None);
     }
@@ -123,22 +116,18 @@ fn read(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<String>
 }
 
 fn list(client: Client, scope: &str, dir: &str) -> SqlResult<ToolResult<String>> {
-    let plan = kept(client, &FIRST_FROM).or_report()?;
     let end = files::under_end(dir);
     let mut from = files::under(dir);
     let mut entries: Vec<(String, bool)> = Vec::new();
     loop {
-        let table = client
-            .select(
-                &*plan,
-                None,
-                &[scope.into(), from.as_str().into(), end.as_str().into()],
-            )
-            .or_report()?;
+        let table = FIRST_FROM.read(
+            client,
+            &[scope.into(), from.as_str().into(), end.as_str().into()],
+        )?;
         if table.is_empty() {
             break;
         }
-        let Some(path) = table.first().get::<String>(1).or_report()? else {
+        let Some(path) = table.first().value::<String>(1)? else {
             break;
         };
         let (name, is_dir) = files::entry_of(dir, &path);
@@ -151,10 +140,7 @@ fn list(client: Client, scope: &str, dir: &str) -> SqlResult<ToolResult<String>>
         entries.push((name.to_owned(), is_dir));
     }
     if entries.is_empty() && dir != "/" {
-        let file = kept(client, &READ).or_report()?;
-        let table = client
-            .select(&*file, None, &[scope.into(), dir.into()])
-            .or_report()?;
+        let table = READ.read(client, &[scope.into(), dir.into()])?;
         return Ok(Err(if table.is_empty() {
             ToolError::new(Code::Enoent, "ENOENT: directory not found")
         } else {
@@ -172,19 +158,16 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
         return Ok(Err(a_directory()));
     }
     let limit = max_file_bytes();
-    let plan = kept(client, &APPEND_EXISTING).or_report()?;
     // Append to the file when it exists and has room; else create it.
     // The loop comes back only when a file turned up at the path between
     // the two (created concurrently), or went away after it was found too
     // big.
     for _ in 0..MAX_TRIES {
-        let appended = !client
-            .update(
-                &*plan,
-                None,
+        let appended = !APPEND_EXISTING
+            .run(
+                client,
                 &[scope.into(), path.into(), content.into(), limit.into()],
-            )
-            .or_report()?
+            )?
             .is_empty();
         if appended {
             return Ok(Ok(OK.to_owned()));
@@ -215,10 +198,8 @@ const MAX_TRIES: usize = 16;
 
 /// The size of a file as of now, when it is there.
 fn file_bytes(client: Client, scope: &str, path: &str) -> SqlResult<Option<i64>> {
-    let size = kept(client, &FILE_BYTES).or_report()?;
-    let bytes = client
-        .update(&*size, None, &[scope.into(), path.into()])
-        .or_report()?
+    let bytes = FILE_BYTES
+        .run(client, &[scope.into(), path.into()])?
         .first_value::<i32>(1)
         .or_report()?;
     Ok(bytes.map(i64::from))
@@ -266,19 +247,14 @@ pub(crate) fn place_new_file(
             path_free(client, scope, path)?.unwrap_or(full),
         ));
     }
-    let create = kept(client, &CREATE_FILE).or_report()?;
-    let created = !client
-        .update(&*create, None, &[scope.into(), path.into(), content.into()])
-        .or_report()?
+    let created = !CREATE_FILE
+        .run(client, &[scope.into(), path.into(), content.into()])?
         .is_empty();
     let refused = if created {
         match path_free(client, scope, path)? {
             None => return Ok(Placed::Created),
             Some(refused) => {
-                let remove = kept(client, &REMOVE_FILE).or_report()?;
-                client
-                    .update(&*remove, None, &[scope.into(), path.into()])
-                    .or_report()?;
+                REMOVE_FILE.run(client, &[scope.into(), path.into()])?;
                 Some(refused)
             }
         }
@@ -286,10 +262,7 @@ pub(crate) fn place_new_file(
         None
     };
     // Give back the room counted for a file not created after all.
-    let give = kept(client, &GIVE_ROOM).or_report()?;
-    client
-        .update(&*give, None, &[scope.into(), 1i32.into()])
-        .or_report()?;
+    GIVE_ROOM.run(client, &[scope.into(), 1i32.into()])?;
     Ok(refused.map_or(Placed::There, Placed::Refused))
 }
 
@@ -302,10 +275,8 @@ fn take_room(client: Client, scope: &str) -> SqlResult<bool> {
         return Ok(true);
     }
     // The bound reached the limit: count the files and try once more.
-    let recount = kept(client, &RECOUNT).or_report()?;
-    if client
-        .update(&*recount, None, &[scope.into(), max_files.into()])
-        .or_report()?
+    if RECOUNT
+        .run(client, &[scope.into(), max_files.into()])?
         .is_empty()
     {
         return Ok(false);
@@ -315,24 +286,20 @@ fn take_room(client: Client, scope: &str) -> SqlResult<bool> {
 
 /// Why a new file's path is not free, if it is not.
 fn path_free(client: Client, scope: &str, path: &str) -> SqlResult<Option<ToolError>> {
-    let plan = kept(client, &PATH_FREE).or_report()?;
-    let table = client
-        .update(
-            &*plan,
-            None,
-            &[
-                scope.into(),
-                files::under(path).into(),
-                files::under_end(path).into(),
-                files::ancestors(path).into(),
-            ],
-        )
-        .or_report()?;
+    let table = PATH_FREE.run(
+        client,
+        &[
+            scope.into(),
+            files::under(path).into(),
+            files::under_end(path).into(),
+            files::ancestors(path).into(),
+        ],
+    )?;
     let row = table.first();
-    if row.get::<bool>(1).or_report()? != Some(true) {
+    if row.value::<bool>(1)? != Some(true) {
         return Ok(Some(a_directory()));
     }
-    if row.get::<bool>(2).or_report()? != Some(true) {
+    if row.value::<bool>(2)? != Some(true) {
         return Ok(Some(ToolError::new(
             Code::Enotdir,
             "ENOTDIR: a directory of the path is a file",
@@ -349,16 +316,13 @@ fn update(
     new: &str,
 ) -> SqlResult<ToolResult<String>> {
     let limit = max_file_bytes();
-    let read = kept(client, &READ_VERSION).or_report()?;
     let write = kept(client, &WRITE_VERSION).or_report()?;
     // The file is read, its new content made here, and written at the
     // version read: the count of replacements is then that of the content
     // the write replaced (PostgreSQL 15's RETURNING sees only the new row).
     // The loop comes back only when a concurrent change came in between.
     loop {
-        let table = client
-            .update(&*read, None, &[scope.into(), path.into()])
-            .or_report()?;
+        let table = READ_VERSION.run(client, &[scope.into(), path.into()])?;
         if table.is_empty() {
             if path == "/" || is_directory(client, scope, path)? {
                 return Ok(Err(a_directory()));
@@ -466,19 +430,15 @@ pub(crate) struct Deleted {
 
 /// Delete the file or directory `path` (not the root).
 pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<Deleted> {
-    let plan = kept(client, &DELETE_FILES).or_report()?;
-    let table = client
-        .update(
-            &*plan,
-            None,
-            &[
-                scope.into(),
-                path.into(),
-                files::under(path).into(),
-                files::under_end(path).into(),
-            ],
-        )
-        .or_report()?;
+    let table = DELETE_FILES.run(
+        client,
+        &[
+            scope.into(),
+            path.into(),
+            files::under(path).into(),
+            files::under_end(path).into(),
+        ],
+    )?;
     // SAFETY: `table` is the last result, and it lives to the end of this
     // function.
     let paths = unsafe { crate::pg::datums::last_result_texts(table.len()) }

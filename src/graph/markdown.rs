@@ -19,7 +19,7 @@ use crate::graph::nodes::{
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, required};
 use crate::pg::datums::JsonB;
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Statement, kept};
+use crate::pg::plans::{Columns, Statement};
 
 /// One file of a graph folder, read from the database.
 struct FileRow {
@@ -35,33 +35,26 @@ fn stamp(timestamp: TimestampWithTimeZone) -> TimeValue {
 /// The files of `node_id` (None: every node) of `owner`.
 fn documents(owner: &str, node_id: Option<&str>, snapshots: bool) -> SqlResult<Vec<FileRow>> {
     Spi::connect(|client| {
-        let plan = kept(client, &DOCUMENTS).or_report()?;
-        let table = client
-            .select(
-                &*plan,
-                None,
-                &[owner.into(), node_id.into(), snapshots.into()],
-            )
-            .or_report()?;
+        let table = DOCUMENTS.read(client, &[owner.into(), node_id.into(), snapshots.into()])?;
         let mut files = Vec::with_capacity(table.len());
         for row in table {
-            let links = required(row.get::<Vec<String>>(8).or_report()?, "links")?;
+            let links = row.required::<Vec<String>>(8, "links")?;
             let frontmatter = Frontmatter {
-                title: Some(required(row.get::<String>(3).or_report()?, "title")?),
-                description: Some(required(row.get::<String>(4).or_report()?, "description")?),
-                version: Some(required(row.get::<i32>(5).or_report()?, "version")?),
+                title: Some(row.required::<String>(3, "title")?),
+                description: Some(row.required::<String>(4, "description")?),
+                version: Some(row.required::<i32>(5, "version")?),
                 created_at: Some(stamp(required(row.get(6).or_report()?, "created_at")?)),
                 updated_at: Some(stamp(required(row.get(7).or_report()?, "updated_at")?)),
                 refs: (!links.is_empty()).then_some(links),
-                change_description: row.get::<String>(10).or_report()?,
-                saved_at: row.get::<TimestampWithTimeZone>(11).or_report()?.map(stamp),
+                change_description: row.value::<String>(10)?,
+                saved_at: row.value::<TimestampWithTimeZone>(11)?.map(stamp),
             };
             files.push(FileRow {
-                node_id: required(row.get::<String>(1).or_report()?, "node_id")?,
-                snapshot: row.get::<i32>(2).or_report()?,
+                node_id: row.required::<String>(1, "node_id")?,
+                snapshot: row.value::<i32>(2)?,
                 document: Document {
                     frontmatter,
-                    body: required(row.get::<String>(9).or_report()?, "body")?,
+                    body: row.required::<String>(9, "body")?,
                 },
             });
         }
@@ -303,28 +296,24 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
     }
 
     Spi::connect_mut(|client| -> SqlResult<()> {
-        let node_plan = kept(client, &IMPORT_NODE).or_report()?;
         for file in &nodes {
             let fm = &file.document.frontmatter;
             let content = content_of(file);
-            let inserted = client
-                .update(
-                    &*node_plan,
-                    None,
-                    &[
-                        owner.into(),
-                        file.node_id.as_str().into(),
-                        content.title.as_str().into(),
-                        content.description.as_str().into(),
-                        content.body.as_str().into(),
-                        content.links.clone().into(),
-                        content.refs().into(),
-                        fm.version.unwrap_or(1).into(),
-                        file.times[0].as_deref().into(),
-                        file.times[1].as_deref().into(),
-                    ],
-                )
-                .or_report()?;
+            let inserted = IMPORT_NODE.run(
+                client,
+                &[
+                    owner.into(),
+                    file.node_id.as_str().into(),
+                    content.title.as_str().into(),
+                    content.description.as_str().into(),
+                    content.body.as_str().into(),
+                    content.links.clone().into(),
+                    content.refs().into(),
+                    fm.version.unwrap_or(1).into(),
+                    file.times[0].as_deref().into(),
+                    file.times[1].as_deref().into(),
+                ],
+            )?;
             if inserted.is_empty() {
                 return Err(Error::conflict(format!(
                     "graph node {} of owner {} already exists",
@@ -335,30 +324,26 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
                 .or_report();
             }
         }
-        let version_plan = kept(client, &IMPORT_VERSION).or_report()?;
         for (n, file) in &versions {
             let fm = &file.document.frontmatter;
             let content = content_of(file);
-            client
-                .update(
-                    &*version_plan,
-                    None,
-                    &[
-                        owner.into(),
-                        file.node_id.as_str().into(),
-                        (*n).into(),
-                        content.title.as_str().into(),
-                        content.description.as_str().into(),
-                        content.body.as_str().into(),
-                        content.links.clone().into(),
-                        content.refs().into(),
-                        file.times[0].as_deref().into(),
-                        file.times[1].as_deref().into(),
-                        fm.change_description.as_deref().unwrap_or_default().into(),
-                        file.times[2].as_deref().into(),
-                    ],
-                )
-                .or_report()?;
+            IMPORT_VERSION.run(
+                client,
+                &[
+                    owner.into(),
+                    file.node_id.as_str().into(),
+                    (*n).into(),
+                    content.title.as_str().into(),
+                    content.description.as_str().into(),
+                    content.body.as_str().into(),
+                    content.links.clone().into(),
+                    content.refs().into(),
+                    file.times[0].as_deref().into(),
+                    file.times[1].as_deref().into(),
+                    fm.change_description.as_deref().unwrap_or_default().into(),
+                    file.times[2].as_deref().into(),
+                ],
+            )?;
         }
         Ok(())
     })?;

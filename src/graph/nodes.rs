@@ -21,7 +21,7 @@ use agent_memory_core::{Error, time};
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, checked_list, required};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Statement, first_value_of, iso, kept};
+use crate::pg::plans::{Columns, Statement, first_value_of, iso};
 use crate::pg::settings;
 
 // ---------------------------------------------------------------------------
@@ -95,22 +95,19 @@ pub struct Locked {
 /// Lock `node_id` for writing and read it; None when it does not exist.
 pub fn lock_node(owner: &str, node_id: &str) -> SqlResult<Option<Locked>> {
     Spi::connect_mut(|client| {
-        let plan = kept(client, &LOCK_NODE).or_report()?;
-        let table = client
-            .update(&*plan, None, &[owner.into(), node_id.into()])
-            .or_report()?;
+        let table = LOCK_NODE.run(client, &[owner.into(), node_id.into()])?;
         if table.is_empty() {
             return Ok(None);
         }
         let row = table.first();
         Ok(Some(Locked {
             content: Content {
-                title: required(row.get::<String>(1).or_report()?, "title")?,
-                description: required(row.get::<String>(2).or_report()?, "description")?,
-                body: required(row.get::<String>(3).or_report()?, "body")?,
-                links: required(row.get::<Vec<String>>(4).or_report()?, "links")?,
+                title: row.required::<String>(1, "title")?,
+                description: row.required::<String>(2, "description")?,
+                body: row.required::<String>(3, "body")?,
+                links: row.required::<Vec<String>>(4, "links")?,
             },
-            version: required(row.get::<i32>(5).or_report()?, "version")?,
+            version: row.required::<i32>(5, "version")?,
         }))
     })
 }
@@ -206,19 +203,15 @@ fn link_parents(owner: &str, child: &str, parents: &[String]) -> SqlResult<()> {
     }
     let max_refs = node_limits().refs;
     let linked = Spi::connect_mut(|client| -> SqlResult<usize> {
-        let plan = kept(client, &LINK_PARENTS).or_report()?;
-        let table = client
-            .update(
-                &*plan,
-                None,
-                &[owner.into(), child.into(), parents.to_vec().into()],
-            )
-            .or_report()?;
+        let table = LINK_PARENTS.run(
+            client,
+            &[owner.into(), child.into(), parents.to_vec().into()],
+        )?;
         let linked = table.len();
         for row in table {
-            let refs = required(row.get::<i32>(2).or_report()?, "refs")?;
+            let refs = row.required::<i32>(2, "refs")?;
             if refs as usize > max_refs {
-                let parent = required(row.get::<String>(1).or_report()?, "node_id")?;
+                let parent = row.required::<String>(1, "node_id")?;
                 return Err(Error::limit(format!(
                     "parent node {} would have {refs} refs, over the limit of {max_refs} refs",
                     agent_memory_core::error::quoted(&parent)
@@ -426,19 +419,15 @@ fn graph_nodes(
 > {
     let owner = checked_owner(owner)?;
     let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        let plan = kept(client, &LIST_NODES).or_report()?;
-        let table = client.select(&*plan, None, &[owner.into()]).or_report()?;
+        let table = LIST_NODES.read(client, &[owner.into()])?;
         let mut rows = Vec::with_capacity(table.len());
         for row in table {
             rows.push((
-                required(row.get::<String>(1).or_report()?, "node_id")?,
-                required(row.get::<String>(2).or_report()?, "title")?,
-                required(row.get::<String>(3).or_report()?, "description")?,
-                required(row.get::<i32>(4).or_report()?, "version")?,
-                required(
-                    row.get::<TimestampWithTimeZone>(5).or_report()?,
-                    "updated_at",
-                )?,
+                row.required::<String>(1, "node_id")?,
+                row.required::<String>(2, "title")?,
+                row.required::<String>(3, "description")?,
+                row.required::<i32>(4, "version")?,
+                row.required::<TimestampWithTimeZone>(5, "updated_at")?,
             ));
         }
         Ok(rows)
@@ -469,16 +458,13 @@ fn graph_versions(
     }
     let node_id = checked_node(node_id)?;
     let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        let plan = kept(client, &LIST_VERSIONS).or_report()?;
-        let table = client
-            .select(&*plan, None, &[owner.into(), node_id.into()])
-            .or_report()?;
+        let table = LIST_VERSIONS.read(client, &[owner.into(), node_id.into()])?;
         let mut rows = Vec::with_capacity(table.len());
         for row in table {
             rows.push((
-                required(row.get::<i32>(1).or_report()?, "version")?,
-                required(row.get::<String>(2).or_report()?, "change_description")?,
-                required(row.get::<TimestampWithTimeZone>(3).or_report()?, "saved_at")?,
+                row.required::<i32>(1, "version")?,
+                row.required::<String>(2, "change_description")?,
+                row.required::<TimestampWithTimeZone>(3, "saved_at")?,
             ));
         }
         Ok(rows)

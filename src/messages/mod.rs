@@ -27,7 +27,7 @@ use agent_memory_core::{Error, ErrorKind};
 use crate::pg::args::{INT4, INT4_ARRAY, INT8, JSONB, TEXT, TEXT_ARRAY, checked_id, required};
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Statement, first_value_of, kept};
+use crate::pg::plans::{Columns, Statement, first_value_of, kept};
 use crate::pg::settings;
 use crate::pg::stream::{StreamRow, StreamStatement, for_each_row};
 use crate::sessions::{active, idle_timeout_minutes, lock_session, session_gone};
@@ -62,32 +62,24 @@ fn repack(
     key: &str,
     keep: i32,
 ) -> SqlResult<i32> {
-    let plan = kept(client, &THREAD_MESSAGES).or_report()?;
     let mut stored = Vec::new();
-    for row in client
-        .select(&*plan, None, &[session_id.into(), key.into()])
-        .or_report()?
-    {
-        let calls = row.get::<JsonB>(3).or_report()?.map(|j| j.0);
+    for row in THREAD_MESSAGES.read(client, &[session_id.into(), key.into()])? {
+        let calls = row.value::<JsonB>(3)?.map(|j| j.0);
         stored.push(Stored {
-            slot: required(row.get::<i32>(1).or_report()?, "slot")?,
-            seq: required(row.get::<i64>(2).or_report()?, "seq")?,
+            slot: row.required::<i32>(1, "slot")?,
+            seq: row.required::<i64>(2, "seq")?,
             calls: calls
                 .map(|calls| messages::call_ids(&calls))
                 .unwrap_or_default(),
-            answers: row.get::<String>(4).or_report()?,
+            answers: row.value::<String>(4)?,
         });
     }
     let plan = messages::plan_repack(&stored, keep);
     if !plan.removed.is_empty() {
-        let remove = kept(client, &REMOVE_SLOTS).or_report()?;
-        client
-            .update(
-                &*remove,
-                None,
-                &[session_id.into(), key.into(), plan.removed.clone().into()],
-            )
-            .or_report()?;
+        REMOVE_SLOTS.run(
+            client,
+            &[session_id.into(), key.into(), plan.removed.clone().into()],
+        )?;
     }
     let moves: Vec<(i32, i32)> = plan
         .moves
@@ -97,32 +89,21 @@ fn repack(
         .collect();
     if !moves.is_empty() {
         let (from, to): (Vec<i32>, Vec<i32>) = moves.into_iter().unzip();
-        let out = kept(client, &MOVE_SLOTS_OUT).or_report()?;
-        client
-            .update(
-                &*out,
-                None,
-                &[session_id.into(), key.into(), from.into(), to.into()],
-            )
-            .or_report()?;
-        let back = kept(client, &MOVE_SLOTS_IN).or_report()?;
-        client
-            .update(&*back, None, &[session_id.into(), key.into()])
-            .or_report()?;
+        MOVE_SLOTS_OUT.run(
+            client,
+            &[session_id.into(), key.into(), from.into(), to.into()],
+        )?;
+        MOVE_SLOTS_IN.run(client, &[session_id.into(), key.into()])?;
     }
-    let set = kept(client, &SET_THREAD).or_report()?;
-    client
-        .update(
-            &*set,
-            None,
-            &[
-                session_id.into(),
-                key.into(),
-                keep.into(),
-                (plan.moves.len() as i64).into(),
-            ],
-        )
-        .or_report()?;
+    SET_THREAD.run(
+        client,
+        &[
+            session_id.into(),
+            key.into(),
+            keep.into(),
+            (plan.moves.len() as i64).into(),
+        ],
+    )?;
     Ok(plan.moves.len() as i32)
 }
 
@@ -259,31 +240,27 @@ fn append_plain_run(
     let (Ok(done), Ok(run)) = (i32::try_from(done), i32::try_from(run)) else {
         return Ok(None);
     };
-    let plan = kept(client, &APPEND_BATCH).or_report()?;
-    let rows = client
-        .update(
-            &*plan,
-            None,
-            &[
-                session_id.into(),
-                key.into(),
-                keep.into(),
-                idle_timeout_minutes().into(),
-                node_id.into(),
-                messages.into(),
-                done.into(),
-                run.into(),
-            ],
-        )
-        .or_report()?;
+    let rows = APPEND_BATCH.run(
+        client,
+        &[
+            session_id.into(),
+            key.into(),
+            keep.into(),
+            idle_timeout_minutes().into(),
+            node_id.into(),
+            messages.into(),
+            done.into(),
+            run.into(),
+        ],
+    )?;
     if rows.is_empty() {
         return Ok(None);
     }
     let row = rows.first();
-    let first = required(row.get::<i64>(1).or_report()?, "seq")?;
-    let count = required(row.get::<i32>(2).or_report()?, "count")?;
-    let moved = row.get::<bool>(3).or_report()?.unwrap_or(true);
-    let stale = row.get::<bool>(4).or_report()?.unwrap_or(false);
+    let first = row.required::<i64>(1, "seq")?;
+    let count = row.required::<i32>(2, "count")?;
+    let moved = row.value::<bool>(3)?.unwrap_or(true);
+    let stale = row.value::<bool>(4)?.unwrap_or(false);
     // One by one, only the first of them would have moved the session to
     // this thread: the session records that one's seq.
     settle_session(client, session_id, key, first, moved, stale)?;
@@ -299,10 +276,7 @@ fn lock_threads_for_snapshot(
     // IsolationUsesXactSnapshot(), a macro in C.
     // SAFETY: a plain read of the backend's isolation level global.
     if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
-        let lock = kept(client, &LOCK_THREADS).or_report()?;
-        client
-            .update(&*lock, None, &[session_id.into()])
-            .or_report()?;
+        LOCK_THREADS.run(client, &[session_id.into()])?;
     }
     Ok(())
 }
@@ -320,30 +294,26 @@ fn append_locked(
     // the careful path, which looks for it first. So does a tool result,
     // which is stored only while its call is.
     if message.idempotency_key.is_none() && message.answers.is_none() {
-        let fast = kept(client, &APPEND_FAST).or_report()?;
-        let rows = client
-            .update(
-                &*fast,
-                None,
-                &[
-                    session_id.into(),
-                    key.into(),
-                    keep.into(),
-                    idle_timeout_minutes().into(),
-                    message.node_id.into(),
-                    message.role.into(),
-                    message.content.into(),
-                    message.metadata_datum(),
-                ],
-            )
-            .or_report()?;
+        let rows = APPEND_FAST.run(
+            client,
+            &[
+                session_id.into(),
+                key.into(),
+                keep.into(),
+                idle_timeout_minutes().into(),
+                message.node_id.into(),
+                message.role.into(),
+                message.content.into(),
+                message.metadata_datum(),
+            ],
+        )?;
         if !rows.is_empty() {
             let row = rows.first();
-            let written = row.get::<i64>(1).or_report()?;
-            let slot = required(row.get::<i32>(2).or_report()?, "slot")?;
-            let seq = required(row.get::<i64>(3).or_report()?, "seq")?;
-            let moved = row.get::<bool>(4).or_report()?.unwrap_or(true);
-            let stale = row.get::<bool>(5).or_report()?.unwrap_or(false);
+            let written = row.value::<i64>(1)?;
+            let slot = row.required::<i32>(2, "slot")?;
+            let seq = row.required::<i64>(3, "seq")?;
+            let moved = row.value::<bool>(4)?.unwrap_or(true);
+            let stale = row.value::<bool>(5)?.unwrap_or(false);
             if written.is_none() {
                 // The slot holds a tool call: its results go first.
                 write_slot(client, session_id, key, slot, message, seq)?;
@@ -355,26 +325,23 @@ fn append_locked(
 
     // The careful path: a new thread, another keep, an idempotency key,
     // or a session that is missing or expired.
-    let state = kept(client, &APPEND_STATE).or_report()?;
-    let state = client
-        .update(
-            &*state,
-            None,
+    let state = APPEND_STATE
+        .run(
+            client,
             &[
                 session_id.into(),
                 key.into(),
                 message.idempotency_key.into(),
                 idle_timeout_minutes().into(),
             ],
-        )
-        .or_report()?
+        )?
         .first();
-    let exists = state.get::<bool>(1).or_report()?.unwrap_or(false);
-    let active = state.get::<bool>(2).or_report()?.unwrap_or(false);
-    let stale = state.get::<bool>(3).or_report()?.unwrap_or(false);
-    let ring_keep = state.get::<i32>(4).or_report()?;
-    let appended = state.get::<i64>(5).or_report()?;
-    let duplicate = state.get::<i64>(6).or_report()?;
+    let exists = state.value::<bool>(1)?.unwrap_or(false);
+    let active = state.value::<bool>(2)?.unwrap_or(false);
+    let stale = state.value::<bool>(3)?.unwrap_or(false);
+    let ring_keep = state.value::<i32>(4)?;
+    let appended = state.value::<i64>(5)?;
+    let duplicate = state.value::<i64>(6)?;
 
     if exists && !active {
         return Err(session_gone(session_id)).or_report();
@@ -383,10 +350,7 @@ fn append_locked(
         return Ok(seq);
     }
     if !exists {
-        let create = kept(client, &CREATE_IMPLICIT).or_report()?;
-        client
-            .update(&*create, None, &[session_id.into()])
-            .or_report()?;
+        CREATE_IMPLICIT.run(client, &[session_id.into()])?;
     }
     let slot = match (ring_keep, appended) {
         (Some(ring_keep), Some(appended)) if ring_keep == keep => {
@@ -394,13 +358,11 @@ fn append_locked(
         }
         _ => repack(client, session_id, key, keep)?,
     };
-    let claim = kept(client, &CLAIM_POSITION).or_report()?;
-    let claimed = client
-        .update(&*claim, None, &[session_id.into(), key.into()])
-        .or_report()?
+    let claimed = CLAIM_POSITION
+        .run(client, &[session_id.into(), key.into()])?
         .first();
-    let seq = required(claimed.get::<i64>(1).or_report()?, "seq")?;
-    let moved = claimed.get::<bool>(2).or_report()?.unwrap_or(true);
+    let seq = claimed.required::<i64>(1, "seq")?;
+    let moved = claimed.value::<bool>(2)?.unwrap_or(true);
     write_slot(client, session_id, key, slot, message, seq)?;
     settle_session(client, session_id, key, seq, moved, stale)?;
     Ok(seq)
@@ -423,10 +385,7 @@ fn settle_session(
             .update(&*plan, None, &[session_id.into(), key.into(), seq.into()])
             .or_report()?;
     } else if stale {
-        let plan = kept(client, &RENEW_SESSION).or_report()?;
-        client
-            .update(&*plan, None, &[session_id.into()])
-            .or_report()?;
+        RENEW_SESSION.run(client, &[session_id.into()])?;
     }
     Ok(())
 }
@@ -467,65 +426,46 @@ fn write_slot(
     message: &NewMessage<'_>,
     seq: i64,
 ) -> SqlResult<()> {
-    let plan = kept(client, &SLOT_CALLS).or_report()?;
-    let row = client
-        .update(
-            &*plan,
-            None,
+    let row = SLOT_CALLS
+        .run(
+            client,
             &[
                 session_id.into(),
                 key.into(),
                 slot.into(),
                 message.answers.as_deref().into(),
             ],
-        )
-        .or_report()?
+        )?
         .first();
     let calls = row
-        .get::<JsonB>(1)
-        .or_report()?
+        .value::<JsonB>(1)?
         .map(|calls| messages::call_ids(&calls.0))
         .unwrap_or_default();
-    let call_held = required(row.get::<bool>(2).or_report()?, "call held")?;
+    let call_held = row.required::<bool>(2, "call held")?;
     if !calls.is_empty() {
-        let results = kept(client, &DROP_RESULTS).or_report()?;
-        client
-            .update(
-                &*results,
-                None,
-                &[session_id.into(), key.into(), slot.into(), calls.into()],
-            )
-            .or_report()?;
+        DROP_RESULTS.run(
+            client,
+            &[session_id.into(), key.into(), slot.into(), calls.into()],
+        )?;
     }
     if !call_held {
-        let remove = kept(client, &REMOVE_SLOTS).or_report()?;
-        client
-            .update(
-                &*remove,
-                None,
-                &[session_id.into(), key.into(), vec![slot].into()],
-            )
-            .or_report()?;
+        REMOVE_SLOTS.run(client, &[session_id.into(), key.into(), vec![slot].into()])?;
         return Ok(());
     }
-    let write = kept(client, &OVERWRITE).or_report()?;
-    client
-        .update(
-            &*write,
-            None,
-            &[
-                session_id.into(),
-                key.into(),
-                slot.into(),
-                message.node_id.into(),
-                message.role.into(),
-                message.content.into(),
-                message.metadata_datum(),
-                message.idempotency_key.into(),
-                seq.into(),
-            ],
-        )
-        .or_report()?;
+    OVERWRITE.run(
+        client,
+        &[
+            session_id.into(),
+            key.into(),
+            slot.into(),
+            message.node_id.into(),
+            message.role.into(),
+            message.content.into(),
+            message.metadata_datum(),
+            message.idempotency_key.into(),
+            seq.into(),
+        ],
+    )?;
     Ok(())
 }
 

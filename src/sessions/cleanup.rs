@@ -29,7 +29,7 @@ use agent_memory_core::Error;
 
 use crate::pg::args::{INT4, INT8, TEXT};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{FirstRow, Statement, first_value_of, kept};
+use crate::pg::plans::{Columns, FirstRow, Statement, first_value_of, kept};
 use crate::pg::settings;
 use crate::sessions::idle_timeout_minutes;
 
@@ -141,9 +141,9 @@ pub fn delete_batch(
                     )
                     .or_report()?
                     .first();
-                let picked = row.get::<i64>(1).or_report()?.unwrap_or(0);
-                let deleted = row.get::<i64>(2).or_report()?.unwrap_or(0);
-                if let Some(next) = row.get::<String>(3).or_report()? {
+                let picked = row.value::<i64>(1)?.unwrap_or(0);
+                let deleted = row.value::<i64>(2)?.unwrap_or(0);
+                if let Some(next) = row.value::<String>(3)? {
                     cursor.0 = next;
                 }
                 Ok(Batch {
@@ -158,10 +158,8 @@ pub fn delete_batch(
                     .len() as i64;
                 let full = deleted == i64::from(batch_size);
                 if full {
-                    let next = kept(client, &NEXT_EXPIRED_ENTRY).or_report()?;
-                    let next = client
-                        .update(&*next, None, &[after.into()])
-                        .or_report()?
+                    let next = NEXT_EXPIRED_ENTRY
+                        .run(client, &[after.into()])?
                         .first_value::<String>(1)
                         .or_report()?;
                     if let Some(next) = next {

@@ -22,7 +22,7 @@ use crate::pg::args::{
 };
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Statement, first_value_of, kept};
+use crate::pg::plans::{Columns, Statement, first_value_of, kept};
 use crate::pg::settings;
 use crate::sessions::{active, active_until, idle_timeout_minutes, lock_session, session_gone};
 use crate::sessions::{cache as session_cache, sensitive};
@@ -109,7 +109,6 @@ pub fn write_entries(
                 let keys: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
                 let values: Vec<JsonB> = entries.iter().map(|(_, v)| JsonB((*v).clone())).collect();
                 let words: Vec<i32> = counted.iter().map(|(_, w)| *w as i32).collect();
-                let plan = kept(client, &WRITE_MANY).or_report()?;
                 let args = [
                     session_id.into(),
                     keys.into(),
@@ -119,37 +118,32 @@ pub fn write_entries(
                     memory_ttl.into(),
                     idle.into(),
                 ];
-                client.update(&*plan, None, &args).or_report()?
+                WRITE_MANY.run(client, &args)?
             }
         };
         let mut change: i64 = 0;
         let mut state = None;
         for row in rows {
-            change += i64::from(required(row.get::<i32>(1).or_report()?, "words")?);
+            change += i64::from(row.required::<i32>(1, "words")?);
             if state.is_none() {
-                state = Some(SessionState::from_array(required(
-                    row.get::<Vec<i64>>(2).or_report()?,
-                    "session state",
-                )?)?);
+                state = Some(SessionState::from_array(
+                    row.required::<Vec<i64>>(2, "session state")?,
+                )?);
             }
         }
         let Some(state) = state else {
             return Err(session_gone(session_id)).or_report();
         };
         if change != 0 || state.expires_sooner || state.activity_stale {
-            let renew = kept(client, &RENEW_WRITER).or_report()?;
-            client
-                .update(
-                    &*renew,
-                    None,
-                    &[
-                        session_id.into(),
-                        change.into(),
-                        ttl.into(),
-                        memory_ttl.into(),
-                    ],
-                )
-                .or_report()?;
+            RENEW_WRITER.run(
+                client,
+                &[
+                    session_id.into(),
+                    change.into(),
+                    ttl.into(),
+                    memory_ttl.into(),
+                ],
+            )?;
         }
         let counter = (state.counter + change).max(0) as u64;
         if counter <= budget && !state.may_hold_expired {
@@ -161,10 +155,7 @@ pub fn write_entries(
         }
         // Over the budget by the counter, or an entry may have expired: count
         // the live entries exactly and evict the oldest until the write fits.
-        let held_plan = kept(client, &HELD).or_report()?;
-        let rows = client
-            .select(&*held_plan, None, &[session_id.into()])
-            .or_report()?;
+        let rows = HELD.read(client, &[session_id.into()])?;
         let mut held_rows = Vec::with_capacity(rows.len());
         for row in rows {
             let key: String = required(row.get(1).or_report()?, "key")?;
@@ -183,19 +174,15 @@ pub fn write_entries(
             .filter(|(key, _, _)| !plan.evicted.contains(key))
             .map(|(_, _, expires_at)| *expires_at)
             .min_by_key(|expires_at| expires_at.into_inner());
-        let recounted = kept(client, &RECOUNTED).or_report()?;
-        client
-            .update(
-                &*recounted,
-                None,
-                &[
-                    session_id.into(),
-                    plan.evicted.clone().into(),
-                    (plan.total_words as i64).into(),
-                    next_expiry.into(),
-                ],
-            )
-            .or_report()?;
+        RECOUNTED.run(
+            client,
+            &[
+                session_id.into(),
+                plan.evicted.clone().into(),
+                (plan.total_words as i64).into(),
+                next_expiry.into(),
+            ],
+        )?;
         Ok(Written {
             words: incoming,
             total_words: plan.total_words,

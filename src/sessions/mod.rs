@@ -28,7 +28,7 @@ use agent_memory_core::error::quoted;
 use crate::pg::args::{INT4, INTERVAL, JSONB, TEXT, checked_id, checked_positive, required};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{FirstRow, Statement, first_value_of, kept};
+use crate::pg::plans::{Columns, FirstRow, Statement, first_value_of};
 use crate::pg::settings;
 
 /// The idle timeout in force, in minutes (the statements take it as $n).
@@ -66,24 +66,15 @@ pub fn lock_session(session_id: &str) {
 /// Whether the caller's tenant stores a row of `session_id` (live or
 /// expired), unlocked.
 fn session_stored(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> SqlResult<bool> {
-    let plan = kept(client, &SESSION_STORED).or_report()?;
-    Ok(!client
-        .select(&*plan, None, &[session_id.into()])
-        .or_report()?
+    Ok(!SESSION_STORED
+        .read(client, &[session_id.into()])?
         .is_empty())
 }
 
 /// Renew a session's activity inside an open SPI connection; false when the
 /// session does not exist or has expired.
 pub fn renew_in(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> SqlResult<bool> {
-    let plan = kept(client, &RENEW).or_report()?;
-    let renewed = client
-        .update(
-            &*plan,
-            None,
-            &[session_id.into(), idle_timeout_minutes().into()],
-        )
-        .or_report()?;
+    let renewed = RENEW.run(client, &[session_id.into(), idle_timeout_minutes().into()])?;
     Ok(!renewed.is_empty())
 }
 
@@ -133,21 +124,15 @@ fn create_session(
             };
             if let Some(id) = session_id.filter(|_| stored) {
                 lock_session(id);
-                let lock = kept(client, &LOCK_FOR_CREATE).or_report()?;
-                let existing = client
-                    .update(&*lock, None, &[id.into(), minutes.into()])
-                    .or_report()?;
+                let existing = LOCK_FOR_CREATE.run(client, &[id.into(), minutes.into()])?;
                 if !existing.is_empty() {
                     let existing = existing.first();
                     // No owner: append_message created it; the first user claims it.
-                    let owner = existing.get::<String>(1).or_report()?;
-                    let active = existing.get::<bool>(2).or_report()?.unwrap_or(false);
+                    let owner = existing.value::<String>(1)?;
+                    let active = existing.value::<bool>(2)?.unwrap_or(false);
                     if active && owner.as_deref().is_none_or(|owner| owner == user_id) {
                         if owner.is_none() {
-                            let claim = kept(client, &CLAIM_SESSION).or_report()?;
-                            client
-                                .update(&*claim, None, &[id.into(), user_id.into()])
-                                .or_report()?;
+                            CLAIM_SESSION.run(client, &[id.into(), user_id.into()])?;
                         }
                         renew_in(client, id)?;
                         return Ok(id.to_string());
@@ -160,25 +145,18 @@ fn create_session(
                         .or_report();
                     }
                     // Expired: it no longer exists for anyone; replace it.
-                    let delete = kept(client, &DELETE_SESSION).or_report()?;
-                    client
-                        .update(&*delete, None, &[id.into(), minutes.into()])
-                        .or_report()?;
+                    DELETE_SESSION.run(client, &[id.into(), minutes.into()])?;
                 }
             }
-            let insert = kept(client, &INSERT_SESSION).or_report()?;
-            let inserted = client
-                .update(
-                    &*insert,
-                    None,
-                    &[
-                        session_id.into(),
-                        user_id.into(),
-                        JsonB(metadata.clone()).into(),
-                        idle_timeout.into(),
-                    ],
-                )
-                .or_report()?;
+            let inserted = INSERT_SESSION.run(
+                client,
+                &[
+                    session_id.into(),
+                    user_id.into(),
+                    JsonB(metadata.clone()).into(),
+                    idle_timeout.into(),
+                ],
+            )?;
             if let Some(id) = inserted.first_value::<String>(1).or_report()? {
                 return Ok(id);
             }
@@ -252,27 +230,14 @@ fn user_sessions(
     pgrx::pg_sys::panic::ErrorReport,
 > {
     let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        let plan = kept(client, &USER_SESSIONS).or_report()?;
-        let table = client
-            .select(
-                &*plan,
-                None,
-                &[user_id.into(), idle_timeout_minutes().into()],
-            )
-            .or_report()?;
+        let table = USER_SESSIONS.read(client, &[user_id.into(), idle_timeout_minutes().into()])?;
         let mut rows = Vec::with_capacity(table.len());
         for row in table {
             rows.push((
-                row.get::<String>(1).or_report()?.unwrap_or_default(),
-                required(
-                    row.get::<TimestampWithTimeZone>(2).or_report()?,
-                    "created_at",
-                )?,
-                required(
-                    row.get::<TimestampWithTimeZone>(3).or_report()?,
-                    "last_activity_at",
-                )?,
-                row.get::<bool>(4).or_report()?.unwrap_or(false),
+                row.value::<String>(1)?.unwrap_or_default(),
+                row.required::<TimestampWithTimeZone>(2, "created_at")?,
+                row.required::<TimestampWithTimeZone>(3, "last_activity_at")?,
+                row.value::<bool>(4)?.unwrap_or(false),
             ));
         }
         Ok(rows)
@@ -305,14 +270,11 @@ pub fn active_until(
     session_id: &str,
     minutes: i32,
 ) -> SqlResult<Option<i64>> {
-    let plan = kept(client, &ACTIVE_UNTIL).or_report()?;
-    let table = client
-        .update(&*plan, None, &[session_id.into(), minutes.into()])
-        .or_report()?;
+    let table = ACTIVE_UNTIL.run(client, &[session_id.into(), minutes.into()])?;
     if table.is_empty() {
         return Ok(None);
     }
-    let until = table.first().get::<TimestampWithTimeZone>(1).or_report()?;
+    let until = table.first().value::<TimestampWithTimeZone>(1)?;
     Ok(until.map(pg_sys::TimestampTz::from))
 }
 

@@ -22,7 +22,7 @@ use agent_memory_core::Error;
 use crate::pg::args::{INT4, TEXT, checked_id};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Statement, iso, kept};
+use crate::pg::plans::{Columns, Statement, iso, kept};
 use crate::sessions::{active, idle_timeout_minutes, session_gone};
 use crate::working_memory::parts::node_key;
 
@@ -357,12 +357,11 @@ fn compose(
         }
         let row = table.first();
         let json = row
-            .get::<JsonbBytes>(1)
-            .or_report()?
+            .value::<JsonbBytes>(1)?
             .ok_or_else(|| Error::internal("a composed read gave NULL"))
             .or_report()?;
         let project = if project {
-            row.get::<String>(2).or_report()?
+            row.value::<String>(2)?
         } else {
             None
         };

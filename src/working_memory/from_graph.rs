@@ -16,7 +16,7 @@ use crate::pg::args::{INT4, TEXT, checked_id};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
-use crate::pg::plans::{Statement, first_value_of, iso};
+use crate::pg::plans::{Columns, Statement, first_value_of, iso};
 use crate::sessions::{
     active, idle_timeout_minutes, lock_session, session_gone, session_lock_class,
 };
@@ -171,7 +171,7 @@ fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
         for row in table {
             let session = row.get::<&str>(1).or_report()?.unwrap_or_default();
             let node = row.get::<&str>(2).or_report()?.unwrap_or_default();
-            let version = row.get::<i32>(3).or_report()?;
+            let version = row.value::<i32>(3)?;
             notify::queue_change(session, node, Some(Part::ProjectStructure.name()), version)?;
             changed += 1;
         }

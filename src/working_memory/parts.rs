@@ -20,7 +20,7 @@ use crate::pg::args::{INT4, JSONB, TEXT, checked_id};
 use crate::pg::datums::{JsonB, JsonbArg};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
-use crate::pg::plans::{Statement, kept};
+use crate::pg::plans::{Columns, Statement, kept};
 use crate::pg::settings;
 use crate::sessions::cache as session_cache;
 use crate::sessions::{
@@ -76,23 +76,19 @@ fn renewal_due(session_id: &str) -> bool {
 /// The stored value of `part` as the entry sees it (None: never set).
 pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<Value>> {
     Spi::connect_mut(|client| {
-        let plan = kept(client, &READ_PART).or_report()?;
-        let table = client
-            .update(
-                &*plan,
-                None,
-                &[
-                    session_id.into(),
-                    node.into(),
-                    part.name().into(),
-                    idle_timeout_minutes().into(),
-                ],
-            )
-            .or_report()?;
+        let table = READ_PART.run(
+            client,
+            &[
+                session_id.into(),
+                node.into(),
+                part.name().into(),
+                idle_timeout_minutes().into(),
+            ],
+        )?;
         if table.is_empty() {
             return Err(session_gone(session_id)).or_report();
         }
-        Ok(table.first().get::<JsonB>(2).or_report()?.map(|j| j.0))
+        Ok(table.first().value::<JsonB>(2)?.map(|j| j.0))
     })
 }
 
@@ -156,13 +152,10 @@ pub fn write_part(
             }
             return Err(session_gone(session_id)).or_report();
         }
-        let version = table.first().get::<i32>(1).or_report()?;
+        let version = table.first().value::<i32>(1)?;
         notify::queue_change(session_id, node, Some(part_name), version)?;
         if renewal_due(session_id) {
-            let renew = kept(client, &RENEW).or_report()?;
-            client
-                .update(&*renew, None, &[session_id.into(), minutes.into()])
-                .or_report()?;
+            RENEW.run(client, &[session_id.into(), minutes.into()])?;
         }
         Ok(version)
     })
@@ -304,18 +297,14 @@ static CLEAR: Statement = Statement {
 /// Clear entries; each cleared entry is announced (part and version null).
 fn clear(session_id: Option<&str>, node: Option<&str>, node_entries_only: bool) -> SqlResult<i32> {
     Spi::connect_mut(|client| {
-        let plan = kept(client, &CLEAR).or_report()?;
-        let table = client
-            .update(
-                &*plan,
-                None,
-                &[
-                    session_id.into(),
-                    node.into(),
-                    i32::from(node_entries_only).into(),
-                ],
-            )
-            .or_report()?;
+        let table = CLEAR.run(
+            client,
+            &[
+                session_id.into(),
+                node.into(),
+                i32::from(node_entries_only).into(),
+            ],
+        )?;
         let mut cleared = 0;
         for row in table {
             let session = row.get::<&str>(1).or_report()?.unwrap_or_default();
