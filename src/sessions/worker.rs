@@ -15,7 +15,7 @@
 //! and the postmaster starts it again after a short delay. A failed batch
 //! rolls back whole: nothing is left half-done.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
 use pgrx::pg_sys::panic::CaughtError;
@@ -94,15 +94,18 @@ impl Drop for BatchTimeLimit {
     }
 }
 
-fn reload_settings_if_asked() {
+/// Reload the configuration if SIGHUP asked for it; true if it did.
+fn reload_settings_if_asked() -> bool {
     // SAFETY: ConfigReloadPending is set by the SIGHUP handler; reading and
     // clearing it, then reloading, is what PostgreSQL's own workers do.
     unsafe {
-        if (&raw const pg_sys::ConfigReloadPending).read_volatile() != 0 {
-            (&raw mut pg_sys::ConfigReloadPending).write_volatile(0);
-            pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
+        if (&raw const pg_sys::ConfigReloadPending).read_volatile() == 0 {
+            return false;
         }
+        (&raw mut pg_sys::ConfigReloadPending).write_volatile(0);
+        pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP);
     }
+    true
 }
 
 fn caught_message(caught: &CaughtError) -> String {
@@ -183,6 +186,17 @@ fn report_activity(what: Option<Expired>) {
     unsafe { pg_sys::pgstat_report_activity(state, text.as_ptr()) };
 }
 
+/// Show the worker idle with the interval it now waits, and return it:
+/// an operator (or a test) sees in pg_stat_activity which setting it uses.
+fn report_waiting() -> Duration {
+    let seconds = settings::CLEANUP_INTERVAL_S.get().max(1);
+    let text = std::ffi::CString::new(format!("agent_memory cleanup: runs every {seconds} s"))
+        .unwrap_or_default();
+    // SAFETY: the call only copies the string into shared memory.
+    unsafe { pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_IDLE, text.as_ptr()) };
+    Duration::from_secs(seconds as u64)
+}
+
 /// One cleanup run; returns the error that stopped it, if any.
 fn run_once() -> Result<(), String> {
     let result = run_batches();
@@ -250,13 +264,20 @@ pub extern "C-unwind" fn agent_memory_cleanup_main(_arg: pg_sys::Datum) {
     BackgroundWorker::connect_worker_to_spi(Some(&database), None);
     log!("{WORKER_TYPE} worker started in database \"{database}\"");
 
+    // A run is due when the interval has passed since the last one, or at
+    // once after SIGHUP. Other latch wakes (a cache catch-up signal, a
+    // barrier) only send the worker back to sleep.
+    let mut next_run = Instant::now() + report_waiting();
     loop {
-        let interval = Duration::from_secs(settings::CLEANUP_INTERVAL_S.get().max(1) as u64);
+        let wait = next_run.saturating_duration_since(Instant::now());
         // False when the postmaster has died; SIGTERM exits inside.
-        if !BackgroundWorker::wait_latch(Some(interval)) {
+        if !BackgroundWorker::wait_latch(Some(wait)) {
             break;
         }
-        reload_settings_if_asked();
+        let reloaded = reload_settings_if_asked();
+        if !reloaded && Instant::now() < next_run {
+            continue;
+        }
         if let Err(message) = run_once() {
             warning!(
                 "{WORKER_TYPE} failed, restarting in {}s: {message}",
@@ -266,6 +287,7 @@ pub extern "C-unwind" fn agent_memory_cleanup_main(_arg: pg_sys::Datum) {
             // for a restart after RESTART_AFTER.
             unsafe { pg_sys::proc_exit(1) };
         }
+        next_run = Instant::now() + report_waiting();
     }
     log!("{WORKER_TYPE} worker stopping: the postmaster has exited");
     // SAFETY: no transaction is open.

@@ -157,6 +157,34 @@ pub fn worker_pid(client: &mut Client) -> Option<i32> {
         .map(|row| row.get(0))
 }
 
+/// Wait until the cleanup worker shows in pg_stat_activity that it waits
+/// `seconds` between runs, that is, it has loaded that interval; panics
+/// after 15 s.
+pub fn wait_for_worker_interval(client: &mut Client, seconds: u32) {
+    let expected = format!("agent_memory cleanup: runs every {seconds} s");
+    let (loaded, took) = wait_until(std::time::Duration::from_secs(15), || {
+        client
+            .query_opt(
+                "SELECT 1 FROM pg_stat_activity WHERE backend_type = 'agent_memory cleanup' AND query = $1",
+                &[&expected],
+            )
+            .expect("query pg_stat_activity")
+            .is_some()
+    });
+    assert!(
+        loaded,
+        "the worker did not show \"{expected}\" within {took:?}"
+    );
+}
+
+/// A one-hour cleanup interval, loaded by the worker, for the life of the
+/// value: no run starts until the setting is reset, which runs it at once.
+pub fn worker_held_off(client: &mut Client) -> SystemSettings {
+    let settings = SystemSettings::set(&[("agent_memory.cleanup_interval", "1h")]);
+    wait_for_worker_interval(client, 3600);
+    settings
+}
+
 /// The id the next cleanup run will get: runs from this one on are those
 /// a test started.
 pub fn next_cleanup_run(client: &mut Client) -> i64 {

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use agent_memory_integration::{
-    SystemSettings, connect, next_cleanup_run, wait_until, worker_database, worker_pid,
+    SystemSettings, connect, next_cleanup_run, wait_until, worker_database, worker_held_off,
+    worker_pid,
 };
 use postgres::Client;
 
@@ -220,9 +221,8 @@ fn sighup_reloads_the_interval() {
     let mut client = worker_database();
     session_with_entries(&mut client, "w-hup", 4, 0);
     {
-        // A one-hour interval: once the worker has reloaded it, expired rows stay.
-        let _slow = SystemSettings::set(&[("agent_memory.cleanup_interval", "1h")]);
-        std::thread::sleep(Duration::from_millis(1500));
+        // The worker has loaded a one-hour interval: expired rows stay.
+        let _held_off = worker_held_off(&mut client);
         client
             .execute(
                 "UPDATE agent_memory.kv_entries SET expires_at = now() - interval '1 second' WHERE session_id = 'w-hup'",
@@ -250,23 +250,24 @@ fn sighup_reloads_the_interval() {
 #[test]
 fn an_error_is_recorded_and_the_worker_restarts_without_half_done_work() {
     let mut client = worker_database();
+    let first_run = next_cleanup_run(&mut client);
+    // No run may start before the lock below is held.
+    let held_off = worker_held_off(&mut client);
     session_with_entries(&mut client, "w-err", 6, 6);
-    let pid = {
-        let (_, _) = wait_until(Duration::from_secs(10), || {
-            worker_pid(&mut client).is_some()
-        });
-        worker_pid(&mut client).expect("worker running")
-    };
+    let pid = worker_pid(&mut client).expect("worker running");
     // Hold a lock that makes the worker's delete time out (lock_timeout 1s).
     let mut locker = connect("postgres");
     let mut tx = locker.transaction().unwrap();
     tx.batch_execute("LOCK TABLE agent_memory.kv_entries IN ACCESS EXCLUSIVE MODE")
         .unwrap();
+    // Resetting the interval reloads the worker, which runs at once.
+    drop(held_off);
     let (failed, took) = wait_until(Duration::from_secs(10), || {
         client
             .query_one(
-                "SELECT count(*) FROM agent_memory.cleanup_runs WHERE triggered_by = 'worker' AND error LIKE '%lock timeout%'",
-                &[],
+                "SELECT count(*) FROM agent_memory.cleanup_runs
+                 WHERE triggered_by = 'worker' AND run_id >= $1 AND error LIKE '%lock timeout%'",
+                &[&first_run],
             )
             .unwrap()
             .get::<_, i64>(0)
@@ -292,10 +293,9 @@ fn an_error_is_recorded_and_the_worker_restarts_without_half_done_work() {
 
 #[test]
 fn expired_rows_not_yet_removed_are_invisible_to_every_read() {
-    // Keep the worker away for the duration of the test.
-    let _slow = SystemSettings::set(&[("agent_memory.cleanup_interval", "1h")]);
-    std::thread::sleep(Duration::from_millis(1500));
     let mut client = worker_database();
+    // Keep the worker away for the duration of the test.
+    let _held_off = worker_held_off(&mut client);
     session_with_entries(&mut client, "w-vis", 3, 1);
     session_with_entries(&mut client, "w-gone", 2, 0);
     client
