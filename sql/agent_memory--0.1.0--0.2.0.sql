@@ -315,3 +315,23 @@ REVOKE ALL ON agent_memory.notify_secret FROM agent_memory_reader, agent_memory_
 -- The cleanup history is the extension's record: readable, never written
 -- by a role (a run is recorded as the table's owner).
 REVOKE INSERT, UPDATE, DELETE ON agent_memory.cleanup_runs FROM agent_memory_writer;
+
+-- Catalog comments that describe the functions in their own words.
+COMMENT ON FUNCTION agent_memory.graph_to_markdown(text, text) IS
+    'A node as its markdown file <id>.md: frontmatter (title, description, version, createdAt, updatedAt, refs) then the body';
+COMMENT ON FUNCTION agent_memory.graph_from_markdown(text, text, text, text) IS
+    'Rewrite an existing node from its markdown file; returns the version now current';
+COMMENT ON FUNCTION agent_memory.graph_import(text, jsonb) IS
+    'Import a folder of node markdown files given as {"<file name>": "<content>"} (<id>.v<N>.md files become versions) into an owner that has none of its nodes; returns the files imported';
+COMMENT ON FUNCTION agent_memory.working_memory(text, text) IS
+    'The composed snapshot of an entry as JSON, read under one snapshot: parts with fallback to the global entry, the last config.history_length messages of the history, config toggles applied';
+COMMENT ON FUNCTION agent_memory.working_memory_entry(text, text) IS
+    'An entry as one flat object: project_id, current_node, structure_index, recent_messages (newest 50), work_history_summary, context_data, last_user_input, created_at, updated_at';
+COMMENT ON FUNCTION agent_memory.wm_context(text, text, text) IS
+    'The context bundle of an entry: messages, message_metadata, working_history, last_user_message; a project_id that is not the session''s is refused';
+COMMENT ON FUNCTION agent_memory.memory_scope(text, text, text) IS
+    'The scope key of a memory node: global (one per node) or perThread (one per node and thread)';
+COMMENT ON FUNCTION agent_memory.memory_tool(text, jsonb) IS
+    'Run one memory tool request {path, command, content?, oldContent?} on a scope''s files; returns the JSON envelope, never an SQL error for a bad request';
+COMMENT ON FUNCTION agent_memory.memory_render(text, text, integer) IS
+    'A scope''s files for a prompt: tree (the paths, indented) or full (paths and contents), within max_chars, saying at the end what a cut left out';

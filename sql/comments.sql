@@ -94,13 +94,13 @@ COMMENT ON FUNCTION agent_memory.graph_tree(text) IS
 COMMENT ON FUNCTION agent_memory.graph_tree_rows(text) IS
     'The tree projection as rows in depth-first order: node_id, parent_id (''__root__'' at the top), depth (1 at the top), path of ids, title';
 COMMENT ON FUNCTION agent_memory.graph_to_markdown(text, text) IS
-    'A node as seed 003''s <id>.md file: frontmatter (title, description, version, createdAt, updatedAt, refs) then the body';
+    'A node as its markdown file <id>.md: frontmatter (title, description, version, createdAt, updatedAt, refs) then the body';
 COMMENT ON FUNCTION agent_memory.graph_from_markdown(text, text, text, text) IS
-    'Rewrite an existing node from a seed 003 markdown file; returns the version now current';
+    'Rewrite an existing node from its markdown file; returns the version now current';
 COMMENT ON FUNCTION agent_memory.graph_export(text) IS
     'Every node and version of an owner as {"<id>.md": markdown, "<id>.v<N>.md": markdown}; graph_import of it into an empty owner is exact';
 COMMENT ON FUNCTION agent_memory.graph_import(text, jsonb) IS
-    'Import a seed 003 folder given as {"<file name>": "<content>"} (<id>.v<N>.md files become versions) into an owner that has none of its nodes; returns the files imported';
+    'Import a folder of node markdown files given as {"<file name>": "<content>"} (<id>.v<N>.md files become versions) into an owner that has none of its nodes; returns the files imported';
 
 -- Working memory
 COMMENT ON FUNCTION agent_memory.wm_set(text, text, jsonb, text) IS
@@ -114,11 +114,11 @@ COMMENT ON FUNCTION agent_memory.wm_get(text, text, text) IS
 COMMENT ON FUNCTION agent_memory.note_session_deletions() IS
     'Trigger of agent_memory.sessions: once a transaction that deleted sessions, or moved a session''s activity back or changed its timeout, commits, backends stop trusting what they remember of any session''s activity';
 COMMENT ON FUNCTION agent_memory.working_memory(text, text) IS
-    'The composed snapshot of an entry in seed 000''s JSON contract, read under one snapshot: parts with fallback to the global entry, the last config.history_length messages of the history, config toggles applied';
+    'The composed snapshot of an entry as JSON, read under one snapshot: parts with fallback to the global entry, the last config.history_length messages of the history, config toggles applied';
 COMMENT ON FUNCTION agent_memory.working_memory_entry(text, text) IS
-    'An entry in seed 001''s shape: project_id, current_node, structure_index, recent_messages (newest 50), work_history_summary, context_data, last_user_input, created_at, updated_at';
+    'An entry as one flat object: project_id, current_node, structure_index, recent_messages (newest 50), work_history_summary, context_data, last_user_input, created_at, updated_at';
 COMMENT ON FUNCTION agent_memory.wm_context(text, text, text) IS
-    'Seed 000''s context bundle of an entry: messages, message_metadata, working_history, last_user_message; a project_id that is not the session''s is refused';
+    'The context bundle of an entry: messages, message_metadata, working_history, last_user_message; a project_id that is not the session''s is refused';
 COMMENT ON FUNCTION agent_memory.wm_init(text, text, text) IS
     'Build an entry from project_id''s graph (node_context with content and meta, the structure index, the latest working history), record the project on the session, return the snapshot';
 COMMENT ON FUNCTION agent_memory.set_active_node(text, text) IS
@@ -128,11 +128,11 @@ COMMENT ON FUNCTION agent_memory.wm_refresh_structure(text) IS
 COMMENT ON FUNCTION agent_memory.wm_clear(text, text) IS
     'Delete one entry (node ''__global__'': the global one), all of a session''s entries (node NULL), or every entry (both NULL); returns how many';
 COMMENT ON FUNCTION agent_memory.memory_scope(text, text, text) IS
-    'The scope key of seed 002''s memory node: global (one per node) or perThread (one per node and thread)';
+    'The scope key of a memory node: global (one per node) or perThread (one per node and thread)';
 COMMENT ON FUNCTION agent_memory.memory_tool(text, jsonb) IS
-    'Run one memory tool request {path, command, content?, oldContent?} on a scope''s files; returns seed 002''s JSON envelope, never an SQL error for a bad request';
+    'Run one memory tool request {path, command, content?, oldContent?} on a scope''s files; returns the JSON envelope, never an SQL error for a bad request';
 COMMENT ON FUNCTION agent_memory.memory_render(text, text, integer) IS
-    'A scope''s files for a prompt (seed 002''s connector): tree (the paths, indented) or full (paths and contents), within max_chars, saying at the end what a cut left out';
+    'A scope''s files for a prompt: tree (the paths, indented) or full (paths and contents), within max_chars, saying at the end what a cut left out';
 COMMENT ON FUNCTION agent_memory.memory_tool_definition(text, text, text, text) IS
     'A definition of the memory tool with the JSON Schema of its request, in Anthropic''s (name, description, input_schema) or OpenAI''s function format';
 COMMENT ON FUNCTION agent_memory.claude_memory(text, jsonb) IS

@@ -934,7 +934,7 @@ mod tests {
     }
 
     #[test]
-    fn envelopes_are_the_seed_text() {
+    fn envelopes_have_the_documented_text() {
         let echo = Echo {
             command: Some("read".into()),
             path: Some("/notes/today".into()),

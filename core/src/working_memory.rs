@@ -453,7 +453,7 @@ mod tests {
     }
 
     #[test]
-    fn empty_parts_are_the_seed_contract() {
+    fn empty_parts_have_the_documented_values() {
         let snapshot: Map<String, Value> = Part::ALL
             .iter()
             .map(|p| (p.name().to_owned(), p.empty()))

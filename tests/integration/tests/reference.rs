@@ -985,5 +985,5 @@ fn reference_format_is_parsed_strictly() {
     assert!(!matches("a…c", "abd"));
     assert!(!matches("ab…bc", "abc"));
     assert!(!matches("abc", "abcd"));
-    assert_eq!(unescape(r"seed 003's \<id>.md"), "seed 003's <id>.md");
+    assert_eq!(unescape(r"a node's \<id>.md"), "a node's <id>.md");
 }

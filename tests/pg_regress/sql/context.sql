@@ -1,4 +1,4 @@
--- The context builder (seed 004): build_context, update_context,
+-- The context builder: build_context, update_context,
 -- clear_context_keys, clear_context. Errors print their SQLSTATE next.
 
 SELECT agent_memory.create_session('u1', '{"channel": "web"}', 'ctx');
@@ -10,7 +10,7 @@ SELECT agent_memory.update_context('ctx', '{"city": "São Paulo", "budget": 1200
 SELECT agent_memory.build_context('ctx') - 'timestamp' - 'sessionCreatedAt' - 'sessionDuration' AS context;
 SELECT agent_memory.build_context('ctx', include_metadata => true) -> 'sessionMetadata' AS metadata;
 SELECT agent_memory.build_context('ctx', ARRAY['city', 'missing']) -> 'memory' AS only_asked_keys;
--- The varying fields have the seed's shapes.
+-- The varying fields have the documented shapes.
 SELECT (c ->> 'timestamp') ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$' AS iso_timestamp,
        (c ->> 'sessionCreatedAt') ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$' AS iso_created,
        jsonb_typeof(c -> 'sessionDuration') AS duration_type,

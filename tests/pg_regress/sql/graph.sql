@@ -1,4 +1,4 @@
--- Graph memory (seed 003): nodes, refs, versions, the root, deletes, the
+-- Graph memory: nodes, refs, versions, the root, deletes, the
 -- tree projection, markdown files. Errors print their SQLSTATE on the next
 -- line. Timestamps and generated ids vary, so they are checked, not shown.
 SET search_path = agent_memory, public;
@@ -125,7 +125,7 @@ SELECT count(*) FROM graph_tree_rows('tree');
 RESET agent_memory.max_tree_rows;
 SELECT count(*) FROM graph_tree_rows('tree');
 
--- Markdown: seed 003's <id>.md file.
+-- Markdown: a node's <id>.md file.
 SELECT regexp_replace(graph_to_markdown('alice', 'links'), '"\d{4}-[^"]*Z"', '<time>', 'g') AS file;
 SELECT graph_to_markdown('alice', '__root__') LIKE E'---\ntitle: Memory Graph\n%' AS root_file;
 -- From markdown: the document is the node (absent refs: none; absent title: kept).

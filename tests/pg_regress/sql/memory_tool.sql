@@ -1,4 +1,4 @@
--- The memory tool (seed 002): the seed's seven examples verbatim, each
+-- The memory tool: the seven documented examples verbatim, each
 -- error code, bad paths and malformed requests answered with EINVAL and
 -- no row changed, scopes.
 SET search_path = agent_memory, public;
@@ -8,17 +8,17 @@ SELECT memory_scope('M', 'perThread');
 SELECT memory_scope('M', 'everywhere');
 \echo :LAST_ERROR_SQLSTATE
 
--- The seed's examples, in the order that makes them true.
-SELECT memory_tool('seed', '{"path": "/notes/today", "command": "append", "content": "hello"}');
-SELECT memory_tool('seed', '{"path": "/notes/today", "command": "read"}');
-SELECT memory_tool('seed', '{"path": "/missing", "command": "read"}');
-SELECT memory_tool('seed', '{"path": "", "command": "list"}');
-SELECT memory_tool('seed', '{"path": "/notes/today", "command": "update", "oldContent": "hello", "content": "hi"}');
-SELECT memory_tool('seed', '{"path": "/notes", "command": "delete"}');
-SELECT memory_tool('seed', '{"path": "/notes/x", "command": "append"}');
+-- The documented examples, in the order that makes them true.
+SELECT memory_tool('demo', '{"path": "/notes/today", "command": "append", "content": "hello"}');
+SELECT memory_tool('demo', '{"path": "/notes/today", "command": "read"}');
+SELECT memory_tool('demo', '{"path": "/missing", "command": "read"}');
+SELECT memory_tool('demo', '{"path": "", "command": "list"}');
+SELECT memory_tool('demo', '{"path": "/notes/today", "command": "update", "oldContent": "hello", "content": "hi"}');
+SELECT memory_tool('demo', '{"path": "/notes", "command": "delete"}');
+SELECT memory_tool('demo', '{"path": "/notes/x", "command": "append"}');
 
--- The envelope is json text, keys in the seed's order.
-SELECT pg_typeof(memory_tool('seed', '{"path": "/", "command": "list"}'));
+-- The envelope is json text, keys in the documented order.
+SELECT pg_typeof(memory_tool('demo', '{"path": "/", "command": "list"}'));
 
 -- Appends accumulate; update replaces every occurrence; two spellings of
 -- one path reach one file.
@@ -113,7 +113,7 @@ SELECT memory_tool(NULL, '{"path": "/a", "command": "read"}');
 SELECT (SELECT count(*) FROM memory_files) = (SELECT count(*) FROM before)
    AND NOT EXISTS (SELECT * FROM memory_files EXCEPT SELECT * FROM before) AS nothing_changed;
 
--- Rendering for a prompt (seed 002's connector): the tree, the full text,
+-- Rendering for a prompt: the tree, the full text,
 -- and a cut that says what it left out.
 SELECT count(memory_tool('r', jsonb_build_object('path', p, 'command', 'append', 'content', c)))
 FROM (VALUES ('/notes/today', E'Booked the flight.\nHotel next.'), ('/notes/work/plan', 'Ship the memory tool.'),
@@ -138,7 +138,7 @@ RESET agent_memory.max_result_bytes;
 SELECT length(memory_render('r', 'full', 100000)) AS whole_length;
 SELECT memory_tool('r', '{"path": "/big", "command": "delete"}')::jsonb ->> 'ok' AS deleted;
 
--- Tool definitions in both formats; the seed's named instances.
+-- Tool definitions in both formats; the documented named instances.
 SELECT memory_tool_definition();
 SELECT memory_tool_definition('memory_write', 'Write memory tool', 'Mem Write', format => 'openai');
 SELECT d ->> 'name' AS name, d ->> 'description' AS description, d #>> '{input_schema,title}' AS title

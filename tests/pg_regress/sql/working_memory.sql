@@ -1,10 +1,10 @@
--- Working memory parts (seeds 000 and 001): set, get, patch, set many,
+-- Working memory parts: set, get, patch, set many,
 -- fallback to the global entry, sanitising, no-op detection, notifications.
 -- Errors print their SQLSTATE on the next line.
 SET search_path = agent_memory, public;
 SELECT create_session('ana', session_id => 'wm');
 
--- Parts never set read as seed 000's empty values; config with defaults.
+-- Parts never set read as their documented empty values; config with defaults.
 SELECT wm_get('wm', 'node_context') AS node_context, wm_get('wm', 'messages') AS messages,
        wm_get('wm', 'working_history') AS working_history;
 SELECT wm_get('wm', 'project_structure') AS project_structure;

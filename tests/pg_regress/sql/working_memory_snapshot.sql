@@ -1,6 +1,6 @@
--- Composed working memory (seeds 000 and 001): the snapshot and its JSON
+-- Composed working memory: the snapshot and its JSON
 -- contract, messages from the history, toggles, fallback to the global
--- entry, seed 001's entry and seed 000's context bundle, hydration from the
+-- entry, the flat entry and the context bundle, hydration from the
 -- graph (wm_init, set_active_node, wm_refresh_structure) and wm_clear.
 -- Timestamps vary from run to run: they are checked by shape, not printed.
 SET search_path = agent_memory, public;
@@ -8,7 +8,7 @@ SET search_path = agent_memory, public;
 -- session, whatever the suites before this one appended.
 SELECT create_session('ana', session_id => 'snap');
 
--- A session with nothing stored composes to seed 000's contract exactly,
+-- A session with nothing stored composes to the documented empty snapshot,
 -- but for the session's id and the time of its last activity.
 SELECT working_memory('snap') #- '{session,timestamp}' = '{
   "session": { "session_id": "snap", "project_id": "", "active_node_id": "" },
@@ -87,7 +87,7 @@ SELECT wm_get('snap', 'node_context') AS still_stored;
 SELECT wm_patch('snap', 'config', '{"include_project_structure": null, "include_context": null, "include_working_history": null}');
 SELECT working_memory('snap') -> 'node_context' AS shown_again;
 
--- Seed 001's entry: its keys, the newest 50 messages, the working history
+-- The flat entry: its keys, the newest 50 messages, the working history
 -- with the time it was written, and when the entry's own parts were
 -- first and last written.
 SELECT k AS entry_keys FROM jsonb_object_keys(working_memory_entry('snap')) k ORDER BY k;
@@ -100,7 +100,7 @@ SELECT e #>> '{work_history_summary,timestamp}' ~ '^\d{4}-.*Z$' AS summary_time,
 FROM working_memory_entry('snap') e;
 SELECT working_memory_entry('snap', 'n7') -> 'created_at' AS never_written;
 
--- Seed 000's context bundle: messages with what describes them.
+-- The context bundle: messages with what describes them.
 SELECT b - 'messages' AS bundle, jsonb_path_query_array(b, '$.messages[*].content') AS messages
 FROM wm_context('snap', 'n1', 'atlas') b;
 SELECT wm_context('snap', NULL, 'other');
