@@ -10,6 +10,11 @@
 //! `graph` stand on both and never use one another; `working_memory`, on
 //! top, composes messages and graph nodes into an agent's working memory.
 
+// Functions return pgrx's `ErrorReport` by value: pgrx raises it with its
+// own SQLSTATE, detail and hint, and any other error type would reach the
+// client as a generic 22000. Errors are the cold path.
+#![allow(clippy::result_large_err)]
+
 use pgrx::prelude::*;
 
 ::pgrx::pg_module_magic!();

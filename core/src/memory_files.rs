@@ -738,8 +738,8 @@ mod tests {
         }
         paths.push("/a".repeat(MAX_SEGMENTS));
         paths.push("/a".repeat(MAX_SEGMENTS + 1));
-        paths.push(format!("/{}", vec![at_limit.as_str(); 4].join("/")));
-        paths.push(format!("/{}", vec![at_limit.as_str(); 5].join("/")));
+        paths.push(format!("/{}", [at_limit.as_str(); 4].join("/")));
+        paths.push(format!("/{}", [at_limit.as_str(); 5].join("/")));
         for raw in &paths {
             let by_the_rules = normalise_by_the_rules(raw);
             if let Some(shortcut) = plain_ascii_path(raw) {

@@ -400,6 +400,8 @@ fn graph_delete(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<bool> {
     Ok(first_value_of::<i32>(&DELETE_NODE, &[owner.into(), node_id.into()])?.is_some())
 }
 
+// The column list is spelled out: pgrx reads RETURNS TABLE from it.
+#[allow(clippy::type_complexity)]
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn graph_nodes(

@@ -165,7 +165,7 @@ fn in_subtransaction<R>(body: impl FnOnce() -> R + std::panic::UnwindSafe) -> Re
                     }
                 };
                 Err(if is_caller_limit(code) {
-                    Escape::Raise(caught)
+                    Escape::Raise(Box::new(caught))
                 } else {
                     Escape::Failed(message)
                 })
@@ -193,5 +193,5 @@ enum Escape {
     /// Its own error, as a message: the caller goes on.
     Failed(String),
     /// A cancel or timeout, raised again once the subtransaction is gone.
-    Raise(CaughtError),
+    Raise(Box<CaughtError>),
 }
