@@ -20,7 +20,7 @@ use crate::files::memory_tool::{self as tool, Client, Placed};
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY};
 use crate::pg::datums::{JsonB, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, kept};
+use crate::pg::plans::{Columns, Statement};
 use crate::pg::settings;
 
 // Every statement reads and writes only the files of the caller's tenant
@@ -76,7 +76,7 @@ fn create(client: Client, scope: &str, path: &Target, text: &str) -> SqlResult<A
     }
     let refused = match tool::place_new_file(client, scope, &path.stored, text)? {
         Placed::Created => return Ok(Ok(claude::created(path))),
-        Placed::There => return Ok(Err(claude::already_exists(path))),
+        Placed::Exists => return Ok(Err(claude::already_exists(path))),
         Placed::Refused(refused) => refused,
     };
     Ok(Err(match refused.code {
@@ -135,19 +135,15 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
     }
     let range = |t: &Target| [files::under(&t.stored), files::under_end(&t.stored)];
     let [from_under, from_end] = range(from);
-    let plan = kept(client, &MOVING).or_report()?;
-    let table = client
-        .update(
-            &*plan,
-            None,
-            &[
-                scope.into(),
-                from.stored.as_str().into(),
-                from_under.as_str().into(),
-                from_end.as_str().into(),
-            ],
-        )
-        .or_report()?;
+    let table = MOVING.run(
+        client,
+        &[
+            scope.into(),
+            from.stored.as_str().into(),
+            from_under.as_str().into(),
+            from_end.as_str().into(),
+        ],
+    )?;
     let mut moving = Vec::with_capacity(table.len());
     for row in table {
         moving.push(row.value::<String>(1)?.unwrap_or_default());
@@ -167,20 +163,16 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
     }
     let [to_under, to_end] = range(to);
     let above = files::ancestors(&to.stored);
-    let plan = kept(client, &DESTINATION).or_report()?;
-    let table = client
-        .update(
-            &*plan,
-            None,
-            &[
-                scope.into(),
-                to.stored.as_str().into(),
-                to_under.as_str().into(),
-                to_end.as_str().into(),
-                above.into(),
-            ],
-        )
-        .or_report()?;
+    let table = DESTINATION.run(
+        client,
+        &[
+            scope.into(),
+            to.stored.as_str().into(),
+            to_under.as_str().into(),
+            to_end.as_str().into(),
+            above.into(),
+        ],
+    )?;
     let row = table.first();
     if row.value::<bool>(1)? == Some(true) {
         return Ok(Err(claude::destination_exists(to)));

@@ -18,7 +18,7 @@ use agent_memory_core::{Error, jsonb};
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, TID, XID};
 use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, FirstRow, Statement, kept};
+use crate::pg::plans::{Columns, FirstRow, Statement, prepared_plan};
 
 use crate::pg::settings;
 use crate::pg::stream::{StreamStatement, for_each_row};
@@ -175,7 +175,7 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
         match place_new_file(client, scope, path, content)? {
             Placed::Created => return Ok(Ok(OK.to_owned())),
             Placed::Refused(refused) => return Ok(Err(refused)),
-            Placed::There => {}
+            Placed::Exists => {}
         }
         if let Some(bytes) = file_bytes(client, scope, path)? {
             let total = bytes + content.len() as i64;
@@ -210,7 +210,7 @@ pub(crate) enum Placed {
     Created,
     /// A file is at the path (created concurrently, or there all along):
     /// nothing was written.
-    There,
+    Exists,
     /// The path is not free (a directory at it, a file above it), the
     /// content is too big, or the scope is full: nothing was written.
     Refused(ToolError),
@@ -231,10 +231,10 @@ pub(crate) fn place_new_file(
     if content.len() > max_file_bytes() as usize {
         return Ok(Placed::Refused(too_big(content.len() as i64)));
     }
-    if !take_room(client, scope)? {
+    if !count_new_file(client, scope)? {
         // A full scope refuses only a file that would be new.
         if file_bytes(client, scope, path)?.is_some() {
-            return Ok(Placed::There);
+            return Ok(Placed::Exists);
         }
         let full = ToolError::new(
             Code::Enospc,
@@ -262,16 +262,17 @@ pub(crate) fn place_new_file(
         None
     };
     // Give back the room counted for a file not created after all.
-    GIVE_ROOM.run(client, &[scope.into(), 1i32.into()])?;
-    Ok(refused.map_or(Placed::There, Placed::Refused))
+    UNCOUNT_FILE.run(client, &[scope.into(), 1i32.into()])?;
+    Ok(refused.map_or(Placed::Exists, Placed::Refused))
 }
 
 /// Count one more file in the scope; false when it is full.
-fn take_room(client: Client, scope: &str) -> SqlResult<bool> {
+fn count_new_file(client: Client, scope: &str) -> SqlResult<bool> {
     let max_files = settings::MAX_FILES_PER_SCOPE.get();
-    let take = kept(client, &TAKE_ROOM).or_report()?;
-    let args = [scope.into(), max_files.into()];
-    if !client.update(&*take, None, &args).or_report()?.is_empty() {
+    if !COUNT_NEW_FILE
+        .run(client, &[scope.into(), max_files.into()])?
+        .is_empty()
+    {
         return Ok(true);
     }
     // The bound reached the limit: count the files and try once more.
@@ -281,7 +282,9 @@ fn take_room(client: Client, scope: &str) -> SqlResult<bool> {
     {
         return Ok(false);
     }
-    Ok(!client.update(&*take, None, &args).or_report()?.is_empty())
+    Ok(!COUNT_NEW_FILE
+        .run(client, &[scope.into(), max_files.into()])?
+        .is_empty())
 }
 
 /// Why a new file's path is not free, if it is not.
@@ -316,7 +319,7 @@ fn update(
     new: &str,
 ) -> SqlResult<ToolResult<String>> {
     let limit = max_file_bytes();
-    let write = kept(client, &WRITE_VERSION).or_report()?;
+    let write = prepared_plan(client, &WRITE_VERSION).or_report()?;
     // The file is read, its new content made here, and written at the
     // version read: the count of replacements is then that of the content
     // the write replaced (PostgreSQL 15's RETURNING sees only the new row).
@@ -729,7 +732,7 @@ static CREATE_FILE: Statement = Statement {
 /// checks of PATH_FREE, made after, see every file created before. The row
 /// is the caller's tenant's: another tenant's scope of the same name is
 /// another row.
-static TAKE_ROOM: Statement = Statement {
+static COUNT_NEW_FILE: Statement = Statement {
     sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
           VALUES ($1, 1, agent_memory.caller_tenant())
           ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
@@ -742,7 +745,7 @@ static TAKE_ROOM: Statement = Statement {
 /// (the range [$2, $3): a directory at the path) and no file above it
 /// (none of $4, probed one by one: a fenced list joined on every key
 /// column, so no statistics can turn it into a read of the whole scope).
-/// Read-write, for a snapshot taken after TAKE_ROOM.
+/// Read-write, for a snapshot taken after COUNT_NEW_FILE.
 static PATH_FREE: Statement = Statement {
     sql: "SELECT NOT EXISTS (SELECT FROM agent_memory.memory_files f
                              WHERE f.scope OPERATOR(pg_catalog.=) $1
@@ -771,7 +774,7 @@ static REMOVE_FILE: Statement = Statement {
 
 /// Give back room counted for a file that was not created after all (one
 /// was there) or was refused.
-static GIVE_ROOM: Statement = Statement {
+static UNCOUNT_FILE: Statement = Statement {
     sql: "UPDATE agent_memory.memory_scopes SET files = files OPERATOR(pg_catalog.-) $2
           WHERE scope OPERATOR(pg_catalog.=) $1
             AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
@@ -781,7 +784,7 @@ static GIVE_ROOM: Statement = Statement {
 
 /// Count the files of scope $1 exactly, when its upper bound reached the
 /// limit: the bound becomes the count, when below the limit $2. The scope's
-/// row is already locked by the TAKE_ROOM that found no room, so no other
+/// row is already locked by the COUNT_NEW_FILE that found no room, so no other
 /// creation can slip in between.
 static RECOUNT: Statement = Statement {
     sql: "UPDATE agent_memory.memory_scopes s SET files = c.files

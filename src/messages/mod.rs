@@ -9,7 +9,7 @@
 //! oldest message in place: trimming costs one in-place update whatever the
 //! table holds. When that message is a tool call, its results are removed
 //! first; a new thread, another `keep`, an idempotency key or a missing
-//! session take the careful path, which may repack the ring.
+//! session take the general path, which may repack the ring.
 //!
 //! `append_messages` gives the result of appending its messages one by one.
 //! A run of plain messages (no tool call or result, no idempotency key)
@@ -27,7 +27,7 @@ use agent_memory_core::{Error, ErrorKind};
 use crate::pg::args::{INT4, INT4_ARRAY, INT8, JSONB, TEXT, TEXT_ARRAY, checked_id, required};
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of, kept};
+use crate::pg::plans::{Columns, Statement, first_value_of};
 use crate::pg::settings;
 use crate::pg::stream::{StreamRow, StreamStatement, for_each_row};
 use crate::sessions::{active, idle_timeout_minutes, lock_session, session_gone};
@@ -263,7 +263,7 @@ fn append_plain_run(
     let stale = row.value::<bool>(4)?.unwrap_or(false);
     // One by one, only the first of them would have moved the session to
     // this thread: the session records that one's seq.
-    settle_session(client, session_id, key, first, moved, stale)?;
+    record_append_on_session(client, session_id, key, first, moved, stale)?;
     Ok(Some((first, count)))
 }
 
@@ -291,7 +291,7 @@ fn append_locked(
     message: &NewMessage<'_>,
 ) -> SqlResult<i64> {
     // A repeated idempotency key is rare: only a call that has one takes
-    // the careful path, which looks for it first. So does a tool result,
+    // the general path, which looks for it first. So does a tool result,
     // which is stored only while its call is.
     if message.idempotency_key.is_none() && message.answers.is_none() {
         let rows = APPEND_FAST.run(
@@ -318,12 +318,12 @@ fn append_locked(
                 // The slot holds a tool call: its results go first.
                 write_slot(client, session_id, key, slot, message, seq)?;
             }
-            settle_session(client, session_id, key, seq, moved, stale)?;
+            record_append_on_session(client, session_id, key, seq, moved, stale)?;
             return Ok(seq);
         }
     }
 
-    // The careful path: a new thread, another keep, an idempotency key,
+    // The general path: a new thread, another keep, an idempotency key,
     // or a session that is missing or expired.
     let state = APPEND_STATE
         .run(
@@ -364,14 +364,14 @@ fn append_locked(
     let seq = claimed.required::<i64>(1, "seq")?;
     let moved = claimed.value::<bool>(2)?.unwrap_or(true);
     write_slot(client, session_id, key, slot, message, seq)?;
-    settle_session(client, session_id, key, seq, moved, stale)?;
+    record_append_on_session(client, session_id, key, seq, moved, stale)?;
     Ok(seq)
 }
 
 /// After an append of `seq` to thread `key`: record the thread on the
 /// session when the append moved there from another (which also renews the
 /// session), else renew a session whose recorded activity is stale.
-fn settle_session(
+fn record_append_on_session(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
     key: &str,
@@ -380,10 +380,7 @@ fn settle_session(
     stale: bool,
 ) -> SqlResult<()> {
     if moved {
-        let plan = kept(client, &MOVE_TO_THREAD).or_report()?;
-        client
-            .update(&*plan, None, &[session_id.into(), key.into(), seq.into()])
-            .or_report()?;
+        MOVE_TO_THREAD.run(client, &[session_id.into(), key.into(), seq.into()])?;
     } else if stale {
         RENEW_SESSION.run(client, &[session_id.into()])?;
     }
@@ -974,7 +971,7 @@ static OVERWRITE: Statement = Statement {
 };
 
 /// Take the thread's next position and the session's next seq (the
-/// careful path); returns the seq and whether the append moved to another
+/// general path); returns the seq and whether the append moved to another
 /// thread than the session's previous one.
 static CLAIM_POSITION: Statement = Statement {
     sql: concat!(
@@ -991,7 +988,7 @@ static CLAIM_POSITION: Statement = Statement {
     writes: true,
 };
 
-/// What the careful path needs, read at once under the lock: does the
+/// What the general path needs, read at once under the lock: does the
 /// session exist, is it active, is its recorded activity over a second old;
 /// the thread's keep and position; and the seq of a message with the same
 /// idempotency key ($3).

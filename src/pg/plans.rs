@@ -40,7 +40,7 @@ pub struct Statement {
 }
 
 thread_local! {
-    static KEPT: RefCell<HashMap<usize, Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
+    static PREPARED: RefCell<HashMap<usize, Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
     /// Whether this backend found the catalog at the library's version.
     static CATALOG_MATCHES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -76,14 +76,15 @@ fn check_catalog(client: &SpiClient<'_>) -> SpiResult<()> {
     Ok(())
 }
 
-/// The kept plan of `statement`, prepared on first use in this backend.
-pub fn kept(
+/// The plan of `statement`, prepared on first use in this backend and kept
+/// for the life of the backend.
+pub fn prepared_plan(
     client: &SpiClient<'_>,
     statement: &'static Statement,
 ) -> SpiResult<Rc<OwnedPreparedStatement>> {
     // Statements are statics: their address identifies them.
     let id = statement as *const Statement as usize;
-    if let Some(plan) = KEPT.with(|kept| kept.borrow().get(&id).cloned()) {
+    if let Some(plan) = PREPARED.with(|plans| plans.borrow().get(&id).cloned()) {
         return Ok(plan);
     }
     check_catalog(client)?;
@@ -93,20 +94,20 @@ pub fn kept(
         client.prepare(statement.sql, statement.args)?
     };
     let plan = Rc::new(prepared.keep());
-    KEPT.with(|kept| kept.borrow_mut().insert(id, plan.clone()));
+    PREPARED.with(|plans| plans.borrow_mut().insert(id, plan.clone()));
     Ok(plan)
 }
 
 impl Statement {
     /// Run the statement read-write with `args`, prepared once per backend
-    /// (see [`kept`]): it sees what committed before it began, in READ
+    /// (see [`prepared_plan`]): it sees what committed before it began, in READ
     /// COMMITTED.
     pub fn run<'conn>(
         &'static self,
         client: &mut SpiClient<'conn>,
         args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
-        let plan = kept(client, self).or_report()?;
+        let plan = prepared_plan(client, self).or_report()?;
         client.update(&*plan, None, args).or_report()
     }
 
@@ -117,7 +118,7 @@ impl Statement {
         client: &SpiClient<'conn>,
         args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
-        let plan = kept(client, self).or_report()?;
+        let plan = prepared_plan(client, self).or_report()?;
         client.select(&*plan, None, args).or_report()
     }
 }
@@ -181,7 +182,7 @@ pub fn first_value_of<T: pgrx::FromDatum + pgrx::IntoDatum>(
 ) -> SqlResult<Option<T>> {
     if statement.writes {
         pgrx::Spi::connect_mut(|client| {
-            let plan = kept(client, statement).or_report()?;
+            let plan = prepared_plan(client, statement).or_report()?;
             client
                 .update(&*plan, None, args)
                 .or_report()?
@@ -190,7 +191,7 @@ pub fn first_value_of<T: pgrx::FromDatum + pgrx::IntoDatum>(
         })
     } else {
         pgrx::Spi::connect(|client| {
-            let plan = kept(client, statement).or_report()?;
+            let plan = prepared_plan(client, statement).or_report()?;
             client
                 .select(&*plan, None, args)
                 .or_report()?

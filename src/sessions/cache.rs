@@ -1,5 +1,5 @@
 //! What a backend may remember about the sessions it has checked: until
-//! when each surely stays active.
+//! when each is known to stay active.
 //!
 //! A write to working memory must refuse a session that has expired or
 //! ended, and a read of key-value memory must hide the entries of one;
@@ -150,9 +150,9 @@ fn transaction_time() -> i64 {
     unsafe { pg_sys::GetCurrentTransactionStartTimestamp() }
 }
 
-/// Whether `session_id` is surely active for this transaction, as far as
+/// Whether `session_id` is known to be active for this transaction, as far as
 /// this backend knows without asking.
-pub fn surely_active(session_id: &str, idle_minutes: i32) -> bool {
+pub fn known_active(session_id: &str, idle_minutes: i32) -> bool {
     let Some(deletions) = deletions() else {
         return false;
     };

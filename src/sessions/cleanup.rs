@@ -29,7 +29,7 @@ use agent_memory_core::Error;
 
 use crate::pg::args::{INT4, INT8, TEXT};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, FirstRow, Statement, first_value_of, kept};
+use crate::pg::plans::{Columns, FirstRow, Statement, first_value_of, prepared_plan};
 use crate::pg::settings;
 use crate::sessions::idle_timeout_minutes;
 
@@ -125,7 +125,7 @@ pub fn delete_batch(
     cursor: &mut Cursor,
 ) -> SqlResult<Batch> {
     Spi::connect_mut(|client| {
-        let plan = kept(client, kind.statement(locking)).or_report()?;
+        let plan = prepared_plan(client, kind.statement(locking)).or_report()?;
         let after = cursor.0.as_str();
         match kind {
             Expired::Sessions => {

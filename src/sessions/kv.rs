@@ -22,7 +22,7 @@ use crate::pg::args::{
 };
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of, kept};
+use crate::pg::plans::{Columns, Statement, first_value_of, prepared_plan};
 use crate::pg::settings;
 use crate::sessions::{active, active_until, idle_timeout_minutes, lock_session, session_gone};
 use crate::sessions::{cache as session_cache, sensitive};
@@ -89,7 +89,7 @@ pub fn write_entries(
     Spi::connect_mut(|client| {
         let rows = match entries {
             [(key, value)] => {
-                let plan = kept(client, &WRITE_ONE).or_report()?;
+                let plan = prepared_plan(client, &WRITE_ONE).or_report()?;
                 let value = match received {
                     Some(datum) => datum.into(),
                     None => JsonB((*value).clone()).into(),
@@ -245,7 +245,7 @@ fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonbBytes>> {
     // The stored jsonb is returned as it is: never decoded.
     let minutes = idle_timeout_minutes();
     // A session this backend knows to be active needs no second probe.
-    if session_cache::surely_active(session_id, minutes) {
+    if session_cache::known_active(session_id, minutes) {
         return first_value_of::<JsonbBytes>(&GET_OF_ACTIVE, &[session_id.into(), key.into()]);
     }
     let value =

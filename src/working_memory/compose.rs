@@ -22,7 +22,7 @@ use agent_memory_core::Error;
 use crate::pg::args::{INT4, TEXT, checked_id};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, iso, kept};
+use crate::pg::plans::{Columns, Statement, iso, prepared_plan};
 use crate::sessions::{active, idle_timeout_minutes, session_gone};
 use crate::working_memory::parts::node_key;
 
@@ -340,7 +340,7 @@ fn compose(
 ) -> SqlResult<(JsonbBytes, Option<String>)> {
     let statement = for_entry(statements, node);
     Spi::connect_mut(|client| {
-        let plan = kept(client, statement).or_report()?;
+        let plan = prepared_plan(client, statement).or_report()?;
         let args = [
             session_id.into(),
             node.into(),

@@ -27,14 +27,8 @@ use crate::working_memory::parts::{node_key, read_part, strip_keys, write_part};
 /// is missing or expired.
 fn session_project(session_id: &str) -> SqlResult<Option<String>> {
     Spi::connect_mut(|client| {
-        let plan = crate::pg::plans::kept(client, &SESSION_PROJECT).or_report()?;
-        let table = client
-            .update(
-                &*plan,
-                None,
-                &[session_id.into(), idle_timeout_minutes().into()],
-            )
-            .or_report()?;
+        let table =
+            SESSION_PROJECT.run(client, &[session_id.into(), idle_timeout_minutes().into()])?;
         if table.is_empty() {
             return Err(session_gone(session_id)).or_report();
         }
@@ -165,8 +159,7 @@ fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
     let args = || [project.into(), idle_timeout_minutes().into()];
     first_value_of::<i64>(&LOCK_TIED, &args())?;
     Spi::connect_mut(|client| {
-        let plan = crate::pg::plans::kept(client, &REFRESH_TIED).or_report()?;
-        let table = client.update(&*plan, None, &args()).or_report()?;
+        let table = REFRESH_TIED.run(client, &args())?;
         let mut changed = 0;
         for row in table {
             let session = row.get::<&str>(1).or_report()?.unwrap_or_default();

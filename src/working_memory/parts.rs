@@ -20,7 +20,7 @@ use crate::pg::args::{INT4, JSONB, TEXT, checked_id};
 use crate::pg::datums::{JsonB, JsonbArg};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
-use crate::pg::plans::{Columns, Statement, kept};
+use crate::pg::plans::{Columns, Statement};
 use crate::pg::settings;
 use crate::sessions::cache as session_cache;
 use crate::sessions::{
@@ -105,7 +105,7 @@ pub fn write_part(
         let minutes = idle_timeout_minutes();
         // Whether the session is known to be active, so the write need
         // not check it (see session_cache).
-        let trusted = if session_cache::surely_active(session_id, minutes) {
+        let trusted = if session_cache::known_active(session_id, minutes) {
             true
         } else if let Some(deletions) = session_cache::can_remember() {
             let until = active_until(client, session_id, minutes)?
@@ -118,22 +118,18 @@ pub fn write_part(
         };
         let part_name = part.name();
         let table = if trusted {
-            let plan = kept(client, &WRITE_TRUSTED).or_report()?;
-            client.update(
-                &*plan,
-                None,
+            WRITE_TRUSTED.run(
+                client,
                 &[
                     session_id.into(),
                     node.into(),
                     part_name.into(),
                     value.into(),
                 ],
-            )
+            )?
         } else {
-            let plan = kept(client, &WRITE_CHECKED).or_report()?;
-            client.update(
-                &*plan,
-                None,
+            WRITE_CHECKED.run(
+                client,
                 &[
                     session_id.into(),
                     node.into(),
@@ -141,9 +137,8 @@ pub fn write_part(
                     value.into(),
                     minutes.into(),
                 ],
-            )
-        }
-        .or_report()?;
+            )?
+        };
         if table.is_empty() {
             // Nothing written: the value was already stored, or (when not
             // checked before) the session is gone.
