@@ -10,6 +10,7 @@ pub mod budget;
 pub mod claude_memory;
 pub mod error;
 pub mod graph;
+pub mod graph_import;
 pub mod jsonb;
 pub mod kv;
 pub mod markdown;

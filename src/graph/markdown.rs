@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 
 use agent_memory_core::Error;
 use agent_memory_core::error::quoted;
-use agent_memory_core::graph::{self, Content, ROOT_ID};
+use agent_memory_core::graph::{self, ROOT_ID};
+use agent_memory_core::graph_import;
 use agent_memory_core::markdown::{self, Document, Frontmatter, TimeValue};
 
 use crate::graph::nodes::{
@@ -99,20 +100,6 @@ fn graph_export(owner: Option<&str>) -> SqlResult<JsonB> {
     Ok(JsonB(Value::Object(files)))
 }
 
-/// Parse a document, naming `file` in an error.
-fn parse(file: &str, text: &str) -> SqlResult<Document> {
-    markdown::parse(text)
-        .map_err(|e| Error::invalid(format!("{}: {}", quoted(file), e.message)))
-        .or_report()
-}
-
-/// Explicit refs of a document: valid ids (an absent list is an empty one).
-fn document_links(file: &str, frontmatter: &Frontmatter) -> SqlResult<Vec<String>> {
-    graph::check_refs(frontmatter.refs.as_deref().unwrap_or_default())
-        .map_err(|e| Error::invalid(format!("{}: {}", quoted(file), e.message)))
-        .or_report()
-}
-
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn graph_from_markdown(
@@ -126,9 +113,9 @@ fn graph_from_markdown(
     let text = markdown
         .ok_or_else(|| Error::null("markdown"))
         .or_report()?;
-    let document = parse(node_id, text)?;
+    let document = graph_import::parse_document(node_id, text).or_report()?;
     let fm = &document.frontmatter;
-    let links = document_links(node_id, fm)?;
+    let links = graph_import::document_links(node_id, fm).or_report()?;
     // The document is the node: an absent description or refs list means
     // none; an absent title keeps the current one. version and the
     // timestamps belong to the database and are not taken from the text.
@@ -146,159 +133,19 @@ fn graph_from_markdown(
     )
 }
 
-/// A timestamp of file `file` as text PostgreSQL reads exactly.
-fn time_text(file: &str, value: &Option<TimeValue>) -> SqlResult<Option<String>> {
-    value
-        .as_ref()
-        .map(|v| {
-            graph::check_time(v)
-                .map_err(|e| Error::invalid(format!("{}: {}", quoted(file), e.message)))
-        })
-        .transpose()
-        .or_report()
-}
-
-/// A parsed file of the folder being imported.
-struct ImportFile {
-    name: String,
-    node_id: String,
-    document: Document,
-    links: Vec<String>,
-    /// createdAt, updatedAt and savedAt, checked.
-    times: [Option<String>; 3],
-}
-
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
     let owner = checked_owner(owner)?;
     let files = files.ok_or_else(|| Error::null("files")).or_report()?;
-    let Value::Object(files) = files.0 else {
-        return Err(Error::invalid(
-            "files must be a JSON object of file name to content",
-        ))
-        .or_report();
-    };
-    // Read and check every file before writing anything.
-    let mut nodes: Vec<ImportFile> = Vec::new();
-    let mut versions: Vec<(i32, ImportFile)> = Vec::new();
-    for (name, content) in &files {
-        let Value::String(text) = content else {
-            return Err(Error::invalid(format!(
-                "file {} is not a JSON string",
-                quoted(name)
-            )))
-            .or_report();
-        };
-        let file = graph::parse_file_name(name).or_report()?;
-        let document = parse(name, text)?;
-        let links = document_links(name, &document.frontmatter)?;
-        let fm = &document.frontmatter;
-        let times = [
-            time_text(name, &fm.created_at)?,
-            time_text(name, &fm.updated_at)?,
-            time_text(name, &fm.saved_at)?,
-        ];
-        let parsed = ImportFile {
-            name: name.clone(),
-            node_id: file.node_id,
-            document,
-            links,
-            times,
-        };
-        graph::check_node_size(
-            &content_of(&parsed),
-            parsed.document.frontmatter.change_description.as_deref(),
-            node_limits(),
-        )
-        .map_err(|mut e| {
-            e.message = format!("{}: {}", quoted(name), e.message);
-            e
-        })
-        .or_report()?;
-        match file.version {
-            None => {
-                if nodes.iter().any(|n| n.node_id == parsed.node_id) {
-                    return Err(Error::invalid(format!(
-                        "node {} appears twice",
-                        quoted(&parsed.node_id)
-                    )))
-                    .or_report();
-                }
-                nodes.push(parsed)
-            }
-            Some(n) => {
-                if versions
-                    .iter()
-                    .any(|(v, f)| *v == n && f.node_id == parsed.node_id)
-                {
-                    return Err(Error::invalid(format!(
-                        "file {} appears twice",
-                        quoted(name)
-                    )))
-                    .or_report();
-                }
-                versions.push((n, parsed))
-            }
-        }
-    }
-    for (n, file) in &versions {
-        let fm = &file.document.frontmatter;
-        let Some(node) = nodes.iter().find(|node| node.node_id == file.node_id) else {
-            return Err(
-                Error::invalid(format!("{} has no node file", quoted(&file.name)))
-                    .with_hint(format!("add {}", graph::file_name(&file.node_id, None))),
-            )
-            .or_report();
-        };
-        let current = node.document.frontmatter.version.unwrap_or(1);
-        if *n >= current {
-            return Err(Error::invalid(format!(
-                "{}: version {n} is not older than the node's version {current}",
-                quoted(&file.name)
-            )))
-            .or_report();
-        }
-        if fm.version.is_some_and(|v| v != *n) {
-            return Err(Error::invalid(format!(
-                "{}: its frontmatter says version {}",
-                quoted(&file.name),
-                fm.version.unwrap_or_default()
-            )))
-            .or_report();
-        }
-        if fm
-            .change_description
-            .as_deref()
-            .is_none_or(|d| d.trim().is_empty())
-        {
-            return Err(Error::invalid(format!(
-                "{} has no changeDescription",
-                quoted(&file.name)
-            )))
-            .or_report();
-        }
-    }
-    for file in nodes.iter().chain(versions.iter().map(|(_, f)| f)) {
-        if file
-            .document
-            .frontmatter
-            .title
-            .as_deref()
-            .is_some_and(|t| t.trim().is_empty())
-        {
-            return Err(Error::invalid(format!(
-                "{}: title must not be empty",
-                quoted(&file.name)
-            )))
-            .or_report();
-        }
-    }
+    // Every file is read and checked before anything is written.
+    let import = graph_import::check_import(&files.0, node_limits()).or_report()?;
+    let (nodes, versions) = (&import.nodes, &import.versions);
 
     Spi::connect_mut(|client| -> SqlResult<()> {
-        for file in &nodes {
+        for file in nodes {
             let fm = &file.document.frontmatter;
-            let content = content_of(file);
+            let content = file.content();
             let inserted = IMPORT_NODE.run(
                 client,
                 &[
@@ -324,9 +171,9 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
                 .or_report();
             }
         }
-        for (n, file) in &versions {
+        for (n, file) in versions {
             let fm = &file.document.frontmatter;
-            let content = content_of(file);
+            let content = file.content();
             IMPORT_VERSION.run(
                 client,
                 &[
@@ -347,18 +194,7 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
         }
         Ok(())
     })?;
-    Ok((nodes.len() + versions.len()) as i32)
-}
-
-/// What a file says of its node; an absent title is the node id.
-fn content_of(file: &ImportFile) -> Content {
-    let fm = &file.document.frontmatter;
-    Content {
-        title: fm.title.clone().unwrap_or_else(|| file.node_id.clone()),
-        description: fm.description.clone().unwrap_or_default(),
-        body: file.document.body.clone(),
-        links: file.links.clone(),
-    }
+    Ok(import.len() as i32)
 }
 
 // The statements.
