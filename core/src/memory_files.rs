@@ -630,6 +630,89 @@ impl Rendering {
     }
 }
 
+/// `value` when it is one of `choices`; names `what` in the error.
+pub fn one_of<'a>(what: &str, value: Option<&'a str>, choices: &[&str]) -> Result<&'a str> {
+    let value = value.ok_or_else(|| Error::null(what))?;
+    if choices.contains(&value) {
+        return Ok(value);
+    }
+    Err(Error::invalid(format!("unknown {what} {}", quoted(value)))
+        .with_detail(format!("{what} is one of: {}", choices.join(", "))))
+}
+
+/// The scope key of a memory node: `["<node>"]` for a `global` scope (one
+/// per node), `["<node>", "<thread>"]` for `perThread` (one per node and
+/// thread).
+pub fn scope_key(node: Option<&str>, scope: Option<&str>, thread: Option<&str>) -> Result<String> {
+    let node = node.ok_or_else(|| Error::null("memory_node_id"))?;
+    if node.is_empty() {
+        return Err(Error::invalid("memory_node_id must not be empty"));
+    }
+    let key = if one_of("scope", scope, &["global", "perThread"])? == "global" {
+        serde_json::json!([node])
+    } else {
+        let thread = thread
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| Error::invalid("a perThread scope needs a thread_id"))?;
+        serde_json::json!([node, thread])
+    };
+    Ok(key.to_string())
+}
+
+/// What the memory tool does, as a model reads it by default.
+pub const TOOL_DESCRIPTION: &str = "Memory that persists across conversations: text files addressed by paths. \
+     Commands: read a file, list a directory (an empty path is the root), append to a file \
+     (creating it), update a file (replace every occurrence of oldContent by content), \
+     delete a file or a whole directory. Answers with a JSON envelope {command, path, ok, result | error}.";
+
+/// The memory tool's definition for a model: `anthropic` (name,
+/// description, input_schema) or `openai` (a function tool); `name` is 1 to
+/// 64 letters, digits, `_` or `-`.
+pub fn tool_definition(
+    name: Option<&str>,
+    description: Option<&str>,
+    title: Option<&str>,
+    format: Option<&str>,
+) -> Result<serde_json::Value> {
+    let name = name.ok_or_else(|| Error::null("name"))?;
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !valid {
+        return Err(Error::invalid(format!(
+            "tool name {} must be 1 to 64 letters, digits, _ or -",
+            quoted(name)
+        )));
+    }
+    let description = description.unwrap_or(TOOL_DESCRIPTION);
+    let mut schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "description": "Path of the file or directory, such as /notes/today; an empty path is the root."},
+            "command": {"type": "string", "enum": ["read", "list", "append", "update", "delete"], "description": "What to do at the path."},
+            "content": {"type": "string", "description": "append: the text to add; update: the replacement text."},
+            "oldContent": {"type": "string", "description": "update: the text to replace, every occurrence."}
+        },
+        "required": ["path", "command"],
+        "additionalProperties": false
+    });
+    if let Some(title) = title {
+        schema["title"] = serde_json::json!(title);
+    }
+    Ok(
+        if one_of("format", format, &["anthropic", "openai"])? == "anthropic" {
+            serde_json::json!({"name": name, "description": description, "input_schema": schema})
+        } else {
+            serde_json::json!({
+                "type": "function",
+                "function": {"name": name, "description": description, "parameters": schema}
+            })
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -983,5 +1066,54 @@ mod tests {
             Some(("cafe cafe".to_owned(), 2))
         );
         assert_eq!(replace_counted("abc", "x", "y"), None);
+    }
+
+    #[test]
+    fn scope_keys_are_per_node_or_per_node_and_thread() {
+        assert_eq!(
+            scope_key(Some("n1"), Some("global"), Some("t")).unwrap(),
+            r#"["n1"]"#
+        );
+        assert_eq!(
+            scope_key(Some("n1"), Some("perThread"), Some("t9")).unwrap(),
+            r#"["n1","t9"]"#
+        );
+        let no_thread = scope_key(Some("n1"), Some("perThread"), Some("")).unwrap_err();
+        assert_eq!(no_thread.message, "a perThread scope needs a thread_id");
+        assert_eq!(
+            scope_key(None, Some("global"), None).unwrap_err().kind,
+            crate::ErrorKind::NullValue
+        );
+        assert!(scope_key(Some(""), Some("global"), None).is_err());
+        let unknown = scope_key(Some("n1"), Some("perUser"), None).unwrap_err();
+        assert_eq!(unknown.message, "unknown scope \"perUser\"");
+        assert_eq!(
+            unknown.detail.as_deref(),
+            Some("scope is one of: global, perThread")
+        );
+    }
+
+    #[test]
+    fn tool_definitions_in_both_formats() {
+        let anthropic =
+            tool_definition(Some("memory"), None, Some("T"), Some("anthropic")).unwrap();
+        assert_eq!(anthropic["name"], "memory");
+        assert_eq!(anthropic["description"], TOOL_DESCRIPTION);
+        assert_eq!(anthropic["input_schema"]["title"], "T");
+        assert_eq!(
+            anthropic["input_schema"]["required"],
+            serde_json::json!(["path", "command"])
+        );
+        let openai = tool_definition(Some("mem-1"), Some("d"), None, Some("openai")).unwrap();
+        assert_eq!(openai["type"], "function");
+        assert_eq!(openai["function"]["description"], "d");
+        assert!(openai["function"]["parameters"].get("title").is_none());
+        for bad in ["", "has space", &"x".repeat(65)] {
+            assert!(
+                tool_definition(Some(bad), None, None, Some("openai")).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert!(tool_definition(Some("m"), None, None, Some("gemini")).is_err());
     }
 }

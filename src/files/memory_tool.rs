@@ -38,19 +38,6 @@ use crate::pg::stream::{StreamStatement, for_each_row};
 // tenant), a scope's (scope, tenant).
 
 /// A setting-like argument that must be one of `choices`.
-fn one_of<'a>(what: &str, value: Option<&'a str>, choices: &[&str]) -> SqlResult<&'a str> {
-    let value = value.ok_or_else(|| Error::null(what)).or_report()?;
-    if choices.contains(&value) {
-        return Ok(value);
-    }
-    Err(Error::invalid(format!(
-        "unknown {what} {}",
-        agent_memory_core::error::quoted(value)
-    ))
-    .with_detail(format!("{what} is one of: {}", choices.join(", "))))
-    .or_report()
-}
-
 pub(crate) fn max_file_bytes() -> i32 {
     settings::MAX_FILE_BYTES.get()
 }
@@ -538,22 +525,7 @@ fn memory_scope(
     scope: default!(Option<&str>, "'global'"),
     thread_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<String> {
-    let node = memory_node_id
-        .ok_or_else(|| Error::null("memory_node_id"))
-        .or_report()?;
-    if node.is_empty() {
-        return Err(Error::invalid("memory_node_id must not be empty")).or_report();
-    }
-    let key = if one_of("scope", scope, &["global", "perThread"])? == "global" {
-        serde_json::json!([node])
-    } else {
-        let thread = thread_id
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| Error::invalid("a perThread scope needs a thread_id"))
-            .or_report()?;
-        serde_json::json!([node, thread])
-    };
-    Ok(key.to_string())
+    files::scope_key(memory_node_id, scope, thread_id).or_report()
 }
 
 /// A scope's files (the caller's tenant's) in path order: paths only, or
@@ -590,7 +562,7 @@ fn memory_render(
         }
         None => return Err(Error::null("max_chars")).or_report(),
     };
-    let full = one_of("content", content, &["tree", "full"])? == "full";
+    let full = files::one_of("content", content, &["tree", "full"]).or_report()? == "full";
     let mut rendering = files::Rendering::new(max_chars, settings::max_result_bytes());
     if full {
         // Files are read one at a time; only what can still fit is kept.
@@ -622,48 +594,9 @@ fn memory_tool_definition(
     title: default!(Option<&str>, "NULL"),
     format: default!(Option<&str>, "'anthropic'"),
 ) -> SqlResult<pgrx::JsonB> {
-    let name = name.ok_or_else(|| Error::null("name")).or_report()?;
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if !valid {
-        return Err(Error::invalid(format!(
-            "tool name {} must be 1 to 64 letters, digits, _ or -",
-            agent_memory_core::error::quoted(name)
-        )))
-        .or_report();
-    }
-    let description = description.unwrap_or(
-        "Memory that persists across conversations: text files addressed by paths. \
-         Commands: read a file, list a directory (an empty path is the root), append to a file \
-         (creating it), update a file (replace every occurrence of oldContent by content), \
-         delete a file or a whole directory. Answers with a JSON envelope {command, path, ok, result | error}.",
-    );
-    let mut schema = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "path": {"type": "string", "description": "Path of the file or directory, such as /notes/today; an empty path is the root."},
-            "command": {"type": "string", "enum": ["read", "list", "append", "update", "delete"], "description": "What to do at the path."},
-            "content": {"type": "string", "description": "append: the text to add; update: the replacement text."},
-            "oldContent": {"type": "string", "description": "update: the text to replace, every occurrence."}
-        },
-        "required": ["path", "command"],
-        "additionalProperties": false
-    });
-    if let Some(title) = title {
-        schema["title"] = serde_json::json!(title);
-    }
-    let definition = if one_of("format", format, &["anthropic", "openai"])? == "anthropic" {
-        serde_json::json!({"name": name, "description": description, "input_schema": schema})
-    } else {
-        serde_json::json!({
-            "type": "function",
-            "function": {"name": name, "description": description, "parameters": schema}
-        })
-    };
-    Ok(pgrx::JsonB(definition))
+    files::tool_definition(name, description, title, format)
+        .map(pgrx::JsonB)
+        .or_report()
 }
 
 // The statements.
