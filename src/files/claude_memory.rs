@@ -16,7 +16,7 @@ use agent_memory_core::claude_memory::{self as claude, Answer, Request, Target};
 use agent_memory_core::memory_files::{self as files, Code};
 use agent_memory_core::{Error, jsonb};
 
-use crate::files::memory_tool::{self as tool, Client, Placed};
+use crate::files::store::{self, Client, Placed};
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY};
 use crate::pg::datums::{JsonB, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
@@ -40,7 +40,7 @@ fn view(
     range: Option<(i64, i64)>,
 ) -> SqlResult<Answer<String>> {
     if !path.is_root() {
-        let shown = tool::with_file(client, scope, &path.stored, |content| {
+        let shown = store::with_file(client, scope, &path.stored, |content| {
             claude::file_view(path, content, range)
         })?;
         if let Some(answer) = shown {
@@ -74,13 +74,13 @@ fn create(client: Client, scope: &str, path: &Target, text: &str) -> SqlResult<A
     if path.is_root() {
         return Ok(Err(claude::already_exists(path)));
     }
-    let refused = match tool::place_new_file(client, scope, &path.stored, text)? {
+    let refused = match store::place_new_file(client, scope, &path.stored, text)? {
         Placed::Created => return Ok(Ok(claude::created(path))),
         Placed::Exists => return Ok(Err(claude::already_exists(path))),
         Placed::Refused(refused) => refused,
     };
     Ok(Err(match refused.code {
-        Code::Efbig => claude::too_big(path, text.len(), i64::from(tool::max_file_bytes())),
+        Code::Efbig => claude::too_big(path, text.len(), i64::from(store::max_file_bytes())),
         Code::Enotdir => claude::file_above(path),
         Code::Enospc => claude::memory_full(i64::from(settings::MAX_FILES_PER_SCOPE.get())),
         // A directory is there.
@@ -105,7 +105,7 @@ fn edit(
         Ok(done) => done,
         Err(refused) => return Ok(Err(refused)),
     };
-    let limit = tool::max_file_bytes();
+    let limit = store::max_file_bytes();
     if edited.len() > limit as usize {
         return Ok(Err(claude::too_big(path, edited.len(), i64::from(limit))));
     }
@@ -120,7 +120,7 @@ fn delete(client: Client, scope: &str, path: &Target) -> SqlResult<Answer<String
     if path.is_root() {
         return Ok(Err(claude::root_not_deleted()));
     }
-    if tool::delete_path(client, scope, &path.stored)?.files == 0 {
+    if store::delete_path(client, scope, &path.stored)?.files == 0 {
         return Ok(Err(claude::not_found(path)));
     }
     Ok(Ok(claude::deleted(path)))

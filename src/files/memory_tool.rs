@@ -15,10 +15,14 @@ use pgrx::prelude::*;
 use agent_memory_core::memory_files::{self as files, Code, Command, Echo, ToolError, ToolResult};
 use agent_memory_core::{Error, jsonb};
 
-use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, TID, XID};
+use crate::files::store::{
+    Client, Placed, READ, a_directory, delete_path, file_bytes, is_directory, max_file_bytes,
+    place_new_file, too_big, with_file,
+};
+use crate::pg::args::{INT4, TEXT, TID, XID};
 use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, FirstRow, Statement, prepared_plan};
+use crate::pg::plans::{Columns, Statement, prepared_plan};
 
 use crate::pg::settings;
 use crate::pg::stream::{StreamStatement, for_each_row};
@@ -27,8 +31,8 @@ use crate::pg::stream::{StreamStatement, for_each_row};
 // (`is_empty` of its result reads SPI_processed): a `RETURNING` would cost
 // each one a result to build.
 //
-// memory_tool runs with the caller's search_path (no SET clause: it cost a
-// read an eighth of its time), so every statement it runs names each
+// memory_tool runs with the caller's search_path (a SET clause would save
+// and restore the setting on every call), so every statement it runs names each
 // function, operator and type with its schema. OPERATOR(...) binds like any
 // user operator, so operands are parenthesised.
 //
@@ -37,59 +41,8 @@ use crate::pg::stream::{StreamStatement, for_each_row};
 // row-level security lets through, and a file's key is (scope, path,
 // tenant), a scope's (scope, tenant).
 
-/// A setting-like argument that must be one of `choices`.
-pub(crate) fn max_file_bytes() -> i32 {
-    settings::MAX_FILE_BYTES.get()
-}
-
-fn too_big(bytes: i64) -> ToolError {
-    ToolError::new(
-        Code::Efbig,
-        format!(
-            "EFBIG: file would have {bytes} bytes; at most {} are allowed (agent_memory.max_file_bytes)",
-            max_file_bytes()
-        ),
-    )
-}
-
-fn a_directory() -> ToolError {
-    ToolError::new(Code::Eisdir, "EISDIR: path is a directory")
-}
-
 fn not_found() -> ToolError {
     ToolError::new(Code::Enoent, "ENOENT: file not found")
-}
-
-pub(crate) type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
-
-/// Whether directory `dir` has files under it.
-pub(crate) fn is_directory(client: Client, scope: &str, dir: &str) -> SqlResult<bool> {
-    let table = ANY_UNDER.run(
-        client,
-        &[
-            scope.into(),
-            files::under(dir).into(),
-            files::under_end(dir).into(),
-        ],
-    )?;
-    Ok(table.first().value::<bool>(1)? == Some(true))
-}
-
-/// Read file `path` of `scope` and hand its content to `use_content`
-/// (borrowed from the result, not copied); None when there is no file.
-pub(crate) fn with_file<T>(
-    client: Client,
-    scope: &str,
-    path: &str,
-    use_content: impl FnOnce(&str) -> T,
-) -> SqlResult<Option<T>> {
-    let table = READ.read(client, &[scope.into(), path.into()])?;
-    if table.is_empty() {
-        return Ok(None);
-    }
-    let row = table.first();
-    let content = crate::pg::datums::text_at(&row, 1)?;
-    Ok(Some(use_content(content.unwrap_or_default())))
 }
 
 fn read(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<String>> {
@@ -182,121 +135,6 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
 /// How often an append tries again when the file changes under it; only a
 /// file the caller may not see makes it try that often.
 const MAX_TRIES: usize = 16;
-
-/// The size of a file as of now, when it is there.
-fn file_bytes(client: Client, scope: &str, path: &str) -> SqlResult<Option<i64>> {
-    let bytes = FILE_BYTES
-        .run(client, &[scope.into(), path.into()])?
-        .first_value::<i32>(1)
-        .or_report()?;
-    Ok(bytes.map(i64::from))
-}
-
-/// What became of a new file.
-pub(crate) enum Placed {
-    Created,
-    /// A file is at the path (created concurrently, or there all along):
-    /// nothing was written.
-    Exists,
-    /// The path is not free (a directory at it, a file above it), the
-    /// content is too big, or the scope is full: nothing was written.
-    Refused(ToolError),
-}
-
-/// Create a file at `path` (not the root) within the size limit: no file
-/// or directory may be at the path and no file above it, and the scope
-/// must have room. The scope's count is raised first (which locks its
-/// row), then the file written, then its path checked; a refused file is
-/// removed again and its count given back, within the caller's
-/// transaction, so a refusal leaves nothing behind.
-pub(crate) fn place_new_file(
-    client: Client,
-    scope: &str,
-    path: &str,
-    content: &str,
-) -> SqlResult<Placed> {
-    if content.len() > max_file_bytes() as usize {
-        return Ok(Placed::Refused(too_big(content.len() as i64)));
-    }
-    if !count_new_file(client, scope)? {
-        // A full scope refuses only a file that would be new.
-        if file_bytes(client, scope, path)?.is_some() {
-            return Ok(Placed::Exists);
-        }
-        let full = ToolError::new(
-            Code::Enospc,
-            format!(
-                "ENOSPC: the scope holds {} files, the most allowed (agent_memory.max_files_per_scope)",
-                settings::MAX_FILES_PER_SCOPE.get()
-            ),
-        );
-        return Ok(Placed::Refused(
-            path_free(client, scope, path)?.unwrap_or(full),
-        ));
-    }
-    let created = !CREATE_FILE
-        .run(client, &[scope.into(), path.into(), content.into()])?
-        .is_empty();
-    let refused = if created {
-        match path_free(client, scope, path)? {
-            None => return Ok(Placed::Created),
-            Some(refused) => {
-                REMOVE_FILE.run(client, &[scope.into(), path.into()])?;
-                Some(refused)
-            }
-        }
-    } else {
-        None
-    };
-    // Give back the room counted for a file not created after all.
-    UNCOUNT_FILE.run(client, &[scope.into(), 1i32.into()])?;
-    Ok(refused.map_or(Placed::Exists, Placed::Refused))
-}
-
-/// Count one more file in the scope; false when it is full.
-fn count_new_file(client: Client, scope: &str) -> SqlResult<bool> {
-    let max_files = settings::MAX_FILES_PER_SCOPE.get();
-    if !COUNT_NEW_FILE
-        .run(client, &[scope.into(), max_files.into()])?
-        .is_empty()
-    {
-        return Ok(true);
-    }
-    // The bound reached the limit: count the files and try once more.
-    if RECOUNT
-        .run(client, &[scope.into(), max_files.into()])?
-        .is_empty()
-    {
-        return Ok(false);
-    }
-    Ok(!COUNT_NEW_FILE
-        .run(client, &[scope.into(), max_files.into()])?
-        .is_empty())
-}
-
-/// Why a new file's path is not free, if it is not.
-fn path_free(client: Client, scope: &str, path: &str) -> SqlResult<Option<ToolError>> {
-    let table = PATH_FREE.run(
-        client,
-        &[
-            scope.into(),
-            files::under(path).into(),
-            files::under_end(path).into(),
-            files::ancestors(path).into(),
-        ],
-    )?;
-    let row = table.first();
-    if row.value::<bool>(1)? != Some(true) {
-        return Ok(Some(a_directory()));
-    }
-    if row.value::<bool>(2)? != Some(true) {
-        return Ok(Some(ToolError::new(
-            Code::Enotdir,
-            "ENOTDIR: a directory of the path is a file",
-        )));
-    }
-    Ok(None)
-}
 
 fn update(
     client: Client,
@@ -411,40 +249,6 @@ fn delete(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<Strin
     )))
 }
 
-/// What a deletion removed.
-pub(crate) struct Deleted {
-    pub files: usize,
-    /// Directories: 0 for a file.
-    pub dirs: usize,
-}
-
-/// Delete the file or directory `path` (not the root).
-pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<Deleted> {
-    let table = DELETE_FILES.run(
-        client,
-        &[
-            scope.into(),
-            path.into(),
-            files::under(path).into(),
-            files::under_end(path).into(),
-        ],
-    )?;
-    // SAFETY: `table` is the last result, and it lives to the end of this
-    // function.
-    let paths = unsafe { crate::pg::datums::last_result_texts(table.len()) }
-        .ok_or_else(|| Error::internal("a deleted path is not UTF-8 text"))
-        .or_report()?;
-    let dirs = if paths.is_empty() || paths.contains(&path) {
-        0
-    } else {
-        files::directories_removed(path, paths.iter().map(|p| files::parent(p)))
-    };
-    Ok(Deleted {
-        files: paths.len(),
-        dirs,
-    })
-}
-
 fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<String>> {
     let _generic = GenericPlans::force();
     Spi::connect_mut(|client| match command {
@@ -462,9 +266,9 @@ fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<Strin
 /// The tool's statements are prepared once per backend, and PostgreSQL would
 /// plan the range and CTE ones anew on every call (a generic plan looks
 /// costlier than one planned for the values, although the index plan is the
-/// same for any values). A `SET plan_cache_mode` clause on the function cost
-/// a read a sixteenth of its time; setting the variable the clause would set,
-/// for the length of the command, costs nothing.
+/// same for any values). A `SET plan_cache_mode` clause on the function
+/// would save and restore every setting on each call; setting the one
+/// variable the clause would set, for the length of the command, does not.
 struct GenericPlans(i32);
 
 impl GenericPlans {
@@ -601,25 +405,6 @@ fn memory_tool_definition(
 
 // The statements.
 
-static READ: Statement = Statement {
-    sql: "SELECT f.content FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT],
-    writes: false,
-};
-
-/// Whether anything lies under the range [$2, $3) of scope $1: a
-/// directory's files.
-static ANY_UNDER: Statement = Statement {
-    sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope OPERATOR(pg_catalog.=) $1
-                           AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
-                           AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
-    args: &[TEXT, TEXT, TEXT],
-    writes: true,
-};
-
 /// The first path of scope $1 in [$2, $3): one index probe per entry of a
 /// listing, whatever the size of the subtrees it skips.
 static FIRST_FROM: Statement = Statement {
@@ -641,103 +426,6 @@ static APPEND_EXISTING: Statement = Statement {
             AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
                 OPERATOR(pg_catalog.<=) $4",
     args: &[TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
-
-/// Create the file $2 of scope $1 with content $3, unless a file is
-/// already at the path in the caller's tenant (then no row is written; a
-/// concurrent creation is waited for). The path's other rules are checked
-/// after (PATH_FREE), and a refused file removed again in the same call:
-/// a new file costs three short statements, where checking everything
-/// before writing cost one statement of three probes and two writes that
-/// took longer.
-static CREATE_FILE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_files AS f (scope, path, content, tenant)
-          VALUES ($1, $2, $3, agent_memory.caller_tenant())
-          ON CONFLICT (scope, path, tenant) DO NOTHING",
-    args: &[TEXT, TEXT, TEXT],
-    writes: true,
-};
-
-/// Count one more file in scope $1 when it holds fewer than $2. The
-/// scope's row stays locked to the end of the transaction (also when it is
-/// full), so creations in one scope follow one another from here on: the
-/// checks of PATH_FREE, made after, see every file created before. The row
-/// is the caller's tenant's: another tenant's scope of the same name is
-/// another row.
-static COUNT_NEW_FILE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
-          VALUES ($1, 1, agent_memory.caller_tenant())
-          ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
-            WHERE s.files OPERATOR(pg_catalog.<) $2",
-    args: &[TEXT, INT4],
-    writes: true,
-};
-
-/// Whether a new file's path is free of anything else: no file under it
-/// (the range [$2, $3): a directory at the path) and no file above it
-/// (none of $4, probed one by one: a fenced list joined on every key
-/// column, so no statistics can turn it into a read of the whole scope).
-/// Read-write, for a snapshot taken after COUNT_NEW_FILE.
-static PATH_FREE: Statement = Statement {
-    sql: "SELECT NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                             WHERE f.scope OPERATOR(pg_catalog.=) $1
-                               AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
-                               AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()),
-                 NOT EXISTS (SELECT FROM (SELECT $1::pg_catalog.text AS scope, path,
-                                                 agent_memory.caller_tenant() AS tenant
-                                          FROM pg_catalog.unnest($4::pg_catalog.text[]) AS path
-                                          OFFSET 0) a
-                             JOIN agent_memory.memory_files f
-                               ON f.scope OPERATOR(pg_catalog.=) a.scope
-                              AND f.path OPERATOR(pg_catalog.=) a.path
-                              AND f.tenant OPERATOR(pg_catalog.=) a.tenant)",
-    args: &[TEXT, TEXT, TEXT, TEXT_ARRAY],
-    writes: true,
-};
-
-/// Remove a file this call created and then refused.
-static REMOVE_FILE: Statement = Statement {
-    sql: "DELETE FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
-
-/// Give back room counted for a file that was not created after all (one
-/// was there) or was refused.
-static UNCOUNT_FILE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_scopes SET files = files OPERATOR(pg_catalog.-) $2
-          WHERE scope OPERATOR(pg_catalog.=) $1
-            AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, INT4],
-    writes: true,
-};
-
-/// Count the files of scope $1 exactly, when its upper bound reached the
-/// limit: the bound becomes the count, when below the limit $2. The scope's
-/// row is already locked by the COUNT_NEW_FILE that found no room, so no other
-/// creation can slip in between.
-static RECOUNT: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_scopes s SET files = c.files
-          FROM (SELECT pg_catalog.count(*)::pg_catalog.int4 AS files FROM agent_memory.memory_files f
-                WHERE f.scope OPERATOR(pg_catalog.=) $1
-                  AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()) c
-          WHERE s.scope OPERATOR(pg_catalog.=) $1
-            AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-            AND c.files OPERATOR(pg_catalog.<) $2
-          RETURNING s.files",
-    args: &[TEXT, INT4],
-    writes: true,
-};
-
-/// The size of file $2 of scope $1 as of now.
-static FILE_BYTES: Statement = Statement {
-    sql: "SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT],
     writes: true,
 };
 
@@ -764,21 +452,5 @@ static WRITE_VERSION: Statement = Statement {
             AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4
             AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
     args: &[TID, XID, TEXT, TEXT, TEXT],
-    writes: true,
-};
-
-/// Delete a file, or every file of a directory (the range [$3, $4)), in one
-/// pass, returning the deleted paths (what the answer counts follows from
-/// them). The index condition is the range [$2, $4), which holds both:
-/// an OR of the two would leave the path out of it, and a scope the
-/// statistics think tiny would be read whole. The scope's file count is an upper bound, so a delete leaves it.
-pub(crate) static DELETE_FILES: Statement = Statement {
-    sql: "DELETE FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1
-            AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $4
-            AND (f.path OPERATOR(pg_catalog.=) $2 OR f.path OPERATOR(pg_catalog.>=) $3)
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          RETURNING f.path",
-    args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };

@@ -5,3 +5,5 @@
 pub mod claude_memory;
 /// The memory tool: requests `{path, command, ...}` and their envelope.
 pub mod memory_tool;
+/// The file store both dialects share: scopes, files, directories.
+pub mod store;

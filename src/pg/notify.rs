@@ -31,8 +31,8 @@
 //! So a writer either sees the new listener and notifies, or had read the
 //! count before and committed before the `LISTEN` statement returns, so
 //! that the listener's next read sees the change. (Two atomic operations
-//! per committing writer: a heavyweight lock in their place cost a writer
-//! 5% of its throughput.)
+//! per committing writer, where a heavyweight lock would cost each writer
+//! a lock table entry.)
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

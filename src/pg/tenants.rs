@@ -50,7 +50,7 @@ fn current_role() -> String {
 /// else its role and the tenant chosen with `agent_memory.tenant`.
 // Not pinned to a search_path, unlike every other function: it runs no
 // SQL, and as the default of every tenant column it runs once per inserted
-// row, where a SET clause would cost it 1.2 µs of its 1.5.
+// row, where a SET clause would cost more than the function's own work.
 #[pg_extern(stable, parallel_safe)]
 pub(crate) fn caller_tenant() -> SqlResult<String> {
     if !TENANT_ISOLATION.get() {

@@ -3,8 +3,8 @@
 //!
 //! A write to working memory must refuse a session that has expired or
 //! ended, and a read of key-value memory must hide the entries of one;
-//! asking the sessions table each time cost `wm_set` 6% of its throughput
-//! and `kv_get` a second index probe per read. A session stays active until
+//! asking the sessions table each time would cost `wm_set` and `kv_get`
+//! a second index probe per call. A session stays active until
 //! its last activity plus its idle timeout, and activity only moves
 //! forward, so that time, once read, is a lower bound for as long as the
 //! session is not deleted. A backend keeps it for up to
