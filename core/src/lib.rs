@@ -6,6 +6,7 @@
 //! SQL error in one place. Each module is one capability with its own unit
 //! tests, runnable with `cargo test -p agent_memory_core` and no server.
 
+pub mod args;
 pub mod budget;
 pub mod claude_memory;
 pub mod error;

@@ -4,8 +4,7 @@
 use pgrx::prelude::*;
 use pgrx::{PgBuiltInOids, PgOid};
 
-use agent_memory_core::Error;
-use agent_memory_core::error::quoted;
+use agent_memory_core::{Error, args};
 
 use crate::pg::error::{OrReport, SqlResult};
 
@@ -22,23 +21,10 @@ pub const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
 pub const TID: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIDOID);
 pub const XID: PgOid = PgOid::BuiltIn(PgBuiltInOids::XIDOID);
 
-/// Longest session id, user id or key accepted.
-pub const MAX_ID_CHARS: usize = 256;
-
 /// Check an identifier argument: present, not empty, not too long.
+#[inline]
 pub fn checked_id<'a>(what: &str, value: Option<&'a str>) -> SqlResult<&'a str> {
-    let value = value.ok_or_else(|| Error::null(what)).or_report()?;
-    if value.is_empty() {
-        return Err(Error::invalid(format!("{what} must not be empty"))).or_report();
-    }
-    if value.chars().count() > MAX_ID_CHARS {
-        return Err(Error::invalid(format!(
-            "{what} {} is longer than {MAX_ID_CHARS} characters",
-            quoted(value)
-        )))
-        .or_report();
-    }
-    Ok(value)
+    args::check_id(what, value).or_report()
 }
 
 /// A column that cannot be NULL, read without panicking if it somehow is.
@@ -60,11 +46,5 @@ pub fn checked_positive(what: &str, value: Option<Interval>) -> SqlResult<Option
 
 /// A text[] argument without NULL elements.
 pub fn checked_list(what: &str, items: Vec<Option<String>>) -> SqlResult<Vec<String>> {
-    items
-        .into_iter()
-        .map(|item| {
-            item.ok_or_else(|| Error::null(&format!("an element of {what}")))
-                .or_report()
-        })
-        .collect()
+    args::check_list(what, items).or_report()
 }

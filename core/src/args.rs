@@ -1,0 +1,73 @@
+//! The checks every SQL function applies to its arguments before it runs
+//! anything: identifiers and lists.
+
+use crate::error::quoted;
+use crate::{Error, Result};
+
+/// Longest session id, user id or key accepted.
+pub const MAX_ID_CHARS: usize = 256;
+
+/// An identifier argument named `what`: present, not empty, at most
+/// [`MAX_ID_CHARS`] characters.
+#[inline]
+pub fn check_id<'a>(what: &str, value: Option<&'a str>) -> Result<&'a str> {
+    let value = value.ok_or_else(|| Error::null(what))?;
+    if value.is_empty() {
+        return Err(Error::invalid(format!("{what} must not be empty")));
+    }
+    // A byte count bounds the character count: only long values are counted.
+    if value.len() > MAX_ID_CHARS && value.chars().count() > MAX_ID_CHARS {
+        return Err(Error::invalid(format!(
+            "{what} {} is longer than {MAX_ID_CHARS} characters",
+            quoted(value)
+        )));
+    }
+    Ok(value)
+}
+
+/// A list argument named `what` without NULL elements.
+pub fn check_list(what: &str, items: Vec<Option<String>>) -> Result<Vec<String>> {
+    items
+        .into_iter()
+        .map(|item| item.ok_or_else(|| Error::null(&format!("an element of {what}"))))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    #[test]
+    fn an_id_is_present_not_empty_and_at_most_256_characters() {
+        assert_eq!(check_id("key", Some("k1")).unwrap(), "k1");
+        assert_eq!(
+            check_id("key", None).unwrap_err().kind,
+            ErrorKind::NullValue
+        );
+        assert_eq!(
+            check_id("key", Some("")).unwrap_err().message,
+            "key must not be empty"
+        );
+        let longest = "é".repeat(MAX_ID_CHARS);
+        assert!(
+            check_id("key", Some(&longest)).is_ok(),
+            "counted in characters, not bytes"
+        );
+        let too_long = "x".repeat(MAX_ID_CHARS + 1);
+        let error = check_id("session_id", Some(&too_long)).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::InvalidParameter);
+        assert!(error.message.ends_with("is longer than 256 characters"));
+    }
+
+    #[test]
+    fn a_list_has_no_null_element() {
+        assert_eq!(
+            check_list("keys", vec![Some("a".into()), Some("b".into())]).unwrap(),
+            vec!["a", "b"]
+        );
+        let error = check_list("keys", vec![Some("a".into()), None]).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::NullValue);
+        assert!(error.message.contains("an element of keys"));
+    }
+}
