@@ -2,7 +2,7 @@
 //!
 //! The core never decides how an error is raised; it only says what kind of
 //! failure it is. The extension maps every [`ErrorKind`] to a PostgreSQL
-//! SQLSTATE in one place (`src/error.rs`), and its tests check that the code a
+//! SQLSTATE in one place (`src/pg/error.rs`), and its tests check that the code a
 //! client sees is the one [`ErrorKind::sqlstate`] documents here.
 
 use std::fmt;

@@ -1,28 +1,27 @@
-//! The pure core of `agent_memory`.
+//! The pure core of `agent_memory`: every rule that needs no database.
 //!
-//! Everything here is plain Rust: no PostgreSQL types, no SPI, no pgrx. The
-//! extension's SQL functions (in the `agent_memory` crate) are thin shells that
-//! translate arguments, call into this crate, and turn its [`Error`] into an
-//! SQL error in one place. Each module is one capability with its own unit
-//! tests, runnable with `cargo test -p agent_memory_core` and no server.
+//! Everything here is plain Rust: no PostgreSQL types, no SPI, no pgrx.
+//! Validation, parsing, path rules, the envelopes, the tool definitions,
+//! budgets and trim decisions live here with their unit tests, runnable
+//! with `cargo test -p agent_memory_core` and no server. The extension
+//! (`src/`) runs the statements, holds the locks and converts between SQL
+//! values and these types; it turns an [`Error`] into an SQL error with the
+//! SQLSTATE of its [`ErrorKind`] in one place.
 
+// The floor every room stands on: errors and their SQLSTATEs, argument
+// checks, the binary jsonb format, packed strings, tenant keys and time.
 pub mod args;
-pub mod budget;
-pub mod claude_memory;
 pub mod error;
-pub mod graph;
-pub mod graph_import;
 pub mod jsonb;
-pub mod kv;
-pub mod markdown;
-pub mod memory_files;
-pub mod messages;
 pub mod packed;
-pub mod sensitive;
 pub mod tenant;
 pub mod time;
-pub mod tree;
-pub mod words;
+
+// One module per capability, named as its folder in the extension's `src/`.
+pub mod files;
+pub mod graph;
+pub mod messages;
+pub mod sessions;
 pub mod working_memory;
 
 pub use error::{Error, ErrorKind, Result};

@@ -388,7 +388,7 @@ pub fn node_context(node: Value) -> Value {
         Some(Value::String(body)) => body,
         _ => String::new(),
     };
-    let (meta, content) = match crate::markdown::parse_meta(&body) {
+    let (meta, content) = match crate::graph::markdown::parse_meta(&body) {
         Ok((meta, content)) => (meta, content.to_owned()),
         Err(_) => (Map::new(), body),
     };

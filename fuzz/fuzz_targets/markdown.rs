@@ -5,7 +5,7 @@
 #![no_main]
 
 use agent_memory_core::graph;
-use agent_memory_core::markdown::{self, Document, TimeValue};
+use agent_memory_core::graph::markdown::{self, Document, TimeValue};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

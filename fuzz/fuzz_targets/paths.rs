@@ -4,8 +4,8 @@
 //! `entry_of`, `directories_removed`).
 #![no_main]
 
-use agent_memory_core::claude_memory;
-use agent_memory_core::memory_files::{
+use agent_memory_core::files::claude_memory;
+use agent_memory_core::files::memory_tool::{
     self as files, MAX_PATH_BYTES, MAX_SEGMENT_BYTES, MAX_SEGMENTS,
 };
 use libfuzzer_sys::fuzz_target;

@@ -8,8 +8,8 @@
 //! strings (each a path under /memories; its size is its length).
 #![no_main]
 
-use agent_memory_core::claude_memory::{self as claude, Request, Target};
-use agent_memory_core::memory_files::{self as files, Command};
+use agent_memory_core::files::claude_memory::{self as claude, Request, Target};
+use agent_memory_core::files::memory_tool::{self as files, Command};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 

@@ -2,7 +2,7 @@
 //! found are each reported once, in `KINDS` order.
 #![no_main]
 
-use agent_memory_core::sensitive::{self, KINDS};
+use agent_memory_core::sessions::sensitive::{self, KINDS};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

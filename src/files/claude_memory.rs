@@ -2,7 +2,7 @@
 //! the command of one tool call on a scope's files and answers with the
 //! tool's text; `claude_memory_tool_result` turns a whole `tool_use` block
 //! into the `tool_result` block to send back. The paths, requests and
-//! texts are the core's (`agent_memory_core::claude_memory`); the files are
+//! texts are the core's (`agent_memory_core::files::claude_memory`); the files are
 //! the memory tool's, `/memories/x` being the file `/x`.
 //!
 //! A refused call is an answer too (what Claude reads with `is_error`),
@@ -12,8 +12,8 @@
 
 use pgrx::prelude::*;
 
-use agent_memory_core::claude_memory::{self as claude, Answer, Request, Target};
-use agent_memory_core::memory_files::{self as files, Code};
+use agent_memory_core::files::claude_memory::{self as claude, Answer, Request, Target};
+use agent_memory_core::files::memory_tool::{self as files, Code};
 use agent_memory_core::{Error, jsonb};
 
 use crate::files::store::{self, Client, Placed};

@@ -12,7 +12,9 @@
 
 use pgrx::prelude::*;
 
-use agent_memory_core::memory_files::{self as files, Code, Command, Echo, ToolError, ToolResult};
+use agent_memory_core::files::memory_tool::{
+    self as files, Code, Command, Echo, ToolError, ToolResult,
+};
 use agent_memory_core::{Error, jsonb};
 
 use crate::files::store::{

@@ -11,7 +11,7 @@
 //! their schema: the memory tool runs with the caller's search_path.
 
 use agent_memory_core::Error;
-use agent_memory_core::memory_files::{self as files, Code, ToolError};
+use agent_memory_core::files::memory_tool::{self as files, Code, ToolError};
 
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY};
 use crate::pg::error::{OrReport, SqlResult};

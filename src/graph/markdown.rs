@@ -10,9 +10,9 @@ use serde_json::{Map, Value};
 
 use agent_memory_core::Error;
 use agent_memory_core::error::quoted;
+use agent_memory_core::graph::import;
+use agent_memory_core::graph::markdown::{self, Document, Frontmatter, TimeValue};
 use agent_memory_core::graph::{self, ROOT_ID};
-use agent_memory_core::graph_import;
-use agent_memory_core::markdown::{self, Document, Frontmatter, TimeValue};
 
 use crate::graph::nodes::{
     checked_node, checked_owner, iso_of, node_limits, unknown_node, write_node,
@@ -113,9 +113,9 @@ fn graph_from_markdown(
     let text = markdown
         .ok_or_else(|| Error::null("markdown"))
         .or_report()?;
-    let document = graph_import::parse_document(node_id, text).or_report()?;
+    let document = import::parse_document(node_id, text).or_report()?;
     let fm = &document.frontmatter;
-    let links = graph_import::document_links(node_id, fm).or_report()?;
+    let links = import::document_links(node_id, fm).or_report()?;
     // The document is the node: an absent description or refs list means
     // none; an absent title keeps the current one. version and the
     // timestamps belong to the database and are not taken from the text.
@@ -139,7 +139,7 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
     let owner = checked_owner(owner)?;
     let files = files.ok_or_else(|| Error::null("files")).or_report()?;
     // Every file is read and checked before anything is written.
-    let import = graph_import::check_import(&files.0, node_limits()).or_report()?;
+    let import = import::check_import(&files.0, node_limits()).or_report()?;
     let (nodes, versions) = (&import.nodes, &import.versions);
 
     Spi::connect_mut(|client| -> SqlResult<()> {

@@ -1,5 +1,5 @@
 //! The tree projection of graph memory: one flat scan of the owner's nodes,
-//! the projection built in the core (`agent_memory_core::tree`), and the
+//! the projection built in the core (`agent_memory_core::graph::tree`), and the
 //! result streamed out as rows (`graph_tree_rows`) or written as one JSON
 //! document (`graph_tree`). No recursive query: its cost grows with depth
 //! times nodes, this one with nodes plus refs.
@@ -8,9 +8,9 @@ use pgrx::prelude::*;
 use pgrx::{Array, FromDatum};
 
 use agent_memory_core::graph::ROOT_ID;
+use agent_memory_core::graph::tree::{Graph, Tree};
 use agent_memory_core::jsonb::{JsonbWriter, key_order};
 use agent_memory_core::packed::{Packed, Span};
-use agent_memory_core::tree::{Graph, Tree};
 use agent_memory_core::{ErrorKind, graph, time};
 
 use crate::graph::nodes::checked_owner;

@@ -5,7 +5,8 @@
 use pgrx::prelude::*;
 use serde_json::json;
 
-use agent_memory_core::{Error, kv};
+use agent_memory_core::Error;
+use agent_memory_core::sessions::kv;
 
 use crate::pg::args::{BOOL, INT4, TEXT, TEXT_ARRAY, checked_id, checked_list, required};
 use crate::pg::datums::{JsonB, JsonbBytes};

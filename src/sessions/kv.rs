@@ -11,8 +11,9 @@
 use pgrx::prelude::*;
 use serde_json::Value;
 
-use agent_memory_core::budget::{self, Held};
-use agent_memory_core::{Error, kv, words};
+use agent_memory_core::Error;
+use agent_memory_core::sessions::budget::{self, Held};
+use agent_memory_core::sessions::{kv, words};
 
 use agent_memory_core::jsonb::JsonbWriter;
 

@@ -12,8 +12,9 @@ use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use serde_json::Value;
 
+use agent_memory_core::Error;
 use agent_memory_core::error::quoted;
-use agent_memory_core::{Error, kv, sensitive};
+use agent_memory_core::sessions::{kv, sensitive};
 
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::FirstRow;

@@ -5,9 +5,9 @@
 
 use serde_json::Value;
 
+use super::markdown::{self, Document, Frontmatter, TimeValue};
+use super::{self as graph, Content, NodeLimits};
 use crate::error::{Error, Result, quoted};
-use crate::graph::{self, Content, NodeLimits};
-use crate::markdown::{self, Document, Frontmatter, TimeValue};
 
 /// A checked file of the folder.
 #[derive(Debug)]

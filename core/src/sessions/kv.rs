@@ -59,7 +59,7 @@ pub fn text_to_screen(key: &str, value: &Value) -> String {
 mod tests {
     use super::*;
     use crate::error::ErrorKind;
-    use crate::sensitive::findings;
+    use crate::sessions::sensitive::findings;
     use serde_json::json;
 
     #[test]

@@ -7,8 +7,15 @@
 use std::collections::HashSet;
 
 use crate::error::quoted;
-use crate::markdown::TimeValue;
 use crate::{Error, Result};
+use markdown::TimeValue;
+
+/// A graph folder to import, checked whole before anything is written.
+pub mod import;
+/// Nodes as markdown files with YAML frontmatter.
+pub mod markdown;
+/// The tree projection of a graph.
+pub mod tree;
 
 /// The virtual root: always present, read-only, never stored.
 pub const ROOT_ID: &str = "__root__";

@@ -13,7 +13,7 @@
 //! Every answer is `Ok(text)` or `Err(text)`: the `Err` texts are what a
 //! `tool_result` sends back with `is_error: true`.
 
-use crate::memory_files::{self as files, occurrences};
+use super::memory_tool::{self as files, occurrences};
 
 /// The directory every path of the tool lives under.
 pub const ROOT: &str = "/memories";

@@ -1,0 +1,11 @@
+//! Rules of sessions and what expires with them: key-value writes, the
+//! word budget and how values count words, and the sensitive-data guard.
+
+/// The word budget of a session's key-value memory.
+pub mod budget;
+/// Sizes and the shape of a key-value batch.
+pub mod kv;
+/// Sensitive data in text an agent asks to remember.
+pub mod sensitive;
+/// How many words a value holds.
+pub mod words;
