@@ -145,28 +145,11 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'graph_tree_rows_materialized';
     name = "graph_tree_rows"
 );
 
-#[unsafe(no_mangle)]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_graph_tree_rows_materialized() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
-
-/// The C entry point of graph_tree_rows(owner).
-///
-/// # Safety
-/// Called by PostgreSQL's function manager with a valid `fcinfo`.
-#[unsafe(no_mangle)]
-#[pg_guard]
-pub unsafe extern "C-unwind" fn graph_tree_rows_materialized(
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> pg_sys::Datum {
-    // SAFETY: fcinfo comes from the function manager.
-    if let Err(report) = unsafe { put_tree_rows(fcinfo) } {
-        report.report(PgLogLevel::ERROR);
-    }
-    pg_sys::Datum::from(0)
-}
+crate::pg::c_functions::materialized_table_function!(
+    graph_tree_rows_materialized,
+    pg_finfo_graph_tree_rows_materialized,
+    put_tree_rows
+);
 
 /// Scan, build the projection and put its rows into the result store.
 ///
@@ -393,31 +376,33 @@ mod tests {
 
 // The statements.
 
-static SCAN_FOR_ROWS: StreamStatement = StreamStatement {
-    sql: "SELECT node_id, refs, created_at, title
-           FROM agent_memory.graph_nodes
-           WHERE owner = $1 AND tenant = agent_memory.caller_tenant()",
-    params: 1,
-    columns: &[
-        pg_sys::TEXTOID,
-        pg_sys::TEXTARRAYOID,
-        pg_sys::TIMESTAMPTZOID,
-        pg_sys::TEXTOID,
-    ],
-};
+// A scan of the caller's nodes of owner $1: the columns every projection
+// reads, then `$column`s of the types `$type`.
+macro_rules! node_scan {
+    ($($column:literal: $type:ident),*) => {
+        StreamStatement {
+            sql: concat!(
+                "SELECT node_id, refs, created_at, title",
+                $(", ", $column,)*
+                " FROM agent_memory.graph_nodes
+                  WHERE owner = $1 AND tenant = agent_memory.caller_tenant()"
+            ),
+            params: 1,
+            columns: &[
+                pg_sys::TEXTOID,
+                pg_sys::TEXTARRAYOID,
+                pg_sys::TIMESTAMPTZOID,
+                pg_sys::TEXTOID,
+                $(pg_sys::$type,)*
+            ],
+        }
+    };
+}
 
-static SCAN_FOR_JSON: StreamStatement = StreamStatement {
-    sql: "SELECT node_id, refs, created_at, title, description, version, updated_at
-           FROM agent_memory.graph_nodes
-           WHERE owner = $1 AND tenant = agent_memory.caller_tenant()",
-    params: 1,
-    columns: &[
-        pg_sys::TEXTOID,
-        pg_sys::TEXTARRAYOID,
-        pg_sys::TIMESTAMPTZOID,
-        pg_sys::TEXTOID,
-        pg_sys::TEXTOID,
-        pg_sys::INT4OID,
-        pg_sys::TIMESTAMPTZOID,
-    ],
-};
+static SCAN_FOR_ROWS: StreamStatement = node_scan!();
+
+static SCAN_FOR_JSON: StreamStatement = node_scan!(
+    "description": TEXTOID,
+    "version": INT4OID,
+    "updated_at": TIMESTAMPTZOID
+);

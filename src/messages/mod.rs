@@ -30,7 +30,9 @@ use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, first_value_of};
 use crate::pg::settings;
 use crate::pg::stream::{StreamRow, StreamStatement, for_each_row};
-use crate::sessions::{active, idle_timeout_minutes, lock_session, session_gone};
+use crate::sessions::{
+    active, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
+};
 
 /// The thread key of a node: the node id, or '' for session-wide messages
 /// (node ids are never empty).
@@ -501,28 +503,11 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'messages_wrapper';
     name = "messages"
 );
 
-#[unsafe(no_mangle)]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_messages_wrapper() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
-
-/// The C entry point of messages(session_id, node_id, lim).
-///
-/// # Safety
-/// Called by PostgreSQL's function manager with a valid `fcinfo`.
-#[unsafe(no_mangle)]
-#[pg_guard]
-pub unsafe extern "C-unwind" fn messages_wrapper(
-    fcinfo: pg_sys::FunctionCallInfo,
-) -> pg_sys::Datum {
-    // SAFETY: fcinfo comes from the function manager.
-    if let Err(report) = unsafe { put_message_rows(fcinfo) } {
-        report.report(PgLogLevel::ERROR);
-    }
-    pg_sys::Datum::from(0)
-}
+crate::pg::c_functions::materialized_table_function!(
+    messages_wrapper,
+    pg_finfo_messages_wrapper,
+    put_message_rows
+);
 
 /// Read the newest messages and put them into the result store.
 ///
@@ -815,8 +800,8 @@ static APPEND_FAST: Statement = Statement {
            FROM agent_memory.sessions s
            WHERE t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()
              AND t.keep = $3
-             AND s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$4"),
+             AND ",
+        callers_active_session!("$4"),
         "
            RETURNING (t.appended - 1) % t.keep AS slot, t.last_seq AS seq, t.tenant,
                      s.last_thread_key IS DISTINCT FROM $2 AS moved,
@@ -872,8 +857,8 @@ static APPEND_BATCH: Statement = Statement {
            FROM agent_memory.sessions s, ring r
            WHERE t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()
              AND t.keep = $3 AND r.n > 0
-             AND s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$4"),
+             AND ",
+        callers_active_session!("$4"),
         "
            RETURNING t.appended - r.n AS first_position, t.last_seq - r.n + 1 AS first_seq, r.n,
                      t.tenant,
@@ -1211,8 +1196,8 @@ static CLEAR: Statement = Statement {
     sql: concat!(
         "WITH live AS (
            SELECT s.session_id, s.tenant FROM agent_memory.sessions s
-           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$3"),
+           WHERE ",
+        callers_active_session!("$3"),
         "),
          threads AS (
            DELETE FROM agent_memory.message_threads t USING live

@@ -15,9 +15,39 @@ use pgrx::prelude::*;
 
 use agent_memory_core::jsonb;
 
-/// Declares how a datum wrapper is returned and what SQL type it is.
+/// Declares the SQL type of a datum wrapper, as an argument and as a result.
+macro_rules! translatable {
+    ($type:ident, $argument:expr, $result:expr) => {
+        // SAFETY: the SQL type named is the type of the datum taken or built.
+        unsafe impl SqlTranslatable for $type {
+            const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!($type);
+            const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
+            const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = $argument;
+            const RETURN_SQL: Result<ReturnsRef, ReturnsError> = $result;
+        }
+    };
+}
+
+/// Declares a datum wrapper that functions return as SQL type `$sql` (and,
+/// with `and taken`, also take as an argument).
 macro_rules! returned_as {
     ($type:ident, $sql:literal) => {
+        returned_as!(@boxed $type);
+        translatable!(
+            $type,
+            Err(ArgumentError::NotValidAsArgument(stringify!($type))),
+            Ok(ReturnsRef::One(SqlMappingRef::literal($sql)))
+        );
+    };
+    ($type:ident, $sql:literal, and taken) => {
+        returned_as!(@boxed $type);
+        translatable!(
+            $type,
+            Ok(SqlMappingRef::literal($sql)),
+            Ok(ReturnsRef::One(SqlMappingRef::literal($sql)))
+        );
+    };
+    (@boxed $type:ident) => {
         // SAFETY: the datum comes from into_datum and is returned as is.
         unsafe impl BoxRet for $type {
             unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
@@ -27,16 +57,35 @@ macro_rules! returned_as {
                 }
             }
         }
+    };
+}
 
-        // SAFETY: the SQL type named is the type of the datum built.
-        unsafe impl SqlTranslatable for $type {
-            const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!($type);
-            const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
-            const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> =
-                Err(ArgumentError::NotValidAsArgument(stringify!($type)));
-            const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
-                Ok(ReturnsRef::One(SqlMappingRef::literal($sql)));
+/// Reads a wrapper from a jsonb datum detoasted as [`JsonbArg`] takes it.
+macro_rules! read_from_jsonb_arg {
+    ($type:ident, |$arg:ident| $make:expr) => {
+        impl FromDatum for $type {
+            unsafe fn from_polymorphic_datum(
+                datum: pg_sys::Datum,
+                is_null: bool,
+                typoid: pg_sys::Oid,
+            ) -> Option<Self> {
+                // SAFETY: a jsonb datum, as JsonbArg takes it.
+                unsafe { JsonbArg::from_polymorphic_datum(datum, is_null, typoid) }
+                    .map(|$arg| $make)
+            }
         }
+    };
+}
+
+/// Declares a datum wrapper that functions take as an argument of SQL type
+/// `$sql` and never return.
+macro_rules! taken_as {
+    ($type:ident, $sql:literal) => {
+        translatable!(
+            $type,
+            Ok(SqlMappingRef::literal($sql)),
+            Err(ReturnsError::Datum)
+        );
     };
 }
 
@@ -74,17 +123,8 @@ impl IntoDatum for JsonbBytes {
 
 returned_as!(JsonbBytes, "jsonb");
 
-impl FromDatum for JsonbBytes {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        typoid: pg_sys::Oid,
-    ) -> Option<Self> {
-        // SAFETY: as for JsonbArg; the bytes are copied out.
-        unsafe { JsonbArg::from_polymorphic_datum(datum, is_null, typoid) }
-            .map(|arg| JsonbBytes(arg.bytes().to_vec()))
-    }
-}
+// The bytes are copied out.
+read_from_jsonb_arg!(JsonbBytes, |arg| JsonbBytes(arg.bytes().to_vec()));
 
 /// A jsonb argument taken as it is: detoasted, not decoded. It can say the
 /// JSON type of its root and be handed on to a statement unchanged; only
@@ -161,13 +201,7 @@ unsafe impl<'fcx> ArgAbi<'fcx> for JsonbArg {
     }
 }
 
-// SAFETY: the SQL type named is the type of the datum taken.
-unsafe impl SqlTranslatable for JsonbArg {
-    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(JsonbArg);
-    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
-    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Err(ReturnsError::Datum);
-}
+taken_as!(JsonbArg, "jsonb");
 
 /// A tool's request (jsonb): like [`JsonbArg`], but a request nested too
 /// deep is not an SQL error at the call. The tools answer every bad request
@@ -197,16 +231,7 @@ impl ToolRequest {
     }
 }
 
-impl FromDatum for ToolRequest {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        typoid: pg_sys::Oid,
-    ) -> Option<Self> {
-        // SAFETY: as for JsonbArg.
-        unsafe { JsonbArg::from_polymorphic_datum(datum, is_null, typoid) }.map(ToolRequest)
-    }
-}
+read_from_jsonb_arg!(ToolRequest, |arg| ToolRequest(arg));
 
 // SAFETY: unboxed with FromDatum, as JsonbArg, without the depth check.
 unsafe impl<'fcx> ArgAbi<'fcx> for ToolRequest {
@@ -217,13 +242,7 @@ unsafe impl<'fcx> ArgAbi<'fcx> for ToolRequest {
     }
 }
 
-// SAFETY: the SQL type named is the type of the datum taken.
-unsafe impl SqlTranslatable for ToolRequest {
-    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(ToolRequest);
-    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
-    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> = Err(ReturnsError::Datum);
-}
+taken_as!(ToolRequest, "jsonb");
 
 /// Raise `error` as the SQL error of its kind (from places that cannot
 /// return a `SqlResult`, such as datum conversions).
@@ -242,20 +261,8 @@ fn raise(error: agent_memory_core::Error) -> ! {
 #[derive(Debug, Clone)]
 pub struct JsonB(pub serde_json::Value);
 
-impl FromDatum for JsonB {
-    unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _typoid: pg_sys::Oid,
-    ) -> Option<Self> {
-        if is_null {
-            return None;
-        }
-        // SAFETY: a jsonb datum; detoasted, it has a 4-byte header.
-        let arg = unsafe { JsonbArg::from_polymorphic_datum(datum, false, pg_sys::JSONBOID) }?;
-        Some(JsonB(value_of(arg.bytes(), arg.0)))
-    }
-}
+// The value is decoded from its bytes.
+read_from_jsonb_arg!(JsonB, |arg| JsonB(value_of(arg.bytes(), arg.0)));
 
 /// A jsonb value as serde JSON: read from its binary form, or (for a layout
 /// that reader refuses, which PostgreSQL should never write) through its
@@ -307,24 +314,7 @@ impl IntoDatum for JsonB {
     }
 }
 
-// SAFETY: the datum comes from into_datum and is returned as is.
-unsafe impl BoxRet for JsonB {
-    unsafe fn box_into<'fcx>(self, fcinfo: &mut FcInfo<'fcx>) -> pgrx::datum::Datum<'fcx> {
-        match self.into_datum() {
-            Some(datum) => unsafe { fcinfo.return_raw_datum(datum) },
-            None => fcinfo.return_null(),
-        }
-    }
-}
-
-// SAFETY: a jsonb datum, taken and returned.
-unsafe impl SqlTranslatable for JsonB {
-    const TYPE_IDENT: &'static str = pgrx::pgrx_resolved_type!(JsonB);
-    const TYPE_ORIGIN: TypeOrigin = TypeOrigin::External;
-    const ARGUMENT_SQL: Result<SqlMappingRef, ArgumentError> = Ok(SqlMappingRef::literal("jsonb"));
-    const RETURN_SQL: Result<ReturnsRef, ReturnsError> =
-        Ok(ReturnsRef::One(SqlMappingRef::literal("jsonb")));
-}
+returned_as!(JsonB, "jsonb", and taken);
 
 // SAFETY: unboxed with FromDatum after the depth check, as JsonbArg.
 unsafe impl<'fcx> ArgAbi<'fcx> for JsonB {

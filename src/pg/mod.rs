@@ -5,6 +5,8 @@
 
 /// Argument checks and the parameter types of statements.
 pub mod args;
+/// SQL functions declared by hand as C functions.
+pub mod c_functions;
 /// Datums built by the extension for large results.
 pub mod datums;
 /// Every failure becomes a specific SQLSTATE here, and only here.

@@ -181,22 +181,8 @@ pub fn first_value_of<T: pgrx::FromDatum + pgrx::IntoDatum>(
     args: &[pgrx::datum::DatumWithOid<'_>],
 ) -> SqlResult<Option<T>> {
     if statement.writes {
-        pgrx::Spi::connect_mut(|client| {
-            let plan = prepared_plan(client, statement).or_report()?;
-            client
-                .update(&*plan, None, args)
-                .or_report()?
-                .first_value::<T>(1)
-                .or_report()
-        })
+        pgrx::Spi::connect_mut(|client| statement.run(client, args)?.first().value::<T>(1))
     } else {
-        pgrx::Spi::connect(|client| {
-            let plan = prepared_plan(client, statement).or_report()?;
-            client
-                .select(&*plan, None, args)
-                .or_report()?
-                .first_value::<T>(1)
-                .or_report()
-        })
+        pgrx::Spi::connect(|client| statement.read(client, args)?.first().value::<T>(1))
     }
 }

@@ -225,12 +225,7 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'note_session_deletions_wrapper';
     name = "note_session_deletions"
 );
 
-#[unsafe(no_mangle)]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_note_session_deletions_wrapper() -> &'static pg_sys::Pg_finfo_record {
-    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1
-}
+crate::pg::c_functions::version_1!(pg_finfo_note_session_deletions_wrapper);
 
 /// The C entry point of the trigger function note_session_deletions().
 ///

@@ -417,6 +417,20 @@ macro_rules! owned_rows {
     };
 }
 
+// The CTE `$name`: the rows of `$table` that the picked sessions own and
+// this statement could lock, skipping those another transaction holds.
+macro_rules! locked_rows {
+    ($name:literal, $table:literal) => {
+        concat!(
+            " ",
+            $name,
+            " AS MATERIALIZED (",
+            owned_rows!($table, " FOR UPDATE SKIP LOCKED"),
+            "),"
+        )
+    };
+}
+
 /// Picked sessions deleted at once; the rows they own go by cascade, which
 /// waits for any of them another transaction holds.
 static DELETE_EXPIRED_SESSIONS_DIRECTLY: Statement = Statement {
@@ -445,18 +459,12 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement {
         picked_sessions!(),
         "),
          picked_ids AS MATERIALIZED (SELECT ARRAY (SELECT session_id FROM picked) AS ids),
-         kv_locked AS MATERIALIZED (",
-        owned_rows!("kv_entries", " FOR UPDATE SKIP LOCKED"),
-        "),
-         threads_locked AS MATERIALIZED (",
-        owned_rows!("message_threads", " FOR UPDATE SKIP LOCKED"),
-        "),
-         messages_locked AS MATERIALIZED (",
-        owned_rows!("thread_messages", " FOR UPDATE SKIP LOCKED"),
-        "),
-         parts_locked AS MATERIALIZED (",
-        owned_rows!("wm_parts", " FOR UPDATE SKIP LOCKED"),
-        "),
+",
+        locked_rows!("kv_locked", "kv_entries"),
+        locked_rows!("threads_locked", "message_threads"),
+        locked_rows!("messages_locked", "thread_messages"),
+        locked_rows!("parts_locked", "wm_parts"),
+        "
          held AS MATERIALIZED (
            (",
         owned_rows!("kv_entries", ""),

@@ -13,7 +13,7 @@ use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Statement, first_value_of, iso};
 use crate::sessions::kv::{delete_keys, write_entries};
-use crate::sessions::{active, idle_timeout_minutes};
+use crate::sessions::{callers_active_session, idle_timeout_minutes};
 
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
@@ -106,8 +106,8 @@ static BUILD: Statement = Statement {
                 END
          FROM (SELECT) AS one
          LEFT JOIN agent_memory.sessions s
-           ON s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$2")
+           ON ",
+        callers_active_session!("$2")
     ),
     args: &[TEXT, INT4, TEXT_ARRAY, BOOL],
     writes: false,

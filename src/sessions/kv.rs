@@ -25,7 +25,9 @@ use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, first_value_of, prepared_plan};
 use crate::pg::settings;
-use crate::sessions::{active, active_until, idle_timeout_minutes, lock_session, session_gone};
+use crate::sessions::{
+    active, active_until, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
+};
 use crate::sessions::{cache as session_cache, sensitive};
 
 /// The session's state as the write statement reads it (after its own
@@ -360,8 +362,8 @@ macro_rules! delete_entries {
         concat!(
             "WITH s AS (
                SELECT s.session_id, s.tenant FROM agent_memory.sessions s
-               WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-            active!("s", "$3"),
+               WHERE ",
+            callers_active_session!("$3"),
             "),
              gone AS (
                DELETE FROM agent_memory.kv_entries k USING ",
@@ -390,8 +392,8 @@ static WRITE_ONE: Statement = Statement {
         "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
                 s.tenant
          FROM agent_memory.sessions s
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$7")
+         WHERE ",
+        callers_active_session!("$7")
     ),
     args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4],
     writes: true,
@@ -405,8 +407,8 @@ static WRITE_MANY: Statement = Statement {
          FROM agent_memory.sessions s,
               ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
                          pg_catalog.unnest($4::int4[])) AS e(key, value, words)
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$7")
+         WHERE ",
+        callers_active_session!("$7")
     ),
     args: &[
         TEXT,
@@ -496,8 +498,8 @@ static GET_ALL: Statement = Statement {
                  WHERE k.session_id = s.session_id AND k.tenant = s.tenant
                    AND k.expires_at > pg_catalog.now())
          FROM agent_memory.sessions s
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$2")
+         WHERE ",
+        callers_active_session!("$2")
     ),
     args: &[TEXT, INT4],
     writes: false,

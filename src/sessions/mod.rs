@@ -298,6 +298,18 @@ macro_rules! active {
 }
 pub(crate) use active;
 
+// The predicate "session s is $1, of the caller's tenant, and active", given
+// the parameter that holds the default idle timeout in minutes.
+macro_rules! callers_active_session {
+    ($minutes:literal) => {
+        concat!(
+            "s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+            crate::sessions::active!("s", $minutes)
+        )
+    };
+}
+pub(crate) use callers_active_session;
+
 /// Advisory lock class of the session write locks ("amem"), as a literal
 /// for SQL text that takes the lock itself.
 macro_rules! session_lock_class {
@@ -358,8 +370,8 @@ static DELETE_SESSION: Statement = Statement {
 pub static RENEW: Statement = Statement {
     sql: concat!(
         "UPDATE agent_memory.sessions s SET last_activity_at = greatest(last_activity_at, pg_catalog.now())
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$2"),
+         WHERE ",
+        callers_active_session!("$2"),
         " RETURNING true"
     ),
     args: &[TEXT, INT4],
@@ -369,8 +381,8 @@ pub static RENEW: Statement = Statement {
 static IS_ACTIVE: Statement = Statement {
     sql: concat!(
         "SELECT EXISTS (SELECT FROM agent_memory.sessions s
-                        WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$2"),
+                        WHERE ",
+        callers_active_session!("$2"),
         ")"
     ),
     args: &[TEXT, INT4],

@@ -23,7 +23,7 @@ use crate::pg::args::{INT4, TEXT, checked_id};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, iso, prepared_plan};
-use crate::sessions::{active, idle_timeout_minutes, session_gone};
+use crate::sessions::{callers_active_session, idle_timeout_minutes, session_gone};
 use crate::working_memory::parts::node_key;
 
 /// The entry's value of part `$name`: the node's own ($2), else the
@@ -109,8 +109,8 @@ macro_rules! session_and_config {
                                          (c.config ->> 'include_context')::bool AS context,
                                          (c.config ->> 'include_working_history')::bool AS working_history) t ",
             $joins,
-            " WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-            active!("s", "$3")
+            " WHERE ",
+            callers_active_session!("$3")
         )
     };
 }

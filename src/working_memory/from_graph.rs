@@ -18,7 +18,8 @@ use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
 use crate::pg::plans::{Columns, Statement, first_value_of, iso};
 use crate::sessions::{
-    active, idle_timeout_minutes, lock_session, session_gone, session_lock_class,
+    active, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
+    session_lock_class,
 };
 use crate::working_memory::compose::snapshot_after_writes;
 use crate::working_memory::parts::{node_key, read_part, strip_keys, write_part};
@@ -241,8 +242,8 @@ static SESSION_PROJECT: Statement = Statement {
                             AND p.node_key = '' AND p.part = 'session'),
                          s.project_id)
          FROM agent_memory.sessions s
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$2")
+         WHERE ",
+        callers_active_session!("$2")
     ),
     args: &[TEXT, INT4],
     writes: true,

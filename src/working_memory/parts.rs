@@ -24,7 +24,7 @@ use crate::pg::plans::{Columns, Statement};
 use crate::pg::settings;
 use crate::sessions::cache as session_cache;
 use crate::sessions::{
-    RENEW, active, active_until, idle_timeout_minutes, lock_session, session_gone,
+    RENEW, active_until, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
 };
 
 /// The node argument: NULL is the session's global entry ('' in the table).
@@ -364,8 +364,8 @@ static WRITE_CHECKED: Statement = Statement {
     sql: upsert_part!(concat!(
         "SELECT $1, $2, $3, $4, agent_memory.caller_tenant() WHERE EXISTS (
            SELECT FROM agent_memory.sessions s
-           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$5"),
+           WHERE ",
+        callers_active_session!("$5"),
         ")"
     )),
     args: &[TEXT, TEXT, TEXT, JSONB, INT4],
@@ -393,8 +393,8 @@ static READ_PART: Statement = Statement {
                                 WHERE p.session_id = s.session_id AND p.tenant = s.tenant
                                   AND p.node_key = '' AND p.part = $3))
          FROM agent_memory.sessions s
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-        active!("s", "$4")
+         WHERE ",
+        callers_active_session!("$4")
     ),
     args: &[TEXT, TEXT, TEXT, INT4],
     writes: true,
