@@ -177,7 +177,7 @@ GROUP BY t.session_id, t.thread_key, t.tenant, t.keep, t.appends;
 COMMENT ON VIEW agent_memory.message_thread_stats IS
     'Per (session, node) thread: keep, messages held, appends so far (minus pops), and how many trimming removed';
 
--- Working memory (seeds 000 and 001): one row per part of an entry. An
+-- Working memory: one row per part of an entry. An
 -- entry is (session, node); node_key '' is the session's global entry,
 -- which a node's unset parts fall back to. Each part is written on its own
 -- and carries its own version; the extension sanitises every value before
@@ -200,7 +200,7 @@ COMMENT ON TABLE agent_memory.wm_parts IS
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.wm_parts', '');
 
--- Graph memory (seed 003): markdown nodes per owner (a user or project id).
+-- Graph memory: markdown nodes per owner (a user or project id).
 -- A node's children are its refs: its explicit ref list ("links") followed
 -- by the [[id]] links of its body, each id once. refs is derived at write
 -- time so the tree projection reads one column; refs to ids that do not
@@ -252,7 +252,7 @@ COMMENT ON TABLE agent_memory.graph_node_versions IS
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.graph_node_versions', '');
 
--- The memory tool (seed 002): text files per scope, addressed by
+-- The memory tool: text files per scope, addressed by
 -- normalised paths; directories exist through the files under them. Paths
 -- are C-collated so that the files under /a are exactly the range
 -- ['/a/', '/a0'): '0' is the byte after '/'.
