@@ -28,6 +28,15 @@ pub fn check_role(role: &str) -> Result<()> {
     }
 }
 
+/// The `lim` of a read: at least 1.
+pub fn checked_limit(lim: Option<i32>) -> Result<i32> {
+    match lim {
+        Some(l) if l >= 1 => Ok(l),
+        Some(l) => Err(Error::invalid(format!("lim must be at least 1, not {l}"))),
+        None => Err(Error::null("lim")),
+    }
+}
+
 /// The keep in force: the call's, else the setting's; at least 1.
 pub fn resolve_keep(keep: Option<i32>, setting: i32) -> Result<i32> {
     match keep {
@@ -229,6 +238,17 @@ mod tests {
     use super::*;
     use crate::ErrorKind;
     use serde_json::json;
+
+    #[test]
+    fn a_read_takes_at_least_one_message() {
+        assert_eq!(checked_limit(Some(1)).unwrap(), 1);
+        assert_eq!(checked_limit(Some(500)).unwrap(), 500);
+        assert_eq!(
+            checked_limit(Some(0)).unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+        assert_eq!(checked_limit(None).unwrap_err().kind, ErrorKind::NullValue);
+    }
 
     fn msg(slot: i32, seq: i64) -> Stored {
         Stored {

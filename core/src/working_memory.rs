@@ -367,6 +367,15 @@ pub fn check_patch(part: Part, patch: &Value) -> Result<()> {
     Ok(())
 }
 
+/// What a read shows of a part: the stored value, else the empty value of
+/// the contract; the configuration always with its defaults filled in.
+pub fn shown(part: Part, stored: Option<Value>) -> Value {
+    match part {
+        Part::Config => effective_config(stored.as_ref()),
+        _ => stored.unwrap_or_else(|| part.empty()),
+    }
+}
+
 /// The configuration in force: the defaults overlaid with what is stored.
 pub fn effective_config(stored: Option<&Value>) -> Value {
     match stored {
@@ -480,6 +489,20 @@ mod tests {
                 }
             })
         );
+    }
+
+    #[test]
+    fn a_read_shows_the_stored_value_or_the_empty_one() {
+        assert_eq!(shown(Part::NodeContext, None), json!({}));
+        assert_eq!(
+            shown(Part::NodeContext, Some(json!({"a": 1}))),
+            json!({"a": 1})
+        );
+        // The configuration always has its defaults filled in.
+        let config = shown(Part::Config, Some(json!({"history_length": 5})));
+        assert_eq!(config["history_length"], json!(5));
+        assert_eq!(config["include_context"], json!(true));
+        assert_eq!(shown(Part::Config, None), Part::Config.empty());
     }
 
     #[test]

@@ -43,10 +43,6 @@ use crate::pg::stream::{StreamStatement, for_each_row};
 // row-level security lets through, and a file's key is (scope, path,
 // tenant), a scope's (scope, tenant).
 
-fn not_found() -> ToolError {
-    ToolError::new(Code::Enoent, "ENOENT: file not found")
-}
-
 fn read(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<String>> {
     if let Some(result) = with_file(client, scope, path, files::read_result)? {
         return Ok(Ok(result));
@@ -54,7 +50,7 @@ fn read(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<String>
     if path == "/" || is_directory(client, scope, path)? {
         return Ok(Err(a_directory()));
     }
-    Ok(Err(not_found()))
+    Ok(Err(files::not_found()))
 }
 
 fn list(client: Client, scope: &str, dir: &str) -> SqlResult<ToolResult<String>> {
@@ -157,7 +153,7 @@ fn update(
             if path == "/" || is_directory(client, scope, path)? {
                 return Ok(Err(a_directory()));
             }
-            return Ok(Err(not_found()));
+            return Ok(Err(files::not_found()));
         }
         let row = table.first();
         let content = crate::pg::datums::text_at(&row, 1)?.unwrap_or_default();
@@ -314,14 +310,7 @@ fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<J
         (None, Ok(_)) | (Some(""), Ok(_)) => Err(ToolError::new(Code::Einval, "scope is required")),
         (Some(scope), Ok((command, path))) => run(scope, &command, &path)?,
     };
-    Ok(JsonText(envelope(&echo, answer)))
-}
-
-fn envelope(echo: &Echo, answer: ToolResult<String>) -> String {
-    match answer {
-        Ok(result) => files::envelope_ok(echo, &result),
-        Err(error) => files::envelope_error(echo, &error),
-    }
+    Ok(JsonText(files::envelope(&echo, answer)))
 }
 
 #[pg_extern(immutable, parallel_safe)]

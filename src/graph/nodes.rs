@@ -13,7 +13,6 @@
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
-use serde_json::json;
 
 use agent_memory_core::graph::{self, Content, ROOT_ID, WriteKind};
 use agent_memory_core::{Error, time};
@@ -60,27 +59,6 @@ pub fn unknown_node(owner: &str, node_id: &str) -> ErrorReport {
         agent_memory_core::error::quoted(node_id),
         agent_memory_core::error::quoted(owner)
     )))
-}
-
-// ---------------------------------------------------------------------------
-// Statements
-
-// ---------------------------------------------------------------------------
-// The root
-
-/// The virtual root as graph_read shows it: never stored, so no timestamps.
-pub fn root_json() -> serde_json::Value {
-    json!({
-        "id": ROOT_ID,
-        "title": graph::ROOT_TITLE,
-        "description": graph::ROOT_DESCRIPTION,
-        "version": 1,
-        "createdAt": null,
-        "updatedAt": null,
-        "refs": [],
-        "unresolvedRefs": [],
-        "body": graph::ROOT_BODY,
-    })
 }
 
 // ---------------------------------------------------------------------------
@@ -290,7 +268,7 @@ fn graph_create(
 fn graph_read(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonbBytes> {
     let owner = checked_owner(owner)?;
     if node_id == Some(ROOT_ID) {
-        return Ok(JsonbBytes::from_value(root_json()));
+        return Ok(JsonbBytes::from_value(graph::root_json()));
     }
     // A stored node is returned as the statement built it: never decoded.
     let node_id = checked_node(node_id)?;
@@ -302,7 +280,7 @@ fn graph_read(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonbByte
 /// P0002 when the owner has no such node.
 pub fn read_node_json(owner: &str, node_id: Option<&str>) -> SqlResult<serde_json::Value> {
     if node_id == Some(ROOT_ID) {
-        return Ok(root_json());
+        return Ok(graph::root_json());
     }
     let node_id = checked_node(node_id)?;
     first_value_of::<JsonB>(&READ_NODE, &[owner.into(), node_id.into()])?

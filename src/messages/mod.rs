@@ -47,11 +47,7 @@ fn checked_node(node_id: Option<&str>) -> SqlResult<Option<&str>> {
 
 /// Checked `lim` of the reads.
 fn checked_limit(lim: Option<i32>) -> SqlResult<i32> {
-    match lim {
-        Some(l) if l >= 1 => Ok(l),
-        Some(l) => Err(Error::invalid(format!("lim must be at least 1, not {l}"))).or_report(),
-        None => Err(Error::null("lim")).or_report(),
-    }
+    messages::checked_limit(lim).or_report()
 }
 
 /// Make room for one more message under a new (or first) keep: keep the

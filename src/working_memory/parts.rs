@@ -156,15 +156,6 @@ pub fn write_part(
     })
 }
 
-/// What a read shows of a part: the stored value, else the empty value of
-/// the contract; the configuration always with its defaults filled in.
-fn shown(part: Part, stored: Option<Value>) -> Value {
-    match part {
-        Part::Config => wm::effective_config(stored.as_ref()),
-        _ => stored.unwrap_or_else(|| part.empty()),
-    }
-}
-
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn wm_set(
@@ -255,7 +246,7 @@ fn wm_patch(
     });
     let merged = wm::sanitise(part, wm::merge_patch(&base, &patch), &strip_keys()).or_report()?;
     write_part(session_id, node, part, JsonB(merged.clone()))?;
-    Ok(JsonB(shown(part, Some(merged))))
+    Ok(JsonB(wm::shown(part, Some(merged))))
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -269,7 +260,7 @@ fn wm_get(
     let part = checked_part(part)?;
     let node = node_key(node_id)?;
     let stored = read_part(session_id, node, part)?;
-    Ok(JsonB(shown(part, stored)))
+    Ok(JsonB(wm::shown(part, stored)))
 }
 
 /// Delete entries of the caller's tenant: $1 session (NULL: every session

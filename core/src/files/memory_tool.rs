@@ -419,6 +419,19 @@ fn push_echo(out: &mut String, value: &Option<String>) {
 
 /// The envelope of a success: `{"command","path","ok":true,"result"}`,
 /// `result` already JSON text.
+/// The envelope of an answer: its result, or its error.
+pub fn envelope(echo: &Echo, answer: ToolResult<String>) -> String {
+    match answer {
+        Ok(result) => envelope_ok(echo, &result),
+        Err(error) => envelope_error(echo, &error),
+    }
+}
+
+/// The answer for a path where no file is.
+pub fn not_found() -> ToolError {
+    ToolError::new(Code::Enoent, "ENOENT: file not found")
+}
+
 pub fn envelope_ok(echo: &Echo, result: &str) -> String {
     let echoed =
         echo.command.as_ref().map_or(4, String::len) + echo.path.as_ref().map_or(4, String::len);
@@ -1031,10 +1044,7 @@ mod tests {
             path: Some("/missing".into()),
         };
         assert_eq!(
-            envelope_error(
-                &echo,
-                &ToolError::new(Code::Enoent, "ENOENT: file not found")
-            ),
+            envelope(&echo, Err(not_found())),
             r#"{"command":"read","path":"/missing","ok":false,"error":{"message":"ENOENT: file not found","code":"ENOENT"}}"#
         );
         let echo = Echo {

@@ -17,6 +17,21 @@ pub mod markdown;
 /// The tree projection of a graph.
 pub mod tree;
 
+/// The virtual root as a read shows it: never stored, so no timestamps.
+pub fn root_json() -> serde_json::Value {
+    serde_json::json!({
+        "id": ROOT_ID,
+        "title": ROOT_TITLE,
+        "description": ROOT_DESCRIPTION,
+        "version": 1,
+        "createdAt": null,
+        "updatedAt": null,
+        "refs": [],
+        "unresolvedRefs": [],
+        "body": ROOT_BODY,
+    })
+}
+
 /// The virtual root: always present, read-only, never stored.
 pub const ROOT_ID: &str = "__root__";
 
@@ -426,6 +441,16 @@ mod tests {
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_root_reads_as_a_node_with_no_times_and_no_refs() {
+        let root = root_json();
+        assert_eq!(root["id"], ROOT_ID);
+        assert_eq!(root["title"], ROOT_TITLE);
+        assert_eq!(root["version"], 1);
+        assert!(root["createdAt"].is_null() && root["updatedAt"].is_null());
+        assert_eq!(root["refs"], serde_json::json!([]));
     }
 
     #[test]
