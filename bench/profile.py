@@ -105,20 +105,28 @@ def main() -> int:
             own = ext.get("wrapper", 0) - statements
             calling = ext.get("execute", 0) - ext.get("wrapper", 0)
             fixed = ext["total"] - ext.get("execute", 0)
+            if call.get("floor"):
+                # A plain statement: it has no function to split its count by.
+                statements = own = calling = fixed = None
             rows.append((call["name"], ext["total"], statements, own, calling, fixed, base["total"]))
-            print(f"   {call['name']:<26} {ext['total'] / 1000:8.1f}k instructions per call "
-                  f"(statements {statements / 1000:.1f}k, own work {own / 1000:.1f}k, calling it {calling / 1000:.1f}k, "
-                  f"per statement {fixed / 1000:.1f}k); baseline {base['total'] / 1000:.1f}k; "
-                  f"ratio {base['total'] / ext['total']:.2f}", flush=True)
+            split = "" if statements is None else (
+                f" (statements {statements / 1000:.1f}k, own work {own / 1000:.1f}k, "
+                f"calling it {calling / 1000:.1f}k, per statement {fixed / 1000:.1f}k)")
+            print(f"   {call['name']:<26} {ext['total'] / 1000:8.1f}k instructions per call{split}; "
+                  f"baseline {base['total'] / 1000:.1f}k; ratio {base['total'] / ext['total']:.2f}", flush=True)
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = [f"Counted {when} by `make profile` on PostgreSQL {server}: "
              f"the cost of one more call, (count at {N2} calls - count at {N1}) / {N2 - N1}, in thousands of instructions.",
-             "Ratio = baseline / extension (above 1: the extension does less).",
+             "Ratio = baseline / extension (above 1: the extension does less). A floor row counts a plain "
+             "statement with one condition of the extension's against the same statement without it.",
              "", "| call | extension | its statements | its own work | calling it | per statement | baseline | ratio |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, total, statements, own, calling, fixed, base in rows:
-        lines.append(f"| {name} | {total / 1000:,.1f}k | {statements / 1000:,.1f}k | {own / 1000:,.1f}k "
-                     f"| {calling / 1000:,.1f}k | {fixed / 1000:,.1f}k | {base / 1000:,.1f}k | {base / total:.2f} |")
+    def thousands(count: float | None) -> str:
+        return "" if count is None else f"{count / 1000:,.1f}k"
+
+    for name, total, *split, base in rows:
+        cells = " | ".join(thousands(c) for c in [total, *split, base])
+        lines.append(f"| {name} | {cells} | {base / total:.2f} |")
     bench.write_section(START, END, "Instructions per call", lines)
     print(f"wrote the profile table into {bench.BENCHMARKS_MD.relative_to(bench.ROOT)}")
     return 0
