@@ -831,10 +831,11 @@ static APPEND_FAST: Statement = Statement {
 /// written. Returns the first seq taken, how many messages were appended,
 /// whether they moved to another thread than the session's previous
 /// append, and whether the session's recorded activity is over a second
-/// old; no row when nothing could go (nothing was written).
+/// old; no row when nothing could go (nothing was written). The ring's
+/// scan is materialized: inlined, it would run once for each use of n.
 static APPEND_BATCH: Statement = Statement {
     sql: concat!(
-        "WITH ring AS (
+        "WITH ring AS MATERIALIZED (
            SELECT least($8, coalesce(
                     -- the tool call nearest the ring's position: the
                     -- (k+1)th message of the run would overwrite it
