@@ -146,8 +146,9 @@ fn the_worker_removes_expired_entries_around_one_the_application_holds() {
             &[],
         )
         .unwrap();
+    // A run's batches commit before the run is recorded: wait for both.
     let (around, took) = wait_until(Duration::from_secs(10), || {
-        stored_entries(&mut client, "w-held") == 5
+        stored_entries(&mut client, "w-held") == 5 && worker_runs_since(&mut client, first_run) > 0
     });
     assert!(
         around,
@@ -524,4 +525,15 @@ fn a_batch_past_its_time_limit_is_ended_and_undone() {
     client
         .execute("SELECT agent_memory.end_session('w-limit')", &[])
         .unwrap();
+}
+
+/// Worker runs recorded from run `first_run` on.
+fn worker_runs_since(client: &mut Client, first_run: i64) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM agent_memory.cleanup_runs WHERE triggered_by = 'worker' AND run_id >= $1",
+            &[&first_run],
+        )
+        .unwrap()
+        .get(0)
 }
