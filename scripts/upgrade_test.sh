@@ -30,7 +30,8 @@ q()   { "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -d "$1" "${@:2}"; }
 run() { "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -At -d "$@"; }
 fresh_db() { run postgres -c "SET client_min_messages = warning" -c "DROP DATABASE IF EXISTS $1" -c "CREATE DATABASE $1"; }
 
-# Row count and digest of every table of the extension, over
+# Row count and digest of every table of the extension (but the
+# notification secret, which each database makes for itself), over
 # the columns listed in file $2 (written from the catalog at the first call,
 # so that columns an update adds do not change the digest of the old ones).
 data_digest() {
@@ -41,6 +42,7 @@ data_digest() {
                   FROM pg_class c LEFT JOIN pg_attribute a
                     ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind = 'r'
                   WHERE c.relnamespace = 'agent_memory'::regnamespace AND c.relkind = 'r'
+                    AND c.relname <> 'notify_secret'
                   GROUP BY c.relname, c.relkind ORDER BY 1" > "$columns"
   fi
   while IFS=: read -r name kind cols; do
@@ -112,10 +114,14 @@ for script in "${releases[@]}"; do
   data_digest up_filled "$work/columns" > "$work/data.after"
   same "rows before and after the update" "$work/data.before" "$work/data.after"
   # 0.1.0 numbered messages from a global sequence; each session's and each
-  # thread's counter must carry on from its newest message.
+  # thread's counter must carry on from its newest message (a session's is
+  # the larger of its last_message_seq and its newest append's thread's).
   behind=$(run up_filled -c "SELECT (SELECT count(*) FROM agent_memory.sessions s
-                                     WHERE s.last_message_seq < (SELECT coalesce(max(m.seq), 0) FROM agent_memory.thread_messages m
-                                                                 WHERE m.session_id = s.session_id))
+                                     WHERE greatest(s.last_message_seq,
+                                                    (SELECT t.last_seq FROM agent_memory.message_threads t
+                                                     WHERE t.session_id = s.session_id AND t.thread_key = s.last_thread_key))
+                                           < (SELECT coalesce(max(m.seq), 0) FROM agent_memory.thread_messages m
+                                              WHERE m.session_id = s.session_id))
                                    + (SELECT count(*) FROM agent_memory.message_threads t
                                       WHERE t.last_seq < (SELECT coalesce(max(m.seq), 0) FROM agent_memory.thread_messages m
                                                           WHERE m.session_id = t.session_id AND m.thread_key = t.thread_key))")
