@@ -1,4 +1,52 @@
--- agent_memory 0.2.0 -> 0.3.0. Run by ALTER EXTENSION agent_memory UPDATE;
+-- agent_memory 0.2.0 -> 0.3.0: recall. Every memory table gets the search
+-- column recall matches (rewriting the table once), and the recall
+-- function comes. Run by ALTER EXTENSION agent_memory UPDATE;
 -- scripts/upgrade_test.sh checks that the result equals a fresh 0.3.0
 -- install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.3.0'" to load this file. \quit
+
+ALTER TABLE agent_memory.kv_entries ADD COLUMN search tsvector GENERATED ALWAYS AS (
+    pg_catalog.setweight(pg_catalog.to_tsvector('english', pg_catalog.left(key, 1000)), 'A')
+    || CASE WHEN pg_catalog.octet_length(value::text) <= 800000
+    THEN pg_catalog.jsonb_to_tsvector('english', value, '["string", "numeric", "key"]')
+    ELSE pg_catalog.to_tsvector('english', pg_catalog.left(value::text, 200000)) END) STORED;
+
+ALTER TABLE agent_memory.thread_messages ADD COLUMN search tsvector GENERATED ALWAYS AS (
+    pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED;
+
+ALTER TABLE agent_memory.wm_parts ADD COLUMN search tsvector GENERATED ALWAYS AS (
+    CASE WHEN pg_catalog.octet_length(value::text) <= 800000
+    THEN pg_catalog.jsonb_to_tsvector('english', value, '["string", "numeric"]')
+    ELSE pg_catalog.to_tsvector('english', pg_catalog.left(value::text, 200000)) END) STORED;
+
+ALTER TABLE agent_memory.graph_nodes ADD COLUMN search tsvector GENERATED ALWAYS AS (
+    pg_catalog.setweight(pg_catalog.to_tsvector('english', pg_catalog.left(title, 10000)), 'A')
+    || pg_catalog.setweight(pg_catalog.to_tsvector('english', pg_catalog.left(description, 40000)), 'B')
+    || pg_catalog.to_tsvector('english', pg_catalog.left(body, 150000))) STORED;
+
+ALTER TABLE agent_memory.memory_files ADD COLUMN search tsvector GENERATED ALWAYS AS (
+    pg_catalog.setweight(pg_catalog.to_tsvector('english',
+    pg_catalog.translate(pg_catalog.left(path, 1000), '/._-', '    ')), 'A')
+    || pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED;
+
+-- Recall (as src/recall/mod.rs declares it), its comment and grants.
+CREATE FUNCTION agent_memory.recall(
+    query text,
+    session_id text DEFAULT NULL,
+    user_id text DEFAULT NULL,
+    owner text DEFAULT NULL,
+    scope text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    k integer DEFAULT 10)
+RETURNS TABLE (kind text, key text, ref text, snippet text, score double precision,
+               updated_at timestamp with time zone, signals jsonb)
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+-- A query of only common words is no error: no NOTICE either.
+SET client_min_messages = warning
+LANGUAGE c AS 'MODULE_PATHNAME', 'recall_wrapper';
+COMMENT ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer) IS
+    'The k memories of a scope (session, user, graph owner or file scope) that best match a query by their words, across key-value entries, messages, working memory, graph nodes and files, newer ones weighing more; each with a snippet that marks the query''s words';
+REVOKE ALL ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer)
+    TO agent_memory_reader, agent_memory_writer;

@@ -90,6 +90,15 @@ CREATE TABLE agent_memory.kv_entries (
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     expires_at timestamptz NOT NULL,
     tenant     text COLLATE "C" NOT NULL,
+    -- The words recall matches, in every memory table's last column: here
+    -- the key's words, weighted first, then the value's strings, numbers
+    -- and object keys. A tsvector holds at most 1 MB: past 800,000 bytes of
+    -- JSON, the words of its first 200,000 characters stand in.
+    search     tsvector GENERATED ALWAYS AS (
+                   pg_catalog.setweight(pg_catalog.to_tsvector('english', pg_catalog.left(key, 1000)), 'A')
+                   || CASE WHEN pg_catalog.octet_length(value::text) <= 800000
+                           THEN pg_catalog.jsonb_to_tsvector('english', value, '["string", "numeric", "key"]')
+                           ELSE pg_catalog.to_tsvector('english', pg_catalog.left(value::text, 200000)) END) STORED,
     PRIMARY KEY (session_id, key, tenant),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
@@ -150,6 +159,8 @@ CREATE TABLE agent_memory.thread_messages (
     idempotency_key text,
     created_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
     tenant          text COLLATE "C" NOT NULL,
+    search          tsvector GENERATED ALWAYS AS (
+                        pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED,
     PRIMARY KEY (session_id, thread_key, slot, tenant),
     FOREIGN KEY (session_id, thread_key, tenant)
         REFERENCES agent_memory.message_threads ON DELETE CASCADE
@@ -191,6 +202,11 @@ CREATE TABLE agent_memory.wm_parts (
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     tenant     text COLLATE "C" NOT NULL,
+    -- The value's strings and numbers (as in kv_entries).
+    search     tsvector GENERATED ALWAYS AS (
+                   CASE WHEN pg_catalog.octet_length(value::text) <= 800000
+                        THEN pg_catalog.jsonb_to_tsvector('english', value, '["string", "numeric"]')
+                        ELSE pg_catalog.to_tsvector('english', pg_catalog.left(value::text, 200000)) END) STORED,
     PRIMARY KEY (session_id, node_key, part, tenant),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
@@ -218,6 +234,11 @@ CREATE TABLE agent_memory.graph_nodes (
     created_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     tenant      text COLLATE "C" NOT NULL,
+    -- Title words weigh most, then the description's, then the body's.
+    search      tsvector GENERATED ALWAYS AS (
+                    pg_catalog.setweight(pg_catalog.to_tsvector('english', pg_catalog.left(title, 10000)), 'A')
+                    || pg_catalog.setweight(pg_catalog.to_tsvector('english', pg_catalog.left(description, 40000)), 'B')
+                    || pg_catalog.to_tsvector('english', pg_catalog.left(body, 150000))) STORED,
     PRIMARY KEY (owner, node_id, tenant)
 );
 
@@ -263,6 +284,11 @@ CREATE TABLE agent_memory.memory_files (
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     tenant     text COLLATE "C" NOT NULL,
+    -- The path's words weigh most, then the content's.
+    search     tsvector GENERATED ALWAYS AS (
+                   pg_catalog.setweight(pg_catalog.to_tsvector('english',
+                       pg_catalog.translate(pg_catalog.left(path, 1000), '/._-', '    ')), 'A')
+                   || pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED,
     PRIMARY KEY (scope, path, tenant)
 );
 

@@ -69,7 +69,8 @@ GRANT EXECUTE ON FUNCTION
     agent_memory.memory_tool_definition(text, text, text, text),
     agent_memory.memory_tool(text, jsonb),
     agent_memory.claude_memory(text, jsonb),
-    agent_memory.claude_memory_tool_result(text, jsonb)
+    agent_memory.claude_memory_tool_result(text, jsonb),
+    agent_memory.recall(text, text, text, text, text, text[], integer)
 TO agent_memory_reader;
 
 -- agent_memory_writer: everything the reader may, plus every function and

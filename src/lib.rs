@@ -8,7 +8,8 @@
 //! The folders stand on floors, and every arrow points down: `pg` is the
 //! floor under everything; `sessions` stands on it; `messages`, `files` and
 //! `graph` stand on both and never use one another; `working_memory`, on
-//! top, composes messages and graph nodes into an agent's working memory.
+//! top, composes messages and graph nodes into an agent's working memory;
+//! `recall`, beside it, searches the tables of every kind.
 
 // Functions return pgrx's `ErrorReport` by value: pgrx raises it with its
 // own SQLSTATE, detail and hint, and any other error type would reach the
@@ -40,6 +41,9 @@ pub mod graph;
 /// Working memory: the parts of a (session, node) entry, composed reads,
 /// and entries built from graph memory.
 pub mod working_memory;
+
+/// Recall: every kind of memory found by its words, in one call.
+pub mod recall;
 
 // Tables, indexes and comments: readable DDL in sql/, emitted before the
 // generated function definitions.

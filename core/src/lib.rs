@@ -21,6 +21,7 @@ pub mod time;
 pub mod files;
 pub mod graph;
 pub mod messages;
+pub mod recall;
 pub mod sessions;
 pub mod working_memory;
 

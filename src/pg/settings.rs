@@ -37,6 +37,8 @@ pub static MAX_MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 10
 pub static MAX_NODE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static MAX_RESULT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024 * 1024);
 pub static MAX_NODE_REFS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+pub static MAX_RECALL_K: GucSetting<i32> = GucSetting::<i32>::new(100);
+pub static RECALL_HALF_LIFE_S: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60 * 60);
 pub static MAX_TREE_ROWS: GucSetting<i32> = GucSetting::<i32>::new(10_000_000);
 pub static TENANT_ISOLATION: GucSetting<bool> = GucSetting::<bool>::new(false);
 pub static TENANT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -57,6 +59,26 @@ pub enum SensitiveData {
 /// Register every setting and reserve the prefix, so that a misspelt
 /// `agent_memory.*` name in postgresql.conf is reported instead of ignored.
 pub fn define_all() {
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_recall_k",
+        c"Most items one recall may return.",
+        c"",
+        &MAX_RECALL_K,
+        1,
+        1000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.recall_half_life",
+        c"Age at which recall weighs a memory halfway to the floor of its recency factor.",
+        c"A memory's score is multiplied by 0.5 + 0.5 * 2^(-age / half-life); 0 turns recency off.",
+        &RECALL_HALF_LIFE_S,
+        0,
+        i32::MAX,
+        GucContext::Userset,
+        GucFlags::UNIT_S,
+    );
     GucRegistry::define_int_guc(
         c"agent_memory.max_messages",
         c"Messages kept per session and node; older ones are dropped.",

@@ -14,3 +14,7 @@ SELECT wm_get('up-1', 'node_context'), wm_get('up-1', 'node_context', 'notes');
 SELECT memory_tool('ana', '{"command": "read", "path": "/notes/today"}');
 SELECT claude_memory('ana', '{"command": "view", "path": "/memories"}');
 SELECT session_id, active FROM user_sessions('ana');
+-- Rows written before recall existed are found by it after the update.
+SELECT kind, key, ref, snippet
+FROM recall('tea atlas projects notes', user_id => 'ana', owner => 'ana', scope => 'ana', k => 20)
+ORDER BY kind, key, ref;

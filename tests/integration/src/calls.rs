@@ -9,6 +9,13 @@ pub const SKIPPED: &[(&str, &str)] = &[(
     "trigger function of agent_memory.sessions (returns trigger; not callable from SQL)",
 )];
 
+/// Functions that refuse a call without their defaulted arguments, with the
+/// reason: one of those arguments is required, whichever it is.
+pub const NEED_A_DEFAULTED_ARGUMENT: &[(&str, &str)] = &[(
+    "recall(text, text, text, text, text, text[], integer)",
+    "a recall needs a scope: session_id, user_id, owner or scope",
+)];
+
 /// The scope key of memory node 'M' (what `memory_scope('M')` returns).
 pub const SCOPE: &str = r#"["M"]"#;
 
@@ -144,6 +151,29 @@ pub const BASES: &[Base] = &[
     Base {
         function: "clear_context(text)",
         calls: &[&[Some("live")]],
+    },
+    Base {
+        function: "recall(text, text, text, text, text, text[], integer)",
+        calls: &[
+            &[
+                Some("flight window hello projects status notes"),
+                Some("live"),
+                Some("hostile-user"),
+                Some("proj"),
+                Some(SCOPE),
+                None,
+                Some("10"),
+            ],
+            &[
+                Some("fares work"),
+                None,
+                Some("hostile-user"),
+                None,
+                None,
+                Some("{working_memory,message,kv}"),
+                Some("3"),
+            ],
+        ],
     },
     Base {
         function: "sensitive_findings(text)",

@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use agent_memory_integration::calls::{BASES, FIXTURE, SKIPPED};
+use agent_memory_integration::calls::{BASES, FIXTURE, NEED_A_DEFAULTED_ARGUMENT, SKIPPED};
 use agent_memory_integration::{drop_database, fresh_database};
 use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls};
@@ -984,10 +984,14 @@ fn every_function_survives_hostile_input() {
                 problems.push(format!("{}: the base call {args:?} failed", f.key));
             }
         }
-        // The first base call without its defaulted arguments.
+        // The first base call without its defaulted arguments: it works,
+        // or is refused where one of them is required.
         if f.defaults > 0 {
             runner.reset();
             let required = &bases[0][..f.types.len() - f.defaults as usize];
+            let refused = NEED_A_DEFAULTED_ARGUMENT
+                .iter()
+                .any(|(key, _)| *key == f.key);
             let before = runner.report.succeeded;
             runner.call(
                 f,
@@ -995,8 +999,15 @@ fn every_function_survives_hostile_input() {
                 None,
                 "base call without its defaulted arguments",
             );
-            if runner.report.succeeded == before {
-                problems.push(format!("{}: the base call {required:?} failed", f.key));
+            match (runner.report.succeeded == before, refused) {
+                (true, false) => {
+                    problems.push(format!("{}: the base call {required:?} failed", f.key))
+                }
+                (false, true) => problems.push(format!(
+                    "{}: the base call {required:?} succeeded without the argument it needs",
+                    f.key
+                )),
+                _ => {}
             }
         }
         // Hostile values in each position of the first base call.

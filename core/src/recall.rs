@@ -1,0 +1,576 @@
+//! Rules of recall: finding what an agent knows by its content, across
+//! every kind of memory.
+//!
+//! A recall is scoped (it never reads everyone's memory by accident),
+//! searches the kinds it is asked for, and ranks each candidate by the
+//! signals that found it: words (full-text search) and, when the
+//! application gives embeddings, meaning (cosine similarity). The signals
+//! combine by reciprocal rank fusion, so neither signal's raw scores need
+//! to be comparable, and a recency factor with a floor favours what was
+//! written lately without ever scoring an old memory to zero.
+
+use std::cmp::Ordering;
+
+use crate::{Error, Result};
+
+/// The kinds of memory recall searches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    /// Key-value entries of a session: the key and the value's text.
+    Kv,
+    /// Messages a thread keeps: their content.
+    Message,
+    /// Graph nodes: title, description and body.
+    Node,
+    /// Memory-tool files: path and content.
+    File,
+    /// Working-memory parts: the part's text.
+    Part,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [Kind::Kv, Kind::Message, Kind::Node, Kind::File, Kind::Part];
+
+    /// The name a caller gives in `kinds` and reads in the `kind` column.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Kv => "kv",
+            Kind::Message => "message",
+            Kind::Node => "node",
+            Kind::File => "file",
+            Kind::Part => "working_memory",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// The kinds a call asks for: all of them when `kinds` is absent; each
+/// named once, in the order of [`Kind::ALL`]. An empty list or an unknown
+/// name is 22023, so a typo never silently searches nothing.
+pub fn checked_kinds(kinds: Option<&[Option<String>]>) -> Result<Vec<Kind>> {
+    let Some(kinds) = kinds else {
+        return Ok(Kind::ALL.to_vec());
+    };
+    if kinds.is_empty() {
+        return Err(
+            Error::invalid("kinds must name at least one kind").with_hint(known_kinds_hint())
+        );
+    }
+    let mut chosen = Vec::new();
+    for name in kinds {
+        let name = name
+            .as_deref()
+            .ok_or_else(|| Error::null("an element of kinds"))?;
+        let kind = Kind::from_name(name).ok_or_else(|| {
+            Error::invalid(format!("unknown kind {}", crate::error::quoted(name)))
+                .with_hint(known_kinds_hint())
+        })?;
+        if !chosen.contains(&kind) {
+            chosen.push(kind);
+        }
+    }
+    chosen.sort();
+    Ok(chosen)
+}
+
+fn known_kinds_hint() -> String {
+    let names: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+    format!("the kinds are {}", names.join(", "))
+}
+
+/// Where a recall looks: at least one of these is given, and each kind is
+/// searched only where its rows can be: key-value entries, messages and
+/// working-memory parts belong to sessions (`session_id`, or every session
+/// of `user_id`), graph nodes to an `owner`, files to a `scope`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scope<'a> {
+    pub session_id: Option<&'a str>,
+    pub user_id: Option<&'a str>,
+    pub owner: Option<&'a str>,
+    pub scope: Option<&'a str>,
+}
+
+impl Scope<'_> {
+    /// 22023 when nothing scopes the call: recall never scans every
+    /// session, owner and scope.
+    pub fn check(&self) -> Result<()> {
+        if self.session_id.is_none()
+            && self.user_id.is_none()
+            && self.owner.is_none()
+            && self.scope.is_none()
+        {
+            return Err(Error::invalid(
+                "recall needs a scope: session_id, user_id, owner or scope",
+            )
+            .with_detail("an unscoped recall would search everyone's memory"));
+        }
+        Ok(())
+    }
+
+    /// Whether kind `kind` has anywhere to look in this scope.
+    pub fn reaches(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Kv | Kind::Message | Kind::Part => {
+                self.session_id.is_some() || self.user_id.is_some()
+            }
+            Kind::Node => self.owner.is_some(),
+            Kind::File => self.scope.is_some(),
+        }
+    }
+}
+
+/// The most characters a query may have.
+pub const MAX_QUERY_CHARS: usize = 10_000;
+
+/// A query as recall reads it: an item matches when it has any of the
+/// wanted terms and none of the unwanted ones. Each side is written for
+/// PostgreSQL's `websearch_to_tsquery`, terms joined by `or`, so that its
+/// text search configuration normalises the words (stems them, drops
+/// common words) and keeps a phrase's words in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Query {
+    /// Words and quoted phrases, any of which an item must have.
+    pub wanted: String,
+    /// Words and phrases marked `-`, none of which an item may have.
+    pub unwanted: String,
+}
+
+/// Read a query as a web search box does: `"quoted words"` are a phrase,
+/// `-word` or `-"a phrase"` must be absent, `or` between terms changes
+/// nothing (any term matches), and every other word is a term. An
+/// unclosed quote runs to the end. Longer than [`MAX_QUERY_CHARS`] is
+/// 54000.
+pub fn parse_query(query: &str) -> Result<Query> {
+    let chars = query.chars().count();
+    if chars > MAX_QUERY_CHARS {
+        return Err(Error::limit(format!(
+            "the query has {chars} characters, more than {MAX_QUERY_CHARS}"
+        )));
+    }
+    let (mut wanted, mut unwanted) = (Vec::new(), Vec::new());
+    let mut rest = query;
+    loop {
+        rest = rest.trim_start();
+        if rest.is_empty() {
+            break;
+        }
+        let negated = rest.starts_with('-');
+        if negated {
+            rest = &rest[1..];
+        }
+        let term = if let Some(inner) = rest.strip_prefix('"') {
+            let end = inner.find('"').unwrap_or(inner.len());
+            let phrase = inner[..end]
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            rest = inner.get(end + 1..).unwrap_or("");
+            (!phrase.is_empty()).then(|| format!("\"{phrase}\""))
+        } else {
+            let end = rest
+                .find(|c: char| c.is_whitespace() || c == '"')
+                .unwrap_or(rest.len());
+            let word = &rest[..end];
+            rest = &rest[end..];
+            let keyword = word.eq_ignore_ascii_case("or");
+            (!word.is_empty() && !word.starts_with('-') && !keyword).then(|| word.to_string())
+        };
+        if let Some(term) = term {
+            if negated { &mut unwanted } else { &mut wanted }.push(term);
+        }
+    }
+    Ok(Query {
+        wanted: wanted.join(" or "),
+        unwanted: unwanted.join(" or "),
+    })
+}
+
+/// The number of items a call returns: `k`, at least 1 and at most `max`.
+pub fn checked_k(k: Option<i32>, max: i32) -> Result<usize> {
+    match k {
+        None => Err(Error::null("k")),
+        Some(k) if k < 1 => Err(Error::invalid(format!("k must be at least 1, not {k}"))),
+        Some(k) if k > max => Err(Error::limit(format!("k must be at most {max}, not {k}"))
+            .with_hint("agent_memory.max_recall_k sets the maximum")),
+        Some(k) => Ok(k as usize),
+    }
+}
+
+/// An embedding an application gives: finite numbers, not all zero (its
+/// direction is what cosine similarity compares), of the dimension the
+/// store expects when it has one. Anything else is 22023 and stores
+/// nothing.
+pub fn check_embedding(values: &[f32], dimension: Option<usize>) -> Result<()> {
+    if values.is_empty() {
+        return Err(Error::invalid(
+            "an embedding must have at least one element",
+        ));
+    }
+    if let Some(dimension) = dimension
+        && values.len() != dimension
+    {
+        return Err(Error::invalid(format!(
+            "the embedding has {} dimensions, not {dimension}",
+            values.len()
+        )));
+    }
+    if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+        return Err(Error::invalid(format!(
+            "element {} of the embedding is {}, not a finite number",
+            at + 1,
+            values[at]
+        )));
+    }
+    if values.iter().all(|v| *v == 0.0) {
+        return Err(Error::invalid("an embedding must not be all zeros")
+            .with_detail("cosine similarity compares directions; a zero vector has none"));
+    }
+    Ok(())
+}
+
+/// Cosine similarity of two embeddings of the same dimension, in [-1, 1].
+/// Sums run in f64, so 4,096 dimensions lose no precision that matters to
+/// a ranking.
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let (mut dot, mut aa, mut bb) = (0.0f64, 0.0f64, 0.0f64);
+    for (x, y) in a.iter().zip(b) {
+        let (x, y) = (f64::from(*x), f64::from(*y));
+        dot += x * y;
+        aa += x * x;
+        bb += y * y;
+    }
+    if aa == 0.0 || bb == 0.0 {
+        return 0.0;
+    }
+    (dot / (aa.sqrt() * bb.sqrt())).clamp(-1.0, 1.0)
+}
+
+/// The reciprocal-rank-fusion constant: a signal's rank r contributes
+/// weight / (RRF_K + r), so the top few ranks of each signal count about
+/// alike and a long tail adds little.
+pub const RRF_K: f64 = 60.0;
+
+/// How much each signal counts in the fused score.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Weights {
+    pub keyword: f64,
+    pub meaning: f64,
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights {
+            keyword: 1.0,
+            meaning: 1.0,
+        }
+    }
+}
+
+impl Weights {
+    /// Weights are finite and not negative, and at least one is positive.
+    pub fn check(&self) -> Result<()> {
+        for (name, w) in [("keyword", self.keyword), ("meaning", self.meaning)] {
+            if !w.is_finite() || w < 0.0 {
+                return Err(Error::invalid(format!(
+                    "the {name} weight must be a finite number of at least 0, not {w}"
+                )));
+            }
+        }
+        if self.keyword == 0.0 && self.meaning == 0.0 {
+            return Err(Error::invalid("at least one weight must be above 0"));
+        }
+        Ok(())
+    }
+}
+
+/// The recency factor of an item `age_seconds` old: 1 for a new item,
+/// halving every `half_life_seconds` towards `floor`, never below it. A
+/// half-life of 0 or less turns recency off (factor 1).
+pub fn recency_factor(age_seconds: f64, half_life_seconds: f64, floor: f64) -> f64 {
+    if half_life_seconds <= 0.0 || !age_seconds.is_finite() {
+        return 1.0;
+    }
+    let floor = floor.clamp(0.0, 1.0);
+    let decay = 0.5f64.powf(age_seconds.max(0.0) / half_life_seconds);
+    floor + (1.0 - floor) * decay
+}
+
+/// One candidate item and where each signal ranked it (1 = best; None:
+/// that signal did not find it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Candidate<T> {
+    pub item: T,
+    pub keyword_rank: Option<usize>,
+    pub meaning_rank: Option<usize>,
+    /// The item's recency factor (see [`recency_factor`]).
+    pub recency: f64,
+}
+
+/// A candidate with its fused score.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked<T> {
+    pub candidate: Candidate<T>,
+    pub score: f64,
+}
+
+/// The fused score of a candidate: the weighted reciprocal ranks of the
+/// signals that found it, times its recency factor.
+pub fn fused_score<T>(candidate: &Candidate<T>, weights: Weights) -> f64 {
+    let part = |rank: Option<usize>, weight: f64| rank.map_or(0.0, |r| weight / (RRF_K + r as f64));
+    (part(candidate.keyword_rank, weights.keyword) + part(candidate.meaning_rank, weights.meaning))
+        * candidate.recency
+}
+
+/// The best `k` candidates by fused score, best first. Ties keep the order
+/// the candidates came in, so a call is deterministic.
+pub fn fuse<T>(candidates: Vec<Candidate<T>>, weights: Weights, k: usize) -> Vec<Ranked<T>> {
+    let mut ranked: Vec<Ranked<T>> = candidates
+        .into_iter()
+        .map(|candidate| Ranked {
+            score: fused_score(&candidate, weights),
+            candidate,
+        })
+        .filter(|r| r.score > 0.0)
+        .collect();
+    // A stable sort: equal scores stay in their incoming order.
+    ranked.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(Ordering::Equal));
+    ranked.truncate(k);
+    ranked
+}
+
+/// The ranks (1 = best) of scores, highest first; equal scores share the
+/// order they came in.
+pub fn ranks_of(scores: &[f64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    order.sort_by(|&a, &b| scores[b].partial_cmp(&scores[a]).unwrap_or(Ordering::Equal));
+    let mut ranks = vec![0; scores.len()];
+    for (rank, index) in order.into_iter().enumerate() {
+        ranks[index] = rank + 1;
+    }
+    ranks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    fn names(list: &[&str]) -> Vec<Option<String>> {
+        list.iter().map(|s| Some((*s).to_owned())).collect()
+    }
+
+    #[test]
+    fn a_query_wants_any_term_and_none_of_the_negated() {
+        let q = parse_query("flights to  porto").unwrap();
+        assert_eq!(q.wanted, "flights or to or porto");
+        assert_eq!(q.unwanted, "");
+        let q = parse_query(r#"window "train to  porto" -bus -"night train" OR seat"#).unwrap();
+        assert_eq!(q.wanted, r#"window or "train to porto" or seat"#);
+        assert_eq!(q.unwanted, r#"bus or "night train""#);
+        // An unclosed quote runs to the end; empty phrases and lone dashes
+        // are nothing; a dash inside a word is part of it.
+        let q = parse_query(r#"e-mail - "" "open phrase"#).unwrap();
+        assert_eq!(q.wanted, r#"e-mail or "open phrase""#);
+        assert_eq!(q.unwanted, "");
+        // A quote ends a word; syntax characters stay in words, for the
+        // text search parser to read as text.
+        let q = parse_query(r#"a"b c" !(&|:*<->)'\ --x"#).unwrap();
+        assert_eq!(q.wanted, r#"a or "b c" or !(&|:*<->)'\"#);
+        assert_eq!(q.unwanted, "");
+        assert_eq!(parse_query("  or OR ").unwrap().wanted, "");
+        let long = "w ".repeat(MAX_QUERY_CHARS);
+        assert_eq!(
+            parse_query(&long).unwrap_err().kind,
+            ErrorKind::LimitExceeded
+        );
+        assert!(parse_query(&long[..MAX_QUERY_CHARS]).is_ok());
+    }
+
+    #[test]
+    fn kinds_default_to_all_and_are_checked() {
+        assert_eq!(checked_kinds(None).unwrap(), Kind::ALL.to_vec());
+        assert_eq!(
+            checked_kinds(Some(&names(&["file", "kv", "file"]))).unwrap(),
+            vec![Kind::Kv, Kind::File]
+        );
+        let unknown = checked_kinds(Some(&names(&["kv", "nodes"]))).unwrap_err();
+        assert_eq!(unknown.kind, ErrorKind::InvalidParameter);
+        assert!(unknown.hint.unwrap().contains("working_memory"));
+        assert_eq!(
+            checked_kinds(Some(&[])).unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+        assert_eq!(
+            checked_kinds(Some(&[None])).unwrap_err().kind,
+            ErrorKind::NullValue
+        );
+        for kind in Kind::ALL {
+            assert_eq!(Kind::from_name(kind.name()), Some(kind));
+        }
+    }
+
+    #[test]
+    fn an_unscoped_recall_is_refused() {
+        assert_eq!(
+            Scope::default().check().unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+        let owner_only = Scope {
+            owner: Some("alice"),
+            ..Scope::default()
+        };
+        assert!(owner_only.check().is_ok());
+        assert!(owner_only.reaches(Kind::Node));
+        assert!(!owner_only.reaches(Kind::Kv));
+        assert!(!owner_only.reaches(Kind::File));
+        let user = Scope {
+            user_id: Some("alice"),
+            ..Scope::default()
+        };
+        assert!(user.reaches(Kind::Message) && user.reaches(Kind::Part));
+        assert!(!user.reaches(Kind::Node));
+    }
+
+    #[test]
+    fn k_is_bounded() {
+        assert_eq!(checked_k(Some(10), 100).unwrap(), 10);
+        assert_eq!(checked_k(Some(100), 100).unwrap(), 100);
+        assert_eq!(
+            checked_k(Some(0), 100).unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+        assert_eq!(
+            checked_k(Some(101), 100).unwrap_err().kind,
+            ErrorKind::LimitExceeded
+        );
+        assert_eq!(checked_k(None, 100).unwrap_err().kind, ErrorKind::NullValue);
+    }
+
+    #[test]
+    fn embeddings_are_finite_nonzero_and_of_the_right_size() {
+        assert!(check_embedding(&[0.1, -0.2, 0.3], Some(3)).is_ok());
+        assert!(check_embedding(&[0.1, -0.2, 0.3], None).is_ok());
+        for bad in [
+            check_embedding(&[], None),
+            check_embedding(&[0.1, 0.2], Some(3)),
+            check_embedding(&[0.1, f32::NAN], None),
+            check_embedding(&[f32::INFINITY, 0.2], None),
+            check_embedding(&[0.0, 0.0], None),
+        ] {
+            assert_eq!(bad.unwrap_err().kind, ErrorKind::InvalidParameter);
+        }
+        let message = check_embedding(&[1.0, f32::NEG_INFINITY], None)
+            .unwrap_err()
+            .message;
+        assert!(message.contains("element 2"), "{message}");
+    }
+
+    #[test]
+    fn cosine_compares_directions() {
+        assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-12);
+        assert!(cosine(&[1.0, 0.0], &[0.0, 3.0]).abs() < 1e-12);
+        assert!((cosine(&[1.0, 1.0], &[-1.0, -1.0]) + 1.0).abs() < 1e-12);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 1.0]), 0.0);
+    }
+
+    #[test]
+    fn recency_halves_towards_its_floor_and_never_below() {
+        let day = 86_400.0;
+        assert_eq!(recency_factor(0.0, day, 0.3), 1.0);
+        assert!((recency_factor(day, day, 0.0) - 0.5).abs() < 1e-12);
+        assert!((recency_factor(day, day, 0.2) - 0.6).abs() < 1e-12);
+        let ancient = recency_factor(1e6 * day, day, 0.2);
+        assert!((ancient - 0.2).abs() < 1e-12 && ancient > 0.0);
+        // Off, or a clock that puts the item in the future.
+        assert_eq!(recency_factor(5.0 * day, 0.0, 0.2), 1.0);
+        assert_eq!(recency_factor(-day, day, 0.2), 1.0);
+    }
+
+    #[test]
+    fn weights_are_checked() {
+        assert!(Weights::default().check().is_ok());
+        for bad in [
+            Weights {
+                keyword: -1.0,
+                meaning: 1.0,
+            },
+            Weights {
+                keyword: f64::NAN,
+                meaning: 1.0,
+            },
+            Weights {
+                keyword: 0.0,
+                meaning: 0.0,
+            },
+        ] {
+            assert_eq!(bad.check().unwrap_err().kind, ErrorKind::InvalidParameter);
+        }
+    }
+
+    fn candidate(item: &str, keyword: Option<usize>, meaning: Option<usize>) -> Candidate<String> {
+        Candidate {
+            item: item.to_owned(),
+            keyword_rank: keyword,
+            meaning_rank: meaning,
+            recency: 1.0,
+        }
+    }
+
+    #[test]
+    fn fusion_prefers_items_both_signals_found() {
+        let fused = fuse(
+            vec![
+                candidate("words only, first", Some(1), None),
+                candidate("both, second each", Some(2), Some(2)),
+                candidate("meaning only, first", None, Some(1)),
+                candidate("found by neither", None, None),
+            ],
+            Weights::default(),
+            10,
+        );
+        let order: Vec<&str> = fused.iter().map(|r| r.candidate.item.as_str()).collect();
+        // An item no signal found is never returned; ties keep their order.
+        assert_eq!(
+            order,
+            [
+                "both, second each",
+                "words only, first",
+                "meaning only, first"
+            ]
+        );
+        assert!((fused[0].score - 2.0 / 62.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn weights_and_recency_move_the_ranking() {
+        let items = || {
+            vec![
+                candidate("words", Some(1), None),
+                candidate("meaning", None, Some(1)),
+            ]
+        };
+        let meaning_first = fuse(
+            items(),
+            Weights {
+                keyword: 0.5,
+                meaning: 1.0,
+            },
+            1,
+        );
+        assert_eq!(meaning_first[0].candidate.item, "meaning");
+        let mut old = items();
+        old[1].recency = 0.5;
+        assert_eq!(fuse(old, Weights::default(), 1)[0].candidate.item, "words");
+        assert_eq!(fuse(items(), Weights::default(), 1).len(), 1);
+    }
+
+    #[test]
+    fn ranks_follow_scores() {
+        assert_eq!(ranks_of(&[0.1, 0.9, 0.5, 0.9]), vec![4, 1, 3, 2]);
+        assert!(ranks_of(&[]).is_empty());
+    }
+}

@@ -1,0 +1,435 @@
+//! Recall: what the agent knows, found by its words, across every kind of
+//! memory the caller may see, in the caller's transaction and tenant.
+//!
+//! A call runs two statements. The first finds candidates: in each kind
+//! asked for, the rows of the scope (found through their keys, so the cost
+//! follows the scope's size, never the table's) whose `search` column
+//! matches the query, best first, at most a few times k per kind. The core
+//! fuses their ranks with a recency factor and keeps the best k. The second
+//! marks the query's words in those k only (ts_headline reads the text, so
+//! it runs on what is returned and nothing else).
+
+use pgrx::iter::TableIterator;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+
+use agent_memory_core::recall::{
+    self, Candidate, Kind, Ranked, Scope, Weights, checked_k, checked_kinds, ranks_of,
+};
+use agent_memory_core::{Error, args};
+
+use crate::pg::args::{INT4, INT4_ARRAY, TEXT, TEXT_ARRAY};
+use crate::pg::datums::JsonB;
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Columns, Statement};
+use crate::pg::settings;
+use crate::sessions::idle_timeout_minutes;
+
+/// Old memories count at least this share of a new one's score.
+const RECENCY_FLOOR: f64 = 0.5;
+
+/// Where a candidate lives: enough to read its text again by key.
+struct Found {
+    kind: Kind,
+    /// The session, owner or scope it belongs to.
+    key: String,
+    /// What the read functions take: a kv key, a message seq, a part name
+    /// (`node/part` for a node's entry), a node id or a path.
+    reference: String,
+    /// A message's thread, a part's node (empty: the session's entry).
+    thread: Option<String>,
+    /// A message's slot in its thread's ring.
+    slot: Option<i32>,
+    keyword_score: f64,
+    updated_at: TimestampWithTimeZone,
+}
+
+// Declared by hand: its result has a column named ref, a word Rust keeps
+// for itself (pgrx names result columns after Rust identifiers).
+extension_sql!(
+    r#"
+CREATE FUNCTION agent_memory.recall(
+    query text,
+    session_id text DEFAULT NULL,
+    user_id text DEFAULT NULL,
+    owner text DEFAULT NULL,
+    scope text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    k integer DEFAULT 10)
+RETURNS TABLE (kind text, key text, ref text, snippet text, score double precision,
+               updated_at timestamp with time zone, signals jsonb)
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+-- A query of only common words is no error: no NOTICE either.
+SET client_min_messages = warning
+LANGUAGE c AS 'MODULE_PATHNAME', 'recall_wrapper';
+"#,
+    name = "recall"
+);
+
+// pgrx reads the result's columns from the signature, so no type alias.
+#[allow(clippy::type_complexity)]
+#[pg_extern(sql = false)]
+#[search_path(pg_catalog, pg_temp)]
+fn recall(
+    query: Option<&str>,
+    session_id: default!(Option<&str>, "NULL"),
+    user_id: default!(Option<&str>, "NULL"),
+    owner: default!(Option<&str>, "NULL"),
+    scope: default!(Option<&str>, "NULL"),
+    kinds: default!(Option<Vec<Option<String>>>, "NULL"),
+    k: default!(Option<i32>, "10"),
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(kind, String),
+            name!(key, String),
+            name!(reference, String),
+            name!(snippet, String),
+            name!(score, f64),
+            name!(updated_at, TimestampWithTimeZone),
+            name!(signals, JsonB),
+        ),
+    >,
+    ErrorReport,
+> {
+    let query = query.ok_or_else(|| Error::null("query")).or_report()?;
+    let query = recall::parse_query(query).or_report()?;
+    let scope = checked_scope(session_id, user_id, owner, scope)?;
+    let kinds = checked_kinds(kinds.as_deref()).or_report()?;
+    let k = checked_k(k, settings::MAX_RECALL_K.get()).or_report()?;
+    let kinds: Vec<Kind> = kinds
+        .into_iter()
+        .filter(|kind| scope.reaches(*kind))
+        .collect();
+    if kinds.is_empty() || query.wanted.is_empty() {
+        return Ok(TableIterator::new(Vec::new()));
+    }
+    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
+        let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
+        let per_kind = i32::try_from(k * 4 + 20).unwrap_or(i32::MAX);
+        let table = CANDIDATES.read(
+            client,
+            &[
+                query.wanted.as_str().into(),
+                scope.session_id.into(),
+                scope.user_id.into(),
+                scope.owner.into(),
+                scope.scope.into(),
+                names.into(),
+                per_kind.into(),
+                idle_timeout_minutes().into(),
+                query.unwanted.as_str().into(),
+            ],
+        )?;
+        let mut found = Vec::with_capacity(table.len());
+        for row in table {
+            let kind = row.required::<String>(1, "kind")?;
+            found.push(Found {
+                kind: Kind::from_name(&kind)
+                    .ok_or_else(|| Error::internal(format!("unknown kind {kind}")))
+                    .or_report()?,
+                key: row.required::<String>(2, "key")?,
+                reference: row.required::<String>(3, "ref")?,
+                thread: row.value::<String>(4)?,
+                slot: row.value::<i32>(5)?,
+                updated_at: row.required::<TimestampWithTimeZone>(6, "updated_at")?,
+                keyword_score: row.required::<f64>(7, "score")?,
+            });
+        }
+        let best = best_of(found, k)?;
+        if best.is_empty() {
+            return Ok(Vec::new());
+        }
+        let snippets = snippets_of(client, &query.wanted, &best)?;
+        Ok(best
+            .into_iter()
+            .zip(snippets)
+            .map(|(ranked, snippet)| {
+                let signals = serde_json::json!({
+                    "keyword": {
+                        "rank": ranked.candidate.keyword_rank,
+                        "score": ranked.candidate.item.keyword_score,
+                    },
+                    "recency": ranked.candidate.recency,
+                });
+                let found = ranked.candidate.item;
+                (
+                    found.kind.name().to_string(),
+                    found.key,
+                    found.reference,
+                    snippet,
+                    ranked.score,
+                    found.updated_at,
+                    JsonB(signals),
+                )
+            })
+            .collect())
+    })?;
+    Ok(TableIterator::new(rows))
+}
+
+/// The scope arguments, each checked as the read functions check it; at
+/// least one is required.
+fn checked_scope<'a>(
+    session_id: Option<&'a str>,
+    user_id: Option<&'a str>,
+    owner: Option<&'a str>,
+    scope: Option<&'a str>,
+) -> SqlResult<Scope<'a>> {
+    let optional = |what: &str, value: Option<&'a str>| -> SqlResult<Option<&'a str>> {
+        match value {
+            Some(_) => Ok(Some(args::check_id(what, value).or_report()?)),
+            None => Ok(None),
+        }
+    };
+    let scope = Scope {
+        session_id: optional("session_id", session_id)?,
+        user_id: optional("user_id", user_id)?,
+        owner: optional("owner", owner)?,
+        scope: optional("scope", scope)?,
+    };
+    scope.check().or_report()?;
+    Ok(scope)
+}
+
+/// Rank the candidates by their keyword score, weigh in recency, and keep
+/// the best `k`.
+fn best_of(found: Vec<Found>, k: usize) -> SqlResult<Vec<Ranked<Found>>> {
+    let half_life = f64::from(settings::RECALL_HALF_LIFE_S.get());
+    let now = now_epoch_seconds()?;
+    let scores: Vec<f64> = found.iter().map(|f| f.keyword_score).collect();
+    let candidates = found
+        .into_iter()
+        .zip(ranks_of(&scores))
+        .map(|(item, rank)| {
+            let age = now - epoch_seconds(item.updated_at);
+            Candidate {
+                recency: recall::recency_factor(age, half_life, RECENCY_FLOOR),
+                keyword_rank: Some(rank),
+                meaning_rank: None,
+                item,
+            }
+        })
+        .collect();
+    Ok(recall::fuse(candidates, Weights::default(), k))
+}
+
+fn epoch_seconds(at: TimestampWithTimeZone) -> f64 {
+    // Microseconds since 2000-01-01; only differences matter here.
+    let micros: i64 = at.into_inner();
+    micros as f64 / 1_000_000.0
+}
+
+fn now_epoch_seconds() -> SqlResult<f64> {
+    // The transaction's start, as now() in SQL.
+    // SAFETY: a plain read of the current transaction's start time.
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    Ok(now as f64 / 1_000_000.0)
+}
+
+/// The snippet of each of `best`, in order: its text with the query's
+/// words marked.
+fn snippets_of(
+    client: &pgrx::spi::SpiClient<'_>,
+    query: &str,
+    best: &[Ranked<Found>],
+) -> SqlResult<Vec<String>> {
+    let items = best.iter().map(|r| &r.candidate.item);
+    let kinds: Vec<&str> = items.clone().map(|f| f.kind.name()).collect();
+    let keys: Vec<&str> = items.clone().map(|f| f.key.as_str()).collect();
+    let refs: Vec<&str> = items.clone().map(|f| f.reference.as_str()).collect();
+    let threads: Vec<Option<&str>> = items.clone().map(|f| f.thread.as_deref()).collect();
+    let slots: Vec<Option<i32>> = items.map(|f| f.slot).collect();
+    let table = SNIPPETS.read(
+        client,
+        &[
+            query.into(),
+            kinds.into(),
+            keys.into(),
+            refs.into(),
+            threads.into(),
+            slots.into(),
+        ],
+    )?;
+    let mut snippets = vec![String::new(); best.len()];
+    for row in table {
+        let at = row.required::<i64>(1, "ord")?;
+        let snippet = row.value::<String>(2)?.unwrap_or_default();
+        if let Some(slot) = usize::try_from(at - 1)
+            .ok()
+            .and_then(|i| snippets.get_mut(i))
+        {
+            *slot = snippet;
+        }
+    }
+    Ok(snippets)
+}
+
+// The statements.
+
+/// The words an item must have any of, $1 (see recall::Query), in
+/// recall's text search configuration.
+macro_rules! wanted {
+    () => {
+        "pg_catalog.websearch_to_tsquery('english', $1)"
+    };
+}
+
+/// One kind's candidates, as (kind, key, ref, thread, slot, updated_at,
+/// score): `$columns` (key to updated_at) of the rows of `$from` that pass
+/// `$filter` and whose search column (`$alias.search`) matches, when kind
+/// `$kind` is asked for ($6), best first, at most $7.
+macro_rules! candidates {
+    ($kind:literal, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
+        concat!(
+            "(SELECT '",
+            $kind,
+            "', ",
+            $columns,
+            ", pg_catalog.ts_rank_cd(",
+            $alias,
+            ".search, q.q)::float8 AS score
+              FROM ",
+            $from,
+            ", q
+              WHERE '",
+            $kind,
+            "' = ANY ($6) AND ",
+            $filter,
+            " AND ",
+            $alias,
+            ".search @@ q.q
+              ORDER BY score DESC LIMIT $7)"
+        )
+    };
+}
+
+/// Table `$table` as `$alias`, joined to the live sessions of the scope.
+macro_rules! in_live_sessions {
+    ($table:literal, $alias:literal) => {
+        concat!(
+            "live JOIN agent_memory.",
+            $table,
+            " ",
+            $alias,
+            " ON ",
+            $alias,
+            ".session_id = live.session_id AND ",
+            $alias,
+            ".tenant = live.tenant"
+        )
+    };
+}
+
+/// The candidates of each kind named in $6: rows of the scope whose search
+/// column has any of the words $1 and none of the words $9 (see
+/// recall::Query), best first by ts_rank_cd, at most $7 per kind.
+/// Sessions (for kv entries, messages and working memory) are session $2,
+/// or every session of user $3, or session $2 of user $3; only active ones
+/// (default idle minutes $8), as the read functions see them. Nodes are
+/// owner $4's, files scope $5's. Every row is of the caller's tenant.
+static CANDIDATES: Statement = Statement {
+    sql: concat!(
+        "WITH q AS MATERIALIZED (
+           SELECT CASE WHEN $9 = '' THEN ",
+        wanted!(),
+        " ELSE ",
+        wanted!(),
+        " OPERATOR(pg_catalog.&&) OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery('english', $9) END AS q),
+         live AS MATERIALIZED (
+           SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+           WHERE s.tenant = agent_memory.caller_tenant()
+             AND ($2::text IS NULL OR s.session_id = $2) AND ($3::text IS NULL OR s.user_id = $3)
+             AND ($2::text IS NOT NULL OR $3::text IS NOT NULL)
+             AND ",
+        crate::sessions::active!("s", "$8"),
+        ")
+         ",
+        candidates!(
+            "kv",
+            "e",
+            "e.session_id::text, e.key::text, NULL::text, NULL::int4, e.updated_at",
+            in_live_sessions!("kv_entries", "e"),
+            "e.expires_at > pg_catalog.now()"
+        ),
+        " UNION ALL ",
+        candidates!(
+            "message",
+            "m",
+            "m.session_id::text, m.seq::text, m.thread_key, m.slot, m.created_at",
+            in_live_sessions!("thread_messages", "m"),
+            "true"
+        ),
+        " UNION ALL ",
+        candidates!(
+            "working_memory",
+            "p",
+            "p.session_id::text,
+             CASE WHEN p.node_key = '' THEN p.part ELSE p.node_key || '/' || p.part END,
+             p.node_key, NULL::int4, p.updated_at",
+            in_live_sessions!("wm_parts", "p"),
+            "true"
+        ),
+        " UNION ALL ",
+        candidates!(
+            "node",
+            "n",
+            "n.owner::text, n.node_id::text, NULL::text, NULL::int4, n.updated_at",
+            "agent_memory.graph_nodes n",
+            "n.owner = $4 AND n.tenant = agent_memory.caller_tenant()"
+        ),
+        " UNION ALL ",
+        candidates!(
+            "file",
+            "f",
+            "f.scope::text, f.path::text, NULL::text, NULL::int4, f.updated_at",
+            "agent_memory.memory_files f",
+            "f.scope = $5 AND f.tenant = agent_memory.caller_tenant()"
+        )
+    ),
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4, TEXT],
+    writes: false,
+};
+
+/// The snippet of each item of the parallel arrays $2 (kind), $3 (key),
+/// $4 (ref), $5 (thread or node key), $6 (slot): the first 20,000
+/// characters of its text, the words $1 (see recall::Query) marked with
+/// **, by the ordinal of the item.
+static SNIPPETS: Statement = Statement {
+    sql: concat!(
+        "WITH q AS MATERIALIZED (SELECT ",
+        wanted!(),
+        " AS q)
+         SELECT w.ord, pg_catalog.ts_headline('english', pg_catalog.left(
+           CASE w.kind
+             WHEN 'kv' THEN (SELECT e.key || ': ' || (e.value #>> '{}')
+                             FROM agent_memory.kv_entries e
+                             WHERE e.session_id = w.key AND e.key = w.ref
+                               AND e.tenant = agent_memory.caller_tenant())
+             WHEN 'message' THEN (SELECT m.content FROM agent_memory.thread_messages m
+                                  WHERE m.session_id = w.key AND m.thread_key = w.thread AND m.slot = w.slot
+                                    AND m.tenant = agent_memory.caller_tenant())
+             WHEN 'working_memory' THEN (SELECT p.part || ': ' || p.value::text FROM agent_memory.wm_parts p
+                                         WHERE p.session_id = w.key AND p.node_key = w.thread
+                                           AND p.part = CASE WHEN w.thread = '' THEN w.ref
+                                                             ELSE pg_catalog.substr(w.ref, pg_catalog.length(w.thread) + 2) END
+                                           AND p.tenant = agent_memory.caller_tenant())
+             WHEN 'node' THEN (SELECT n.title || E'\\n' || n.description || E'\\n' || n.body
+                               FROM agent_memory.graph_nodes n
+                               WHERE n.owner = w.key AND n.node_id = w.ref
+                                 AND n.tenant = agent_memory.caller_tenant())
+             WHEN 'file' THEN (SELECT f.path || E'\\n' || f.content FROM agent_memory.memory_files f
+                               WHERE f.scope = w.key AND f.path = w.ref
+                                 AND f.tenant = agent_memory.caller_tenant())
+           END, 20000), q.q,
+           'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"')
+         FROM q, ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
+                            pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
+                            pg_catalog.unnest($6::int4[]))
+                 WITH ORDINALITY AS w(kind, key, ref, thread, slot, ord)"
+    ),
+    args: &[TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, INT4_ARRAY],
+    writes: false,
+};

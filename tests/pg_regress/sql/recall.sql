@@ -1,0 +1,115 @@
+-- Recall: every kind found by its words in other inflections, the scope
+-- required and kept, the query's syntax, ranking signals, and recall in
+-- step with every write, rollback, overwrite, expiry and delete.
+SET search_path = agent_memory, public;
+SET timezone = 'UTC';
+
+SELECT create_session('ann', session_id => 'r1') IS NOT NULL AS made;
+SELECT create_session('ann', session_id => 'r2') IS NOT NULL AS made;
+SELECT create_session('ben', session_id => 'r3') IS NOT NULL AS made;
+SELECT kv_set('r1', 'diet', '"vegetarian, no mushrooms"');
+SELECT kv_set('r1', 'home_airport', '{"code": "LIS", "city": "Lisbon"}');
+SELECT append_message('r1', 'user', 'I am flying to Porto on Friday') > 0 AS appended;
+SELECT append_message('r1', 'assistant', 'Booked the train to Porto instead') > 0 AS appended;
+SELECT append_message('r2', 'user', 'Remind me about the dentist appointment') > 0 AS appended;
+SELECT append_message('r3', 'user', 'The dentist is on Monday') > 0 AS appended;
+SELECT wm_set('r1', 'fetched_context', '{"weather": "rain expected in Porto"}');
+SELECT graph_create('ann-notes', 'Dentist', 'Appointments and reminders', 'Checkup every six months.', ARRAY['__root__'], node_id => 'dentist') IS NOT NULL AS made;
+SELECT graph_create('ann-notes', 'Travel', 'Trips', 'Prefers trains over flights.', ARRAY['__root__'], node_id => 'travel') IS NOT NULL AS made;
+SELECT memory_tool('ann-files', '{"path": "/food/restaurants", "command": "append", "content": "Loved the seafood place in Alfama"}') ->> 'ok' AS ok;
+
+-- Each kind, found by words in other inflections than those stored.
+SELECT kind, key, ref, snippet FROM recall('flights to porto', session_id => 'r1');
+SELECT kind, key, ref, snippet FROM recall('mushroom', session_id => 'r1');
+SELECT kind, key, ref, snippet FROM recall('airports', session_id => 'r1');
+SELECT kind, key, ref, snippet FROM recall('raining', session_id => 'r1');
+SELECT kind, key, ref, snippet FROM recall('reminder', owner => 'ann-notes');
+SELECT kind, key, ref, snippet FROM recall('restaurant seafood', scope => 'ann-files');
+
+-- A user's sessions, and only theirs; a session and a user together.
+SELECT kind, key, ref FROM recall('dentist', user_id => 'ann');
+SELECT kind, key, ref FROM recall('dentist', user_id => 'ben');
+SELECT kind, key, ref FROM recall('dentist', session_id => 'r2', user_id => 'ben');
+-- Every scope at once: the title weighs more than the body.
+SELECT kind, key, ref FROM recall('dentist', user_id => 'ann', owner => 'ann-notes', scope => 'ann-files');
+SELECT kind, ref FROM recall('trains', session_id => 'r1', owner => 'ann-notes');
+
+-- kinds narrows; a kind with no scope to search is skipped.
+SELECT kind, ref FROM recall('porto', session_id => 'r1', kinds => '{working_memory}');
+SELECT kind, ref FROM recall('porto', session_id => 'r1', kinds => '{node,file}');
+SELECT count(*) FROM recall('porto', session_id => 'r1', k => 1);
+
+-- Web search syntax: quoted phrases, -word, or; syntax characters in
+-- words are words; common words alone find nothing.
+SELECT kind, ref FROM recall('"train to porto"', session_id => 'r1');
+SELECT kind, ref FROM recall('"porto train"', session_id => 'r1');
+SELECT kind, ref FROM recall('porto -train', session_id => 'r1');
+SELECT kind, ref FROM recall('mushrooms or dentist', user_id => 'ann', kinds => '{kv,message}');
+SELECT count(*) FROM recall('the and of is', session_id => 'r1');
+SELECT count(*) FROM recall('', session_id => 'r1');
+SELECT count(*) FROM recall('!(&|:*<->)''\', session_id => 'r1');
+SELECT count(*) FROM recall('porto & ! | : * ( ) <->', session_id => 'r1');
+SELECT count(*) FROM recall('-porto', session_id => 'r1');
+SELECT count(*) FROM recall(repeat('porto train ', 833), session_id => 'r1');
+SELECT count(*) FROM recall(repeat('porto train ', 100000), session_id => 'r1');
+\echo :LAST_ERROR_SQLSTATE
+
+-- Signals: the keyword rank and score, the recency factor.
+SELECT ref, signals -> 'keyword' ->> 'rank' AS rank, (signals ->> 'recency')::float8 > 0.99 AS fresh,
+       score > 0 AS scored
+FROM recall('porto', session_id => 'r1');
+SET agent_memory.recall_half_life = 0;
+SELECT DISTINCT signals ->> 'recency' FROM recall('porto', session_id => 'r1');
+RESET agent_memory.recall_half_life;
+
+-- In step: a write is found in its own transaction; a rollback leaves
+-- nothing; an overwritten message, an expired entry, a deleted node or
+-- file and an ended session are gone at once.
+BEGIN;
+SELECT kv_set('r1', 'allergy', '"peanuts"');
+SELECT kind, ref FROM recall('peanut', session_id => 'r1');
+ROLLBACK;
+SELECT count(*) FROM recall('peanut', session_id => 'r1');
+SELECT append_message('r2', 'user', 'The parrot needs food', keep => 1) > 0 AS appended;
+SELECT append_message('r2', 'user', 'Water the plants', keep => 1) > 0 AS appended;
+SELECT kind, snippet FROM recall('parrot or plants', session_id => 'r2');
+SELECT kv_set('r1', 'gate', '"gate 12"', ttl => '1 millisecond');
+SELECT pg_sleep(0.01);
+SELECT count(*) FROM recall('gate', session_id => 'r1');
+SELECT graph_delete('ann-notes', 'dentist');
+SELECT kind, ref FROM recall('dentist', owner => 'ann-notes');
+SELECT memory_tool('ann-files', '{"path": "/food", "command": "delete"}') ->> 'ok' AS ok;
+SELECT count(*) FROM recall('seafood', scope => 'ann-files');
+SELECT end_session('r1');
+SELECT count(*) FROM recall('porto', session_id => 'r1');
+SELECT count(*) FROM recall('porto', user_id => 'ann');
+
+-- A reader may recall.
+SET ROLE agent_memory_reader;
+SELECT kind, ref FROM recall('plants', session_id => 'r2');
+RESET ROLE;
+
+-- Arguments.
+SELECT * FROM recall('porto');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall(NULL, session_id => 'r2');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall('porto', session_id => '');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall('porto', owner => repeat('o', 300));
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall('porto', session_id => 'r2', kinds => '{}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall('porto', session_id => 'r2', kinds => '{messages}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall('porto', session_id => 'r2', kinds => ARRAY[NULL]);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall('porto', session_id => 'r2', k => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall('porto', session_id => 'r2', k => NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall('porto', session_id => 'r2', k => 101);
+\echo :LAST_ERROR_SQLSTATE
+
+-- Leave no sessions for the suites after this one.
+SELECT end_session('r2'), end_session('r3'), graph_delete('ann-notes', 'travel');
