@@ -1,6 +1,6 @@
 -- agent_memory 0.2.0 -> 0.3.0: recall. Every memory table gets the search
--- column recall matches (rewriting the table once), and the recall
--- function comes. Run by ALTER EXTENSION agent_memory UPDATE;
+-- column recall matches (rewriting the table once); recall, recall_rebuild
+-- and the table of recall's settings come. Run by ALTER EXTENSION agent_memory UPDATE;
 -- scripts/upgrade_test.sh checks that the result equals a fresh 0.3.0
 -- install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.3.0'" to load this file. \quit
@@ -50,3 +50,31 @@ COMMENT ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], in
 REVOKE ALL ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer)
     TO agent_memory_reader, agent_memory_writer;
+
+-- Recall's search columns: the text search configuration they are written
+-- in and the kinds kept in step (the others' columns are NULL), as
+-- recall_rebuild() last made them from the settings. One row. Not dumped:
+-- a restored database has the columns of a fresh install, and this row's
+-- defaults say so.
+CREATE TABLE agent_memory.recall_settings (
+    config regconfig NOT NULL DEFAULT 'english',
+    kinds  text[]    NOT NULL DEFAULT '{kv,message,node,file,working_memory}',
+    one_row boolean  NOT NULL DEFAULT true PRIMARY KEY CHECK (one_row)
+);
+INSERT INTO agent_memory.recall_settings DEFAULT VALUES;
+
+COMMENT ON TABLE agent_memory.recall_settings IS
+    'The text search configuration of recall''s search columns and the kinds they are kept for, as recall_rebuild() last made them';
+ALTER TABLE agent_memory.recall_settings OWNER TO agent_memory_owner;
+GRANT SELECT ON agent_memory.recall_settings TO agent_memory_reader;
+
+-- recall_rebuild (as cargo pgrx schema generates it), its comment and grant.
+CREATE FUNCTION agent_memory.recall_rebuild() RETURNS jsonb
+STRICT VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'recall_rebuild_wrapper';
+COMMENT ON FUNCTION agent_memory.recall_rebuild() IS
+    'Rewrite recall''s search columns in agent_memory.text_search_config, kept for the kinds of agent_memory.recall_kinds only; returns them as JSON';
+REVOKE ALL ON FUNCTION agent_memory.recall_rebuild() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.recall_rebuild() TO agent_memory_writer;

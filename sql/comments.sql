@@ -67,6 +67,8 @@ COMMENT ON FUNCTION agent_memory.messages_json(text, text, integer) IS
     'messages() as a JSON array of {role, content, metadata, seq, created_at}, oldest first; [] when there are none';
 COMMENT ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer) IS
     'The k memories of a scope (session, user, graph owner or file scope) that best match a query by their words, across key-value entries, messages, working memory, graph nodes and files, newer ones weighing more; each with a snippet that marks the query''s words';
+COMMENT ON FUNCTION agent_memory.recall_rebuild() IS
+    'Rewrite recall''s search columns in agent_memory.text_search_config, kept for the kinds of agent_memory.recall_kinds only; returns them as JSON';
 COMMENT ON FUNCTION agent_memory.pop_message(text, text) IS
     'Remove and return the newest message (of a node, or of the session) as JSON; NULL when there is none';
 COMMENT ON FUNCTION agent_memory.last_user_message(text, text) IS

@@ -343,3 +343,18 @@ CREATE TABLE agent_memory.cleanup_runs (
 
 COMMENT ON TABLE agent_memory.cleanup_runs IS
     'History of cleanup runs: when, who (manual or worker), rows removed per kind, and the error if one stopped it';
+
+-- Recall's search columns: the text search configuration they are written
+-- in and the kinds kept in step (the others' columns are NULL), as
+-- recall_rebuild() last made them from the settings. One row. Not dumped:
+-- a restored database has the columns of a fresh install, and this row's
+-- defaults say so.
+CREATE TABLE agent_memory.recall_settings (
+    config regconfig NOT NULL DEFAULT 'english',
+    kinds  text[]    NOT NULL DEFAULT '{kv,message,node,file,working_memory}',
+    one_row boolean  NOT NULL DEFAULT true PRIMARY KEY CHECK (one_row)
+);
+INSERT INTO agent_memory.recall_settings DEFAULT VALUES;
+
+COMMENT ON TABLE agent_memory.recall_settings IS
+    'The text search configuration of recall''s search columns and the kinds they are kept for, as recall_rebuild() last made them';

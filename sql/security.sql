@@ -84,3 +84,5 @@ REVOKE ALL ON agent_memory.notify_secret FROM agent_memory_reader, agent_memory_
 -- The cleanup history is the extension's record: readable, never written
 -- by a role (a run is recorded as the table's owner).
 REVOKE INSERT, UPDATE, DELETE ON agent_memory.cleanup_runs FROM agent_memory_writer;
+-- Recall's settings are changed by recall_rebuild() alone, with the columns.
+REVOKE INSERT, UPDATE, DELETE ON agent_memory.recall_settings FROM agent_memory_writer;

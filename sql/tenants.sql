@@ -83,6 +83,8 @@ ALTER TABLE agent_memory.memory_scopes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVE
 ALTER TABLE agent_memory.notify_secret OWNER TO agent_memory_owner;
 -- Written by the extension as its owner only: roles may read the runs.
 ALTER TABLE agent_memory.cleanup_runs OWNER TO agent_memory_owner;
+-- Changed by recall_rebuild() with the search columns, owned like them.
+ALTER TABLE agent_memory.recall_settings OWNER TO agent_memory_owner;
 
 -- A view runs with its owner's rights unless told otherwise, which would
 -- show every tenant's threads.

@@ -122,6 +122,85 @@ impl Scope<'_> {
     }
 }
 
+/// The table that holds each kind's rows.
+impl Kind {
+    pub fn table(self) -> &'static str {
+        match self {
+            Kind::Kv => "kv_entries",
+            Kind::Message => "thread_messages",
+            Kind::Node => "graph_nodes",
+            Kind::File => "memory_files",
+            Kind::Part => "wm_parts",
+        }
+    }
+}
+
+/// The kinds named in a comma-separated list (a setting's value), each
+/// once; an empty list names none. An unknown name is 22023.
+pub fn kinds_in_list(list: &str) -> Result<Vec<Kind>> {
+    let names: Vec<Option<String>> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(|name| Some(name.to_string()))
+        .collect();
+    if names.is_empty() {
+        return Ok(Vec::new());
+    }
+    checked_kinds(Some(&names))
+}
+
+/// The expression of a kind's search column: the words recall matches, in
+/// text search configuration `config` (an SQL literal), or NULL when the
+/// kind is not kept in step. A tsvector holds at most 1 MB, so each text
+/// is cut first (at most 200,000 characters in all; JSON past 800,000
+/// bytes stands in as the words of its first 200,000 characters). A fresh
+/// install's columns (sql/schema.sql) are these with 'english'.
+pub fn search_expression(kind: Kind, config: &str, kept: bool) -> String {
+    if !kept {
+        return "NULL::tsvector".to_string();
+    }
+    let words = |text: &str| format!("pg_catalog.to_tsvector({config}, {text})");
+    let json_words = |filter: &str| {
+        format!(
+            "CASE WHEN pg_catalog.octet_length(value::text) <= 800000 \
+             THEN pg_catalog.jsonb_to_tsvector({config}, value, '{filter}') \
+             ELSE {} END",
+            words("pg_catalog.left(value::text, 200000)")
+        )
+    };
+    match kind {
+        Kind::Kv => format!(
+            "pg_catalog.setweight({}, 'A') || {}",
+            words("pg_catalog.left(key, 1000)"),
+            json_words(r#"["string", "numeric", "key"]"#)
+        ),
+        Kind::Message => words("pg_catalog.left(content, 200000)"),
+        Kind::Part => json_words(r#"["string", "numeric"]"#),
+        Kind::Node => format!(
+            "pg_catalog.setweight({}, 'A') || pg_catalog.setweight({}, 'B') || {}",
+            words("pg_catalog.left(title, 10000)"),
+            words("pg_catalog.left(description, 40000)"),
+            words("pg_catalog.left(body, 150000)")
+        ),
+        Kind::File => format!(
+            "pg_catalog.setweight({}, 'A') || {}",
+            words("pg_catalog.translate(pg_catalog.left(path, 1000), '/._-', '    ')"),
+            words("pg_catalog.left(content, 200000)")
+        ),
+    }
+}
+
+/// A text search configuration's name as a setting gives it: its schema,
+/// when qualified (`public.mine`), and its own name. Unqualified names are
+/// pg_catalog's.
+pub fn config_name(config: &str) -> (Option<&str>, &str) {
+    match config.trim().split_once('.') {
+        Some((schema, name)) => (Some(schema), name),
+        None => (None, config.trim()),
+    }
+}
+
 /// The most characters a query may have.
 pub const MAX_QUERY_CHARS: usize = 10_000;
 
@@ -361,6 +440,42 @@ mod tests {
 
     fn names(list: &[&str]) -> Vec<Option<String>> {
         list.iter().map(|s| Some((*s).to_owned())).collect()
+    }
+
+    #[test]
+    fn a_configuration_name_may_be_qualified() {
+        assert_eq!(config_name(" english "), (None, "english"));
+        assert_eq!(config_name("public.mine"), (Some("public"), "mine"));
+    }
+
+    #[test]
+    fn kinds_in_a_setting_and_their_search_columns() {
+        assert_eq!(kinds_in_list(" ").unwrap(), vec![]);
+        assert_eq!(
+            kinds_in_list("file, kv,file").unwrap(),
+            vec![Kind::Kv, Kind::File]
+        );
+        assert_eq!(
+            kinds_in_list("kv,nodes").unwrap_err().kind,
+            ErrorKind::InvalidParameter
+        );
+        assert_eq!(
+            search_expression(Kind::Node, "'english'", false),
+            "NULL::tsvector"
+        );
+        let message = search_expression(Kind::Message, "'simple'", true);
+        assert_eq!(
+            message,
+            "pg_catalog.to_tsvector('simple', pg_catalog.left(content, 200000))"
+        );
+        for kind in Kind::ALL {
+            let expression = search_expression(kind, "'english'", true);
+            assert!(!expression.contains("'simple'"), "{expression}");
+            assert_eq!(
+                expression.matches('(').count(),
+                expression.matches(')').count()
+            );
+        }
     }
 
     #[test]

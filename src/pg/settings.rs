@@ -37,6 +37,10 @@ pub static MAX_MESSAGE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 10
 pub static MAX_NODE_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1024 * 1024);
 pub static MAX_RESULT_BYTES: GucSetting<i32> = GucSetting::<i32>::new(64 * 1024 * 1024);
 pub static MAX_NODE_REFS: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+pub static TEXT_SEARCH_CONFIG: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"english"));
+pub static RECALL_KINDS: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(c"kv,message,node,file,working_memory"));
 pub static MAX_RECALL_K: GucSetting<i32> = GucSetting::<i32>::new(100);
 pub static RECALL_HALF_LIFE_S: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60 * 60);
 pub static MAX_TREE_ROWS: GucSetting<i32> = GucSetting::<i32>::new(10_000_000);
@@ -59,6 +63,22 @@ pub enum SensitiveData {
 /// Register every setting and reserve the prefix, so that a misspelt
 /// `agent_memory.*` name in postgresql.conf is reported instead of ignored.
 pub fn define_all() {
+    GucRegistry::define_string_guc(
+        c"agent_memory.text_search_config",
+        c"Text search configuration of recall's search columns, from the next recall_rebuild().",
+        c"",
+        &TEXT_SEARCH_CONFIG,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"agent_memory.recall_kinds",
+        c"Kinds of memory whose search columns writes keep, from the next recall_rebuild().",
+        c"Comma-separated: kv, message, node, file, working_memory; the others are not found by recall and cost writes nothing.",
+        &RECALL_KINDS,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     GucRegistry::define_int_guc(
         c"agent_memory.max_recall_k",
         c"Most items one recall may return.",

@@ -25,6 +25,8 @@ use crate::pg::plans::{Columns, Statement};
 use crate::pg::settings;
 use crate::sessions::idle_timeout_minutes;
 
+mod rebuild;
+
 /// Old memories count at least this share of a new one's score.
 const RECENCY_FLOOR: f64 = 0.5;
 
@@ -269,11 +271,18 @@ fn snippets_of(
 
 // The statements.
 
-/// The words an item must have any of, $1 (see recall::Query), in
-/// recall's text search configuration.
+/// The text search configuration of the search columns.
+macro_rules! config {
+    () => {
+        "(SELECT c.config FROM agent_memory.recall_settings c)"
+    };
+}
+
+/// The words an item must have any of, $1 (see recall::Query), in the
+/// search columns' text search configuration.
 macro_rules! wanted {
     () => {
-        "pg_catalog.websearch_to_tsquery('english', $1)"
+        concat!("pg_catalog.websearch_to_tsquery(", config!(), ", $1)")
     };
 }
 
@@ -337,7 +346,9 @@ static CANDIDATES: Statement = Statement {
         wanted!(),
         " ELSE ",
         wanted!(),
-        " OPERATOR(pg_catalog.&&) OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery('english', $9) END AS q),
+        " OPERATOR(pg_catalog.&&) OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery(",
+        config!(),
+        ", $9) END AS q),
          live AS MATERIALIZED (
            SELECT s.session_id, s.tenant FROM agent_memory.sessions s
            WHERE s.tenant = agent_memory.caller_tenant()
@@ -402,7 +413,9 @@ static SNIPPETS: Statement = Statement {
         "WITH q AS MATERIALIZED (SELECT ",
         wanted!(),
         " AS q)
-         SELECT w.ord, pg_catalog.ts_headline('english', pg_catalog.left(
+         SELECT w.ord, pg_catalog.ts_headline(",
+        config!(),
+        ", pg_catalog.left(
            CASE w.kind
              WHEN 'kv' THEN (SELECT e.key || ': ' || (e.value #>> '{}')
                              FROM agent_memory.kv_entries e

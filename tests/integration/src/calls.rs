@@ -176,6 +176,10 @@ pub const BASES: &[Base] = &[
         ],
     },
     Base {
+        function: "recall_rebuild()",
+        calls: &[&[]],
+    },
+    Base {
         function: "sensitive_findings(text)",
         calls: &[&[Some("card 4111 1111 1111 1111, mail a@b.example")]],
     },

@@ -111,5 +111,41 @@ SELECT * FROM recall('porto', session_id => 'r2', k => NULL);
 SELECT * FROM recall('porto', session_id => 'r2', k => 101);
 \echo :LAST_ERROR_SQLSTATE
 
+-- The search columns: a rebuild from the default settings makes the
+-- columns of a fresh install; another configuration and fewer kinds take
+-- effect at the rebuild, and back again.
+CREATE TEMP VIEW search_columns AS
+SELECT c.relname, pg_get_expr(d.adbin, d.adrelid) AS expression
+FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE c.relnamespace = 'agent_memory'::regnamespace AND a.attname = 'search' AND NOT a.attisdropped;
+CREATE TEMP TABLE installed AS SELECT * FROM search_columns;
+SELECT count(*) AS columns FROM installed;
+SELECT recall_rebuild();
+SELECT count(*) AS changed FROM ((TABLE installed EXCEPT TABLE search_columns) UNION ALL (TABLE search_columns EXCEPT TABLE installed)) d;
+SELECT kv_set('r2', 'garden', '"three plants on the balcony"') ->> 'stored' AS stored;
+SET agent_memory.text_search_config = 'simple';
+SET agent_memory.recall_kinds = 'message, node';
+SELECT kind, ref FROM recall('plant', session_id => 'r2');
+SELECT recall_rebuild();
+SELECT relname, expression FROM search_columns ORDER BY relname;
+SELECT kind, ref FROM recall('plant', session_id => 'r2');
+SELECT kind, ref FROM recall('plants', session_id => 'r2');
+SET agent_memory.text_search_config = 'klingon';
+SELECT recall_rebuild();
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.text_search_config;
+SET agent_memory.recall_kinds = 'kv, nodes';
+SELECT recall_rebuild();
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.recall_kinds;
+SET ROLE agent_memory_reader;
+SELECT recall_rebuild();
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT recall_rebuild();
+SELECT count(*) AS changed FROM ((TABLE installed EXCEPT TABLE search_columns) UNION ALL (TABLE search_columns EXCEPT TABLE installed)) d;
+SELECT kind, ref FROM recall('plant', session_id => 'r2') ORDER BY kind;
+
 -- Leave no sessions for the suites after this one.
 SELECT end_session('r2'), end_session('r3'), graph_delete('ann-notes', 'travel');
