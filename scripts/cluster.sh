@@ -16,15 +16,23 @@ cmd="${1:-}"; name="${2:-}"
 dir="$SCRATCH/$name-pg$PG"
 data="$dir/data"
 
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# A port is taken when something listens on it, or when any socket holds
+# it: these ports lie in the range the kernel hands out to outgoing
+# connections, and one of those makes the server's bind fail too.
+port_in_use() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+  ! python3 -c "import socket, sys; socket.socket().bind(('127.0.0.1', int(sys.argv[1])))" "$1" 2>/dev/null
+}
 
 running() { [ -f "$data/postmaster.pid" ] && as_pg_user "$PG_BINDIR/pg_ctl" -D "$data" status >/dev/null 2>&1; }
 
 pick_port() {
-  # A stable port per (name, version), or the next free one after it.
+  # A stable port per (name, version), or the next free one after it (and
+  # after $1, a port that failed).
   local base=$(( 54000 + PG * 10 + $(printf '%s' "$name" | cksum | cut -d' ' -f1) % 10 * 100 ))
   local port
   for port in $(seq "$base" $((base + 50))); do
+    [ "$port" -gt "${1:-0}" ] || continue
     if ! port_in_use "$port"; then echo "$port"; return; fi
     warn "port $port is taken, trying the next one"
   done
@@ -46,13 +54,17 @@ case "$cmd" in
       as_pg_user "$PG_BINDIR/initdb" -D "$data" -U postgres -A trust --no-sync \
         --locale=C.UTF-8 -E UTF8 >"$dir/initdb.log" 2>&1 || { cat "$dir/initdb.log" >&2; die "initdb failed"; }
     fi
-    port="$(pick_port)"
-    echo "$port" > "$dir/port"
-    # Our settings live in their own file, not in postgresql.auto.conf, so a
-    # test's ALTER SYSTEM RESET cannot remove them.
-    grep -q "^include 'cluster.conf'" "$data/postgresql.conf" \
-      || echo "include 'cluster.conf'" | as_pg_user tee -a "$data/postgresql.conf" >/dev/null
-    as_pg_user tee "$data/cluster.conf" >/dev/null <<CONF
+    # A port can be taken between the check and the server's bind (by a
+    # connection's local port): then the next one is tried.
+    failed_port=0
+    for attempt in 1 2 3 4 5; do
+      port="$(pick_port "$failed_port")"
+      echo "$port" > "$dir/port"
+      # Our settings live in their own file, not in postgresql.auto.conf, so a
+      # test's ALTER SYSTEM RESET cannot remove them.
+      grep -q "^include 'cluster.conf'" "$data/postgresql.conf" \
+        || echo "include 'cluster.conf'" | as_pg_user tee -a "$data/postgresql.conf" >/dev/null
+      as_pg_user tee "$data/cluster.conf" >/dev/null <<CONF
 listen_addresses = '127.0.0.1'
 port = $port
 unix_socket_directories = '$dir'
@@ -60,8 +72,19 @@ shared_preload_libraries = 'agent_memory'
 lc_messages = 'C'
 ${CLUSTER_CONF:-}
 CONF
-    as_pg_user "$PG_BINDIR/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null \
-      || { tail -n 20 "$dir/server.log" >&2; die "the $name cluster did not start (log: $dir/server.log)"; }
+      logged=0
+      [ -f "$dir/server.log" ] && logged=$(wc -l < "$dir/server.log")
+      if as_pg_user "$PG_BINDIR/pg_ctl" -D "$data" -l "$dir/server.log" -w -t 60 start >/dev/null; then
+        break
+      fi
+      if [ "$attempt" -lt 5 ] && tail -n +"$((logged + 1))" "$dir/server.log" | grep -q "Address already in use"; then
+        warn "port $port was taken before the server could bind it, trying the next one"
+        failed_port=$port
+        continue
+      fi
+      tail -n 20 "$dir/server.log" >&2
+      die "the $name cluster did not start (log: $dir/server.log)"
+    done
     ;;
   stop)
     if running; then as_pg_user "$PG_BINDIR/pg_ctl" -D "$data" stop -m fast -w >/dev/null; fi
