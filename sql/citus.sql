@@ -120,6 +120,12 @@ WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memo
 -- (not delegated) answers for the node it is called on.
 -- citus_check: local agent_memory.notify_secret
 
+-- recall_settings stays local: recall, run on the node it is called on,
+-- reads that node's row, and recall_rebuild() writes it there with the
+-- search columns' DDL (which Citus propagates to the shards). Run
+-- recall_rebuild() on the coordinator.
+-- citus_check: local agent_memory.recall_settings
+
 -- Citus's row-level security test re-runs ALTER TABLE ... OWNER TO after
 -- distributing, noting that ownership is otherwise lost on the shards.
 -- The policies and FORCE ROW LEVEL SECURITY of sql/tenants.sql go with the
@@ -225,6 +231,10 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- citus_check: not_delegated agent_memory.session_stats()
 -- citus_check: not_delegated agent_memory.user_sessions(text)
 -- citus_check: not_delegated agent_memory.wm_refresh_structure(text)
+-- Its scope spans keys of three groups (a user's sessions, an owner, a scope):
+-- citus_check: not_delegated agent_memory.recall(text,text,text,text,text,text[],integer)
+-- DDL on a table of every group; Citus propagates it to the shards:
+-- citus_check: not_delegated agent_memory.recall_rebuild()
 -- Does not work on distributed tables. Use the per-shard cleanup below:
 -- citus_check: not_delegated agent_memory.cleanup_expired(integer)
 
