@@ -44,6 +44,8 @@ STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 -- A query of only common words is no error: no NOTICE either.
 SET client_min_messages = warning
+-- Its statements are planned once per connection, not once per call.
+SET plan_cache_mode = force_generic_plan
 LANGUAGE c AS 'MODULE_PATHNAME', 'recall_wrapper';
 COMMENT ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer) IS
     'The k memories of a scope (session, user, graph owner or file scope) that best match a query by their words, across key-value entries, messages, working memory, graph nodes and files, newer ones weighing more; each with a snippet that marks the query''s words';

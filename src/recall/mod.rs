@@ -64,6 +64,8 @@ STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 -- A query of only common words is no error: no NOTICE either.
 SET client_min_messages = warning
+-- Its statements are planned once per connection, not once per call.
+SET plan_cache_mode = force_generic_plan
 LANGUAGE c AS 'MODULE_PATHNAME', 'recall_wrapper';
 "#,
     name = "recall"
@@ -337,7 +339,9 @@ macro_rules! in_live_sessions {
 /// recall::Query), best first by ts_rank_cd, at most $7 per kind.
 /// Sessions (for kv entries, messages and working memory) are session $2,
 /// or every session of user $3, or session $2 of user $3; only active ones
-/// (default idle minutes $8), as the read functions see them. Nodes are
+/// (default idle minutes $8), as the read functions see them. The function
+/// runs it as a generic plan (planning it costs more than running it), so
+/// each way to name sessions is a branch of its own that its index serves. Nodes are
 /// owner $4's, files scope $5's. Every row is of the caller's tenant.
 static CANDIDATES: Statement = Statement {
     sql: concat!(
@@ -351,10 +355,13 @@ static CANDIDATES: Statement = Statement {
         ", $9) END AS q),
          live AS MATERIALIZED (
            SELECT s.session_id, s.tenant FROM agent_memory.sessions s
-           WHERE s.tenant = agent_memory.caller_tenant()
-             AND ($2::text IS NULL OR s.session_id = $2) AND ($3::text IS NULL OR s.user_id = $3)
-             AND ($2::text IS NOT NULL OR $3::text IS NOT NULL)
-             AND ",
+           WHERE $2::text IS NOT NULL AND s.session_id = $2 AND s.tenant = agent_memory.caller_tenant()
+             AND ($3::text IS NULL OR s.user_id = $3) AND ",
+        crate::sessions::active!("s", "$8"),
+        "
+           UNION ALL
+           SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+           WHERE $2::text IS NULL AND s.user_id = $3 AND s.tenant = agent_memory.caller_tenant() AND ",
         crate::sessions::active!("s", "$8"),
         ")
          ",
