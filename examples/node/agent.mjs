@@ -34,6 +34,14 @@ const TURNS = [
 ];
 
 // What the app writes to the session's working memory after each turn.
+// What recall finds before each turn's model call, [kind, ref], best first:
+// the three memories of the session and the node's files that best match
+// what alice says.
+const RECALLED_BEFORE_TURN = [
+  [],
+  [['kv', 'seat'], ['message', '1'], ['message', '6']],
+];
+
 const WORKING_MEMORY_AFTER_TURN = [
   { part: 'working_history', value: 'Planning a Lisbon trip' },
   { part: 'fetched_context', value: { fares: [412, 388] } },
@@ -143,7 +151,15 @@ async function runConversation(client, scope) {
     'SELECT agent_memory.create_session($1, $2::jsonb, session_id => $3)',
     [USER, JSON.stringify(SESSION_METADATA), SESSION]);
 
+  const recalled = [];
   for (const [turn, userText] of TURNS.entries()) {
+    // What the agent already knows that bears on alice's words, for the
+    // prompt (the fake model does without it).
+    const { rows } = await client.query(
+      `SELECT kind, ref FROM agent_memory.recall($1, session_id => $2,
+                                                scope => agent_memory.memory_scope($3), k => 3)`,
+      [userText, SESSION, MEMORY_NODE]);
+    recalled.push(rows.map((row) => [row.kind, row.ref]));
     await appendMessage(client, 'user', userText);
     const toolResults = [];
     for (;;) {
@@ -172,6 +188,7 @@ async function runConversation(client, scope) {
     await client.query('SELECT agent_memory.wm_set($1, $2, $3::jsonb)',
       [SESSION, part, JSON.stringify(value)]);
   }
+  return recalled;
 }
 
 // ---------------------------------------------------------------------------
@@ -204,7 +221,10 @@ function firstProblem(...problems) {
   return problems.find(Boolean) ?? null;
 }
 
-async function runChecks(client, scope) {
+async function runChecks(client, scope, recalled) {
+  await check('recall before each turn: nothing yet, then what bears on the seat', async () =>
+    expectEqual('recalled', recalled, RECALLED_BEFORE_TURN));
+
   await check('build_context: userId alice and the three remembered facts', async () => {
     const context = await one(client, 'SELECT agent_memory.build_context($1)', [SESSION]);
     return firstProblem(
@@ -311,8 +331,8 @@ const client = new pg.Client(); // PGHOST, PGPORT, PGUSER, PGDATABASE, ...
 try {
   await client.connect();
   const scope = await one(client, 'SELECT agent_memory.memory_scope($1)', [MEMORY_NODE]);
-  await runConversation(client, scope);
-  await runChecks(client, scope);
+  const recalled = await runConversation(client, scope);
+  await runChecks(client, scope, recalled);
   console.log(`${passed} checks passed`);
 } catch (error) {
   if (error instanceof CheckFailed) {

@@ -33,7 +33,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 import scenario
-from scenario import MEMORY_NODE, TURNS, USER, check, fake_model
+from scenario import (MEMORY_NODE, RECALL_SQL, RECALLED_BEFORE_TURN, TURNS, USER, check,
+                      fake_model)
 
 CLIENT = "psycopg"
 SESSION_ID = "trip-psycopg"
@@ -57,10 +58,15 @@ def run_tool(cur, block):
 
 
 def run_turn(conn, turn):
-    """One turn of the conversation; every write of it commits together."""
+    """One turn of the conversation; every write of it commits together.
+    Returns the tool answers by call id and what recall found first."""
     user_text, wm_part, wm_value = TURNS[turn]
     answers = {}
     with conn.transaction(), conn.cursor() as cur:
+        # What the agent already knows that bears on alice's words, for the
+        # prompt (the fake model does without it).
+        recalled = cur.execute(RECALL_SQL.format(text="%s", session="%s", node="%s"),
+                               (user_text, SESSION_ID, MEMORY_NODE)).fetchall()
         # The turn's messages, oldest first, appended in one call at the end
         # of the turn (the same as appending each in turn).
         messages = [{"role": "user", "content": user_text}]
@@ -88,7 +94,7 @@ def run_turn(conn, turn):
                         (SESSION_ID, Jsonb(step["facts"])))
         cur.execute("SELECT agent_memory.wm_set(%s, %s, %s)",
                     (SESSION_ID, wm_part, Jsonb(wm_value)))
-    return answers
+    return answers, [tuple(row) for row in recalled]
 
 
 def main():
@@ -99,8 +105,12 @@ def main():
         conn.execute("SELECT agent_memory.create_session(%s, %s, session_id => %s)",
                      (USER, Jsonb({"channel": "example", "client": CLIENT}), SESSION_ID))
 
-        answers = run_turn(conn, 0)
-        answers.update(run_turn(conn, 1))
+        answers, recalled_first = run_turn(conn, 0)
+        more, recalled_second = run_turn(conn, 1)
+        answers.update(more)
+
+        check("recall before each turn: nothing yet, then what bears on the seat",
+              RECALLED_BEFORE_TURN, [recalled_first, recalled_second])
 
         # The tool answers the scenario names.
         block = answers["toolu_01"]

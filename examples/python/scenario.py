@@ -17,6 +17,18 @@ TURNS = [
      "fetched_context", {"fares": [412, 388]}),
 ]
 
+# What recall finds before each turn's model call, (kind, ref), best first:
+# the three memories of the session and the node's files that best match
+# what alice says.
+RECALLED_BEFORE_TURN = [
+    [],
+    [("kv", "seat"), ("message", "1"), ("message", "6")],
+]
+
+# The recall the app runs before each turn's model call.
+RECALL_SQL = ("SELECT kind, ref FROM agent_memory.recall({text}, session_id => {session},"
+              " scope => agent_memory.memory_scope({node}), k => 3)")
+
 
 def fake_model(turn, tool_results):
     """The next step of turn `turn` (0 or 1) after `tool_results` answers:

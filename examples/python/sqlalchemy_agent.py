@@ -31,13 +31,14 @@ It prints `ok - <check>` per check and exits with 1 at the first failure.
 import json
 
 from sqlalchemy import (BigInteger, Boolean, Text, bindparam, cast, column,
-                        create_engine, func, null, select)
+                        create_engine, func, null, select, text)
 from sqlalchemy.dialects.postgresql import JSON, JSONB
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 import scenario
-from scenario import MEMORY_NODE, TURNS, USER, check, fake_model
+from scenario import (MEMORY_NODE, RECALL_SQL, RECALLED_BEFORE_TURN, TURNS, USER, check,
+                      fake_model)
 
 CLIENT = "sqlalchemy"
 SESSION_ID = "trip-sqlalchemy"
@@ -72,16 +73,25 @@ def run_tool(session, block):
     return session.execute(select(call)).scalar_one()
 
 
+# Recall returns rows: a text() statement with named parameters reads them.
+RECALL = text(RECALL_SQL.format(text=":text", session=":session", node=":node"))
+
+
 def append_message(session, role, content, metadata):
     session.execute(APPEND_MESSAGE, {"session_id": SESSION_ID, "role": role,
                                      "content": content, "metadata": metadata})
 
 
 def run_turn(session, turn):
-    """One turn of the conversation; every write of it commits together."""
+    """One turn of the conversation; every write of it commits together.
+    Returns the tool answers by call id and what recall found first."""
     user_text, wm_part, wm_value = TURNS[turn]
     answers = {}
     with session.begin():
+        # What the agent already knows that bears on alice's words, for the
+        # prompt (the fake model does without it).
+        recalled = session.execute(RECALL, {"text": user_text, "session": SESSION_ID,
+                                            "node": MEMORY_NODE}).all()
         append_message(session, "user", user_text, {})
         tool_results = []
         while True:
@@ -106,7 +116,7 @@ def run_turn(session, turn):
         session.execute(select(store))
         session.execute(select(func.agent_memory.wm_set(
             SESSION_ID, wm_part, cast(wm_value, JSONB), type_=Boolean)))
-    return answers
+    return answers, [tuple(row) for row in recalled]
 
 
 def main():
@@ -119,8 +129,12 @@ def main():
             session.execute(select(func.agent_memory.create_session(
                 USER, cast({"channel": "example", "client": CLIENT}, JSONB), SESSION_ID)))
 
-        answers = run_turn(session, 0)
-        answers.update(run_turn(session, 1))
+        answers, recalled_first = run_turn(session, 0)
+        more, recalled_second = run_turn(session, 1)
+        answers.update(more)
+
+        check("recall before each turn: nothing yet, then what bears on the seat",
+              RECALLED_BEFORE_TURN, [recalled_first, recalled_second])
 
         # The tool answers the scenario names.
         block = answers["toolu_01"]
