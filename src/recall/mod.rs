@@ -142,7 +142,7 @@ fn recall(
                 keyword_score: row.required::<f64>(7, "score")?,
             });
         }
-        let best = best_of(found, k)?;
+        let best = best_of(found, k);
         if best.is_empty() {
             return Ok(Vec::new());
         }
@@ -200,37 +200,27 @@ fn checked_scope<'a>(
 
 /// Rank the candidates by their keyword score, weigh in recency, and keep
 /// the best `k`.
-fn best_of(found: Vec<Found>, k: usize) -> SqlResult<Vec<Ranked<Found>>> {
+fn best_of(found: Vec<Found>, k: usize) -> Vec<Ranked<Found>> {
     let half_life = f64::from(settings::RECALL_HALF_LIFE_S.get());
-    let now = now_epoch_seconds()?;
     let scores: Vec<f64> = found.iter().map(|f| f.keyword_score).collect();
     let candidates = found
         .into_iter()
         .zip(ranks_of(&scores))
-        .map(|(item, rank)| {
-            let age = now - epoch_seconds(item.updated_at);
-            Candidate {
-                recency: recall::recency_factor(age, half_life, RECENCY_FLOOR),
-                keyword_rank: Some(rank),
-                meaning_rank: None,
-                item,
-            }
+        .map(|(item, rank)| Candidate {
+            recency: recall::recency_factor(age_seconds(item.updated_at), half_life, RECENCY_FLOOR),
+            keyword_rank: Some(rank),
+            meaning_rank: None,
+            item,
         })
         .collect();
-    Ok(recall::fuse(candidates, Weights::default(), k))
+    recall::fuse(candidates, Weights::default(), k)
 }
 
-fn epoch_seconds(at: TimestampWithTimeZone) -> f64 {
-    // Microseconds since 2000-01-01; only differences matter here.
-    let micros: i64 = at.into_inner();
-    micros as f64 / 1_000_000.0
-}
-
-fn now_epoch_seconds() -> SqlResult<f64> {
-    // The transaction's start, as now() in SQL.
+/// Seconds from `at` to the transaction's start (now() in SQL).
+fn age_seconds(at: TimestampWithTimeZone) -> f64 {
     // SAFETY: a plain read of the current transaction's start time.
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    Ok(now as f64 / 1_000_000.0)
+    now.saturating_sub(at.into_inner()) as f64 / 1_000_000.0
 }
 
 /// The snippet of each of `best`, in order: its text with the query's
