@@ -1738,7 +1738,9 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
              FROM generate_series(1, 300000) i;
              ANALYZE agent_memory.kv_entries;
              UPDATE agent_memory.kv_entries
-             SET expires_at = now() - interval '1 hour' + substr(key, 2)::int * interval '1 millisecond'
+             SET expires_at = now() - interval '1 hour'
+                              + substr(session_id, 9)::int * interval '1 second'
+                              + substr(key, 2)::int * interval '1 microsecond'
              WHERE session_id LIKE 'crash-pm%'",
         )
         .unwrap();
@@ -1760,8 +1762,10 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
     // The backend starts once the worker is in a batch: a cleanup call is
     // one transaction and keeps each session it works on locked, so a
     // backend first would leave the worker nothing it may take. The
-    // entries are spread over a hundred sessions, so the backend too finds
-    // sessions the worker does not hold and stays busy.
+    // entries expire session by session (3,000 each), so a batch of the
+    // oldest holds one or two sessions and the backend finds others the
+    // worker does not hold, and stays busy (spread over every session, a
+    // batch held them all and the backend found nothing to do).
     let mut backend = connect("postgres");
     let backend_pid = backend_pid(&mut backend);
     let manual = thread::spawn(move || {
