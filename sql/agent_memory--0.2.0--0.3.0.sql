@@ -80,3 +80,7 @@ COMMENT ON FUNCTION agent_memory.recall_rebuild() IS
     'Rewrite recall''s search columns in agent_memory.text_search_config, kept for the kinds of agent_memory.recall_kinds only; returns them as JSON';
 REVOKE ALL ON FUNCTION agent_memory.recall_rebuild() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION agent_memory.recall_rebuild() TO agent_memory_writer;
+
+-- The memory tool's search command.
+COMMENT ON FUNCTION agent_memory.memory_tool(text, jsonb) IS
+    'Run one memory tool request {path, command, content?, oldContent?, query?} on a scope''s files; returns the JSON envelope, never an SQL error for a bad request';

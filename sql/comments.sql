@@ -134,7 +134,7 @@ COMMENT ON FUNCTION agent_memory.wm_clear(text, text) IS
 COMMENT ON FUNCTION agent_memory.memory_scope(text, text, text) IS
     'The scope key of a memory node: global (one per node) or perThread (one per node and thread)';
 COMMENT ON FUNCTION agent_memory.memory_tool(text, jsonb) IS
-    'Run one memory tool request {path, command, content?, oldContent?} on a scope''s files; returns the JSON envelope, never an SQL error for a bad request';
+    'Run one memory tool request {path, command, content?, oldContent?, query?} on a scope''s files; returns the JSON envelope, never an SQL error for a bad request';
 COMMENT ON FUNCTION agent_memory.memory_render(text, text, integer) IS
     'A scope''s files for a prompt: tree (the paths, indented) or full (paths and contents), within max_chars, saying at the end what a cut left out';
 COMMENT ON FUNCTION agent_memory.memory_tool_definition(text, text, text, text) IS

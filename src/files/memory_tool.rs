@@ -1,5 +1,5 @@
 //! The memory tool: `memory_scope` names a scope, `memory_tool`
-//! runs one request `{path, command, content?, oldContent?}` on the scope's
+//! runs one request `{path, command, content?, oldContent?, query?}` on the scope's
 //! files and answers with its JSON envelope.
 //!
 //! A bad request is an envelope with `ok:false`, never an SQL error, and
@@ -15,6 +15,7 @@ use pgrx::prelude::*;
 use agent_memory_core::files::memory_tool::{
     self as files, Code, Command, Echo, ToolError, ToolResult,
 };
+use agent_memory_core::recall::Query;
 use agent_memory_core::{Error, jsonb};
 
 use crate::files::store::{
@@ -247,6 +248,48 @@ fn delete(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<Strin
     )))
 }
 
+/// The files at `path` or under it whose search column matches `query`,
+/// best first, each with its matching words marked. No file at or under
+/// the path (but the root) is ENOENT; a query of only common words finds
+/// nothing.
+fn search(client: Client, scope: &str, path: &str, query: &Query) -> SqlResult<ToolResult<String>> {
+    let mut matches = Vec::new();
+    if !query.wanted.is_empty() {
+        // A query of only common words is no error: no NOTICE either.
+        let _quiet = NoNotices::hold();
+        let table = SEARCH.read(
+            client,
+            &[
+                scope.into(),
+                path.into(),
+                files::under(path).into(),
+                files::under_end(path).into(),
+                query.wanted.as_str().into(),
+                query.unwanted.as_str().into(),
+                files::MAX_SEARCH_MATCHES.into(),
+            ],
+        )?;
+        for row in table {
+            matches.push((
+                row.required::<String>(1, "path")?,
+                row.value::<String>(2)?.unwrap_or_default(),
+                row.required::<f32>(3, "score")?,
+            ));
+        }
+    }
+    if matches.is_empty()
+        && path != "/"
+        && READ.read(client, &[scope.into(), path.into()])?.is_empty()
+        && !is_directory(client, scope, path)?
+    {
+        return Ok(Err(ToolError::new(
+            Code::Enoent,
+            "ENOENT: file or directory not found",
+        )));
+    }
+    Ok(Ok(files::search_result(&matches)))
+}
+
 fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<String>> {
     let _generic = GenericPlans::force();
     Spi::connect_mut(|client| match command {
@@ -255,7 +298,31 @@ fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<Strin
         Command::Append { content } => append(client, scope, path, content),
         Command::Update { old, new } => update(client, scope, path, old, new),
         Command::Delete => delete(client, scope, path),
+        Command::Search { query } => search(client, scope, path, query),
     })
+}
+
+/// `client_min_messages = warning` for as long as it lives, restored when
+/// dropped, as GenericPlans sets plan_cache_mode.
+struct NoNotices(i32);
+
+impl NoNotices {
+    fn hold() -> NoNotices {
+        // SAFETY: a plain read and write of a backend-local setting; the
+        // old value comes back in drop.
+        unsafe {
+            let old = pg_sys::client_min_messages;
+            pg_sys::client_min_messages = old.max(pg_sys::WARNING as i32);
+            NoNotices(old)
+        }
+    }
+}
+
+impl Drop for NoNotices {
+    fn drop(&mut self) {
+        // SAFETY: as in hold.
+        unsafe { pg_sys::client_min_messages = self.0 }
+    }
 }
 
 /// `plan_cache_mode = force_generic_plan` for as long as it lives, restored
@@ -405,6 +472,39 @@ static FIRST_FROM: Statement = Statement {
             AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
           ORDER BY f.path LIMIT 1",
     args: &[TEXT, TEXT, TEXT],
+    writes: false,
+};
+
+/// Scope $1's files at path $2 or in the range [$3, $4) under it whose
+/// search column has any of the words $5 and none of the words $6 (see
+/// recall::Query), in recall's text search configuration: their paths,
+/// snippets (the first 20,000 characters, words marked with **) and
+/// ts_rank_cd scores, best first, at most $7. The snippets are made for
+/// the rows kept only.
+static SEARCH: Statement = Statement {
+    sql: "WITH q AS MATERIALIZED (
+            SELECT c.config,
+                   CASE WHEN $6 OPERATOR(pg_catalog.=) ''
+                        THEN pg_catalog.websearch_to_tsquery(c.config, $5)
+                        ELSE pg_catalog.websearch_to_tsquery(c.config, $5)
+                             OPERATOR(pg_catalog.&&) (OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery(c.config, $6))
+                   END AS q
+            FROM agent_memory.recall_settings c),
+          best AS MATERIALIZED (
+            SELECT f.path, f.content, pg_catalog.ts_rank_cd(f.search, q.q) AS score
+            FROM agent_memory.memory_files f, q
+            WHERE f.scope OPERATOR(pg_catalog.=) $1
+              AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+              AND (f.path OPERATOR(pg_catalog.=) $2
+                   OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
+              AND f.search OPERATOR(pg_catalog.@@) q.q
+            ORDER BY score DESC, f.path LIMIT $7)
+          SELECT b.path::pg_catalog.text,
+                 pg_catalog.ts_headline(q.config, pg_catalog.left(b.content, 20000), q.q,
+                   'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"'),
+                 b.score
+          FROM best b, q ORDER BY b.score DESC, b.path",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
     writes: false,
 };
 

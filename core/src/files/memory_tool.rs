@@ -9,6 +9,7 @@ use unicode_normalization::UnicodeNormalization;
 
 use crate::error::quoted;
 use crate::jsonb::Field;
+use crate::recall::{Query, parse_query};
 use crate::{Error, Result};
 
 /// Most bytes of a normalised path.
@@ -251,9 +252,18 @@ pub fn directories_removed<'a>(dir: &'a str, holders: impl Iterator<Item = &'a s
 pub enum Command {
     Read,
     List,
-    Append { content: String },
-    Update { old: String, new: String },
+    Append {
+        content: String,
+    },
+    Update {
+        old: String,
+        new: String,
+    },
     Delete,
+    /// The files at or under the path whose words match, best first.
+    Search {
+        query: Query,
+    },
 }
 
 impl Command {
@@ -264,6 +274,7 @@ impl Command {
             Command::Append { .. } => "append",
             Command::Update { .. } => "update",
             Command::Delete => "delete",
+            Command::Search { .. } => "search",
         }
     }
 }
@@ -356,9 +367,13 @@ pub fn parse_fields(fields: Option<&[(&str, Field)]>) -> (Echo, ToolResult<(Comm
                     new: text("content")?,
                 }
             }
+            "search" => Command::Search {
+                query: parse_query(&text("query")?)
+                    .map_err(|error| ToolError::invalid(error.message))?,
+            },
             other => {
                 return Err(ToolError::invalid(format!(
-                    "unknown command {}; the commands are read, list, append, update, delete",
+                    "unknown command {}; the commands are read, list, append, update, delete, search",
                     quoted(other)
                 )));
             }
@@ -484,6 +499,19 @@ pub fn list_result(entries: &mut [(String, bool)]) -> String {
         })
         .collect();
     format!("{{\"entries\":[{}]}}", items.join(","))
+}
+
+/// The most matches a search answers with.
+pub const MAX_SEARCH_MATCHES: i32 = 10;
+
+/// The result of a search: `{"matches":[{"path","snippet","score"}]}`,
+/// best first as given.
+pub fn search_result(matches: &[(String, String, f32)]) -> String {
+    let items: Vec<serde_json::Value> = matches
+        .iter()
+        .map(|(path, snippet, score)| serde_json::json!({"path": path, "snippet": snippet, "score": score}))
+        .collect();
+    serde_json::json!({ "matches": items }).to_string()
 }
 
 /// How many times `old` occurs in `content`, without overlaps (what a
@@ -676,7 +704,8 @@ pub fn scope_key(node: Option<&str>, scope: Option<&str>, thread: Option<&str>) 
 pub const TOOL_DESCRIPTION: &str = "Memory that persists across conversations: text files addressed by paths. \
      Commands: read a file, list a directory (an empty path is the root), append to a file \
      (creating it), update a file (replace every occurrence of oldContent by content), \
-     delete a file or a whole directory. Answers with a JSON envelope {command, path, ok, result | error}.";
+     delete a file or a whole directory, search the files at or under a path for words (query). \
+     Answers with a JSON envelope {command, path, ok, result | error}.";
 
 /// The memory tool's definition for a model: `anthropic` (name,
 /// description, input_schema) or `openai` (a function tool); `name` is 1 to
@@ -704,9 +733,10 @@ pub fn tool_definition(
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "Path of the file or directory, such as /notes/today; an empty path is the root."},
-            "command": {"type": "string", "enum": ["read", "list", "append", "update", "delete"], "description": "What to do at the path."},
+            "command": {"type": "string", "enum": ["read", "list", "append", "update", "delete", "search"], "description": "What to do at the path."},
             "content": {"type": "string", "description": "append: the text to add; update: the replacement text."},
-            "oldContent": {"type": "string", "description": "update: the text to replace, every occurrence."}
+            "oldContent": {"type": "string", "description": "update: the text to replace, every occurrence."},
+            "query": {"type": "string", "description": "search: the words to find, any of them; \"a phrase\" keeps words together, -word excludes."}
         },
         "required": ["path", "command"],
         "additionalProperties": false
@@ -933,12 +963,45 @@ mod tests {
             refused(json!({"path": "/a", "command": "append", "content": 5})).message,
             "content must be a string"
         );
+        assert_eq!(
+            refused(json!({"path": "/", "command": "search"})).message,
+            "query is required for search"
+        );
+        let too_long = "w ".repeat(crate::recall::MAX_QUERY_CHARS);
+        assert_eq!(
+            refused(json!({"path": "/", "command": "search", "query": too_long})).code,
+            Code::Einval
+        );
+        let (_, parsed) = parse_request(
+            &json!({"path": "/notes/", "command": "search", "query": "deploy -staging"}),
+        );
+        let (command, path) = parsed.unwrap();
+        assert_eq!(path, "/notes");
+        let Command::Search { query } = command else {
+            panic!("not a search: {command:?}");
+        };
+        assert_eq!(
+            (query.wanted.as_str(), query.unwanted.as_str()),
+            ("deploy", "staging")
+        );
         let (echo, _) = parse_request(&json!({"path": "/a/../b", "command": "read"}));
         assert_eq!(
             echo.path.as_deref(),
             Some("/a/../b"),
             "a bad path is echoed as given"
         );
+    }
+
+    #[test]
+    fn search_results_keep_their_order() {
+        let result = search_result(&[
+            ("/b".into(), "**deploy** on fridays".into(), 0.5),
+            ("/a".into(), "no **deploy**".into(), 0.25),
+        ]);
+        let value: serde_json::Value = serde_json::from_str(&result).unwrap();
+        assert_eq!(value["matches"][0]["path"], "/b");
+        assert_eq!(value["matches"][1]["score"], 0.25);
+        assert_eq!(search_result(&[]), r#"{"matches":[]}"#);
     }
 
     fn within(lines: &[String], max_chars: usize) -> String {

@@ -455,6 +455,12 @@ pub const BASES: &[Base] = &[
             ],
             &[
                 Some(SCOPE),
+                Some(
+                    r#"{"path": "/notes", "command": "search", "query": "hello \"new notes\" -x | !(:*"}"#,
+                ),
+            ],
+            &[
+                Some(SCOPE),
                 Some(r#"{"path": "/notes", "command": "delete"}"#),
             ],
         ],

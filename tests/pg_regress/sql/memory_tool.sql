@@ -113,6 +113,28 @@ SELECT memory_tool(NULL, '{"path": "/a", "command": "read"}');
 SELECT (SELECT count(*) FROM memory_files) = (SELECT count(*) FROM before)
    AND NOT EXISTS (SELECT * FROM memory_files EXCEPT SELECT * FROM before) AS nothing_changed;
 
+-- Search: the files at or under a path that have any of the words, best
+-- first, with the words marked; phrases and -word as in recall. Nothing
+-- at the path is ENOENT; a query of only common words finds nothing.
+SELECT memory_tool('s', jsonb_build_object('path', p, 'command', 'append', 'content', c)) ->> 'ok'
+FROM (VALUES ('/notes/deploy', 'Deploys run on Fridays after the release review.'),
+             ('/notes/db', 'The database migrations are deployed before the release.'),
+             ('/notes/team', 'Ana leads the release review meeting.'),
+             ('/other/deploy', 'Deploying on a Friday is forbidden here.')) f (p, c);
+SELECT memory_tool('s', '{"path": "/notes", "command": "search", "query": "deploying"}');
+SELECT jsonb_path_query_array(memory_tool('s', '{"path": "/", "command": "search", "query": "friday deploy"}')::jsonb,
+                              '$.result.matches[*].path') AS best_first;
+SELECT jsonb_path_query_array(memory_tool('s', '{"path": "/notes", "command": "search", "query": "release -meeting"}')::jsonb,
+                              '$.result.matches[*].path') AS without_meeting;
+SELECT jsonb_path_query_array(memory_tool('s', '{"path": "/notes", "command": "search", "query": "\"release review\""}')::jsonb,
+                              '$.result.matches[*].path') AS phrase;
+SELECT memory_tool('s', '{"path": "/notes/team", "command": "search", "query": "deploy"}');
+SELECT memory_tool('s', '{"path": "/notes", "command": "search", "query": "the of and"}');
+SELECT memory_tool('s', '{"path": "/nowhere", "command": "search", "query": "deploy"}');
+SELECT memory_tool('s', '{"path": "/notes", "command": "search"}');
+SELECT memory_tool('other scope', '{"path": "/", "command": "search", "query": "deploy"}');
+SELECT memory_tool('s', jsonb_build_object('path', '/', 'command', 'search', 'query', repeat('w ', 6000))) -> 'error';
+
 -- Rendering for a prompt: the tree, the full text,
 -- and a cut that says what it left out.
 SELECT count(memory_tool('r', jsonb_build_object('path', p, 'command', 'append', 'content', c)))
