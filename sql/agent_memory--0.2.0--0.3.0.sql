@@ -84,3 +84,33 @@ GRANT EXECUTE ON FUNCTION agent_memory.recall_rebuild() TO agent_memory_writer;
 -- The memory tool's search command.
 COMMENT ON FUNCTION agent_memory.memory_tool(text, jsonb) IS
     'Run one memory tool request {path, command, content?, oldContent?, query?} on a scope''s files; returns the JSON envelope, never an SQL error for a bad request';
+
+-- Recall as a tool (as cargo pgrx schema generates them), comments, grants.
+CREATE FUNCTION agent_memory.recall_tool(
+    request jsonb,
+    session_id text DEFAULT NULL,
+    user_id text DEFAULT NULL,
+    owner text DEFAULT NULL,
+    scope text DEFAULT NULL) RETURNS jsonb
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'recall_tool_wrapper';
+CREATE FUNCTION agent_memory.recall_tool_definition(
+    name text DEFAULT 'recall',
+    description text DEFAULT NULL,
+    title text DEFAULT NULL,
+    format text DEFAULT 'anthropic') RETURNS jsonb
+IMMUTABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'recall_tool_definition_wrapper';
+COMMENT ON FUNCTION agent_memory.recall_tool(jsonb, text, text, text, text) IS
+    'Recall as a tool a model calls: the request {query, kinds?, k?} is the model''s, the scope the application''s; answers {ok, result: {memories}} or, for a bad request, {ok: false, error: {message, code}}';
+COMMENT ON FUNCTION agent_memory.recall_tool_definition(text, text, text, text) IS
+    'A definition of recall as a tool with the JSON Schema of its request, in Anthropic''s (name, description, input_schema) or OpenAI''s function format';
+REVOKE ALL ON FUNCTION agent_memory.recall_tool(jsonb, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION agent_memory.recall_tool_definition(text, text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.recall_tool(jsonb, text, text, text, text),
+    agent_memory.recall_tool_definition(text, text, text, text)
+    TO agent_memory_reader, agent_memory_writer;

@@ -225,6 +225,7 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- citus_check: not_delegated agent_memory.sensitive_findings(text)
 -- citus_check: not_delegated agent_memory.memory_scope(text,text,text)
 -- citus_check: not_delegated agent_memory.memory_tool_definition(text,text,text,text)
+-- citus_check: not_delegated agent_memory.recall_tool_definition(text,text,text,text)
 -- The trigger function fires on each shard of sessions, on the shard's node:
 -- citus_check: not_delegated agent_memory.note_session_deletions()
 -- These cover many keys and run on the node they are called on, querying every shard:
@@ -233,6 +234,7 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- citus_check: not_delegated agent_memory.wm_refresh_structure(text)
 -- Its scope spans keys of three groups (a user's sessions, an owner, a scope):
 -- citus_check: not_delegated agent_memory.recall(text,text,text,text,text,text[],integer)
+-- citus_check: not_delegated agent_memory.recall_tool(jsonb,text,text,text,text)
 -- DDL on a table of every group; Citus propagates it to the shards:
 -- citus_check: not_delegated agent_memory.recall_rebuild()
 -- Does not work on distributed tables. Use the per-shard cleanup below:

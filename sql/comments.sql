@@ -67,6 +67,10 @@ COMMENT ON FUNCTION agent_memory.messages_json(text, text, integer) IS
     'messages() as a JSON array of {role, content, metadata, seq, created_at}, oldest first; [] when there are none';
 COMMENT ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer) IS
     'The k memories of a scope (session, user, graph owner or file scope) that best match a query by their words, across key-value entries, messages, working memory, graph nodes and files, newer ones weighing more; each with a snippet that marks the query''s words';
+COMMENT ON FUNCTION agent_memory.recall_tool(jsonb, text, text, text, text) IS
+    'Recall as a tool a model calls: the request {query, kinds?, k?} is the model''s, the scope the application''s; answers {ok, result: {memories}} or, for a bad request, {ok: false, error: {message, code}}';
+COMMENT ON FUNCTION agent_memory.recall_tool_definition(text, text, text, text) IS
+    'A definition of recall as a tool with the JSON Schema of its request, in Anthropic''s (name, description, input_schema) or OpenAI''s function format';
 COMMENT ON FUNCTION agent_memory.recall_rebuild() IS
     'Rewrite recall''s search columns in agent_memory.text_search_config, kept for the kinds of agent_memory.recall_kinds only; returns them as JSON';
 COMMENT ON FUNCTION agent_memory.pop_message(text, text) IS

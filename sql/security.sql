@@ -70,7 +70,9 @@ GRANT EXECUTE ON FUNCTION
     agent_memory.memory_tool(text, jsonb),
     agent_memory.claude_memory(text, jsonb),
     agent_memory.claude_memory_tool_result(text, jsonb),
-    agent_memory.recall(text, text, text, text, text, text[], integer)
+    agent_memory.recall(text, text, text, text, text, text[], integer),
+    agent_memory.recall_tool(jsonb, text, text, text, text),
+    agent_memory.recall_tool_definition(text, text, text, text)
 TO agent_memory_reader;
 
 -- agent_memory_writer: everything the reader may, plus every function and

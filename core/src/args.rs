@@ -33,6 +33,16 @@ pub fn check_list(what: &str, items: Vec<Option<String>>) -> Result<Vec<String>>
         .collect()
 }
 
+/// `value` when it is one of `choices`; names `what` in the error.
+pub fn one_of<'a>(what: &str, value: Option<&'a str>, choices: &[&str]) -> Result<&'a str> {
+    let value = value.ok_or_else(|| Error::null(what))?;
+    if choices.contains(&value) {
+        return Ok(value);
+    }
+    Err(Error::invalid(format!("unknown {what} {}", quoted(value)))
+        .with_detail(format!("{what} is one of: {}", choices.join(", "))))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

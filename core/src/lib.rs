@@ -9,13 +9,15 @@
 //! SQLSTATE of its [`ErrorKind`] in one place.
 
 // The floor every room stands on: errors and their SQLSTATEs, argument
-// checks, the binary jsonb format, packed strings, tenant keys and time.
+// checks, the binary jsonb format, packed strings, tenant keys, time and
+// what every tool definition shares.
 pub mod args;
 pub mod error;
 pub mod jsonb;
 pub mod packed;
 pub mod tenant;
 pub mod time;
+pub mod tool;
 
 // One module per capability, named as its folder in the extension's `src/`.
 pub mod files;

@@ -433,6 +433,103 @@ pub fn ranks_of(scores: &[f64]) -> Vec<usize> {
     ranks
 }
 
+/// What a model asks of recall as a tool: `{"query", "kinds"?, "k"?}`.
+/// The scope is never the model's to choose: the application gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolRequest {
+    pub query: Query,
+    pub kinds: Vec<Kind>,
+    pub k: usize,
+}
+
+/// How many memories a tool call returns when it does not say.
+pub const TOOL_DEFAULT_K: i32 = 10;
+
+/// Check a tool call's input (`max_k`: agent_memory.max_recall_k). Every
+/// refusal is a message for the model; other fields are ignored.
+pub fn parse_tool_request(request: &serde_json::Value, max_k: i32) -> Result<ToolRequest> {
+    let serde_json::Value::Object(fields) = request else {
+        return Err(Error::invalid("request must be a JSON object"));
+    };
+    let query = match fields.get("query") {
+        None | Some(serde_json::Value::Null) => return Err(Error::invalid("query is required")),
+        Some(serde_json::Value::String(query)) => parse_query(query)?,
+        Some(_) => return Err(Error::invalid("query must be a string")),
+    };
+    let kinds = match fields.get("kinds") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::Array(items)) => Some(
+            items
+                .iter()
+                .map(|item| match item {
+                    serde_json::Value::String(name) => Ok(Some(name.clone())),
+                    _ => Err(Error::invalid("kinds must be a list of strings")),
+                })
+                .collect::<Result<Vec<_>>>()?,
+        ),
+        Some(_) => return Err(Error::invalid("kinds must be a list of strings")),
+    };
+    let kinds = checked_kinds(kinds.as_deref())?;
+    let k = match fields.get("k") {
+        None | Some(serde_json::Value::Null) => Some(TOOL_DEFAULT_K),
+        Some(serde_json::Value::Number(k)) => Some(
+            k.as_i64()
+                .and_then(|k| i32::try_from(k).ok())
+                .ok_or_else(|| Error::invalid(format!("k must be a whole number, not {k}")))?,
+        ),
+        Some(_) => return Err(Error::invalid("k must be a whole number")),
+    };
+    let k = checked_k(k, max_k)?;
+    Ok(ToolRequest { query, kinds, k })
+}
+
+/// The description of recall as a tool, unless the application gives one.
+pub const TOOL_DESCRIPTION: &str = "Search your long-term memory by its words: key-value \
+     entries, past messages, working memory, knowledge-graph notes and memory files. \
+     Ask with the words the memory would contain; \"a phrase\" keeps words together, -word \
+     excludes. Answers {ok, result: {memories: [{kind, key, ref, snippet, score, updated_at}]}} \
+     best first, the matching words marked **, or {ok: false, error: {message, code}}.";
+
+/// Recall's definition for a model (see [`crate::tool::definition`]).
+pub fn tool_definition(
+    name: Option<&str>,
+    description: Option<&str>,
+    title: Option<&str>,
+    format: Option<&str>,
+) -> Result<serde_json::Value> {
+    let name = name.ok_or_else(|| Error::null("name"))?;
+    let kinds: Vec<&str> = Kind::ALL.iter().map(|kind| kind.name()).collect();
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "The words to look for, any of them."},
+            "kinds": {"type": "array", "items": {"type": "string", "enum": kinds}, "description": "Only these kinds of memory; all of them when left out."},
+            "k": {"type": "integer", "minimum": 1, "description": "How many memories to return, 10 when left out."}
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    });
+    crate::tool::definition(
+        name,
+        description.unwrap_or(TOOL_DESCRIPTION),
+        title,
+        schema,
+        format,
+    )
+}
+
+/// A tool call's answer: `{"ok": true, "result": {"memories": [...]}}`,
+/// the memories as given (already JSON objects, best first).
+pub fn tool_answer(memories: Vec<serde_json::Value>) -> serde_json::Value {
+    serde_json::json!({"ok": true, "result": {"memories": memories}})
+}
+
+/// A refused tool call: `{"ok": false, "error": {"message", "code"}}`,
+/// with the memory tool's codes (EINVAL for a bad request).
+pub fn tool_refusal(error: &Error) -> serde_json::Value {
+    serde_json::json!({"ok": false, "error": {"message": error.message, "code": "EINVAL"}})
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,6 +537,62 @@ mod tests {
 
     fn names(list: &[&str]) -> Vec<Option<String>> {
         list.iter().map(|s| Some((*s).to_owned())).collect()
+    }
+
+    #[test]
+    fn tool_requests_are_checked_for_the_model() {
+        let request = parse_tool_request(
+            &serde_json::json!({"query": "tea -coffee", "kinds": ["kv", "node"], "k": 3, "extra": 1}),
+            100,
+        )
+        .unwrap();
+        assert_eq!(request.query.wanted, "tea");
+        assert_eq!(request.kinds, vec![Kind::Kv, Kind::Node]);
+        assert_eq!(request.k, 3);
+        let defaults = parse_tool_request(&serde_json::json!({"query": "tea"}), 100).unwrap();
+        assert_eq!((defaults.kinds.len(), defaults.k), (5, 10));
+        let refused =
+            |request: serde_json::Value| parse_tool_request(&request, 100).unwrap_err().message;
+        assert_eq!(
+            refused(serde_json::json!([])),
+            "request must be a JSON object"
+        );
+        assert_eq!(refused(serde_json::json!({})), "query is required");
+        assert_eq!(
+            refused(serde_json::json!({"query": 1})),
+            "query must be a string"
+        );
+        assert_eq!(
+            refused(serde_json::json!({"query": "a", "kinds": "kv"})),
+            "kinds must be a list of strings"
+        );
+        assert!(refused(serde_json::json!({"query": "a", "kinds": ["kvs"]})).contains("kvs"));
+        assert_eq!(
+            refused(serde_json::json!({"query": "a", "k": 2.5})),
+            "k must be a whole number, not 2.5"
+        );
+        assert_eq!(
+            refused(serde_json::json!({"query": "a", "k": 0})),
+            "k must be at least 1, not 0"
+        );
+        assert_eq!(
+            refused(serde_json::json!({"query": "a", "k": 101})),
+            "k must be at most 100, not 101"
+        );
+        assert_eq!(
+            tool_refusal(&Error::invalid("query is required")),
+            serde_json::json!({"ok": false, "error": {"message": "query is required", "code": "EINVAL"}})
+        );
+    }
+
+    #[test]
+    fn the_tool_definition_lists_every_kind() {
+        let definition = tool_definition(Some("recall"), None, None, Some("anthropic")).unwrap();
+        let kinds = &definition["input_schema"]["properties"]["kinds"]["items"]["enum"];
+        assert_eq!(kinds.as_array().unwrap().len(), Kind::ALL.len());
+        let openai = tool_definition(Some("recall"), Some("d"), Some("T"), Some("openai")).unwrap();
+        assert_eq!(openai["function"]["parameters"]["title"], "T");
+        assert!(tool_definition(Some("re call"), None, None, Some("openai")).is_err());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use agent_memory_core::files::memory_tool::{
     self as files, Code, Command, Echo, ToolError, ToolResult,
 };
 use agent_memory_core::recall::Query;
-use agent_memory_core::{Error, jsonb};
+use agent_memory_core::{Error, args, jsonb};
 
 use crate::files::store::{
     Client, Placed, READ, a_directory, delete_path, file_bytes, is_directory, max_file_bytes,
@@ -27,7 +27,7 @@ use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, prepared_plan};
 
-use crate::pg::settings;
+use crate::pg::settings::{self, GenericPlans, NoNotices};
 use crate::pg::stream::{StreamStatement, for_each_row};
 
 // A write that returns nothing is judged by how many rows it changed
@@ -302,60 +302,6 @@ fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<Strin
     })
 }
 
-/// `client_min_messages = warning` for as long as it lives, restored when
-/// dropped, as GenericPlans sets plan_cache_mode.
-struct NoNotices(i32);
-
-impl NoNotices {
-    fn hold() -> NoNotices {
-        // SAFETY: a plain read and write of a backend-local setting; the
-        // old value comes back in drop.
-        unsafe {
-            let old = pg_sys::client_min_messages;
-            pg_sys::client_min_messages = old.max(pg_sys::WARNING as i32);
-            NoNotices(old)
-        }
-    }
-}
-
-impl Drop for NoNotices {
-    fn drop(&mut self) {
-        // SAFETY: as in hold.
-        unsafe { pg_sys::client_min_messages = self.0 }
-    }
-}
-
-/// `plan_cache_mode = force_generic_plan` for as long as it lives, restored
-/// when dropped (also when an error unwinds through it).
-///
-/// The tool's statements are prepared once per backend, and PostgreSQL would
-/// plan the range and CTE ones anew on every call (a generic plan looks
-/// costlier than one planned for the values, although the index plan is the
-/// same for any values). A `SET plan_cache_mode` clause on the function
-/// would save and restore every setting on each call; setting the one
-/// variable the clause would set, for the length of the command, does not.
-struct GenericPlans(i32);
-
-impl GenericPlans {
-    fn force() -> GenericPlans {
-        // SAFETY: a plain read and write of a backend-local setting; the
-        // old value comes back in drop.
-        unsafe {
-            let old = pg_sys::plan_cache_mode;
-            pg_sys::plan_cache_mode =
-                pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as i32;
-            GenericPlans(old)
-        }
-    }
-}
-
-impl Drop for GenericPlans {
-    fn drop(&mut self) {
-        // SAFETY: as in force.
-        unsafe { pg_sys::plan_cache_mode = self.0 }
-    }
-}
-
 // Not pinned to a search_path: see the statements above.
 #[pg_extern(volatile, parallel_unsafe)]
 fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<JsonText> {
@@ -424,7 +370,7 @@ fn memory_render(
         }
         None => return Err(Error::null("max_chars")).or_report(),
     };
-    let full = files::one_of("content", content, &["tree", "full"]).or_report()? == "full";
+    let full = args::one_of("content", content, &["tree", "full"]).or_report()? == "full";
     let mut rendering = files::Rendering::new(max_chars, settings::max_result_bytes());
     if full {
         // Files are read one at a time; only what can still fit is kept.

@@ -14,11 +14,9 @@ use agent_memory_core::graph::import;
 use agent_memory_core::graph::markdown::{self, Document, Frontmatter, TimeValue};
 use agent_memory_core::graph::{self, ROOT_ID};
 
-use crate::graph::nodes::{
-    checked_node, checked_owner, iso_of, node_limits, unknown_node, write_node,
-};
+use crate::graph::nodes::{checked_node, checked_owner, node_limits, unknown_node, write_node};
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, required};
-use crate::pg::datums::JsonB;
+use crate::pg::datums::{JsonB, iso_of};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement};
 

@@ -14,8 +14,8 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
+use agent_memory_core::Error;
 use agent_memory_core::graph::{self, Content, ROOT_ID, WriteKind};
-use agent_memory_core::{Error, time};
 
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, checked_list, required};
 use crate::pg::datums::{JsonB, JsonbBytes};
@@ -488,15 +488,6 @@ fn graph_version(
         ));
     }
     Err(error).or_report()
-}
-
-/// A PostgreSQL timestamptz as ISO text (3 or 6 fraction digits).
-pub fn iso_of(timestamp: TimestampWithTimeZone, fraction_digits: u32) -> String {
-    let micros: i64 = timestamp.into_inner();
-    time::iso_utc(
-        micros.saturating_add(time::POSTGRES_EPOCH_UNIX_MICROS),
-        fraction_digits,
-    )
 }
 
 // The statements.

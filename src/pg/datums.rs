@@ -709,3 +709,12 @@ mod tests {
         }
     }
 }
+
+/// A PostgreSQL timestamptz as ISO text (3 or 6 fraction digits).
+pub fn iso_of(timestamp: TimestampWithTimeZone, fraction_digits: u32) -> String {
+    let micros: i64 = timestamp.into_inner();
+    agent_memory_core::time::iso_utc(
+        micros.saturating_add(agent_memory_core::time::POSTGRES_EPOCH_UNIX_MICROS),
+        fraction_digits,
+    )
+}

@@ -304,3 +304,56 @@ pub fn define_all() {
     // SAFETY: called from _PG_init on the main thread with a static C string.
     unsafe { pg_sys::MarkGUCPrefixReserved(c"agent_memory".as_ptr()) };
 }
+
+/// `client_min_messages = warning` for as long as it lives, restored when
+/// dropped, as GenericPlans sets plan_cache_mode.
+pub struct NoNotices(i32);
+
+impl NoNotices {
+    pub fn hold() -> NoNotices {
+        // SAFETY: a plain read and write of a backend-local setting; the
+        // old value comes back in drop.
+        unsafe {
+            let old = pg_sys::client_min_messages;
+            pg_sys::client_min_messages = old.max(pg_sys::WARNING as i32);
+            NoNotices(old)
+        }
+    }
+}
+
+impl Drop for NoNotices {
+    fn drop(&mut self) {
+        // SAFETY: as in hold.
+        unsafe { pg_sys::client_min_messages = self.0 }
+    }
+}
+
+/// `plan_cache_mode = force_generic_plan` for as long as it lives, restored
+/// when dropped (also when an error unwinds through it).
+///
+/// For statements kept per backend that PostgreSQL would otherwise plan
+/// anew on every call: a generic plan looks costlier than one planned for
+/// the values, although the index plan is the same for any values. A `SET plan_cache_mode` clause on the function
+/// would save and restore every setting on each call; setting the one
+/// variable the clause would set, for the length of the command, does not.
+pub struct GenericPlans(i32);
+
+impl GenericPlans {
+    pub fn force() -> GenericPlans {
+        // SAFETY: a plain read and write of a backend-local setting; the
+        // old value comes back in drop.
+        unsafe {
+            let old = pg_sys::plan_cache_mode;
+            pg_sys::plan_cache_mode =
+                pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as i32;
+            GenericPlans(old)
+        }
+    }
+}
+
+impl Drop for GenericPlans {
+    fn drop(&mut self) {
+        // SAFETY: as in force.
+        unsafe { pg_sys::plan_cache_mode = self.0 }
+    }
+}

@@ -14,15 +14,15 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use agent_memory_core::recall::{
-    self, Candidate, Kind, Ranked, Scope, Weights, checked_k, checked_kinds, ranks_of,
+    self, Candidate, Kind, Query, Ranked, Scope, Weights, checked_k, checked_kinds, ranks_of,
 };
 use agent_memory_core::{Error, args};
 
 use crate::pg::args::{INT4, INT4_ARRAY, TEXT, TEXT_ARRAY};
-use crate::pg::datums::JsonB;
+use crate::pg::datums::{JsonB, iso_of};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement};
-use crate::pg::settings;
+use crate::pg::settings::{self, GenericPlans, NoNotices};
 use crate::sessions::idle_timeout_minutes;
 
 mod rebuild;
@@ -103,14 +103,97 @@ fn recall(
     let scope = checked_scope(session_id, user_id, owner, scope)?;
     let kinds = checked_kinds(kinds.as_deref()).or_report()?;
     let k = checked_k(k, settings::MAX_RECALL_K.get()).or_report()?;
+    let rows = recalled(&query, &scope, kinds, k)?.into_iter().map(|r| {
+        let signals = serde_json::json!({
+            "keyword": {"rank": r.keyword_rank, "score": r.keyword_score},
+            "recency": r.recency,
+        });
+        (
+            r.kind.name().to_string(),
+            r.key,
+            r.reference,
+            r.snippet,
+            r.score,
+            r.updated_at,
+            JsonB(signals),
+        )
+    });
+    Ok(TableIterator::new(rows.collect::<Vec<_>>()))
+}
+
+/// Recall as a tool a model calls: `request` is the call's input
+/// `{"query", "kinds"?, "k"?}`, the scope is the application's. A bad
+/// request is an answer with `"ok": false` for the model, never an SQL
+/// error; a bad scope is the application's error (22023).
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn recall_tool(
+    request: Option<JsonB>,
+    session_id: default!(Option<&str>, "NULL"),
+    user_id: default!(Option<&str>, "NULL"),
+    owner: default!(Option<&str>, "NULL"),
+    scope: default!(Option<&str>, "NULL"),
+) -> SqlResult<JsonB> {
+    let scope = checked_scope(session_id, user_id, owner, scope)?;
+    let request = request.map_or(serde_json::Value::Null, |JsonB(value)| value);
+    let request = match recall::parse_tool_request(&request, settings::MAX_RECALL_K.get()) {
+        Ok(request) => request,
+        Err(error) => return Ok(JsonB(recall::tool_refusal(&error))),
+    };
+    let _generic = GenericPlans::force();
+    let _quiet = NoNotices::hold();
+    let memories = recalled(&request.query, &scope, request.kinds, request.k)?
+        .into_iter()
+        .map(|r| {
+            serde_json::json!({
+                "kind": r.kind.name(),
+                "key": r.key,
+                "ref": r.reference,
+                "snippet": r.snippet,
+                "score": r.score,
+                "updated_at": iso_of(r.updated_at, 3),
+            })
+        })
+        .collect();
+    Ok(JsonB(recall::tool_answer(memories)))
+}
+
+#[pg_extern(immutable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn recall_tool_definition(
+    name: default!(Option<&str>, "'recall'"),
+    description: default!(Option<&str>, "NULL"),
+    title: default!(Option<&str>, "NULL"),
+    format: default!(Option<&str>, "'anthropic'"),
+) -> SqlResult<JsonB> {
+    Ok(JsonB(
+        recall::tool_definition(name, description, title, format).or_report()?,
+    ))
+}
+
+/// One memory recall returns, with what ranked it.
+struct Recalled {
+    kind: Kind,
+    key: String,
+    reference: String,
+    snippet: String,
+    score: f64,
+    updated_at: TimestampWithTimeZone,
+    keyword_rank: Option<usize>,
+    keyword_score: f64,
+    recency: f64,
+}
+
+/// The best `k` memories of `scope` in `kinds` for `query`, best first.
+fn recalled(query: &Query, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResult<Vec<Recalled>> {
     let kinds: Vec<Kind> = kinds
         .into_iter()
         .filter(|kind| scope.reaches(*kind))
         .collect();
     if kinds.is_empty() || query.wanted.is_empty() {
-        return Ok(TableIterator::new(Vec::new()));
+        return Ok(Vec::new());
     }
-    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
+    Spi::connect(|client| -> SqlResult<Vec<_>> {
         let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
         let per_kind = i32::try_from(k * 4 + 20).unwrap_or(i32::MAX);
         let table = CANDIDATES.read(
@@ -151,27 +234,21 @@ fn recall(
             .into_iter()
             .zip(snippets)
             .map(|(ranked, snippet)| {
-                let signals = serde_json::json!({
-                    "keyword": {
-                        "rank": ranked.candidate.keyword_rank,
-                        "score": ranked.candidate.item.keyword_score,
-                    },
-                    "recency": ranked.candidate.recency,
-                });
                 let found = ranked.candidate.item;
-                (
-                    found.kind.name().to_string(),
-                    found.key,
-                    found.reference,
+                Recalled {
+                    kind: found.kind,
+                    key: found.key,
+                    reference: found.reference,
                     snippet,
-                    ranked.score,
-                    found.updated_at,
-                    JsonB(signals),
-                )
+                    score: ranked.score,
+                    updated_at: found.updated_at,
+                    keyword_rank: ranked.candidate.keyword_rank,
+                    keyword_score: found.keyword_score,
+                    recency: ranked.candidate.recency,
+                }
             })
             .collect())
-    })?;
-    Ok(TableIterator::new(rows))
+    })
 }
 
 /// The scope arguments, each checked as the read functions check it; at

@@ -7,6 +7,7 @@
 
 use unicode_normalization::UnicodeNormalization;
 
+use crate::args::one_of;
 use crate::error::quoted;
 use crate::jsonb::Field;
 use crate::recall::{Query, parse_query};
@@ -671,16 +672,6 @@ impl Rendering {
     }
 }
 
-/// `value` when it is one of `choices`; names `what` in the error.
-pub fn one_of<'a>(what: &str, value: Option<&'a str>, choices: &[&str]) -> Result<&'a str> {
-    let value = value.ok_or_else(|| Error::null(what))?;
-    if choices.contains(&value) {
-        return Ok(value);
-    }
-    Err(Error::invalid(format!("unknown {what} {}", quoted(value)))
-        .with_detail(format!("{what} is one of: {}", choices.join(", "))))
-}
-
 /// The scope key of a memory node: `["<node>"]` for a `global` scope (one
 /// per node), `["<node>", "<thread>"]` for `perThread` (one per node and
 /// thread).
@@ -717,19 +708,8 @@ pub fn tool_definition(
     format: Option<&str>,
 ) -> Result<serde_json::Value> {
     let name = name.ok_or_else(|| Error::null("name"))?;
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if !valid {
-        return Err(Error::invalid(format!(
-            "tool name {} must be 1 to 64 letters, digits, _ or -",
-            quoted(name)
-        )));
-    }
     let description = description.unwrap_or(TOOL_DESCRIPTION);
-    let mut schema = serde_json::json!({
+    let schema = serde_json::json!({
         "type": "object",
         "properties": {
             "path": {"type": "string", "description": "Path of the file or directory, such as /notes/today; an empty path is the root."},
@@ -741,19 +721,7 @@ pub fn tool_definition(
         "required": ["path", "command"],
         "additionalProperties": false
     });
-    if let Some(title) = title {
-        schema["title"] = serde_json::json!(title);
-    }
-    Ok(
-        if one_of("format", format, &["anthropic", "openai"])? == "anthropic" {
-            serde_json::json!({"name": name, "description": description, "input_schema": schema})
-        } else {
-            serde_json::json!({
-                "type": "function",
-                "function": {"name": name, "description": description, "parameters": schema}
-            })
-        },
-    )
+    crate::tool::definition(name, description, title, schema, format)
 }
 
 #[cfg(test)]

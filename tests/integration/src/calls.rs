@@ -11,10 +11,16 @@ pub const SKIPPED: &[(&str, &str)] = &[(
 
 /// Functions that refuse a call without their defaulted arguments, with the
 /// reason: one of those arguments is required, whichever it is.
-pub const NEED_A_DEFAULTED_ARGUMENT: &[(&str, &str)] = &[(
-    "recall(text, text, text, text, text, text[], integer)",
-    "a recall needs a scope: session_id, user_id, owner or scope",
-)];
+pub const NEED_A_DEFAULTED_ARGUMENT: &[(&str, &str)] = &[
+    (
+        "recall(text, text, text, text, text, text[], integer)",
+        "a recall needs a scope: session_id, user_id, owner or scope",
+    ),
+    (
+        "recall_tool(jsonb, text, text, text, text)",
+        "a recall needs a scope: session_id, user_id, owner or scope",
+    ),
+];
 
 /// The scope key of memory node 'M' (what `memory_scope('M')` returns).
 pub const SCOPE: &str = r#"["M"]"#;
@@ -174,6 +180,34 @@ pub const BASES: &[Base] = &[
                 Some("3"),
             ],
         ],
+    },
+    Base {
+        function: "recall_tool(jsonb, text, text, text, text)",
+        calls: &[
+            &[
+                Some(r#"{"query": "flight \"to Lisbon\" -train", "k": 5}"#),
+                Some("live"),
+                Some("hostile-user"),
+                Some("proj"),
+                Some(SCOPE),
+            ],
+            &[
+                Some(r#"{"query": "atlas", "kinds": ["node", "message"]}"#),
+                None,
+                Some("hostile-user"),
+                Some("proj"),
+                None,
+            ],
+        ],
+    },
+    Base {
+        function: "recall_tool_definition(text, text, text, text)",
+        calls: &[&[
+            Some("recall"),
+            Some("my memory"),
+            Some("Recall"),
+            Some("openai"),
+        ]],
     },
     Base {
         function: "recall_rebuild()",

@@ -111,6 +111,33 @@ SELECT * FROM recall('porto', session_id => 'r2', k => NULL);
 SELECT * FROM recall('porto', session_id => 'r2', k => 101);
 \echo :LAST_ERROR_SQLSTATE
 
+-- As a tool: the same memories as recall, in the same order; a request
+-- the model got wrong is an answer for it, a missing scope an SQL error.
+SELECT wm_set('r3', 'fetched_context', '{"plan": "museums on Sunday"}');
+SELECT (SELECT jsonb_agg(m -> 'ref') FROM jsonb_array_elements(
+          recall_tool('{"query": "dentist trains", "k": 4}', user_id => 'ben', owner => 'ann-notes')
+            #> '{result,memories}') m)
+     = (SELECT jsonb_agg(to_jsonb(ref)) FROM recall('dentist trains', user_id => 'ben', owner => 'ann-notes', k => 4))
+       AS same_as_recall;
+SELECT m ->> 'kind' AS kind, m ->> 'ref' AS ref, m ->> 'snippet' AS snippet,
+       (m ->> 'updated_at')::timestamptz = (SELECT date_trunc('milliseconds', updated_at) FROM wm_parts WHERE session_id = 'r3' AND part = 'fetched_context') AS updated_at_is_the_part_s,
+       (SELECT array_agg(f ORDER BY f) FROM jsonb_object_keys(m) f) AS fields
+FROM jsonb_array_elements(recall_tool('{"query": "museum", "kinds": ["working_memory"]}', session_id => 'r3') #> '{result,memories}') m;
+SELECT recall_tool(r::jsonb, session_id => 'r3')
+FROM (VALUES ('{}'), ('[]'), ('null'), ('{"query": 7}'), ('{"query": "porto", "kinds": "kv"}'),
+             ('{"query": "porto", "kinds": [null]}'), ('{"query": "porto", "k": 0}'),
+             ('{"query": "porto", "k": 1e10}'), ('{"query": "porto", "k": 101}'),
+             ('{"query": "the of"}')) AS bad (r);
+SELECT (SELECT jsonb_agg(m -> 'ref') FROM jsonb_array_elements(
+          recall_tool('{"query": "dentist trains", "k": 4}', user_id => 'ben', owner => 'ann-notes')
+            #> '{result,memories}') m) AS refs;
+SELECT recall_tool(NULL, session_id => 'r3');
+SELECT recall_tool('{"query": "porto"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_tool_definition() -> 'input_schema' -> 'properties' -> 'kinds';
+SELECT recall_tool_definition('bad name');
+\echo :LAST_ERROR_SQLSTATE
+
 -- The search columns: a rebuild from the default settings makes the
 -- columns of a fresh install; another configuration and fewer kinds take
 -- effect at the rebuild, and back again.
