@@ -29,6 +29,14 @@ ALTER TABLE agent_memory.memory_files ADD COLUMN search tsvector GENERATED ALWAY
     pg_catalog.translate(pg_catalog.left(path, 1000), '/._-', '    ')), 'A')
     || pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED;
 
+-- The meaning recall compares: an embedding of each item's text, and the
+-- md5 of the text it was made of.
+ALTER TABLE agent_memory.kv_entries ADD COLUMN embedding real[], ADD COLUMN embedding_md5 text;
+ALTER TABLE agent_memory.thread_messages ADD COLUMN embedding real[], ADD COLUMN embedding_md5 text;
+ALTER TABLE agent_memory.wm_parts ADD COLUMN embedding real[], ADD COLUMN embedding_md5 text;
+ALTER TABLE agent_memory.graph_nodes ADD COLUMN embedding real[], ADD COLUMN embedding_md5 text;
+ALTER TABLE agent_memory.memory_files ADD COLUMN embedding real[], ADD COLUMN embedding_md5 text;
+
 -- Recall (as src/recall/mod.rs declares it), its comment and grants.
 CREATE FUNCTION agent_memory.recall(
     query text,
@@ -37,7 +45,9 @@ CREATE FUNCTION agent_memory.recall(
     owner text DEFAULT NULL,
     scope text DEFAULT NULL,
     kinds text[] DEFAULT NULL,
-    k integer DEFAULT 10)
+    k integer DEFAULT 10,
+    embedding real[] DEFAULT NULL,
+    weights jsonb DEFAULT NULL)
 RETURNS TABLE (kind text, key text, ref text, snippet text, score double precision,
                updated_at timestamp with time zone, signals jsonb)
 STABLE PARALLEL SAFE
@@ -47,10 +57,10 @@ SET client_min_messages = warning
 -- Its statements are planned once per connection, not once per call.
 SET plan_cache_mode = force_generic_plan
 LANGUAGE c AS 'MODULE_PATHNAME', 'recall_wrapper';
-COMMENT ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer) IS
-    'The k memories of a scope (session, user, graph owner or file scope) that best match a query by their words, across key-value entries, messages, working memory, graph nodes and files, newer ones weighing more; each with a snippet that marks the query''s words';
-REVOKE ALL ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer)
+COMMENT ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer, real[], jsonb) IS
+    'The k memories of a scope (session, user, graph owner or file scope) that best match a query by their words and, given an embedding, their meaning, across key-value entries, messages, working memory, graph nodes and files, newer ones weighing more; each with a snippet that marks the query''s words';
+REVOKE ALL ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer, real[], jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer, real[], jsonb)
     TO agent_memory_reader, agent_memory_writer;
 
 -- Recall's search columns: the text search configuration they are written
@@ -61,12 +71,15 @@ GRANT EXECUTE ON FUNCTION agent_memory.recall(text, text, text, text, text, text
 CREATE TABLE agent_memory.recall_settings (
     config regconfig NOT NULL DEFAULT 'english',
     kinds  text[]    NOT NULL DEFAULT '{kv,message,node,file,working_memory}',
+    -- The embeddings' dimension, as recall_enable_embeddings() set it;
+    -- NULL: none are taken.
+    dimension integer CHECK (dimension BETWEEN 1 AND 16000),
     one_row boolean  NOT NULL DEFAULT true PRIMARY KEY CHECK (one_row)
 );
 INSERT INTO agent_memory.recall_settings DEFAULT VALUES;
 
 COMMENT ON TABLE agent_memory.recall_settings IS
-    'The text search configuration of recall''s search columns and the kinds they are kept for, as recall_rebuild() last made them';
+    'The text search configuration of recall''s search columns and the kinds they are kept for, as recall_rebuild() last made them, and the embeddings'' dimension';
 ALTER TABLE agent_memory.recall_settings OWNER TO agent_memory_owner;
 GRANT SELECT ON agent_memory.recall_settings TO agent_memory_reader;
 
@@ -114,3 +127,45 @@ REVOKE ALL ON FUNCTION agent_memory.recall_tool_definition(text, text, text, tex
 GRANT EXECUTE ON FUNCTION agent_memory.recall_tool(jsonb, text, text, text, text),
     agent_memory.recall_tool_definition(text, text, text, text)
     TO agent_memory_reader, agent_memory_writer;
+
+-- Recall by meaning (as src/recall/embeddings.rs declares them), comments,
+-- grants.
+CREATE FUNCTION agent_memory.recall_embed(
+    kind text,
+    key text,
+    ref text,
+    embedding real[],
+    source_md5 text DEFAULT NULL)
+RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'recall_embed_wrapper';
+CREATE FUNCTION agent_memory.recall_outbox(
+    session_id text DEFAULT NULL,
+    user_id text DEFAULT NULL,
+    owner text DEFAULT NULL,
+    scope text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    max_items integer DEFAULT 100)
+RETURNS TABLE (kind text, key text, ref text, content text, source_md5 text)
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'recall_outbox_wrapper';
+CREATE FUNCTION agent_memory.recall_enable_embeddings(dimension integer) RETURNS jsonb
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'recall_enable_embeddings_wrapper';
+COMMENT ON FUNCTION agent_memory.recall_embed(text, text, text, real[], text) IS
+    'Store an application''s embedding of an item''s text (kind, key and ref as recall names the item); with source_md5, only if the item still holds that text; true when stored';
+COMMENT ON FUNCTION agent_memory.recall_outbox(text, text, text, text, text[], integer) IS
+    'The items of a scope that need an embedding (none yet, or one of another text or dimension), each with the text to embed and its md5, at most max_items';
+COMMENT ON FUNCTION agent_memory.recall_enable_embeddings(integer) IS
+    'Take embeddings of this dimension for recall by meaning; stored embeddings of another dimension become stale';
+REVOKE ALL ON FUNCTION agent_memory.recall_embed(text, text, text, real[], text),
+    agent_memory.recall_outbox(text, text, text, text, text[], integer),
+    agent_memory.recall_enable_embeddings(integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.recall_outbox(text, text, text, text, text[], integer)
+    TO agent_memory_reader, agent_memory_writer;
+GRANT EXECUTE ON FUNCTION agent_memory.recall_embed(text, text, text, real[], text),
+    agent_memory.recall_enable_embeddings(integer) TO agent_memory_writer;

@@ -233,8 +233,13 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- citus_check: not_delegated agent_memory.user_sessions(text)
 -- citus_check: not_delegated agent_memory.wm_refresh_structure(text)
 -- Its scope spans keys of three groups (a user's sessions, an owner, a scope):
--- citus_check: not_delegated agent_memory.recall(text,text,text,text,text,text[],integer)
+-- citus_check: not_delegated agent_memory.recall(text,text,text,text,text,text[],integer,real[],jsonb)
 -- citus_check: not_delegated agent_memory.recall_tool(jsonb,text,text,text,text)
+-- citus_check: not_delegated agent_memory.recall_outbox(text,text,text,text,text[],integer)
+-- Its key is a session, an owner or a scope, as its kind says:
+-- citus_check: not_delegated agent_memory.recall_embed(text,text,text,real[],text)
+-- It writes recall_settings, local to each node (see above):
+-- citus_check: not_delegated agent_memory.recall_enable_embeddings(integer)
 -- DDL on a table of every group; Citus propagates it to the shards:
 -- citus_check: not_delegated agent_memory.recall_rebuild()
 -- Does not work on distributed tables. Use the per-shard cleanup below:

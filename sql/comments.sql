@@ -65,12 +65,18 @@ COMMENT ON FUNCTION agent_memory.messages(text, text, integer) IS
     'The newest lim messages of a node, or of the whole session when node_id is NULL, oldest first';
 COMMENT ON FUNCTION agent_memory.messages_json(text, text, integer) IS
     'messages() as a JSON array of {role, content, metadata, seq, created_at}, oldest first; [] when there are none';
-COMMENT ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer) IS
-    'The k memories of a scope (session, user, graph owner or file scope) that best match a query by their words, across key-value entries, messages, working memory, graph nodes and files, newer ones weighing more; each with a snippet that marks the query''s words';
+COMMENT ON FUNCTION agent_memory.recall(text, text, text, text, text, text[], integer, real[], jsonb) IS
+    'The k memories of a scope (session, user, graph owner or file scope) that best match a query by their words and, given an embedding, their meaning, across key-value entries, messages, working memory, graph nodes and files, newer ones weighing more; each with a snippet that marks the query''s words';
 COMMENT ON FUNCTION agent_memory.recall_tool(jsonb, text, text, text, text) IS
     'Recall as a tool a model calls: the request {query, kinds?, k?} is the model''s, the scope the application''s; answers {ok, result: {memories}} or, for a bad request, {ok: false, error: {message, code}}';
 COMMENT ON FUNCTION agent_memory.recall_tool_definition(text, text, text, text) IS
     'A definition of recall as a tool with the JSON Schema of its request, in Anthropic''s (name, description, input_schema) or OpenAI''s function format';
+COMMENT ON FUNCTION agent_memory.recall_embed(text, text, text, real[], text) IS
+    'Store an application''s embedding of an item''s text (kind, key and ref as recall names the item); with source_md5, only if the item still holds that text; true when stored';
+COMMENT ON FUNCTION agent_memory.recall_outbox(text, text, text, text, text[], integer) IS
+    'The items of a scope that need an embedding (none yet, or one of another text or dimension), each with the text to embed and its md5, at most max_items';
+COMMENT ON FUNCTION agent_memory.recall_enable_embeddings(integer) IS
+    'Take embeddings of this dimension for recall by meaning; stored embeddings of another dimension become stale';
 COMMENT ON FUNCTION agent_memory.recall_rebuild() IS
     'Rewrite recall''s search columns in agent_memory.text_search_config, kept for the kinds of agent_memory.recall_kinds only; returns them as JSON';
 COMMENT ON FUNCTION agent_memory.pop_message(text, text) IS

@@ -90,8 +90,8 @@ CREATE TABLE agent_memory.kv_entries (
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     expires_at timestamptz NOT NULL,
     tenant     text COLLATE "C" NOT NULL,
-    -- The words recall matches, in every memory table's last column: here
-    -- the key's words, weighted first, then the value's strings, numbers
+    -- The words recall matches, in every memory table after its own
+    -- columns: here the key's words, weighted first, then the value's strings, numbers
     -- and object keys. A tsvector holds at most 1 MB: past 800,000 bytes of
     -- JSON, the words of its first 200,000 characters stand in.
     search     tsvector GENERATED ALWAYS AS (
@@ -99,6 +99,12 @@ CREATE TABLE agent_memory.kv_entries (
                    || CASE WHEN pg_catalog.octet_length(value::text) <= 800000
                            THEN pg_catalog.jsonb_to_tsvector('english', value, '["string", "numeric", "key"]')
                            ELSE pg_catalog.to_tsvector('english', pg_catalog.left(value::text, 200000)) END) STORED,
+    -- The meaning recall compares, in every memory table after search: an
+    -- embedding the application made of the item's text (see
+    -- recall_embed), and the md5 of that text. An embedding whose md5 is
+    -- not the current text's is stale and never used.
+    embedding     real[],
+    embedding_md5 text,
     PRIMARY KEY (session_id, key, tenant),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
@@ -161,6 +167,8 @@ CREATE TABLE agent_memory.thread_messages (
     tenant          text COLLATE "C" NOT NULL,
     search          tsvector GENERATED ALWAYS AS (
                         pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED,
+    embedding     real[],
+    embedding_md5 text,
     PRIMARY KEY (session_id, thread_key, slot, tenant),
     FOREIGN KEY (session_id, thread_key, tenant)
         REFERENCES agent_memory.message_threads ON DELETE CASCADE
@@ -207,6 +215,8 @@ CREATE TABLE agent_memory.wm_parts (
                    CASE WHEN pg_catalog.octet_length(value::text) <= 800000
                         THEN pg_catalog.jsonb_to_tsvector('english', value, '["string", "numeric"]')
                         ELSE pg_catalog.to_tsvector('english', pg_catalog.left(value::text, 200000)) END) STORED,
+    embedding     real[],
+    embedding_md5 text,
     PRIMARY KEY (session_id, node_key, part, tenant),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
@@ -239,6 +249,8 @@ CREATE TABLE agent_memory.graph_nodes (
                     pg_catalog.setweight(pg_catalog.to_tsvector('english', pg_catalog.left(title, 10000)), 'A')
                     || pg_catalog.setweight(pg_catalog.to_tsvector('english', pg_catalog.left(description, 40000)), 'B')
                     || pg_catalog.to_tsvector('english', pg_catalog.left(body, 150000))) STORED,
+    embedding     real[],
+    embedding_md5 text,
     PRIMARY KEY (owner, node_id, tenant)
 );
 
@@ -289,6 +301,8 @@ CREATE TABLE agent_memory.memory_files (
                    pg_catalog.setweight(pg_catalog.to_tsvector('english',
                        pg_catalog.translate(pg_catalog.left(path, 1000), '/._-', '    ')), 'A')
                    || pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED,
+    embedding     real[],
+    embedding_md5 text,
     PRIMARY KEY (scope, path, tenant)
 );
 
@@ -352,9 +366,12 @@ COMMENT ON TABLE agent_memory.cleanup_runs IS
 CREATE TABLE agent_memory.recall_settings (
     config regconfig NOT NULL DEFAULT 'english',
     kinds  text[]    NOT NULL DEFAULT '{kv,message,node,file,working_memory}',
+    -- The embeddings' dimension, as recall_enable_embeddings() set it;
+    -- NULL: none are taken.
+    dimension integer CHECK (dimension BETWEEN 1 AND 16000),
     one_row boolean  NOT NULL DEFAULT true PRIMARY KEY CHECK (one_row)
 );
 INSERT INTO agent_memory.recall_settings DEFAULT VALUES;
 
 COMMENT ON TABLE agent_memory.recall_settings IS
-    'The text search configuration of recall''s search columns and the kinds they are kept for, as recall_rebuild() last made them';
+    'The text search configuration of recall''s search columns and the kinds they are kept for, as recall_rebuild() last made them, and the embeddings'' dimension';

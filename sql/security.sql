@@ -70,10 +70,13 @@ GRANT EXECUTE ON FUNCTION
     agent_memory.memory_tool(text, jsonb),
     agent_memory.claude_memory(text, jsonb),
     agent_memory.claude_memory_tool_result(text, jsonb),
-    agent_memory.recall(text, text, text, text, text, text[], integer),
+    agent_memory.recall(text, text, text, text, text, text[], integer, real[], jsonb),
     agent_memory.recall_tool(jsonb, text, text, text, text),
-    agent_memory.recall_tool_definition(text, text, text, text)
+    agent_memory.recall_tool_definition(text, text, text, text),
+    agent_memory.recall_outbox(text, text, text, text, text[], integer)
 TO agent_memory_reader;
+-- recall_enable_embeddings changes recall_settings, which no role writes
+-- (see below): it needs the tables' owner, like recall_rebuild.
 
 -- agent_memory_writer: everything the reader may, plus every function and
 -- the row changes they make. No DDL, no TRUNCATE, no ownership.

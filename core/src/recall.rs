@@ -11,6 +11,7 @@
 
 use std::cmp::Ordering;
 
+use crate::error::quoted;
 use crate::{Error, Result};
 
 /// The kinds of memory recall searches.
@@ -297,10 +298,15 @@ pub fn check_embedding(values: &[f32], dimension: Option<usize>) -> Result<()> {
         )));
     }
     if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+        // Spelled as PostgreSQL spells them.
+        let value = match values[at] {
+            v if v.is_nan() => "NaN",
+            v if v > 0.0 => "Infinity",
+            _ => "-Infinity",
+        };
         return Err(Error::invalid(format!(
-            "element {} of the embedding is {}, not a finite number",
-            at + 1,
-            values[at]
+            "element {} of the embedding is {value}, not a finite number",
+            at + 1
         )));
     }
     if values.iter().all(|v| *v == 0.0) {
@@ -376,6 +382,94 @@ pub fn recency_factor(age_seconds: f64, half_life_seconds: f64, floor: f64) -> f
     let floor = floor.clamp(0.0, 1.0);
     let decay = 0.5f64.powf(age_seconds.max(0.0) / half_life_seconds);
     floor + (1.0 - floor) * decay
+}
+
+/// The weights a call gives as `{"keyword": w, "meaning": w}` (either may
+/// be left out: 1); NULL is the default weights. Anything else is 22023.
+pub fn weights_from_json(weights: Option<&serde_json::Value>) -> Result<Weights> {
+    let Some(weights) = weights else {
+        return Ok(Weights::default());
+    };
+    let serde_json::Value::Object(fields) = weights else {
+        return Err(Error::invalid(
+            r#"weights must be an object such as {"keyword": 1, "meaning": 2}"#,
+        ));
+    };
+    let mut out = Weights::default();
+    for (name, value) in fields {
+        let weight = value.as_f64().ok_or_else(|| {
+            Error::invalid(format!("the {name} weight must be a number, not {value}"))
+        })?;
+        match name.as_str() {
+            "keyword" => out.keyword = weight,
+            "meaning" => out.meaning = weight,
+            other => {
+                return Err(Error::invalid(format!("unknown weight {}", quoted(other)))
+                    .with_hint("the weights are keyword and meaning"));
+            }
+        }
+    }
+    out.check()?;
+    Ok(out)
+}
+
+/// The most dimensions an embedding may have (pgvector's own limit).
+pub const MAX_DIMENSION: i32 = 16_000;
+
+/// A dimension as recall_enable_embeddings takes it.
+pub fn checked_dimension(dimension: Option<i32>) -> Result<i32> {
+    match dimension {
+        None => Err(Error::null("dimension")),
+        Some(d) if (1..=MAX_DIMENSION).contains(&d) => Ok(d),
+        Some(d) => Err(Error::invalid(format!(
+            "dimension must be 1 to {MAX_DIMENSION}, not {d}"
+        ))),
+    }
+}
+
+/// An item as recall names it (kind, key, ref), read into the columns of
+/// its table's key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item<'a> {
+    pub kind: Kind,
+    /// The session, owner or scope.
+    pub key: &'a str,
+    /// The kv key, node id or path; a working-memory part's name.
+    pub name: &'a str,
+    /// A working-memory part's node key ('' for the session's entry).
+    pub node_key: &'a str,
+    /// A message's seq.
+    pub seq: i64,
+}
+
+/// Read `reference` as recall's `ref` of a `kind` item: a message's seq
+/// is a number; a working-memory part is `part` or `node/part`.
+pub fn item_of<'a>(kind: Kind, key: &'a str, reference: &'a str) -> Result<Item<'a>> {
+    let mut item = Item {
+        kind,
+        key,
+        name: reference,
+        node_key: "",
+        seq: 0,
+    };
+    match kind {
+        Kind::Message => {
+            item.seq = reference.parse().map_err(|_| {
+                Error::invalid(format!(
+                    "a message's ref is its seq, a number, not {}",
+                    quoted(reference)
+                ))
+            })?;
+        }
+        Kind::Part => {
+            if let Some((node_key, part)) = reference.rsplit_once('/') {
+                item.node_key = node_key;
+                item.name = part;
+            }
+        }
+        Kind::Kv | Kind::Node | Kind::File => {}
+    }
+    Ok(item)
 }
 
 /// One candidate item and where each signal ranked it (1 = best; None:
@@ -530,6 +624,17 @@ pub fn tool_refusal(error: &Error) -> serde_json::Value {
     serde_json::json!({"ok": false, "error": {"message": error.message, "code": "EINVAL"}})
 }
 
+/// The rank of each score among the scores present (1 = highest, ties in
+/// the order given); None where there is no score.
+pub fn ranks_among(scores: &[Option<f64>]) -> Vec<Option<usize>> {
+    let present: Vec<f64> = scores.iter().flatten().copied().collect();
+    let mut ranks = ranks_of(&present).into_iter();
+    scores
+        .iter()
+        .map(|score| score.and_then(|_| ranks.next()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -593,6 +698,51 @@ mod tests {
         let openai = tool_definition(Some("recall"), Some("d"), Some("T"), Some("openai")).unwrap();
         assert_eq!(openai["function"]["parameters"]["title"], "T");
         assert!(tool_definition(Some("re call"), None, None, Some("openai")).is_err());
+    }
+
+    #[test]
+    fn weights_come_as_an_object_of_numbers() {
+        assert_eq!(weights_from_json(None).unwrap(), Weights::default());
+        let w = weights_from_json(Some(&serde_json::json!({"meaning": 2}))).unwrap();
+        assert_eq!((w.keyword, w.meaning), (1.0, 2.0));
+        for bad in [
+            serde_json::json!([1]),
+            serde_json::json!({"keyword": "1"}),
+            serde_json::json!({"recency": 1}),
+            serde_json::json!({"keyword": -1}),
+            serde_json::json!({"keyword": 0, "meaning": 0}),
+        ] {
+            let error = weights_from_json(Some(&bad)).unwrap_err();
+            assert_eq!(error.kind, ErrorKind::InvalidParameter, "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_item_is_read_from_its_ref() {
+        let message = item_of(Kind::Message, "s", "42").unwrap();
+        assert_eq!(message.seq, 42);
+        assert!(item_of(Kind::Message, "s", "x").is_err());
+        let part = item_of(Kind::Part, "s", "node/a/fetched_context").unwrap();
+        assert_eq!((part.node_key, part.name), ("node/a", "fetched_context"));
+        let part = item_of(Kind::Part, "s", "session").unwrap();
+        assert_eq!((part.node_key, part.name), ("", "session"));
+        assert_eq!(item_of(Kind::File, "f", "/a/b").unwrap().name, "/a/b");
+        assert_eq!(checked_dimension(Some(384)).unwrap(), 384);
+        assert!(checked_dimension(Some(0)).is_err());
+        assert!(checked_dimension(Some(16_001)).is_err());
+        assert_eq!(
+            checked_dimension(None).unwrap_err().kind,
+            ErrorKind::NullValue
+        );
+    }
+
+    #[test]
+    fn ranks_skip_missing_scores() {
+        assert_eq!(
+            ranks_among(&[Some(0.2), None, Some(0.9), Some(0.2)]),
+            vec![Some(2), None, Some(1), Some(3)]
+        );
+        assert_eq!(ranks_among(&[None, None]), vec![None, None]);
     }
 
     #[test]

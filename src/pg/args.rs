@@ -20,6 +20,7 @@ pub const TIMESTAMPTZ: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIMESTAMPTZOID);
 pub const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
 pub const TID: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIDOID);
 pub const XID: PgOid = PgOid::BuiltIn(PgBuiltInOids::XIDOID);
+pub const FLOAT4_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::FLOAT4ARRAYOID);
 
 /// Check an identifier argument: present, not empty, not too long.
 #[inline]

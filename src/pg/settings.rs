@@ -42,6 +42,7 @@ pub static TEXT_SEARCH_CONFIG: GucSetting<Option<CString>> =
 pub static RECALL_KINDS: GucSetting<Option<CString>> =
     GucSetting::<Option<CString>>::new(Some(c"kv,message,node,file,working_memory"));
 pub static MAX_RECALL_K: GucSetting<i32> = GucSetting::<i32>::new(100);
+pub static MAX_EXACT_RECALL: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub static RECALL_HALF_LIFE_S: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60 * 60);
 pub static MAX_TREE_ROWS: GucSetting<i32> = GucSetting::<i32>::new(10_000_000);
 pub static TENANT_ISOLATION: GucSetting<bool> = GucSetting::<bool>::new(false);
@@ -86,6 +87,16 @@ pub fn define_all() {
         &MAX_RECALL_K,
         1,
         1000,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.max_exact_recall",
+        c"Most embedded items one recall compares with the query's embedding.",
+        c"Recall by meaning compares every embedded item of the scope; past this many it is refused.",
+        &MAX_EXACT_RECALL,
+        1,
+        10_000_000,
         GucContext::Suset,
         GucFlags::default(),
     );

@@ -14,7 +14,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use agent_memory_core::recall::{
-    self, Candidate, Kind, Query, Ranked, Scope, Weights, checked_k, checked_kinds, ranks_of,
+    self, Candidate, Kind, Query, Ranked, Scope, Weights, checked_k, checked_kinds,
 };
 use agent_memory_core::{Error, args};
 
@@ -25,6 +25,7 @@ use crate::pg::plans::{Columns, Statement};
 use crate::pg::settings::{self, GenericPlans, NoNotices};
 use crate::sessions::idle_timeout_minutes;
 
+mod embeddings;
 mod rebuild;
 
 /// Old memories count at least this share of a new one's score.
@@ -42,8 +43,11 @@ struct Found {
     thread: Option<String>,
     /// A message's slot in its thread's ring.
     slot: Option<i32>,
-    keyword_score: f64,
     updated_at: TimestampWithTimeZone,
+    /// ts_rank_cd of its words, when the words found it.
+    keyword_score: Option<f64>,
+    /// Cosine similarity of its embedding, when the meaning found it.
+    similarity: Option<f64>,
 }
 
 // Declared by hand: its result has a column named ref, a word Rust keeps
@@ -57,7 +61,9 @@ CREATE FUNCTION agent_memory.recall(
     owner text DEFAULT NULL,
     scope text DEFAULT NULL,
     kinds text[] DEFAULT NULL,
-    k integer DEFAULT 10)
+    k integer DEFAULT 10,
+    embedding real[] DEFAULT NULL,
+    weights jsonb DEFAULT NULL)
 RETURNS TABLE (kind text, key text, ref text, snippet text, score double precision,
                updated_at timestamp with time zone, signals jsonb)
 STABLE PARALLEL SAFE
@@ -71,8 +77,9 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'recall_wrapper';
     name = "recall"
 );
 
-// pgrx reads the result's columns from the signature, so no type alias.
-#[allow(clippy::type_complexity)]
+// pgrx reads the result's columns from the signature, so no type alias;
+// each SQL argument is a Rust one.
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 #[pg_extern(sql = false)]
 #[search_path(pg_catalog, pg_temp)]
 fn recall(
@@ -83,6 +90,8 @@ fn recall(
     scope: default!(Option<&str>, "NULL"),
     kinds: default!(Option<Vec<Option<String>>>, "NULL"),
     k: default!(Option<i32>, "10"),
+    embedding: default!(Option<Vec<Option<f32>>>, "NULL"),
+    weights: default!(Option<JsonB>, "NULL"),
 ) -> Result<
     TableIterator<
         'static,
@@ -98,16 +107,32 @@ fn recall(
     >,
     ErrorReport,
 > {
-    let query = query.ok_or_else(|| Error::null("query")).or_report()?;
-    let query = recall::parse_query(query).or_report()?;
+    let embedding = embedding.map(checked_embedding).transpose()?;
+    let query = match (query, &embedding) {
+        (Some(query), _) => recall::parse_query(query).or_report()?,
+        // Meaning alone: no words to match.
+        (None, Some(_)) => recall::parse_query("").or_report()?,
+        (None, None) => return Err(Error::null("query")).or_report(),
+    };
     let scope = checked_scope(session_id, user_id, owner, scope)?;
     let kinds = checked_kinds(kinds.as_deref()).or_report()?;
     let k = checked_k(k, settings::MAX_RECALL_K.get()).or_report()?;
-    let rows = recalled(&query, &scope, kinds, k)?.into_iter().map(|r| {
-        let signals = serde_json::json!({
-            "keyword": {"rank": r.keyword_rank, "score": r.keyword_score},
+    let weights = recall::weights_from_json(weights.as_ref().map(|JsonB(w)| w)).or_report()?;
+    let asked = Asked {
+        query: &query,
+        embedding: embedding.as_deref(),
+        weights,
+    };
+    let rows = recalled(&asked, &scope, kinds, k)?.into_iter().map(|r| {
+        let mut signals = serde_json::json!({
+            "keyword": r.keyword_rank.map(|rank| serde_json::json!({"rank": rank, "score": r.keyword_score})),
             "recency": r.recency,
         });
+        if embedding.is_some() {
+            signals["meaning"] = serde_json::json!(r.meaning_rank.map(
+                |rank| serde_json::json!({"rank": rank, "similarity": r.similarity})
+            ));
+        }
         (
             r.kind.name().to_string(),
             r.key,
@@ -119,6 +144,18 @@ fn recall(
         )
     });
     Ok(TableIterator::new(rows.collect::<Vec<_>>()))
+}
+
+/// An embedding argument: no NULL element (22004), then the rules of
+/// recall::check_embedding but the dimension (checked against the store's).
+fn checked_embedding(embedding: Vec<Option<f32>>) -> SqlResult<Vec<f32>> {
+    let values: Vec<f32> = embedding
+        .into_iter()
+        .collect::<Option<_>>()
+        .ok_or_else(|| Error::null("an element of embedding"))
+        .or_report()?;
+    recall::check_embedding(&values, None).or_report()?;
+    Ok(values)
 }
 
 /// Recall as a tool a model calls: `request` is the call's input
@@ -142,7 +179,12 @@ fn recall_tool(
     };
     let _generic = GenericPlans::force();
     let _quiet = NoNotices::hold();
-    let memories = recalled(&request.query, &scope, request.kinds, request.k)?
+    let asked = Asked {
+        query: &request.query,
+        embedding: None,
+        weights: Weights::default(),
+    };
+    let memories = recalled(&asked, &scope, request.kinds, request.k)?
         .into_iter()
         .map(|r| {
             serde_json::json!({
@@ -171,6 +213,14 @@ fn recall_tool_definition(
     ))
 }
 
+/// What a call asks for.
+struct Asked<'a> {
+    query: &'a Query,
+    /// The query's embedding, checked but for its dimension.
+    embedding: Option<&'a [f32]>,
+    weights: Weights,
+}
+
 /// One memory recall returns, with what ranked it.
 struct Recalled {
     kind: Kind,
@@ -180,56 +230,40 @@ struct Recalled {
     score: f64,
     updated_at: TimestampWithTimeZone,
     keyword_rank: Option<usize>,
-    keyword_score: f64,
+    keyword_score: Option<f64>,
+    meaning_rank: Option<usize>,
+    similarity: Option<f64>,
     recency: f64,
 }
 
-/// The best `k` memories of `scope` in `kinds` for `query`, best first.
-fn recalled(query: &Query, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResult<Vec<Recalled>> {
+/// The best `k` memories of `scope` in `kinds` for what was `asked`, best
+/// first.
+fn recalled(asked: &Asked, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResult<Vec<Recalled>> {
     let kinds: Vec<Kind> = kinds
         .into_iter()
         .filter(|kind| scope.reaches(*kind))
         .collect();
-    if kinds.is_empty() || query.wanted.is_empty() {
+    let by_words = !asked.query.wanted.is_empty() && asked.weights.keyword > 0.0;
+    let by_meaning = asked.embedding.is_some() && asked.weights.meaning > 0.0;
+    if kinds.is_empty() || !(by_words || by_meaning) {
         return Ok(Vec::new());
     }
     Spi::connect(|client| -> SqlResult<Vec<_>> {
         let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
-        let per_kind = i32::try_from(k * 4 + 20).unwrap_or(i32::MAX);
-        let table = CANDIDATES.read(
-            client,
-            &[
-                query.wanted.as_str().into(),
-                scope.session_id.into(),
-                scope.user_id.into(),
-                scope.owner.into(),
-                scope.scope.into(),
-                names.into(),
-                per_kind.into(),
-                idle_timeout_minutes().into(),
-                query.unwanted.as_str().into(),
-            ],
-        )?;
-        let mut found = Vec::with_capacity(table.len());
-        for row in table {
-            let kind = row.required::<String>(1, "kind")?;
-            found.push(Found {
-                kind: Kind::from_name(&kind)
-                    .ok_or_else(|| Error::internal(format!("unknown kind {kind}")))
-                    .or_report()?,
-                key: row.required::<String>(2, "key")?,
-                reference: row.required::<String>(3, "ref")?,
-                thread: row.value::<String>(4)?,
-                slot: row.value::<i32>(5)?,
-                updated_at: row.required::<TimestampWithTimeZone>(6, "updated_at")?,
-                keyword_score: row.required::<f64>(7, "score")?,
-            });
+        let per_kind = k * 4 + 20;
+        let mut found = Vec::new();
+        if by_words {
+            found = by_their_words(client, asked.query, scope, &names, per_kind)?;
         }
-        let best = best_of(found, k);
+        if let (true, Some(embedding)) = (by_meaning, asked.embedding) {
+            let near = by_their_meaning(client, embedding, scope, &names, per_kind)?;
+            merge(&mut found, near);
+        }
+        let best = best_of(found, asked.weights, k);
         if best.is_empty() {
             return Ok(Vec::new());
         }
-        let snippets = snippets_of(client, &query.wanted, &best)?;
+        let snippets = snippets_of(client, &asked.query.wanted, &best)?;
         Ok(best
             .into_iter()
             .zip(snippets)
@@ -244,11 +278,136 @@ fn recalled(query: &Query, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResu
                     updated_at: found.updated_at,
                     keyword_rank: ranked.candidate.keyword_rank,
                     keyword_score: found.keyword_score,
+                    meaning_rank: ranked.candidate.meaning_rank,
+                    similarity: found.similarity,
                     recency: ranked.candidate.recency,
                 }
             })
             .collect())
     })
+}
+
+/// Where a candidate row's columns 1 to 6 (kind, key, ref, thread, slot,
+/// updated_at) say it lives.
+fn found_at(row: &pgrx::spi::SpiHeapTupleData<'_>) -> SqlResult<Found> {
+    let kind = row.required::<String>(1, "kind")?;
+    Ok(Found {
+        kind: Kind::from_name(&kind)
+            .ok_or_else(|| Error::internal(format!("unknown kind {kind}")))
+            .or_report()?,
+        key: row.required::<String>(2, "key")?,
+        reference: row.required::<String>(3, "ref")?,
+        thread: row.value::<String>(4)?,
+        slot: row.value::<i32>(5)?,
+        updated_at: row.required::<TimestampWithTimeZone>(6, "updated_at")?,
+        keyword_score: None,
+        similarity: None,
+    })
+}
+
+/// The items whose words match, best first, at most `per_kind` a kind.
+fn by_their_words(
+    client: &pgrx::spi::SpiClient<'_>,
+    query: &Query,
+    scope: &Scope,
+    kinds: &[&str],
+    per_kind: usize,
+) -> SqlResult<Vec<Found>> {
+    let table = CANDIDATES.read(
+        client,
+        &[
+            query.wanted.as_str().into(),
+            scope.session_id.into(),
+            scope.user_id.into(),
+            scope.owner.into(),
+            scope.scope.into(),
+            kinds.to_vec().into(),
+            i32::try_from(per_kind).unwrap_or(i32::MAX).into(),
+            idle_timeout_minutes().into(),
+            query.unwanted.as_str().into(),
+        ],
+    )?;
+    let mut found = Vec::with_capacity(table.len());
+    for row in table {
+        let mut item = found_at(&row)?;
+        item.keyword_score = Some(row.required::<f64>(7, "score")?);
+        found.push(item);
+    }
+    Ok(found)
+}
+
+/// The items whose embedding is nearest `embedding` by cosine similarity
+/// (above 0), best first, at most `per_kind` times the number of kinds:
+/// every embedded item of the scope is compared, at most
+/// agent_memory.max_exact_recall of them.
+fn by_their_meaning(
+    client: &pgrx::spi::SpiClient<'_>,
+    embedding: &[f32],
+    scope: &Scope,
+    kinds: &[&str],
+    per_kind: usize,
+) -> SqlResult<Vec<Found>> {
+    let dimension = embeddings::dimension(client)?;
+    recall::check_embedding(embedding, Some(dimension)).or_report()?;
+    let cap = settings::MAX_EXACT_RECALL.get();
+    let table = EMBEDDED.read(
+        client,
+        &[
+            i32::try_from(dimension).unwrap_or(i32::MAX).into(),
+            scope.session_id.into(),
+            scope.user_id.into(),
+            scope.owner.into(),
+            scope.scope.into(),
+            kinds.to_vec().into(),
+            cap.saturating_add(1).into(),
+            idle_timeout_minutes().into(),
+        ],
+    )?;
+    if table.len() > usize::try_from(cap).unwrap_or(0) {
+        return Err(Error::limit(format!(
+            "the scope holds more than {cap} embedded items to compare"
+        ))
+        .with_hint("agent_memory.max_exact_recall sets how many; narrow the scope or the kinds"))
+        .or_report();
+    }
+    let mut near = Vec::with_capacity(table.len());
+    for row in table {
+        let mut item = found_at(&row)?;
+        let stored = row.required::<Vec<f32>>(7, "embedding")?;
+        let similarity = recall::cosine(embedding, &stored);
+        // Pointing away from the query (or across it) is no likeness.
+        if similarity > 0.0 {
+            item.similarity = Some(similarity);
+            near.push(item);
+        }
+    }
+    near.sort_by(|a, b| {
+        b.similarity
+            .partial_cmp(&a.similarity)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    near.truncate(per_kind * kinds.len());
+    Ok(near)
+}
+
+/// Add the items found by meaning to those found by words: an item both
+/// found is one candidate with both scores.
+fn merge(found: &mut Vec<Found>, near: Vec<Found>) {
+    let mut at: std::collections::HashMap<(Kind, String, String), usize> = found
+        .iter()
+        .enumerate()
+        .map(|(i, f)| ((f.kind, f.key.clone(), f.reference.clone()), i))
+        .collect();
+    for item in near {
+        let id = (item.kind, item.key.clone(), item.reference.clone());
+        match at.get(&id) {
+            Some(&i) => found[i].similarity = item.similarity,
+            None => {
+                at.insert(id, found.len());
+                found.push(item);
+            }
+        }
+    }
 }
 
 /// The scope arguments, each checked as the read functions check it; at
@@ -275,22 +434,25 @@ fn checked_scope<'a>(
     Ok(scope)
 }
 
-/// Rank the candidates by their keyword score, weigh in recency, and keep
-/// the best `k`.
-fn best_of(found: Vec<Found>, k: usize) -> Vec<Ranked<Found>> {
+/// Rank the candidates by each signal's score, weigh in recency, fuse,
+/// and keep the best `k`.
+fn best_of(found: Vec<Found>, weights: Weights, k: usize) -> Vec<Ranked<Found>> {
     let half_life = f64::from(settings::RECALL_HALF_LIFE_S.get());
-    let scores: Vec<f64> = found.iter().map(|f| f.keyword_score).collect();
+    let keyword_scores: Vec<Option<f64>> = found.iter().map(|f| f.keyword_score).collect();
+    let similarities: Vec<Option<f64>> = found.iter().map(|f| f.similarity).collect();
+    let keyword_ranks = recall::ranks_among(&keyword_scores);
+    let meaning_ranks = recall::ranks_among(&similarities);
     let candidates = found
         .into_iter()
-        .zip(ranks_of(&scores))
-        .map(|(item, rank)| Candidate {
+        .zip(keyword_ranks.into_iter().zip(meaning_ranks))
+        .map(|(item, (keyword_rank, meaning_rank))| Candidate {
             recency: recall::recency_factor(age_seconds(item.updated_at), half_life, RECENCY_FLOOR),
-            keyword_rank: Some(rank),
-            meaning_rank: None,
+            keyword_rank,
+            meaning_rank,
             item,
         })
         .collect();
-    recall::fuse(candidates, Weights::default(), k)
+    recall::fuse(candidates, weights, k)
 }
 
 /// Seconds from `at` to the transaction's start (now() in SQL).
@@ -340,6 +502,113 @@ fn snippets_of(
 
 // The statements.
 
+/// The CTE `live`: the sessions (session_id, tenant) of the scope, session
+/// $2, or every session of user $3, or session $2 of user $3; only active
+/// ones (default idle minutes $8), as the read functions see them. Each way
+/// to name sessions is a branch of its own that its index serves, also in
+/// a generic plan.
+macro_rules! live_sessions {
+    () => {
+        concat!(
+            "live AS MATERIALIZED (
+               SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+               WHERE $2::text IS NOT NULL AND s.session_id = $2 AND s.tenant = agent_memory.caller_tenant()
+                 AND ($3::text IS NULL OR s.user_id = $3) AND ",
+            crate::sessions::active!("s", "$8"),
+            "
+               UNION ALL
+               SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+               WHERE $2::text IS NULL AND s.user_id = $3 AND s.tenant = agent_memory.caller_tenant() AND ",
+            crate::sessions::active!("s", "$8"),
+            ")"
+        )
+    };
+}
+pub(crate) use live_sessions;
+
+/// The text of an item of kind `$kind` in row `$alias`: what its snippet
+/// shows, what an embedding is made of (see recall_outbox), and what the
+/// md5 beside the embedding is of.
+macro_rules! item_text {
+    ("kv", $alias:literal) => {
+        concat!($alias, ".key || ': ' || (", $alias, ".value #>> '{}')")
+    };
+    ("message", $alias:literal) => {
+        concat!($alias, ".content")
+    };
+    ("working_memory", $alias:literal) => {
+        concat!($alias, ".part || ': ' || ", $alias, ".value::text")
+    };
+    ("node", $alias:literal) => {
+        concat!(
+            $alias,
+            ".title || E'\\n' || ",
+            $alias,
+            ".description || E'\\n' || ",
+            $alias,
+            ".body"
+        )
+    };
+    ("file", $alias:literal) => {
+        concat!($alias, ".path || E'\\n' || ", $alias, ".content")
+    };
+}
+pub(crate) use item_text;
+
+/// Each kind's rows of the scope as `$each!(kind, alias, columns, from,
+/// filter)`, joined by UNION ALL: `columns` (key, ref, thread, slot,
+/// updated_at) and the rows of `from` that pass `filter`, with the
+/// sessions of CTE `live`, owner $4's nodes and scope $5's files, every
+/// row of the caller's tenant.
+macro_rules! each_kind {
+    ($each:ident) => {
+        concat!(
+            $each!(
+                "kv",
+                "e",
+                "e.session_id::text, e.key::text, NULL::text, NULL::int4, e.updated_at",
+                in_live_sessions!("kv_entries", "e"),
+                "e.expires_at > pg_catalog.now()"
+            ),
+            " UNION ALL ",
+            $each!(
+                "message",
+                "m",
+                "m.session_id::text, m.seq::text, m.thread_key, m.slot, m.created_at",
+                in_live_sessions!("thread_messages", "m"),
+                "true"
+            ),
+            " UNION ALL ",
+            $each!(
+                "working_memory",
+                "p",
+                "p.session_id::text,
+                 CASE WHEN p.node_key = '' THEN p.part ELSE p.node_key || '/' || p.part END,
+                 p.node_key, NULL::int4, p.updated_at",
+                in_live_sessions!("wm_parts", "p"),
+                "true"
+            ),
+            " UNION ALL ",
+            $each!(
+                "node",
+                "n",
+                "n.owner::text, n.node_id::text, NULL::text, NULL::int4, n.updated_at",
+                "agent_memory.graph_nodes n",
+                "n.owner = $4 AND n.tenant = agent_memory.caller_tenant()"
+            ),
+            " UNION ALL ",
+            $each!(
+                "file",
+                "f",
+                "f.scope::text, f.path::text, NULL::text, NULL::int4, f.updated_at",
+                "agent_memory.memory_files f",
+                "f.scope = $5 AND f.tenant = agent_memory.caller_tenant()"
+            )
+        )
+    };
+}
+pub(crate) use each_kind;
+
 /// The text search configuration of the search columns.
 macro_rules! config {
     () => {
@@ -360,7 +629,7 @@ macro_rules! wanted {
 /// `$filter` and whose search column (`$alias.search`) matches, when kind
 /// `$kind` is asked for ($6), best first, at most $7.
 macro_rules! candidates {
-    ($kind:literal, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
+    ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
         concat!(
             "(SELECT '",
             $kind,
@@ -400,16 +669,13 @@ macro_rules! in_live_sessions {
         )
     };
 }
+pub(crate) use in_live_sessions;
 
-/// The candidates of each kind named in $6: rows of the scope whose search
-/// column has any of the words $1 and none of the words $9 (see
-/// recall::Query), best first by ts_rank_cd, at most $7 per kind.
-/// Sessions (for kv entries, messages and working memory) are session $2,
-/// or every session of user $3, or session $2 of user $3; only active ones
-/// (default idle minutes $8), as the read functions see them. The function
-/// runs it as a generic plan (planning it costs more than running it), so
-/// each way to name sessions is a branch of its own that its index serves. Nodes are
-/// owner $4's, files scope $5's. Every row is of the caller's tenant.
+/// The candidates of each kind named in $6: rows of the scope (see
+/// each_kind and live_sessions) whose search column has any of the words
+/// $1 and none of the words $9 (see recall::Query), best first by
+/// ts_rank_cd, at most $7 per kind. The function runs it as a generic plan
+/// (planning it costs more than running it).
 static CANDIDATES: Statement = Statement {
     sql: concat!(
         "WITH q AS MATERIALIZED (
@@ -420,61 +686,60 @@ static CANDIDATES: Statement = Statement {
         " OPERATOR(pg_catalog.&&) OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery(",
         config!(),
         ", $9) END AS q),
-         live AS MATERIALIZED (
-           SELECT s.session_id, s.tenant FROM agent_memory.sessions s
-           WHERE $2::text IS NOT NULL AND s.session_id = $2 AND s.tenant = agent_memory.caller_tenant()
-             AND ($3::text IS NULL OR s.user_id = $3) AND ",
-        crate::sessions::active!("s", "$8"),
-        "
-           UNION ALL
-           SELECT s.session_id, s.tenant FROM agent_memory.sessions s
-           WHERE $2::text IS NULL AND s.user_id = $3 AND s.tenant = agent_memory.caller_tenant() AND ",
-        crate::sessions::active!("s", "$8"),
-        ")
          ",
-        candidates!(
-            "kv",
-            "e",
-            "e.session_id::text, e.key::text, NULL::text, NULL::int4, e.updated_at",
-            in_live_sessions!("kv_entries", "e"),
-            "e.expires_at > pg_catalog.now()"
-        ),
-        " UNION ALL ",
-        candidates!(
-            "message",
-            "m",
-            "m.session_id::text, m.seq::text, m.thread_key, m.slot, m.created_at",
-            in_live_sessions!("thread_messages", "m"),
-            "true"
-        ),
-        " UNION ALL ",
-        candidates!(
-            "working_memory",
-            "p",
-            "p.session_id::text,
-             CASE WHEN p.node_key = '' THEN p.part ELSE p.node_key || '/' || p.part END,
-             p.node_key, NULL::int4, p.updated_at",
-            in_live_sessions!("wm_parts", "p"),
-            "true"
-        ),
-        " UNION ALL ",
-        candidates!(
-            "node",
-            "n",
-            "n.owner::text, n.node_id::text, NULL::text, NULL::int4, n.updated_at",
-            "agent_memory.graph_nodes n",
-            "n.owner = $4 AND n.tenant = agent_memory.caller_tenant()"
-        ),
-        " UNION ALL ",
-        candidates!(
-            "file",
-            "f",
-            "f.scope::text, f.path::text, NULL::text, NULL::int4, f.updated_at",
-            "agent_memory.memory_files f",
-            "f.scope = $5 AND f.tenant = agent_memory.caller_tenant()"
-        )
+        live_sessions!(),
+        "
+         ",
+        each_kind!(candidates)
     ),
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4, TEXT],
+    writes: false,
+};
+
+/// One kind's embedded items, as (kind, key, ref, thread, slot,
+/// updated_at, embedding): `$columns` and the embedding of the rows of
+/// `$from` that pass `$filter`, when kind `$kind` is asked for ($6), whose
+/// embedding has $1 dimensions and was made of the text they hold now.
+macro_rules! embedded {
+    ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
+        concat!(
+            "(SELECT '",
+            $kind,
+            "', ",
+            $columns,
+            ", ",
+            $alias,
+            ".embedding FROM ",
+            $from,
+            " WHERE '",
+            $kind,
+            "' = ANY ($6) AND ",
+            $filter,
+            " AND ",
+            $alias,
+            ".embedding IS NOT NULL AND pg_catalog.array_length(",
+            $alias,
+            ".embedding, 1) = $1 AND ",
+            $alias,
+            ".embedding_md5 = pg_catalog.md5(",
+            item_text!($kind, $alias),
+            "))"
+        )
+    };
+}
+
+/// The embedded items of the kinds named in $6 in the scope (see
+/// each_kind and live_sessions) whose embedding has $1 dimensions and is
+/// of their current text (see embedded), at most $7.
+static EMBEDDED: Statement = Statement {
+    sql: concat!(
+        "WITH ",
+        live_sessions!(),
+        " ",
+        each_kind!(embedded),
+        " LIMIT $7"
+    ),
+    args: &[INT4, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
     writes: false,
 };
 
@@ -491,23 +756,31 @@ static SNIPPETS: Statement = Statement {
         config!(),
         ", pg_catalog.left(
            CASE w.kind
-             WHEN 'kv' THEN (SELECT e.key || ': ' || (e.value #>> '{}')
-                             FROM agent_memory.kv_entries e
+             WHEN 'kv' THEN (SELECT ",
+        item_text!("kv", "e"),
+        " FROM agent_memory.kv_entries e
                              WHERE e.session_id = w.key AND e.key = w.ref
                                AND e.tenant = agent_memory.caller_tenant())
-             WHEN 'message' THEN (SELECT m.content FROM agent_memory.thread_messages m
+             WHEN 'message' THEN (SELECT ",
+        item_text!("message", "m"),
+        " FROM agent_memory.thread_messages m
                                   WHERE m.session_id = w.key AND m.thread_key = w.thread AND m.slot = w.slot
                                     AND m.tenant = agent_memory.caller_tenant())
-             WHEN 'working_memory' THEN (SELECT p.part || ': ' || p.value::text FROM agent_memory.wm_parts p
+             WHEN 'working_memory' THEN (SELECT ",
+        item_text!("working_memory", "p"),
+        " FROM agent_memory.wm_parts p
                                          WHERE p.session_id = w.key AND p.node_key = w.thread
                                            AND p.part = CASE WHEN w.thread = '' THEN w.ref
                                                              ELSE pg_catalog.substr(w.ref, pg_catalog.length(w.thread) + 2) END
                                            AND p.tenant = agent_memory.caller_tenant())
-             WHEN 'node' THEN (SELECT n.title || E'\\n' || n.description || E'\\n' || n.body
-                               FROM agent_memory.graph_nodes n
+             WHEN 'node' THEN (SELECT ",
+        item_text!("node", "n"),
+        " FROM agent_memory.graph_nodes n
                                WHERE n.owner = w.key AND n.node_id = w.ref
                                  AND n.tenant = agent_memory.caller_tenant())
-             WHEN 'file' THEN (SELECT f.path || E'\\n' || f.content FROM agent_memory.memory_files f
+             WHEN 'file' THEN (SELECT ",
+        item_text!("file", "f"),
+        " FROM agent_memory.memory_files f
                                WHERE f.scope = w.key AND f.path = w.ref
                                  AND f.tenant = agent_memory.caller_tenant())
            END, 20000), q.q,

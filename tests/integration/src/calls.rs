@@ -13,14 +13,22 @@ pub const SKIPPED: &[(&str, &str)] = &[(
 /// reason: one of those arguments is required, whichever it is.
 pub const NEED_A_DEFAULTED_ARGUMENT: &[(&str, &str)] = &[
     (
-        "recall(text, text, text, text, text, text[], integer)",
+        "recall(text, text, text, text, text, text[], integer, real[], jsonb)",
         "a recall needs a scope: session_id, user_id, owner or scope",
     ),
     (
         "recall_tool(jsonb, text, text, text, text)",
         "a recall needs a scope: session_id, user_id, owner or scope",
     ),
+    (
+        "recall_outbox(text, text, text, text, text[], integer)",
+        "an outbox needs a scope: session_id, user_id, owner or scope",
+    ),
 ];
+
+/// Run as the tables' owner before the fixture: recall takes embeddings of
+/// three dimensions.
+pub const EMBEDDINGS: &str = "SELECT agent_memory.recall_enable_embeddings(3);";
 
 /// The scope key of memory node 'M' (what `memory_scope('M')` returns).
 pub const SCOPE: &str = r#"["M"]"#;
@@ -45,6 +53,9 @@ SELECT agent_memory.wm_init('live', 'atlas', 'proj');
 SELECT agent_memory.wm_set('live', 'fetched_context', '{"fares": [412, 388]}', 'atlas');
 SELECT agent_memory.memory_tool('["M"]', '{"path": "/notes/today", "command": "append", "content": "hello"}');
 SELECT agent_memory.claude_memory('["M"]', '{"command": "create", "path": "/memories/notes.md", "file_text": "likes tea\nmeeting on friday\n"}');
+SELECT agent_memory.recall_embed('kv', 'live', 'goal', '{0.6,0.8,0}');
+SELECT agent_memory.recall_embed('node', 'proj', 'atlas', '{0,0.8,0.6}');
+SELECT agent_memory.recall_embed('file', '["M"]', '/memories/notes.md', '{0.5,0.5,0.5}');
 "#;
 
 /// One valid call of a function: a value (as text, cast server-side to the
@@ -159,7 +170,7 @@ pub const BASES: &[Base] = &[
         calls: &[&[Some("live")]],
     },
     Base {
-        function: "recall(text, text, text, text, text, text[], integer)",
+        function: "recall(text, text, text, text, text, text[], integer, real[], jsonb)",
         calls: &[
             &[
                 Some("flight window hello projects status notes"),
@@ -169,6 +180,8 @@ pub const BASES: &[Base] = &[
                 Some(SCOPE),
                 None,
                 Some("10"),
+                Some("{0.6,0.8,0}"),
+                Some(r#"{"keyword": 1, "meaning": 2}"#),
             ],
             &[
                 Some("fares work"),
@@ -178,8 +191,44 @@ pub const BASES: &[Base] = &[
                 None,
                 Some("{working_memory,message,kv}"),
                 Some("3"),
+                None,
+                None,
             ],
         ],
+    },
+    Base {
+        function: "recall_embed(text, text, text, real[], text)",
+        calls: &[
+            &[
+                Some("node"),
+                Some("proj"),
+                Some("projects"),
+                Some("{0,0,1}"),
+                None,
+            ],
+            &[
+                Some("message"),
+                Some("live"),
+                Some("1"),
+                Some("{1,0,0}"),
+                Some("5d41402abc4b2a76b9719d911017c592"),
+            ],
+        ],
+    },
+    Base {
+        function: "recall_outbox(text, text, text, text, text[], integer)",
+        calls: &[&[
+            Some("live"),
+            Some("hostile-user"),
+            Some("proj"),
+            Some(SCOPE),
+            None,
+            Some("100"),
+        ]],
+    },
+    Base {
+        function: "recall_enable_embeddings(integer)",
+        calls: &[&[Some("3")]],
     },
     Base {
         function: "recall_tool(jsonb, text, text, text, text)",

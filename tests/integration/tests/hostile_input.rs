@@ -24,7 +24,12 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
-use agent_memory_integration::calls::{BASES, FIXTURE, NEED_A_DEFAULTED_ARGUMENT, SKIPPED};
+use agent_memory_integration::calls::{
+    BASES, EMBEDDINGS, FIXTURE, NEED_A_DEFAULTED_ARGUMENT, SKIPPED,
+};
+
+/// The row of recall_settings the wipe removes, with embeddings taken.
+const RECALL_SETTINGS: &str = "INSERT INTO agent_memory.recall_settings DEFAULT VALUES;";
 use agent_memory_integration::{drop_database, fresh_database};
 use postgres::types::ToSql;
 use postgres::{Client, Config, NoTls};
@@ -286,6 +291,32 @@ fn interval_values() -> Vec<Hostile> {
     v
 }
 
+/// Embeddings: wrong sizes, values that are not finite, no direction,
+/// NULL elements, other shapes.
+fn real_array_values() -> (Vec<Hostile>, Vec<Hostile>) {
+    let mut v = vec![null()];
+    for (label, s) in [
+        ("{}", "{}"),
+        ("{NULL}", "{NULL}"),
+        ("one element", "{1}"),
+        ("four elements", "{1,2,3,4}"),
+        ("NaN", "{NaN,1,1}"),
+        ("Infinity", "{Infinity,0,0}"),
+        ("-Infinity", "{1,-Infinity,0}"),
+        ("all zeros", "{0,0,0}"),
+        ("a NULL element", "{1,NULL,1}"),
+        ("two-dimensional", "{{1,0,0},{0,1,0}}"),
+        ("lower bound 5", "[5:7]={1,0,0}"),
+        ("tiny values", "{1e-45,1e-45,1e-45}"),
+        ("largest values", "{3.4e38,3.4e38,-3.4e38}"),
+    ] {
+        v.push(hv(label, s));
+    }
+    let many: Vec<String> = (0..100_000).map(|i| format!("{}", i % 7)).collect();
+    v.push(hv("100,000 elements", format!("{{{}}}", many.join(","))));
+    (v, vec![])
+}
+
 fn text_array_values() -> (Vec<Hostile>, Vec<Hostile>) {
     let mut v = vec![null()];
     for (label, s) in [
@@ -346,6 +377,7 @@ fn values_for(ty: &str) -> (Vec<Hostile>, Vec<Hostile>) {
         "bigint" => (int_values(64), vec![]),
         "interval" => (interval_values(), vec![]),
         "text[]" => text_array_values(),
+        "real[]" => real_array_values(),
         "boolean" => (bool_values(), vec![]),
         "timestamp with time zone" => (timestamptz_values(), vec![]),
         _ => (vec![null()], vec![]),
@@ -661,6 +693,9 @@ impl Runner {
             .collect();
         let wipe: String = tables.iter().map(|t| format!("DELETE FROM {t};")).collect();
         self.client.batch_execute(&wipe).expect("wipe the tables");
+        self.client
+            .batch_execute(&format!("{RECALL_SETTINGS}{EMBEDDINGS}"))
+            .expect("recall's settings, with embeddings");
         self.client
             .batch_execute(FIXTURE)
             .expect("load the fixture");

@@ -9,7 +9,7 @@
 //! Prints `planted: N calls of F functions with planted objects on the
 //! search_path, 0 that behaved differently`.
 
-use agent_memory_integration::calls::{Base, FIXTURE, SqlFunction, every_function};
+use agent_memory_integration::calls::{Base, EMBEDDINGS, FIXTURE, SqlFunction, every_function};
 use agent_memory_integration::{drop_database, fresh_database};
 use postgres::Client;
 use postgres::types::ToSql;
@@ -99,10 +99,14 @@ fn run_all(
 #[test]
 fn objects_planted_on_the_search_path_change_no_function() {
     let mut clean = fresh_database(CLEAN);
-    clean.batch_execute(FIXTURE).expect("fixture");
+    clean
+        .batch_execute(&format!("{EMBEDDINGS}{FIXTURE}"))
+        .expect("fixture");
     let functions = every_function(&mut clean);
     let mut planted = fresh_database(PLANTED);
-    planted.batch_execute(FIXTURE).expect("fixture");
+    planted
+        .batch_execute(&format!("{EMBEDDINGS}{FIXTURE}"))
+        .expect("fixture");
     planted.batch_execute(PLANT).expect("plant the objects");
     // The planted objects work: the caller's own SQL finds them first.
     planted

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use agent_memory_integration::calls::{FIXTURE, every_function};
+use agent_memory_integration::calls::{EMBEDDINGS, FIXTURE, every_function};
 use agent_memory_integration::{connect, drop_database, fresh_database, table_digests};
 use postgres::Client;
 use postgres::types::ToSql;
@@ -56,7 +56,8 @@ fn database_with_two_tenants() -> Client {
         .batch_execute(&format!(
             "DROP ROLE IF EXISTS {OWNER}; DROP ROLE IF EXISTS {OTHER};
              CREATE ROLE {OWNER}; CREATE ROLE {OTHER};
-             GRANT agent_memory_writer TO {OWNER}, {OTHER};"
+             GRANT agent_memory_writer TO {OWNER}, {OTHER};
+             {EMBEDDINGS}"
         ))
         .expect("create the two roles");
     admin

@@ -174,5 +174,111 @@ SELECT recall_rebuild();
 SELECT count(*) AS changed FROM ((TABLE installed EXCEPT TABLE search_columns) UNION ALL (TABLE search_columns EXCEPT TABLE installed)) d;
 SELECT kind, ref FROM recall('plant', session_id => 'r2') ORDER BY kind;
 
+-- Meaning: the application embeds each item's text (the outbox lists
+-- what needs it), recall compares a query's embedding with every embedded
+-- item of the scope, and fuses the signals. An embedding of text an item
+-- no longer holds is never used.
+SELECT create_session('cy', session_id => 'm1') IS NOT NULL AS made;
+SELECT kv_set('m1', 'pet', '"a grey cat called Miso"') ->> 'stored' AS stored;
+SELECT append_message('m1', 'user', 'Book a table for two on Saturday') > 0 AS appended;
+SELECT graph_create('cy-notes', 'Kitchen', 'Cooking', 'Likes spicy ramen.', ARRAY['__root__'], node_id => 'kitchen') IS NOT NULL AS made;
+SELECT * FROM recall('cat', session_id => 'm1', embedding => '{1,0,0}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_embed('kv', 'm1', 'pet', '{1,0,0}');
+\echo :LAST_ERROR_SQLSTATE
+SET ROLE agent_memory_writer;
+SELECT recall_enable_embeddings(3);
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+SELECT recall_enable_embeddings(0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_enable_embeddings(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_enable_embeddings(3);
+-- The outbox: what to embed, and the md5 that recall_embed checks.
+SELECT kind, key, ref, to_json(content) AS content, source_md5 = md5(content) AS md5_of_content
+FROM recall_outbox(session_id => 'm1', owner => 'cy-notes') ORDER BY kind;
+SELECT recall_embed(kind, key, ref, e, source_md5) AS stored
+FROM recall_outbox(session_id => 'm1', owner => 'cy-notes')
+JOIN (VALUES ('kv', '{0.9,0.1,0}'::real[]), ('message', '{0,1,0}'), ('node', '{0.1,0,0.9}')) v (k, e) ON v.k = kind
+ORDER BY kind;
+SELECT count(*) AS to_embed FROM recall_outbox(session_id => 'm1', owner => 'cy-notes');
+-- By meaning alone, by both (the kv entry is found by both and comes
+-- first), and with weights.
+SELECT kind, ref, snippet, signals -> 'meaning' AS meaning, signals -> 'keyword' AS keyword
+FROM recall(NULL, session_id => 'm1', owner => 'cy-notes', embedding => '{1,0.2,0}');
+SELECT kind, ref, signals -> 'meaning' ->> 'rank' AS meaning, signals -> 'keyword' ->> 'rank' AS keyword
+FROM recall('saturday cat', session_id => 'm1', owner => 'cy-notes', embedding => '{1,0.2,0}');
+SELECT kind, ref FROM recall('saturday cat', session_id => 'm1', owner => 'cy-notes', embedding => '{1,0.2,0}',
+                             weights => '{"keyword": 1, "meaning": 0}');
+SELECT kind, ref FROM recall('saturday cat', session_id => 'm1', owner => 'cy-notes', embedding => '{0,0.3,1}',
+                             weights => '{"keyword": 0.1, "meaning": 5}');
+-- An embedding pointing away from the query's finds nothing.
+SELECT count(*) FROM recall(NULL, session_id => 'm1', embedding => '{-1,-1,-1}');
+-- Stale at once: a new value keeps its old embedding out of recall and
+-- puts the item back in the outbox; embedding it with the outbox's md5
+-- of the old text stores nothing.
+SELECT kv_set('m1', 'pet', '"a small dog called Rex"') ->> 'stored' AS stored;
+SELECT kind, ref FROM recall(NULL, session_id => 'm1', embedding => '{1,0,0}');
+SELECT kind, ref, to_json(content) AS content FROM recall_outbox(session_id => 'm1');
+SELECT recall_embed('kv', 'm1', 'pet', '{1,0,0}', md5('pet: a grey cat called Miso')) AS stored;
+SELECT recall_embed('kv', 'm1', 'pet', '{0.7,0.7,0}', md5('pet: a small dog called Rex')) AS stored;
+SELECT kind, ref, signals -> 'meaning' ->> 'rank' AS meaning FROM recall(NULL, session_id => 'm1', embedding => '{1,0,0}');
+-- At write time, in the write's transaction; a rollback keeps nothing.
+BEGIN;
+SELECT kv_set('m1', 'car', '"a red bicycle"') ->> 'stored' AS stored;
+SELECT recall_embed('kv', 'm1', 'car', '{0,0,1}') AS stored;
+SELECT kind, ref FROM recall(NULL, session_id => 'm1', embedding => '{0,0,1}', kinds => '{kv}');
+ROLLBACK;
+SELECT count(*) FROM recall(NULL, session_id => 'm1', embedding => '{0,0,1}', kinds => '{kv}');
+-- Items that are gone, refs that are not the kind's, bad embeddings.
+SELECT recall_embed('kv', 'm1', 'nothing', '{1,0,0}') AS stored;
+SELECT recall_embed('node', 'someone-else', 'kitchen', '{1,0,0}') AS stored;
+SELECT recall_embed('message', 'm1', 'first', '{1,0,0}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_embed('kvs', 'm1', 'pet', '{1,0,0}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_embed('kv', 'm1', 'pet', '{1,0}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_embed('kv', 'm1', 'pet', '{1,NaN,0}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_embed('kv', 'm1', 'pet', '{1,Infinity,0}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_embed('kv', 'm1', 'pet', '{0,0,0}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_embed('kv', 'm1', 'pet', '{1,NULL,0}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_embed('kv', 'm1', 'pet', NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall(NULL, session_id => 'm1', embedding => '{1,0,0,0}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall(NULL, session_id => 'm1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall('cat', session_id => 'm1', weights => '{"recency": 1}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall('cat', session_id => 'm1', weights => '{"keyword": 0, "meaning": 0}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall_outbox();
+\echo :LAST_ERROR_SQLSTATE
+SELECT * FROM recall_outbox(session_id => 'm1', max_items => 0);
+\echo :LAST_ERROR_SQLSTATE
+-- The exact comparison is bounded.
+SET agent_memory.max_exact_recall = 1;
+SELECT * FROM recall(NULL, session_id => 'm1', owner => 'cy-notes', embedding => '{1,0,0}');
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_exact_recall;
+-- A reader may read the outbox and recall by meaning, not embed.
+SET ROLE agent_memory_reader;
+SELECT count(*) AS to_embed FROM recall_outbox(session_id => 'm1', owner => 'cy-notes');
+SELECT count(*) FROM recall(NULL, session_id => 'm1', owner => 'cy-notes', embedding => '{1,0,0}');
+SELECT recall_embed('kv', 'm1', 'pet', '{1,0,0}');
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
+-- Another dimension: every stored embedding is stale until made again.
+SELECT recall_enable_embeddings(2);
+SELECT count(*) AS to_embed FROM recall_outbox(session_id => 'm1', owner => 'cy-notes');
+SELECT count(*) FROM recall(NULL, session_id => 'm1', owner => 'cy-notes', embedding => '{1,0}');
+SELECT end_session('m1'), graph_delete('cy-notes', 'kitchen');
+
 -- Leave no sessions for the suites after this one.
 SELECT end_session('r2'), end_session('r3'), graph_delete('ann-notes', 'travel');

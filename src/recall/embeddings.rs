@@ -1,0 +1,383 @@
+//! Embeddings: the application makes them of each item's text, outside the
+//! database, and recall compares them with a query's.
+//!
+//! An embedding is kept in its item's row with the md5 of the text it was
+//! made of. A write that changes the text leaves the md5 behind, so recall
+//! and the outbox see the embedding as stale at once, whichever statement
+//! wrote; a deleted item takes its embedding with it.
+
+use pgrx::iter::TableIterator;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+
+use agent_memory_core::recall::{self, Kind, checked_kinds};
+use agent_memory_core::{Error, args};
+
+use super::{
+    checked_embedding, checked_scope, each_kind, in_live_sessions, item_text, live_sessions,
+};
+use crate::pg::args::{FLOAT4_ARRAY, INT4, INT8, TEXT, TEXT_ARRAY};
+use crate::pg::datums::JsonB;
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Columns, Statement};
+use crate::sessions::idle_timeout_minutes;
+
+/// The most items one outbox call lists.
+const MAX_OUTBOX_ITEMS: i32 = 10_000;
+
+/// The embeddings' dimension; 55000 when none was set.
+pub(super) fn dimension(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<usize> {
+    stored_dimension(client)?
+        .and_then(|d| usize::try_from(d).ok())
+        .ok_or_else(|| {
+            Error::new(
+                agent_memory_core::ErrorKind::WrongState,
+                "recall takes no embeddings yet",
+            )
+            .with_hint("agent_memory.recall_enable_embeddings(dimension) sets their dimension")
+        })
+        .or_report()
+}
+
+/// The embeddings' dimension, if one was set.
+fn stored_dimension(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<Option<i32>> {
+    let table = DIMENSION.read(client, &[])?;
+    if table.is_empty() {
+        return Ok(None);
+    }
+    table.first().value::<i32>(1)
+}
+
+/// Take embeddings of `dimension` numbers from now on. Embeddings of
+/// another dimension stay stored but are stale: recall skips them and the
+/// outbox lists their items again.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn recall_enable_embeddings(dimension: Option<i32>) -> SqlResult<JsonB> {
+    let dimension = recall::checked_dimension(dimension).or_report()?;
+    Spi::connect_mut(|client| {
+        SET_DIMENSION.run(client, &[dimension.into()])?;
+        Ok(JsonB(serde_json::json!({"dimension": dimension})))
+    })
+}
+
+// Declared by hand for its argument named ref (see recall).
+extension_sql!(
+    r#"
+CREATE FUNCTION agent_memory.recall_embed(
+    kind text,
+    key text,
+    ref text,
+    embedding real[],
+    source_md5 text DEFAULT NULL)
+RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'recall_embed_wrapper';
+"#,
+    name = "recall_embed"
+);
+
+/// Store `embedding` for an item (as recall names it: kind, key, ref).
+/// With `source_md5` (the outbox's), only if the item still holds the text
+/// it was made of. True when stored; false when the item is gone or its
+/// text changed.
+#[pg_extern(sql = false)]
+#[search_path(pg_catalog, pg_temp)]
+fn recall_embed(
+    kind: Option<&str>,
+    key: Option<&str>,
+    reference: Option<&str>,
+    embedding: Option<Vec<Option<f32>>>,
+    source_md5: default!(Option<&str>, "NULL"),
+) -> SqlResult<bool> {
+    let kinds = kind.map(|kind| vec![Some(kind.to_string())]);
+    let kind = checked_kinds(Some(
+        kinds
+            .as_deref()
+            .ok_or_else(|| Error::null("kind"))
+            .or_report()?,
+    ))
+    .or_report()?[0];
+    let key = args::check_id("key", key).or_report()?;
+    let reference = reference.ok_or_else(|| Error::null("ref")).or_report()?;
+    let item = recall::item_of(kind, key, reference).or_report()?;
+    let embedding = checked_embedding(
+        embedding
+            .ok_or_else(|| Error::null("embedding"))
+            .or_report()?,
+    )?;
+    Spi::connect_mut(|client| {
+        let dimension = dimension(client)?;
+        recall::check_embedding(&embedding, Some(dimension)).or_report()?;
+        let vector = embedding.clone();
+        let stored = match kind {
+            Kind::Message => EMBED_MESSAGE.run(
+                client,
+                &[
+                    item.key.into(),
+                    item.seq.into(),
+                    vector.into(),
+                    source_md5.into(),
+                ],
+            )?,
+            Kind::Part => EMBED_PART.run(
+                client,
+                &[
+                    item.key.into(),
+                    item.name.into(),
+                    vector.into(),
+                    source_md5.into(),
+                    item.node_key.into(),
+                ],
+            )?,
+            Kind::Kv | Kind::Node | Kind::File => {
+                let statement = match kind {
+                    Kind::Kv => &EMBED_KV,
+                    Kind::Node => &EMBED_NODE,
+                    _ => &EMBED_FILE,
+                };
+                statement.run(
+                    client,
+                    &[
+                        item.key.into(),
+                        item.name.into(),
+                        vector.into(),
+                        source_md5.into(),
+                    ],
+                )?
+            }
+        };
+        Ok(!stored.is_empty())
+    })
+}
+
+// Declared by hand for its column named ref (see recall).
+extension_sql!(
+    r#"
+CREATE FUNCTION agent_memory.recall_outbox(
+    session_id text DEFAULT NULL,
+    user_id text DEFAULT NULL,
+    owner text DEFAULT NULL,
+    scope text DEFAULT NULL,
+    kinds text[] DEFAULT NULL,
+    max_items integer DEFAULT 100)
+RETURNS TABLE (kind text, key text, ref text, content text, source_md5 text)
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'recall_outbox_wrapper';
+"#,
+    name = "recall_outbox"
+);
+
+/// The items of a scope that need an embedding: none yet, or one of
+/// another text or dimension. Each with its text (what to embed) and the
+/// text's md5 (what recall_embed checks), at most `max_items`.
+#[allow(clippy::type_complexity)]
+#[pg_extern(sql = false)]
+#[search_path(pg_catalog, pg_temp)]
+fn recall_outbox(
+    session_id: default!(Option<&str>, "NULL"),
+    user_id: default!(Option<&str>, "NULL"),
+    owner: default!(Option<&str>, "NULL"),
+    scope: default!(Option<&str>, "NULL"),
+    kinds: default!(Option<Vec<Option<String>>>, "NULL"),
+    max_items: default!(Option<i32>, "100"),
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(kind, String),
+            name!(key, String),
+            name!(reference, String),
+            name!(content, String),
+            name!(source_md5, String),
+        ),
+    >,
+    ErrorReport,
+> {
+    let scope = checked_scope(session_id, user_id, owner, scope)?;
+    let kinds = checked_kinds(kinds.as_deref()).or_report()?;
+    let max_items = match max_items {
+        None => return Err(Error::null("max_items")).or_report(),
+        Some(n) if (1..=MAX_OUTBOX_ITEMS).contains(&n) => n,
+        Some(n) => {
+            return Err(Error::invalid(format!(
+                "max_items must be 1 to {MAX_OUTBOX_ITEMS}, not {n}"
+            )))
+            .or_report();
+        }
+    };
+    let names: Vec<&str> = kinds
+        .iter()
+        .filter(|kind| scope.reaches(**kind))
+        .map(|kind| kind.name())
+        .collect();
+    if names.is_empty() {
+        return Ok(TableIterator::new(Vec::new()));
+    }
+    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
+        let table = OUTBOX.read(
+            client,
+            &[
+                stored_dimension(client)?.into(),
+                scope.session_id.into(),
+                scope.user_id.into(),
+                scope.owner.into(),
+                scope.scope.into(),
+                names.into(),
+                max_items.into(),
+                idle_timeout_minutes().into(),
+            ],
+        )?;
+        let mut rows = Vec::with_capacity(table.len());
+        for row in table {
+            rows.push((
+                row.required::<String>(1, "kind")?,
+                row.required::<String>(2, "key")?,
+                row.required::<String>(3, "ref")?,
+                row.required::<String>(7, "content")?,
+                row.required::<String>(8, "source_md5")?,
+            ));
+        }
+        Ok(rows)
+    })?;
+    Ok(TableIterator::new(rows))
+}
+
+// The statements.
+
+/// The embeddings' dimension (NULL: none set).
+static DIMENSION: Statement = Statement {
+    sql: "SELECT c.dimension FROM agent_memory.recall_settings c",
+    args: &[],
+    writes: false,
+};
+
+/// Set the embeddings' dimension to $1.
+static SET_DIMENSION: Statement = Statement {
+    sql: "UPDATE agent_memory.recall_settings SET dimension = $1",
+    args: &[INT4],
+    writes: true,
+};
+
+/// Store embedding $3 in the row `$alias` of `$table` that `$key` finds (a
+/// caller's tenant's), with the md5 of its text; when $4 is given, only if
+/// that md5 is $4.
+macro_rules! embed {
+    ($kind:tt, $table:literal, $alias:literal, $key:literal) => {
+        concat!(
+            "UPDATE agent_memory.",
+            $table,
+            " ",
+            $alias,
+            " SET embedding = $3, embedding_md5 = pg_catalog.md5(",
+            item_text!($kind, $alias),
+            ") WHERE ",
+            $key,
+            " AND ",
+            $alias,
+            ".tenant = agent_memory.caller_tenant() AND ($4::text IS NULL OR pg_catalog.md5(",
+            item_text!($kind, $alias),
+            ") = $4)"
+        )
+    };
+}
+
+/// Key-value entry $2 of session $1.
+static EMBED_KV: Statement = Statement {
+    sql: embed!("kv", "kv_entries", "e", "e.session_id = $1 AND e.key = $2"),
+    args: &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
+    writes: true,
+};
+
+/// Message seq $2 of session $1 (among the session's messages: seq has no
+/// index of its own, and a session keeps a bounded number).
+static EMBED_MESSAGE: Statement = Statement {
+    sql: embed!(
+        "message",
+        "thread_messages",
+        "m",
+        "m.session_id = $1 AND m.seq = $2"
+    ),
+    args: &[TEXT, INT8, FLOAT4_ARRAY, TEXT],
+    writes: true,
+};
+
+/// Part $2 of node key $5 ('' for the session's entry) of session $1.
+static EMBED_PART: Statement = Statement {
+    sql: embed!(
+        "working_memory",
+        "wm_parts",
+        "p",
+        "p.session_id = $1 AND p.node_key = $5 AND p.part = $2"
+    ),
+    args: &[TEXT, TEXT, FLOAT4_ARRAY, TEXT, TEXT],
+    writes: true,
+};
+
+/// Node $2 of owner $1.
+static EMBED_NODE: Statement = Statement {
+    sql: embed!(
+        "node",
+        "graph_nodes",
+        "n",
+        "n.owner = $1 AND n.node_id = $2"
+    ),
+    args: &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
+    writes: true,
+};
+
+/// File $2 of scope $1.
+static EMBED_FILE: Statement = Statement {
+    sql: embed!("file", "memory_files", "f", "f.scope = $1 AND f.path = $2"),
+    args: &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
+    writes: true,
+};
+
+/// One kind's items that need an embedding, as (kind, key, ref, thread,
+/// slot, updated_at, text, md5 of text): `$columns`, the text and its md5
+/// of the rows of `$from` that pass `$filter`, when kind `$kind` is asked
+/// for ($6), with no embedding of their current text in dimension $1.
+macro_rules! outbox {
+    ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
+        concat!(
+            "(SELECT '",
+            $kind,
+            "', ",
+            $columns,
+            ", t.text, pg_catalog.md5(t.text) FROM ",
+            $from,
+            " CROSS JOIN LATERAL (SELECT ",
+            item_text!($kind, $alias),
+            " AS text) t WHERE '",
+            $kind,
+            "' = ANY ($6) AND ",
+            $filter,
+            " AND (",
+            $alias,
+            ".embedding IS NULL
+                   OR pg_catalog.array_length(",
+            $alias,
+            ".embedding, 1) IS DISTINCT FROM $1
+                   OR ",
+            $alias,
+            ".embedding_md5 IS DISTINCT FROM pg_catalog.md5(t.text)))"
+        )
+    };
+}
+
+/// The items of the kinds named in $6 in the scope (see each_kind and
+/// live_sessions) that need an embedding in dimension $1 (NULL: every
+/// item), at most $7.
+static OUTBOX: Statement = Statement {
+    sql: concat!(
+        "WITH ",
+        live_sessions!(),
+        " ",
+        each_kind!(outbox),
+        " LIMIT $7"
+    ),
+    args: &[INT4, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
+    writes: false,
+};
