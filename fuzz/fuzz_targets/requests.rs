@@ -60,6 +60,16 @@ fn memory_tool(request: &Value) {
             let list = files::list_result(&mut entries);
             serde_json::from_str::<Value>(&list).expect("the list result is JSON");
         }
+        Command::Search { query } => {
+            // The words and phrases go to websearch_to_tsquery joined by
+            // `or`: no term is empty, and a query has one side at least
+            // when it had any word.
+            for side in [&query.wanted, &query.unwanted] {
+                assert!(side.split(" or ").all(|term| !term.is_empty()) || side.is_empty());
+            }
+            let result = files::search_result(&[(path.clone(), query.wanted.clone(), 1.0)]);
+            serde_json::from_str::<Value>(&result).expect("the search result is JSON");
+        }
         Command::Read | Command::Delete => {}
     }
 }
