@@ -20,6 +20,7 @@ use crate::pg::args::{FLOAT4_ARRAY, INT4, INT8, TEXT, TEXT_ARRAY};
 use crate::pg::datums::JsonB;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement};
+use crate::pg::settings::NoNotices;
 use crate::sessions::idle_timeout_minutes;
 
 /// The most items one outbox call lists.
@@ -55,10 +56,88 @@ fn stored_dimension(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<Option<i32>>
 #[search_path(pg_catalog, pg_temp)]
 fn recall_enable_embeddings(dimension: Option<i32>) -> SqlResult<JsonB> {
     let dimension = recall::checked_dimension(dimension).or_report()?;
+    // No NOTICE for indexes of another dimension that were never made.
+    let _quiet = NoNotices::hold();
     Spi::connect_mut(|client| {
         SET_DIMENSION.run(client, &[dimension.into()])?;
-        Ok(JsonB(serde_json::json!({"dimension": dimension})))
+        for kind in Kind::ALL {
+            client
+                .update(
+                    &format!("DROP INDEX IF EXISTS agent_memory.{}", index_name(kind)),
+                    None,
+                    &[],
+                )
+                .or_report()?;
+        }
+        let schema = vector_schema(client)?;
+        let indexed = match &schema {
+            Some(schema) if dimension <= MAX_HNSW_DIMENSION => {
+                for kind in Kind::ALL {
+                    let vector = vector_type(schema, dimension);
+                    client
+                        .update(
+                            &format!(
+                                "CREATE INDEX {} ON agent_memory.{} USING hnsw
+                                   ((embedding::{vector}) {}.vector_cosine_ops)
+                                 WHERE embedding IS NOT NULL AND pg_catalog.array_length(embedding, 1) = {dimension}",
+                                index_name(kind),
+                                kind.table(),
+                                quoted_identifier(schema),
+                            ),
+                            None,
+                            &[],
+                        )
+                        .or_report()?;
+                }
+                true
+            }
+            _ => false,
+        };
+        Ok(JsonB(serde_json::json!({
+            "dimension": dimension,
+            "index": if indexed { Some("hnsw") } else { None },
+        })))
     })
+}
+
+/// pgvector's HNSW index takes vectors of at most this many dimensions.
+const MAX_HNSW_DIMENSION: i32 = 2000;
+
+/// The name of a kind's HNSW index on its embeddings.
+fn index_name(kind: Kind) -> String {
+    format!("{}_embedding_idx", kind.table())
+}
+
+/// An identifier quoted for SQL.
+fn quoted_identifier(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// pgvector's type of `dimension` numbers in its schema `schema`.
+fn vector_type(schema: &str, dimension: i32) -> String {
+    format!("{}.vector({dimension})", quoted_identifier(schema))
+}
+
+/// The schema pgvector is installed in, if it is.
+fn vector_schema(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<Option<String>> {
+    let table = VECTOR_SCHEMA.read(client, &[])?;
+    if table.is_empty() {
+        return Ok(None);
+    }
+    table.first().value::<String>(1)
+}
+
+/// Whether recall may use pgvector's HNSW indexes for `dimension`: pgvector
+/// is installed and recall_enable_embeddings made the indexes for it.
+pub(super) fn hnsw_schema(
+    client: &pgrx::spi::SpiClient<'_>,
+    dimension: usize,
+) -> SqlResult<Option<String>> {
+    let table = HNSW_INDEXED.read(client, &[i32::try_from(dimension).unwrap_or(0).into()])?;
+    if table.is_empty() {
+        return Ok(None);
+    }
+    table.first().value::<String>(1)
 }
 
 // Declared by hand for its argument named ref (see recall).
@@ -251,6 +330,28 @@ fn recall_outbox(
 static DIMENSION: Statement = Statement {
     sql: "SELECT c.dimension FROM agent_memory.recall_settings c",
     args: &[],
+    writes: false,
+};
+
+/// The schema of pgvector, when it is installed.
+static VECTOR_SCHEMA: Statement = Statement {
+    sql: "SELECT n.nspname::text FROM pg_catalog.pg_extension e
+          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+          WHERE e.extname = 'vector'",
+    args: &[],
+    writes: false,
+};
+
+/// The schema of pgvector, when it is installed and every kind has its HNSW
+/// index for dimension $1 (its predicate names the dimension).
+static HNSW_INDEXED: Statement = Statement {
+    sql: "SELECT n.nspname::text FROM pg_catalog.pg_extension e
+          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+          WHERE e.extname = 'vector'
+            AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_indexes i
+                 WHERE i.schemaname = 'agent_memory' AND i.indexname LIKE '%\\_embedding\\_idx'
+                   AND i.indexdef LIKE '%array_length(embedding, 1) = ' || $1 || ')%') = 5",
+    args: &[INT4],
     writes: false,
 };
 

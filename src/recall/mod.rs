@@ -364,11 +364,19 @@ fn by_their_meaning(
         ],
     )?;
     if table.len() > usize::try_from(cap).unwrap_or(0) {
-        return Err(Error::limit(format!(
-            "the scope holds more than {cap} embedded items to compare"
-        ))
-        .with_hint("agent_memory.max_exact_recall sets how many; narrow the scope or the kinds"))
-        .or_report();
+        return match embeddings::hnsw_schema(client, dimension)? {
+            Some(schema) => nearest_by_index(
+                client, embedding, &schema, dimension, scope, kinds, per_kind,
+            ),
+            None => Err(Error::limit(format!(
+                "the scope holds more than {cap} embedded items to compare"
+            ))
+            .with_hint(
+                "agent_memory.max_exact_recall sets how many; with pgvector, \
+                 recall_enable_embeddings makes an index that serves larger scopes",
+            ))
+            .or_report(),
+        };
     }
     let mut near = Vec::with_capacity(table.len());
     for row in table {
@@ -388,6 +396,80 @@ fn by_their_meaning(
     });
     near.truncate(per_kind * kinds.len());
     Ok(near)
+}
+
+/// The items nearest `embedding` as pgvector's HNSW indexes find them
+/// (see recall_enable_embeddings), for a scope too large to compare every
+/// item: per kind, the `per_kind` nearest by cosine distance. The index
+/// scan goes on past items of other scopes and stale embeddings until it
+/// has them (iterative scan, in the order it finds them; they are sorted
+/// here).
+fn nearest_by_index(
+    client: &pgrx::spi::SpiClient<'_>,
+    embedding: &[f32],
+    schema: &str,
+    dimension: usize,
+    scope: &Scope,
+    kinds: &[&str],
+    per_kind: usize,
+) -> SqlResult<Vec<Found>> {
+    let quoted = format!("\"{}\"", schema.replace('"', "\"\""));
+    let sql = NEAREST_TEMPLATE
+        .replace("__VECTOR__", &format!("{quoted}.vector({dimension})"))
+        .replace("__SCHEMA__", &quoted)
+        .replace("__DIMENSION__", &dimension.to_string());
+    // A scope is a small part of an index over every scope: the scan goes
+    // on until it has found enough of the scope's items.
+    let old = set_iterative_scan(client, "relaxed_order")?;
+    let table = client
+        .select(
+            &sql,
+            None,
+            &[
+                embedding.to_vec().into(),
+                scope.session_id.into(),
+                scope.user_id.into(),
+                scope.owner.into(),
+                scope.scope.into(),
+                kinds.to_vec().into(),
+                i32::try_from(per_kind).unwrap_or(i32::MAX).into(),
+                idle_timeout_minutes().into(),
+            ],
+        )
+        .or_report()?;
+    let mut near = Vec::with_capacity(table.len());
+    for row in table {
+        let mut item = found_at(&row)?;
+        let similarity = row.required::<f64>(7, "similarity")?;
+        if similarity > 0.0 {
+            item.similarity = Some(similarity);
+            near.push(item);
+        }
+    }
+    set_iterative_scan(client, if old.is_empty() { "off" } else { &old })?;
+    near.sort_by(|a, b| {
+        b.similarity
+            .partial_cmp(&a.similarity)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    Ok(near)
+}
+
+/// Set pgvector's `hnsw.iterative_scan` to `to` for the rest of the
+/// transaction (an error rolls it back), and return what it was.
+fn set_iterative_scan(client: &pgrx::spi::SpiClient<'_>, to: &str) -> SqlResult<String> {
+    let old = client
+        .select(
+            "SELECT coalesce(pg_catalog.current_setting('hnsw.iterative_scan', true), ''),
+                    pg_catalog.set_config('hnsw.iterative_scan', $1, true)",
+            None,
+            &[to.into()],
+        )
+        .or_report()?
+        .first()
+        .get::<String>(1)
+        .or_report()?;
+    Ok(old.unwrap_or_default())
 }
 
 /// Add the items found by meaning to those found by words: an item both
@@ -742,6 +824,44 @@ static EMBEDDED: Statement = Statement {
     args: &[INT4, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
     writes: false,
 };
+
+/// One kind's items nearest the query embedding $1 by pgvector's cosine
+/// distance, through the kind's HNSW index (see nearest_by_index: the
+/// vector type, its schema and the dimension are put in when it runs), as
+/// (kind, key, ref, thread, slot, updated_at, similarity).
+macro_rules! nearest {
+    ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
+        concat!(
+            "(SELECT '",
+            $kind,
+            "', ",
+            $columns,
+            ", 1 - ((",
+            $alias,
+            ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) $1::__VECTOR__)::float8 FROM ",
+            $from,
+            " WHERE '",
+            $kind,
+            "' = ANY ($6) AND ",
+            $filter,
+            " AND ",
+            $alias,
+            ".embedding IS NOT NULL AND pg_catalog.array_length(",
+            $alias,
+            ".embedding, 1) = __DIMENSION__ AND ",
+            $alias,
+            ".embedding_md5 = pg_catalog.md5(",
+            item_text!($kind, $alias),
+            ") ORDER BY (",
+            $alias,
+            ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) $1::__VECTOR__ LIMIT $7)"
+        )
+    };
+}
+
+/// The items of the kinds named in $6 in the scope nearest the query
+/// embedding $1, at most $7 a kind (see nearest).
+const NEAREST_TEMPLATE: &str = concat!("WITH ", live_sessions!(), " ", each_kind!(nearest));
 
 /// The snippet of each item of the parallel arrays $2 (kind), $3 (key),
 /// $4 (ref), $5 (thread or node key), $6 (slot): the first 20,000

@@ -412,3 +412,64 @@ fn working_memory_reads_its_entry_in_a_session_the_statistics_call_tiny() {
     drop(client);
     drop_database(DB);
 }
+
+#[test]
+fn recall_reads_only_its_scope_whatever_the_statistics_say() {
+    const DB: &str = "agent_memory_skewed_recall";
+    let mut client = fresh_database(DB);
+    // Recall's statements are planned once per connection, for any scope:
+    // the statistics of the huge owners must not lead them off the keys.
+    skewed(
+        &mut client,
+        "agent_memory.graph_nodes",
+        "INSERT INTO agent_memory.graph_nodes (owner, node_id, title, description, body, embedding, embedding_md5)
+         SELECT keys.key, 'n' || i, 'window seat ' || i, '', 'notes', '{1,0,0}',
+                md5('window seat ' || i || E'\\n' || E'\\n' || 'notes')
+         FROM KEYS",
+    );
+    client
+        .batch_execute("SELECT agent_memory.recall_enable_embeddings(3)")
+        .unwrap();
+    let grow = |from: i32, to: i32| {
+        format!(
+            "INSERT INTO agent_memory.graph_nodes (owner, node_id, title, description, body)
+             SELECT 'grows', 'g' || i, 'garden ' || i, '', 'notes' FROM generate_series({from}, {to}) i"
+        )
+    };
+    let calls = [
+        (
+            "recall by words in a tiny owner",
+            "SELECT count(*) = 1 FROM agent_memory.recall('window seat', owner => 'tiny7')",
+        ),
+        (
+            "recall by meaning in a tiny owner",
+            "SELECT count(*) = 1 FROM agent_memory.recall(NULL, owner => 'tiny8', embedding => '{1,0.1,0}')",
+        ),
+        (
+            "recall by both in a tiny owner",
+            "SELECT count(*) = 1 FROM agent_memory.recall('seat', owner => 'tiny9', embedding => '{1,0.1,0}')",
+        ),
+        (
+            "recall_outbox of a tiny owner",
+            "SELECT count(*) = 0 FROM agent_memory.recall_outbox(owner => 'tiny10')",
+        ),
+    ];
+    // Every call in one connection, so the plans made for the first scope
+    // serve the others (and the grown one the statistics know nothing of).
+    grow_then_probe(&mut client, "agent_memory.graph_nodes", grow, &calls);
+    let grown = read_by(
+        &mut client,
+        "agent_memory.graph_nodes",
+        "SELECT count(*) = 0 FROM agent_memory.recall('window', owner => 'grows')",
+    );
+    println!("recall in the grown owner: {grown} tuples read");
+    // Each of the owner's rows once through its key: an index entry and a
+    // heap tuple.
+    let owner_rows = i64::from(GROWN_IN_ONE + GROWN_ACROSS);
+    assert!(
+        grown <= 2 * owner_rows + MOST_READ,
+        "recall in the grown owner read {grown} tuples, more than the {owner_rows} rows it holds"
+    );
+    drop(client);
+    drop_database(DB);
+}

@@ -1,0 +1,190 @@
+//! Recall by meaning past the exact comparison's bound: with pgvector
+//! installed, `recall_enable_embeddings` makes an HNSW index per kind and
+//! recall finds a large scope's nearest items through it; without
+//! pgvector, the bound is an error. The PostgreSQL 18 of `make test PG=18`
+//! ships pgvector, so both paths are tested there and on 15.
+//!
+//! Prints `recall vectors: pgvector <version>: the index found N of the
+//! exact top 10 …` or `recall vectors: no pgvector: …`.
+
+use agent_memory_integration::{drop_database, fresh_database};
+use postgres::Client;
+
+const DB: &str = "am_it_recall_vectors";
+const DIMENSION: usize = 8;
+const OWNERS: usize = 20;
+const NODES: usize = 300;
+
+/// A fixed pseudo-random embedding for item `seed`, elements in [-1, 1).
+fn embedding(seed: u64) -> Vec<f32> {
+    let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    (0..DIMENSION)
+        .map(|_| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((state >> 33) as f64 / (1u64 << 31) as f64 * 2.0 - 1.0) as f32
+        })
+        .collect()
+}
+
+fn literal(values: &[f32]) -> String {
+    let items: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+    format!("{{{}}}", items.join(","))
+}
+
+/// OWNERS owners of NODES nodes each, every node embedded.
+fn store(client: &mut Client) {
+    client
+        .batch_execute(&format!(
+            "INSERT INTO agent_memory.graph_nodes (owner, node_id, title, description, body)
+             SELECT 'o' || o, 'n' || i, 'Node ' || i, 'of owner ' || o, 'body ' || i
+             FROM generate_series(1, {OWNERS}) o, generate_series(1, {NODES}) i;
+             SELECT agent_memory.recall_enable_embeddings({DIMENSION});"
+        ))
+        .expect("store the nodes");
+    let mut transaction = client.transaction().expect("begin");
+    let statement = transaction
+        .prepare("SELECT agent_memory.recall_embed('node', $1, $2, $3::text::real[])")
+        .expect("prepare");
+    for owner in 1..=OWNERS {
+        for node in 1..=NODES {
+            let seed = (owner * 1000 + node) as u64;
+            let stored: bool = transaction
+                .query_one(
+                    &statement,
+                    &[
+                        &format!("o{owner}"),
+                        &format!("n{node}"),
+                        &literal(&embedding(seed)),
+                    ],
+                )
+                .expect("recall_embed")
+                .get(0);
+            assert!(stored);
+        }
+    }
+    transaction.commit().expect("commit");
+    client
+        .batch_execute("ANALYZE agent_memory.graph_nodes")
+        .expect("analyze");
+}
+
+/// The refs and similarities recall gives owner o1 for `query`, its exact
+/// comparison bounded at `bound` items.
+fn recall(client: &mut Client, query: &[f32], bound: i32) -> Result<Vec<(String, f64)>, String> {
+    client
+        .batch_execute(&format!("SET agent_memory.max_exact_recall = {bound}"))
+        .expect("set the bound");
+    client
+        .query(
+            "SELECT ref, (signals -> 'meaning' ->> 'similarity')::float8
+             FROM agent_memory.recall(NULL, owner => 'o1', kinds => '{node}', k => 10,
+                                      embedding => $1::text::real[])",
+            &[&literal(query)],
+        )
+        .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        .map_err(|e| {
+            e.as_db_error()
+                .map(|d| d.code().code().to_string())
+                .unwrap_or_else(|| e.to_string())
+        })
+}
+
+fn index_scans(client: &mut Client) -> i64 {
+    client
+        .batch_execute("SELECT pg_stat_clear_snapshot()")
+        .expect("clear the statistics snapshot");
+    client
+        .query_one(
+            "SELECT coalesce(sum(idx_scan), 0)::int8 FROM pg_stat_user_indexes
+             WHERE indexrelname = 'graph_nodes_embedding_idx'",
+            &[],
+        )
+        .expect("index scans")
+        .get(0)
+}
+
+#[test]
+fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
+    let mut client = fresh_database(DB);
+    let version: Option<String> = client
+        .query_one(
+            "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'",
+            &[],
+        )
+        .ok()
+        .map(|row| row.get(0));
+    if version.is_some() {
+        client
+            .batch_execute("CREATE EXTENSION vector")
+            .expect("create extension vector");
+    }
+    store(&mut client);
+    let query = embedding(7);
+    let exact = recall(&mut client, &query, 100_000).expect("exact recall");
+    assert_eq!(exact.len(), 10);
+
+    let Some(version) = version else {
+        let enabled: String = client
+            .query_one("SELECT agent_memory.recall_enable_embeddings(8)::text", &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(enabled, r#"{"index": null, "dimension": 8}"#);
+        assert_eq!(recall(&mut client, &query, 100), Err("54000".to_string()));
+        println!("recall vectors: no pgvector: past the bound recall is refused (54000)");
+        drop_database(DB);
+        return;
+    };
+
+    let scans = index_scans(&mut client);
+    let through_index = recall(&mut client, &query, 100).expect("recall through the index");
+    // The statistics collector reports with a delay.
+    let mut used = 0;
+    for _ in 0..50 {
+        used = index_scans(&mut client) - scans;
+        if used > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(used > 0, "the HNSW index was not used");
+    let found = through_index
+        .iter()
+        .filter(|(r, _)| exact.iter().any(|(e, _)| e == r))
+        .count();
+    assert!(found >= 8, "the index found {found} of the exact top 10");
+    for (r, similarity) in &through_index {
+        assert!(r.starts_with('n'), "{r}");
+        if let Some((_, exact_similarity)) = exact.iter().find(|(e, _)| e == r) {
+            assert!((similarity - exact_similarity).abs() < 1e-5, "{r}");
+        }
+    }
+
+    // A node whose text changed is not found by its old embedding.
+    let best = &exact[0].0;
+    client
+        .execute(
+            "UPDATE agent_memory.graph_nodes SET body = 'rewritten' WHERE owner = 'o1' AND node_id = $1",
+            &[best],
+        )
+        .expect("rewrite the best node");
+    let after = recall(&mut client, &query, 100).expect("recall after the rewrite");
+    assert!(
+        after.iter().all(|(r, _)| r != best),
+        "{best} was found stale"
+    );
+    assert!(after.len() >= 8);
+
+    // The bound is the exact path's only: the setting is back after.
+    let iterative: String = client
+        .query_one("SELECT current_setting('hnsw.iterative_scan')", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(iterative, "off");
+    println!(
+        "recall vectors: pgvector {version}: the index found {found} of the exact top 10 over {} nodes of {OWNERS} owners, a stale one never",
+        OWNERS * NODES
+    );
+    drop_database(DB);
+}
