@@ -27,16 +27,10 @@ use crate::sessions::idle_timeout_minutes;
 const MAX_OUTBOX_ITEMS: i32 = 10_000;
 
 /// The embeddings' dimension; 55000 when none was set.
-pub(super) fn dimension(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<usize> {
+fn dimension(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<usize> {
     stored_dimension(client)?
         .and_then(|d| usize::try_from(d).ok())
-        .ok_or_else(|| {
-            Error::new(
-                agent_memory_core::ErrorKind::WrongState,
-                "recall takes no embeddings yet",
-            )
-            .with_hint("agent_memory.recall_enable_embeddings(dimension) sets their dimension")
-        })
+        .ok_or_else(no_dimension)
         .or_report()
 }
 
@@ -127,17 +121,51 @@ fn vector_schema(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<Option<String>>
     table.first().value::<String>(1)
 }
 
-/// Whether recall may use pgvector's HNSW indexes for `dimension`: pgvector
-/// is installed and recall_enable_embeddings made the indexes for it.
-pub(super) fn hnsw_schema(
-    client: &pgrx::spi::SpiClient<'_>,
-    dimension: usize,
-) -> SqlResult<Option<String>> {
-    let table = HNSW_INDEXED.read(client, &[i32::try_from(dimension).unwrap_or(0).into()])?;
-    if table.is_empty() {
-        return Ok(None);
-    }
-    table.first().value::<String>(1)
+/// Where recall finds embeddings' neighbours.
+pub(super) enum Neighbours {
+    /// It compares every embedded item of the scope itself.
+    Compared,
+    /// pgvector computes the distances, through its HNSW indexes when the
+    /// scope is large: pgvector's schema, and the caller's
+    /// hnsw.iterative_scan to set back after ('' when it had none).
+    Pgvector {
+        schema: String,
+        iterative_scan: String,
+    },
+}
+
+/// The embeddings' dimension (55000 when none was set), and where their
+/// neighbours are found (see MEANING_STATE).
+pub(super) fn meaning_state(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<(usize, Neighbours)> {
+    let table = MEANING_STATE.read(client, &[])?;
+    let (dimension, schema, iterative_scan) = match table.into_iter().next() {
+        None => (None, None, None),
+        Some(row) => (
+            row.value::<i32>(1)?,
+            row.value::<String>(2)?,
+            row.value::<String>(3)?,
+        ),
+    };
+    let dimension = dimension
+        .and_then(|d| usize::try_from(d).ok())
+        .ok_or_else(no_dimension)
+        .or_report()?;
+    let neighbours = match schema {
+        Some(schema) => Neighbours::Pgvector {
+            schema,
+            iterative_scan: iterative_scan.unwrap_or_default(),
+        },
+        None => Neighbours::Compared,
+    };
+    Ok((dimension, neighbours))
+}
+
+fn no_dimension() -> Error {
+    Error::new(
+        agent_memory_core::ErrorKind::WrongState,
+        "recall takes no embeddings yet",
+    )
+    .with_hint("agent_memory.recall_enable_embeddings(dimension) sets their dimension")
 }
 
 // Declared by hand for its argument named ref (see recall).
@@ -342,16 +370,30 @@ static VECTOR_SCHEMA: Statement = Statement {
     writes: false,
 };
 
-/// The schema of pgvector, when it is installed and every kind has its HNSW
-/// index for dimension $1 (its predicate names the dimension).
-static HNSW_INDEXED: Statement = Statement {
-    sql: "SELECT n.nspname::text FROM pg_catalog.pg_extension e
-          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-          WHERE e.extname = 'vector'
-            AND (SELECT pg_catalog.count(*) FROM pg_catalog.pg_indexes i
-                 WHERE i.schemaname = 'agent_memory' AND i.indexname LIKE '%\\_embedding\\_idx'
-                   AND i.indexdef LIKE '%array_length(embedding, 1) = ' || $1 || ')%') = 5",
-    args: &[INT4],
+/// The embeddings' dimension; and, when pgvector (0.8 or later, for its
+/// iterative scan) is installed and every kind has its HNSW index (which
+/// recall_enable_embeddings makes for the dimension it sets, and DROP
+/// EXTENSION vector drops), pgvector's schema and the caller's
+/// hnsw.iterative_scan, which it sets to relaxed_order for the rest of the
+/// transaction (an error rolls it back; recall sets it back after).
+static MEANING_STATE: Statement = Statement {
+    sql: "SELECT c.dimension, v.nspname,
+                 CASE WHEN v.nspname IS NOT NULL
+                      THEN coalesce(pg_catalog.current_setting('hnsw.iterative_scan', true), '')
+                           || pg_catalog.left(pg_catalog.set_config('hnsw.iterative_scan', 'relaxed_order', true), 0)
+                 END
+          FROM agent_memory.recall_settings c
+          LEFT JOIN (SELECT n.nspname::text FROM pg_catalog.pg_extension e
+                     JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                     WHERE e.extname = 'vector'
+                       AND pg_catalog.string_to_array(e.extversion, '.')::int[] >= '{0,8}'
+                       AND pg_catalog.to_regclass('agent_memory.kv_entries_embedding_idx') IS NOT NULL
+                       AND pg_catalog.to_regclass('agent_memory.thread_messages_embedding_idx') IS NOT NULL
+                       AND pg_catalog.to_regclass('agent_memory.wm_parts_embedding_idx') IS NOT NULL
+                       AND pg_catalog.to_regclass('agent_memory.graph_nodes_embedding_idx') IS NOT NULL
+                       AND pg_catalog.to_regclass('agent_memory.memory_files_embedding_idx') IS NOT NULL) v
+            ON c.dimension IS NOT NULL",
+    args: &[],
     writes: false,
 };
 

@@ -337,9 +337,11 @@ fn by_their_words(
 }
 
 /// The items whose embedding is nearest `embedding` by cosine similarity
-/// (above 0), best first, at most `per_kind` times the number of kinds:
-/// every embedded item of the scope is compared, at most
-/// agent_memory.max_exact_recall of them.
+/// (above 0), best first, at most `per_kind` a kind. With pgvector's
+/// indexes (see recall_enable_embeddings), pgvector computes the distances
+/// and the planner chooses, for the scope at hand, between comparing all
+/// its items and the HNSW index. Without, every embedded item of the scope
+/// is compared here, at most agent_memory.max_exact_recall of them.
 fn by_their_meaning(
     client: &pgrx::spi::SpiClient<'_>,
     embedding: &[f32],
@@ -347,8 +349,27 @@ fn by_their_meaning(
     kinds: &[&str],
     per_kind: usize,
 ) -> SqlResult<Vec<Found>> {
-    let dimension = embeddings::dimension(client)?;
+    let (dimension, neighbours) = embeddings::meaning_state(client)?;
     recall::check_embedding(embedding, Some(dimension)).or_report()?;
+    if let embeddings::Neighbours::Pgvector {
+        schema,
+        iterative_scan,
+    } = neighbours
+    {
+        let near = nearest_by_pgvector(
+            client, embedding, &schema, dimension, scope, kinds, per_kind,
+        );
+        // Set back what the state's statement set.
+        set_iterative_scan(
+            client,
+            if iterative_scan.is_empty() {
+                "off"
+            } else {
+                &iterative_scan
+            },
+        )?;
+        return near;
+    }
     let cap = settings::MAX_EXACT_RECALL.get();
     let table = EMBEDDED.read(
         client,
@@ -364,25 +385,25 @@ fn by_their_meaning(
         ],
     )?;
     if table.len() > usize::try_from(cap).unwrap_or(0) {
-        return match embeddings::hnsw_schema(client, dimension)? {
-            Some(schema) => nearest_by_index(
-                client, embedding, &schema, dimension, scope, kinds, per_kind,
-            ),
-            None => Err(Error::limit(format!(
-                "the scope holds more than {cap} embedded items to compare"
-            ))
-            .with_hint(
-                "agent_memory.max_exact_recall sets how many; with pgvector, \
-                 recall_enable_embeddings makes an index that serves larger scopes",
-            ))
-            .or_report(),
-        };
+        return Err(Error::limit(format!(
+            "the scope holds more than {cap} embedded items to compare"
+        ))
+        .with_hint(
+            "agent_memory.max_exact_recall sets how many; with pgvector, \
+             recall_enable_embeddings makes an index that serves larger scopes",
+        ))
+        .or_report();
     }
     let mut near = Vec::with_capacity(table.len());
     for row in table {
         let mut item = found_at(&row)?;
-        let stored = row.required::<Vec<f32>>(7, "embedding")?;
-        let similarity = recall::cosine(embedding, &stored);
+        // Read in place: no copy of the numbers (stored embeddings hold no
+        // NULL: recall_embed refuses them).
+        let stored = row.required::<pgrx::datum::Array<'_, f32>>(7, "embedding")?;
+        let similarity = match stored.as_slice() {
+            Ok(numbers) => recall::cosine(embedding, numbers),
+            Err(_) => 0.0,
+        };
         // Pointing away from the query (or across it) is no likeness.
         if similarity > 0.0 {
             item.similarity = Some(similarity);
@@ -398,13 +419,13 @@ fn by_their_meaning(
     Ok(near)
 }
 
-/// The items nearest `embedding` as pgvector's HNSW indexes find them
-/// (see recall_enable_embeddings), for a scope too large to compare every
-/// item: per kind, the `per_kind` nearest by cosine distance. The index
-/// scan goes on past items of other scopes and stale embeddings until it
-/// has them (iterative scan, in the order it finds them; they are sorted
-/// here).
-fn nearest_by_index(
+/// The items nearest `embedding` by pgvector's cosine distance, per kind
+/// the `per_kind` nearest. The statement is planned for the scope at hand:
+/// a small scope is read through its key and sorted, a large one through
+/// the HNSW index, whose scan goes on past other scopes' items and stale
+/// embeddings until it has enough (iterative scan, in the order it finds
+/// them; they are sorted here).
+fn nearest_by_pgvector(
     client: &pgrx::spi::SpiClient<'_>,
     embedding: &[f32],
     schema: &str,
@@ -418,9 +439,6 @@ fn nearest_by_index(
         .replace("__VECTOR__", &format!("{quoted}.vector({dimension})"))
         .replace("__SCHEMA__", &quoted)
         .replace("__DIMENSION__", &dimension.to_string());
-    // A scope is a small part of an index over every scope: the scan goes
-    // on until it has found enough of the scope's items.
-    let old = set_iterative_scan(client, "relaxed_order")?;
     let table = client
         .select(
             &sql,
@@ -446,7 +464,6 @@ fn nearest_by_index(
             near.push(item);
         }
     }
-    set_iterative_scan(client, if old.is_empty() { "off" } else { &old })?;
     near.sort_by(|a, b| {
         b.similarity
             .partial_cmp(&a.similarity)
@@ -456,20 +473,16 @@ fn nearest_by_index(
 }
 
 /// Set pgvector's `hnsw.iterative_scan` to `to` for the rest of the
-/// transaction (an error rolls it back), and return what it was.
-fn set_iterative_scan(client: &pgrx::spi::SpiClient<'_>, to: &str) -> SqlResult<String> {
-    let old = client
+/// transaction.
+fn set_iterative_scan(client: &pgrx::spi::SpiClient<'_>, to: &str) -> SqlResult<()> {
+    client
         .select(
-            "SELECT coalesce(pg_catalog.current_setting('hnsw.iterative_scan', true), ''),
-                    pg_catalog.set_config('hnsw.iterative_scan', $1, true)",
+            "SELECT pg_catalog.set_config('hnsw.iterative_scan', $1, true)",
             None,
             &[to.into()],
         )
-        .or_report()?
-        .first()
-        .get::<String>(1)
         .or_report()?;
-    Ok(old.unwrap_or_default())
+    Ok(())
 }
 
 /// Add the items found by meaning to those found by words: an item both
