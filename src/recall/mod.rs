@@ -458,7 +458,7 @@ fn nearest_by_pgvector(
     let mut near = Vec::with_capacity(table.len());
     for row in table {
         let mut item = found_at(&row)?;
-        let similarity = row.required::<f64>(7, "similarity")?;
+        let similarity = 1.0 - row.required::<f64>(7, "distance")?;
         if similarity > 0.0 {
             item.similarity = Some(similarity);
             near.push(item);
@@ -841,7 +841,8 @@ static EMBEDDED: Statement = Statement {
 /// One kind's items nearest the query embedding $1 by pgvector's cosine
 /// distance, through the kind's HNSW index (see nearest_by_index: the
 /// vector type, its schema and the dimension are put in when it runs), as
-/// (kind, key, ref, thread, slot, updated_at, similarity).
+/// (kind, key, ref, thread, slot, updated_at, cosine distance): the
+/// distance is computed once, for the order and the result.
 macro_rules! nearest {
     ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
         concat!(
@@ -849,9 +850,9 @@ macro_rules! nearest {
             $kind,
             "', ",
             $columns,
-            ", 1 - ((",
+            ", (",
             $alias,
-            ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) $1::__VECTOR__)::float8 FROM ",
+            ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) $1::__VECTOR__ AS distance FROM ",
             $from,
             " WHERE '",
             $kind,
@@ -865,9 +866,7 @@ macro_rules! nearest {
             $alias,
             ".embedding_md5 = pg_catalog.md5(",
             item_text!($kind, $alias),
-            ") ORDER BY (",
-            $alias,
-            ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) $1::__VECTOR__ LIMIT $7)"
+            ") ORDER BY distance LIMIT $7)"
         )
     };
 }
