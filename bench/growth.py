@@ -102,6 +102,20 @@ SELECT agent_memory.memory_tool('gf', jsonb_build_object('command', 'list', 'pat
 SELECT agent_memory.memory_tool('gf', jsonb_build_object('command', 'delete', 'path', '/tmp'));
 """,
         measure="'delete'"),
+    # Recall in one user's memory of a fixed size (100 graph nodes, each
+    # embedded) while the number of users grows with the data.
+    "recall": dict(
+        rows="graph_nodes",
+        script="""\\set o random(1, :owners)
+SELECT count(*) FROM agent_memory.recall('window seat flight', owner => 'gr' || :o, kinds => '{node}');
+""",
+        measure="agent_memory.recall"),
+    "recall by meaning": dict(
+        rows="graph_nodes",
+        script="""\\set o random(1, :owners)
+SELECT count(*) FROM agent_memory.recall(NULL, owner => 'gr' || :o, kinds => '{node}', embedding => '{0.3,0.1,0.5,0.2,0.4,0.6,0.1,0.2,0.9,0.3,0.5,0.2,0.7,0.1,0.4,0.8}');
+""",
+        measure="agent_memory.recall"),
 }
 LINEAR = ["graph_tree", "cleanup_expired"]
 
@@ -141,6 +155,16 @@ def fill(n: int, had: int) -> None:
             SELECT 'gf', '/d' || (i / 10) || '/f' || i, 'notes of file ' || i
             FROM generate_series({lo}, {hi - 1}) i""")
     sql(f"UPDATE agent_memory.memory_scopes SET files = files + {hi - lo} WHERE scope = 'gf'")
+    # Recall: owners gr1..gr(n/100) of 100 nodes each, every node embedded
+    # (16 numbers) and sharing words with the query now and then.
+    sql(f"""INSERT INTO agent_memory.graph_nodes (owner, node_id, title, description, body, embedding, embedding_md5)
+            SELECT 'gr' || o, 'n' || i, (ARRAY['window', 'seat', 'flight', 'hotel', 'garden'])[1 + (o + i) % 5] || ' ' || i,
+                   'notes of owner ' || o, 'kept for recall',
+                   (SELECT array_agg(((o * 31 + i * 17 + g * 7) % 100) / 100.0 + 0.01)::real[]
+                    FROM generate_series(1, 16) g),
+                   md5((ARRAY['window', 'seat', 'flight', 'hotel', 'garden'])[1 + (o + i) % 5] || ' ' || i
+                       || E'\\n' || 'notes of owner ' || o || E'\\n' || 'kept for recall')
+            FROM generate_series({lo // 100 + 1}, {hi // 100}) o, generate_series(1, 100) i""")
     # A graph owner of exactly n nodes, a random tree (as the graph_tree case).
     sql(f"""INSERT INTO agent_memory.graph_nodes (owner, node_id, title, description, body, links, refs)
             WITH pairs AS (
@@ -330,6 +354,7 @@ def main() -> int:
     bench.psql(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)", db="postgres")
     bench.psql(f"CREATE DATABASE {DB}", db="postgres")
     sql("CREATE EXTENSION agent_memory")
+    sql("SELECT agent_memory.recall_enable_embeddings(16)")
     sql(f"ALTER DATABASE {DB} SET agent_memory.max_files_per_scope = {2**31 - 1}")
     sql("""CREATE FUNCTION public.bench_ms(statement text) RETURNS float8 LANGUAGE plpgsql AS $$
            DECLARE t0 timestamptz := clock_timestamp();
@@ -343,7 +368,7 @@ def main() -> int:
         print(f"\n== {n:,} rows", flush=True)
         fill(n, had)
         had = n
-        defines = dict(n=n, sessions=n // 20, wm_sessions=n // 5, dirs=n // 10)
+        defines = dict(n=n, sessions=n // 20, wm_sessions=n // 5, dirs=n // 10, owners=n // 100)
         for name, spec in CALLS.items():
             results[name][n] = statement_latency_ms(spec["script"], spec["measure"], defines) * 1000
             print(f"   {name:<20} {results[name][n]:>10,.1f} µs per call", flush=True)

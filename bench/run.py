@@ -96,6 +96,28 @@ def pgbench_tps(script: str, clients: int, seconds: int, defines: dict[str, str]
     return float(match.group(1))
 
 
+def pgbench_p50_ms(script: str, seconds: int, defines: dict[str, str], options: str = "") -> float:
+    """The median latency of `script`'s transactions, one client, in ms."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "latency.sql"
+        path.write_text(script)
+        args = [BINDIR / "pgbench", "-n", "-M", "prepared", "-c", "1", "-T", str(seconds),
+                "-l", "--log-prefix", str(Path(tmp) / "tx"), "-f", str(path)]
+        for key, value in defines.items():
+            args += ["-D", f"{key}={value}"]
+        env = dict(os.environ, PGOPTIONS=options) if options else None
+        done = subprocess.run(args + [DB], capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise RuntimeError(f"pgbench failed on\n{script}\n{done.stderr[-2000:]}")
+        # client_id transaction_no time_us script_no time_epoch time_us ...
+        latencies = [int(fields[2]) / 1000 for log in Path(tmp).glob("tx.*")
+                     for fields in (line.split() for line in log.read_text().splitlines())
+                     if len(fields) >= 6 and fields[2].isdigit()]
+    if not latencies:
+        raise RuntimeError(f"no transaction logged for\n{script}")
+    return statistics.median(latencies)
+
+
 def pgbench_progress(script: str, clients: int, seconds: int) -> tuple[float, list[tuple[float, float]]]:
     """Run pgbench with per-second progress; returns its start time (epoch)
     and (seconds since start, tps) for every second."""
@@ -271,6 +293,13 @@ def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
     case = tomllib.loads(path.read_text())
     name = path.stem
     print(f"\n== {name}: {case['title']}", flush=True)
+    # A case that needs another extension (pgvector) is skipped where the
+    # server has none.
+    for extension in case.get("extensions", []):
+        if psql(f"SELECT count(*) FROM pg_available_extensions WHERE name = '{extension}'") == "0":
+            print(f"   skipped: this server has no {extension}", flush=True)
+            return []
+        psql(f"CREATE EXTENSION IF NOT EXISTS {extension}")
     if "setup" in case:
         run_statements(case["setup"])
     rows = []
@@ -295,6 +324,17 @@ def run_case(path: Path, seconds: int, rounds: int) -> list[dict]:
         rows.append(dict(case=name, kind=f"{label + ', ' if label else ''}pgbench {clients} clients", unit="tps",
                          ext=ext, base=base, ratio=ext / base,
                          baseline=spec.get("baseline_name", "plain SQL")))
+        if spec.get("latency"):
+            def p50(script: str):
+                def run():
+                    run_statements(reset)
+                    return pgbench_p50_ms(script, seconds, defines, options)
+                return run
+
+            ext, base = alternate(rounds, p50(spec["extension"]), p50(spec["baseline"]))
+            rows.append(dict(case=name, kind=f"{label + ', ' if label else ''}p50 latency, 1 client", unit="ms",
+                             ext=ext, base=base, ratio=base / ext,
+                             baseline=spec.get("baseline_name", "plain SQL")))
     for section in [k for k in case if k.startswith("bulk")]:
         spec = case[section]
         def timed(statement: str):
@@ -333,8 +373,15 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}, PostgreSQL {server}"
 
 
+def shown(value: float, unit: str) -> str:
+    """A measure with its unit: small ones (quality scores, latencies)
+    with three decimals."""
+    number = f"{value:,.3f}" if value < 10 else f"{value:,.1f}"
+    return f"{number} {unit}".strip()
+
+
 def table_row(r: dict, when: str) -> str:
-    return (f"| {r['case']} | {r['kind']} | {r['ext']:,.1f} {r['unit']} | {r['base']:,.1f} {r['unit']} "
+    return (f"| {r['case']} | {r['kind']} | {shown(r['ext'], r['unit'])} | {shown(r['base'], r['unit'])} "
             f"| {r['baseline']} | {r['ratio']:.2f} | {when} |")
 
 
