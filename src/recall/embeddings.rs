@@ -103,7 +103,7 @@ fn index_name(kind: Kind) -> String {
 }
 
 /// An identifier quoted for SQL.
-fn quoted_identifier(name: &str) -> String {
+pub(super) fn quoted_identifier(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 

@@ -410,13 +410,19 @@ fn by_their_meaning(
             near.push(item);
         }
     }
+    let mut near = nearest_first(near);
+    near.truncate(per_kind * kinds.len());
+    Ok(near)
+}
+
+/// `near` sorted by similarity, the most similar first.
+fn nearest_first(mut near: Vec<Found>) -> Vec<Found> {
     near.sort_by(|a, b| {
         b.similarity
             .partial_cmp(&a.similarity)
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    near.truncate(per_kind * kinds.len());
-    Ok(near)
+    near
 }
 
 /// The items nearest `embedding` by pgvector's cosine distance, per kind
@@ -434,7 +440,7 @@ fn nearest_by_pgvector(
     kinds: &[&str],
     per_kind: usize,
 ) -> SqlResult<Vec<Found>> {
-    let quoted = format!("\"{}\"", schema.replace('"', "\"\""));
+    let quoted = embeddings::quoted_identifier(schema);
     let sql = NEAREST_TEMPLATE
         .replace("__VECTOR__", &format!("{quoted}.vector({dimension})"))
         .replace("__SCHEMA__", &quoted)
@@ -464,12 +470,7 @@ fn nearest_by_pgvector(
             near.push(item);
         }
     }
-    near.sort_by(|a, b| {
-        b.similarity
-            .partial_cmp(&a.similarity)
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    Ok(near)
+    Ok(nearest_first(near))
 }
 
 /// Set pgvector's `hnsw.iterative_scan` to `to` for the rest of the
