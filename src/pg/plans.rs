@@ -41,6 +41,8 @@ pub struct Statement {
 
 thread_local! {
     static PREPARED: RefCell<HashMap<usize, Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
+    /// Statements built when they first run, by their text.
+    static BUILT: RefCell<HashMap<String, Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
     /// Whether this backend found the catalog at the library's version.
     static CATALOG_MATCHES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -96,6 +98,29 @@ pub fn prepared_plan(
     let plan = Rc::new(prepared.keep());
     PREPARED.with(|plans| plans.borrow_mut().insert(id, plan.clone()));
     Ok(plan)
+}
+
+/// Run read-only a statement built at run time, from names known only then
+/// (a type's schema, a dimension), with `args` of types `types`. Prepared
+/// on first use in this backend and kept, as a Statement is, by its text:
+/// a backend keeps one per text it was built to.
+pub fn read_built<'conn>(
+    client: &SpiClient<'conn>,
+    sql: &str,
+    types: &[PgOid],
+    args: &[DatumWithOid<'_>],
+) -> SqlResult<SpiTupleTable<'conn>> {
+    let kept = BUILT.with(|plans| plans.borrow().get(sql).cloned());
+    let plan = match kept {
+        Some(plan) => plan,
+        None => {
+            check_catalog(client).or_report()?;
+            let plan = Rc::new(client.prepare(sql, types).or_report()?.keep());
+            BUILT.with(|plans| plans.borrow_mut().insert(sql.to_string(), plan.clone()));
+            plan
+        }
+    };
+    client.select(&*plan, None, args).or_report()
 }
 
 impl Statement {

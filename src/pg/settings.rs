@@ -10,6 +10,10 @@ use std::ffi::CString;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::prelude::*;
 
+use agent_memory_core::Error;
+
+use crate::pg::error::{OrReport, SqlResult};
+
 /// `agent_memory.max_result_bytes`.
 pub fn max_result_bytes() -> usize {
     MAX_RESULT_BYTES.get().max(0) as usize
@@ -367,4 +371,57 @@ impl Drop for GenericPlans {
         // SAFETY: as in force.
         unsafe { pg_sys::plan_cache_mode = self.0 }
     }
+}
+
+/// `enable_sort = off` for as long as it lives, restored when dropped (also
+/// when an error unwinds through it), as GenericPlans sets plan_cache_mode.
+///
+/// For a statement that must read an index in its order, to its limit:
+/// with sorting ruled out, the planner takes the ordered index scan
+/// whatever its statistics say of the rows around it.
+pub struct NoSorts(bool);
+
+impl NoSorts {
+    pub fn hold() -> NoSorts {
+        // SAFETY: a plain read and write of a backend-local setting; the
+        // old value comes back in drop.
+        unsafe {
+            let old = pg_sys::enable_sort;
+            pg_sys::enable_sort = false;
+            NoSorts(old)
+        }
+    }
+}
+
+impl Drop for NoSorts {
+    fn drop(&mut self) {
+        // SAFETY: as in hold.
+        unsafe { pg_sys::enable_sort = self.0 }
+    }
+}
+
+/// Set `name` to `value` until the end of the transaction, as
+/// `set_config(name, value, true)` does (an error rolls it back).
+pub fn set_for_transaction(name: &str, value: &str) -> SqlResult<()> {
+    let name = CString::new(name)
+        .map_err(|_| Error::internal("a setting's name holds NUL"))
+        .or_report()?;
+    let value = CString::new(value)
+        .map_err(|_| Error::internal("a setting's value holds NUL"))
+        .or_report()?;
+    // SAFETY: both strings outlive the call, which copies them; an invalid
+    // value raises an SQL error, as set_config would.
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_LOCAL,
+            true,
+            pgrx::PgLogLevel::ERROR as i32,
+            false,
+        );
+    }
+    Ok(())
 }

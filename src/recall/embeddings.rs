@@ -15,6 +15,7 @@ use agent_memory_core::{Error, args};
 
 use super::{
     checked_embedding, checked_scope, each_kind, in_live_sessions, item_text, live_sessions,
+    union_all,
 };
 use crate::pg::args::{FLOAT4_ARRAY, INT4, INT8, TEXT, TEXT_ARRAY};
 use crate::pg::datums::JsonB;

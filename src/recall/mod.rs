@@ -7,7 +7,9 @@
 //! matches the query, best first, at most a few times k per kind. The core
 //! fuses their ranks with a recency factor and keeps the best k. The second
 //! marks the query's words in those k only (ts_headline reads the text, so
-//! it runs on what is returned and nothing else).
+//! it runs on what is returned and nothing else). With a query embedding,
+//! the candidates by meaning come from pgvector's HNSW indexes, or from
+//! comparing the scope's embedded items here (see by_their_meaning).
 
 use pgrx::iter::TableIterator;
 use pgrx::pg_sys::panic::ErrorReport;
@@ -18,11 +20,11 @@ use agent_memory_core::recall::{
 };
 use agent_memory_core::{Error, args};
 
-use crate::pg::args::{INT4, INT4_ARRAY, TEXT, TEXT_ARRAY};
+use crate::pg::args::{FLOAT4_ARRAY, INT4, INT4_ARRAY, TEXT, TEXT_ARRAY};
 use crate::pg::datums::{JsonB, iso_of};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement};
-use crate::pg::settings::{self, GenericPlans, NoNotices};
+use crate::pg::plans::{self, Columns, Statement};
+use crate::pg::settings::{self, GenericPlans, NoNotices, NoSorts};
 use crate::sessions::idle_timeout_minutes;
 
 mod embeddings;
@@ -177,7 +179,6 @@ fn recall_tool(
         Ok(request) => request,
         Err(error) => return Ok(JsonB(recall::tool_refusal(&error))),
     };
-    let _generic = GenericPlans::force();
     let _quiet = NoNotices::hold();
     let asked = Asked {
         query: &request.query,
@@ -248,6 +249,8 @@ fn recalled(asked: &Asked, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResu
     if kinds.is_empty() || !(by_words || by_meaning) {
         return Ok(Vec::new());
     }
+    // Planning the statements costs more than running them (see CANDIDATES).
+    let _generic = GenericPlans::force();
     Spi::connect(|client| -> SqlResult<Vec<_>> {
         let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
         let per_kind = k * 4 + 20;
@@ -256,7 +259,7 @@ fn recalled(asked: &Asked, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResu
             found = by_their_words(client, asked.query, scope, &names, per_kind)?;
         }
         if let (true, Some(embedding)) = (by_meaning, asked.embedding) {
-            let near = by_their_meaning(client, embedding, scope, &names, per_kind)?;
+            let near = by_their_meaning(client, embedding, scope, &names, per_kind, k)?;
             merge(&mut found, near);
         }
         let best = best_of(found, asked.weights, k);
@@ -338,38 +341,89 @@ fn by_their_words(
 
 /// The items whose embedding is nearest `embedding` by cosine similarity
 /// (above 0), best first, at most `per_kind` a kind. With pgvector's
-/// indexes (see recall_enable_embeddings), pgvector computes the distances
-/// and the planner chooses, for the scope at hand, between comparing all
-/// its items and the HNSW index. Without, every embedded item of the scope
-/// is compared here, at most agent_memory.max_exact_recall of them.
+/// indexes (see recall_enable_embeddings), their HNSW indexes find them;
+/// a kind of which the index found fewer than `k` (a scope too small for
+/// the index to reach, or one that has fewer) is compared item by item.
+/// Without, every embedded item of the scope is compared here, at most
+/// agent_memory.max_exact_recall of them.
 fn by_their_meaning(
     client: &pgrx::spi::SpiClient<'_>,
     embedding: &[f32],
     scope: &Scope,
     kinds: &[&str],
     per_kind: usize,
+    k: usize,
 ) -> SqlResult<Vec<Found>> {
     let (dimension, neighbours) = embeddings::meaning_state(client)?;
     recall::check_embedding(embedding, Some(dimension)).or_report()?;
-    if let embeddings::Neighbours::Pgvector {
+    let embeddings::Neighbours::Pgvector {
         schema,
         iterative_scan,
     } = neighbours
-    {
-        let near = nearest_by_pgvector(
-            client, embedding, &schema, dimension, scope, kinds, per_kind,
-        );
-        // Set back what the state's statement set.
-        set_iterative_scan(
-            client,
-            if iterative_scan.is_empty() {
-                "off"
-            } else {
-                &iterative_scan
-            },
-        )?;
-        return near;
+    else {
+        return compared(client, embedding, dimension, scope, kinds, per_kind)?
+            .ok_or_else(over_cap)
+            .or_report();
+    };
+    let near = nearest_by_index(
+        client, embedding, &schema, dimension, scope, kinds, per_kind,
+    )?;
+    // Set back what the state's statement set.
+    settings::set_for_transaction(
+        "hnsw.iterative_scan",
+        if iterative_scan.is_empty() {
+            "off"
+        } else {
+            &iterative_scan
+        },
+    )?;
+    let short: Vec<&str> = kinds
+        .iter()
+        .copied()
+        .filter(|name| near.iter().filter(|f| f.kind.name() == *name).count() < k)
+        .collect();
+    if short.is_empty() {
+        return Ok(near);
     }
+    // Past the cap, what the index found is the best recall can give.
+    match compared(client, embedding, dimension, scope, &short, per_kind)? {
+        None => Ok(near),
+        Some(exact) => {
+            let mut near: Vec<Found> = near
+                .into_iter()
+                .filter(|f| !short.contains(&f.kind.name()))
+                .chain(exact)
+                .collect();
+            near = nearest_first(near);
+            Ok(near)
+        }
+    }
+}
+
+/// The error of a scope too large to compare item by item.
+fn over_cap() -> Error {
+    let cap = settings::MAX_EXACT_RECALL.get();
+    Error::limit(format!(
+        "the scope holds more than {cap} embedded items to compare"
+    ))
+    .with_hint(
+        "agent_memory.max_exact_recall sets how many; with pgvector, \
+         recall_enable_embeddings makes an index that serves larger scopes",
+    )
+}
+
+/// Every embedded item of the scope in `kinds`, compared with `embedding`
+/// here: the `per_kind` times the kinds' count most similar (above 0),
+/// best first; None when the scope holds more than
+/// agent_memory.max_exact_recall of them.
+fn compared(
+    client: &pgrx::spi::SpiClient<'_>,
+    embedding: &[f32],
+    dimension: usize,
+    scope: &Scope,
+    kinds: &[&str],
+    per_kind: usize,
+) -> SqlResult<Option<Vec<Found>>> {
     let cap = settings::MAX_EXACT_RECALL.get();
     let table = EMBEDDED.read(
         client,
@@ -385,34 +439,11 @@ fn by_their_meaning(
         ],
     )?;
     if table.len() > usize::try_from(cap).unwrap_or(0) {
-        return Err(Error::limit(format!(
-            "the scope holds more than {cap} embedded items to compare"
-        ))
-        .with_hint(
-            "agent_memory.max_exact_recall sets how many; with pgvector, \
-             recall_enable_embeddings makes an index that serves larger scopes",
-        ))
-        .or_report();
+        return Ok(None);
     }
-    let mut near = Vec::with_capacity(table.len());
-    for row in table {
-        let mut item = found_at(&row)?;
-        // Read in place: no copy of the numbers (stored embeddings hold no
-        // NULL: recall_embed refuses them).
-        let stored = row.required::<pgrx::datum::Array<'_, f32>>(7, "embedding")?;
-        let similarity = match stored.as_slice() {
-            Ok(numbers) => recall::cosine(embedding, numbers),
-            Err(_) => 0.0,
-        };
-        // Pointing away from the query (or across it) is no likeness.
-        if similarity > 0.0 {
-            item.similarity = Some(similarity);
-            near.push(item);
-        }
-    }
-    let mut near = nearest_first(near);
+    let mut near = nearest_first(most_similar(table, embedding)?);
     near.truncate(per_kind * kinds.len());
-    Ok(near)
+    Ok(Some(near))
 }
 
 /// `near` sorted by similarity, the most similar first.
@@ -426,12 +457,14 @@ fn nearest_first(mut near: Vec<Found>) -> Vec<Found> {
 }
 
 /// The items nearest `embedding` by pgvector's cosine distance, per kind
-/// the `per_kind` nearest. The statement is planned for the scope at hand:
-/// a small scope is read through its key and sorted, a large one through
-/// the HNSW index, whose scan goes on past other scopes' items and stale
-/// embeddings until it has enough (iterative scan, in the order it finds
-/// them; they are sorted here).
-fn nearest_by_pgvector(
+/// the `per_kind` nearest its HNSW index finds: the index scan goes on past
+/// other scopes' items and stale embeddings until it has enough or has
+/// read as far as pgvector lets it (iterative scan, in the order it finds
+/// them; they are sorted here). The statement is built for the kinds
+/// asked, pgvector's schema and the dimension, and kept; it is planned
+/// once, without sorts, so that it reads the indexes whatever the
+/// statistics say of the scope.
+fn nearest_by_index(
     client: &pgrx::spi::SpiClient<'_>,
     embedding: &[f32],
     schema: &str,
@@ -441,26 +474,32 @@ fn nearest_by_pgvector(
     per_kind: usize,
 ) -> SqlResult<Vec<Found>> {
     let quoted = embeddings::quoted_identifier(schema);
-    let sql = NEAREST_TEMPLATE
+    let branches: Vec<&str> = NEAREST_OF_KIND
+        .iter()
+        .filter(|(kind, _)| kinds.contains(kind))
+        .map(|(_, branch)| *branch)
+        .collect();
+    let sql = format!("{NEAREST_SESSIONS}{}", branches.join(" UNION ALL "))
         .replace("__VECTOR__", &format!("{quoted}.vector({dimension})"))
         .replace("__SCHEMA__", &quoted)
         .replace("__DIMENSION__", &dimension.to_string());
-    let table = client
-        .select(
-            &sql,
-            None,
-            &[
-                embedding.to_vec().into(),
-                scope.session_id.into(),
-                scope.user_id.into(),
-                scope.owner.into(),
-                scope.scope.into(),
-                kinds.to_vec().into(),
-                i32::try_from(per_kind).unwrap_or(i32::MAX).into(),
-                idle_timeout_minutes().into(),
-            ],
-        )
-        .or_report()?;
+    let _generic = GenericPlans::force();
+    let _index_order = NoSorts::hold();
+    let table = plans::read_built(
+        client,
+        &sql,
+        &[FLOAT4_ARRAY, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
+        &[
+            embedding.to_vec().into(),
+            scope.session_id.into(),
+            scope.user_id.into(),
+            scope.owner.into(),
+            scope.scope.into(),
+            kinds.to_vec().into(),
+            i32::try_from(per_kind).unwrap_or(i32::MAX).into(),
+            idle_timeout_minutes().into(),
+        ],
+    )?;
     let mut near = Vec::with_capacity(table.len());
     for row in table {
         let mut item = found_at(&row)?;
@@ -473,17 +512,26 @@ fn nearest_by_pgvector(
     Ok(nearest_first(near))
 }
 
-/// Set pgvector's `hnsw.iterative_scan` to `to` for the rest of the
-/// transaction.
-fn set_iterative_scan(client: &pgrx::spi::SpiClient<'_>, to: &str) -> SqlResult<()> {
-    client
-        .select(
-            "SELECT pg_catalog.set_config('hnsw.iterative_scan', $1, true)",
-            None,
-            &[to.into()],
-        )
-        .or_report()?;
-    Ok(())
+/// The rows of `table` (as found_at reads them, with column 7 the stored
+/// embedding) whose similarity to `embedding` is above 0: pointing away
+/// from the query (or across it) is no likeness.
+fn most_similar(table: pgrx::spi::SpiTupleTable<'_>, embedding: &[f32]) -> SqlResult<Vec<Found>> {
+    let mut near = Vec::with_capacity(table.len());
+    for row in table {
+        let mut item = found_at(&row)?;
+        // Read in place: no copy of the numbers (stored embeddings hold no
+        // NULL: recall_embed refuses them).
+        let stored = row.required::<pgrx::datum::Array<'_, f32>>(7, "embedding")?;
+        let similarity = match stored.as_slice() {
+            Ok(numbers) => recall::cosine(embedding, numbers),
+            Err(_) => 0.0,
+        };
+        if similarity > 0.0 {
+            item.similarity = Some(similarity);
+            near.push(item);
+        }
+    }
+    Ok(near)
 }
 
 /// Add the items found by meaning to those found by words: an item both
@@ -658,7 +706,10 @@ pub(crate) use item_text;
 /// row of the caller's tenant.
 macro_rules! each_kind {
     ($each:ident) => {
-        concat!(
+        each_kind!(@with union_all, $each)
+    };
+    (@with $callback:ident, $each:ident) => {
+        $callback!(
             $each!(
                 "kv",
                 "e",
@@ -666,7 +717,6 @@ macro_rules! each_kind {
                 in_live_sessions!("kv_entries", "e"),
                 "e.expires_at > pg_catalog.now()"
             ),
-            " UNION ALL ",
             $each!(
                 "message",
                 "m",
@@ -674,7 +724,6 @@ macro_rules! each_kind {
                 in_live_sessions!("thread_messages", "m"),
                 "true"
             ),
-            " UNION ALL ",
             $each!(
                 "working_memory",
                 "p",
@@ -684,7 +733,6 @@ macro_rules! each_kind {
                 in_live_sessions!("wm_parts", "p"),
                 "true"
             ),
-            " UNION ALL ",
             $each!(
                 "node",
                 "n",
@@ -692,7 +740,6 @@ macro_rules! each_kind {
                 "agent_memory.graph_nodes n",
                 "n.owner = $4 AND n.tenant = agent_memory.caller_tenant()"
             ),
-            " UNION ALL ",
             $each!(
                 "file",
                 "f",
@@ -704,6 +751,21 @@ macro_rules! each_kind {
     };
 }
 pub(crate) use each_kind;
+
+/// Its arguments joined by UNION ALL.
+macro_rules! union_all {
+    ($first:ident ! $first_args:tt $(, $each:ident ! $args:tt)*) => {
+        concat!($first!$first_args $(, " UNION ALL ", $each!$args)*)
+    };
+}
+pub(crate) use union_all;
+
+/// Its arguments as an array, in the kinds' order (see each_kind).
+macro_rules! by_kind {
+    ($($each:ident ! ($kind:tt, $($rest:tt)*)),*) => {
+        [$(($kind, $each!($kind, $($rest)*))),*]
+    };
+}
 
 /// The text search configuration of the search columns.
 macro_rules! config {
@@ -843,7 +905,8 @@ static EMBEDDED: Statement = Statement {
 /// distance, through the kind's HNSW index (see nearest_by_index: the
 /// vector type, its schema and the dimension are put in when it runs), as
 /// (kind, key, ref, thread, slot, updated_at, cosine distance): the
-/// distance is computed once, for the order and the result.
+/// distance is computed once, for the order and the result, and the query
+/// embedding made a vector once (an InitPlan), not for each row.
 macro_rules! nearest {
     ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
         concat!(
@@ -853,7 +916,7 @@ macro_rules! nearest {
             $columns,
             ", (",
             $alias,
-            ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) $1::__VECTOR__ AS distance FROM ",
+            ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) (SELECT $1::__VECTOR__) AS distance FROM ",
             $from,
             " WHERE '",
             $kind,
@@ -872,9 +935,12 @@ macro_rules! nearest {
     };
 }
 
-/// The items of the kinds named in $6 in the scope nearest the query
-/// embedding $1, at most $7 a kind (see nearest).
-const NEAREST_TEMPLATE: &str = concat!("WITH ", live_sessions!(), " ", each_kind!(nearest));
+/// The start of the statement of the items of the scope nearest the query
+/// embedding $1: the scope's sessions; then, joined by UNION ALL, the
+/// branch (see nearest) of each kind asked for, of NEAREST_OF_KIND by the
+/// kind's name.
+const NEAREST_SESSIONS: &str = concat!("WITH ", live_sessions!(), " ");
+const NEAREST_OF_KIND: [(&str, &str); 5] = each_kind!(@with by_kind, nearest);
 
 /// The snippet of each item of the parallel arrays $2 (kind), $3 (key),
 /// $4 (ref), $5 (thread or node key), $6 (slot): the first 20,000

@@ -209,6 +209,41 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
     );
     assert!(after.len() >= 8);
 
+    // An index scan cut short (here by pgvector's own bounds, as a scope
+    // small among many others cuts it) leaves recall comparing the
+    // scope's items itself: all 10 right.
+    let mut small_exact: Vec<(String, f64)> = (1..=NODES)
+        .map(|node| {
+            let stored = embedding((2000 + node) as u64);
+            (format!("n{node}"), f64::from(cosine(&query, &stored)))
+        })
+        .filter(|(_, similarity)| *similarity > 0.0)
+        .collect();
+    small_exact.sort_by(|a, b| b.1.total_cmp(&a.1));
+    small_exact.truncate(10);
+    client
+        .batch_execute(
+            "SET hnsw.ef_search = 10; SET hnsw.max_scan_tuples = 10;
+             SET agent_memory.max_exact_recall = 1000",
+        )
+        .expect("bound the index scan");
+    let small = client
+        .query(
+            "SELECT ref, (signals -> 'meaning' ->> 'similarity')::float8
+             FROM agent_memory.recall(NULL, owner => 'o2', kinds => '{node}', k => 10,
+                                      embedding => $1::text::real[])",
+            &[&literal(&query)],
+        )
+        .expect("recall a small scope")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect::<Vec<(String, f64)>>();
+    assert_eq!(small.len(), 10);
+    assert_found(&small, &small_exact, 10);
+    client
+        .batch_execute("RESET hnsw.ef_search; RESET hnsw.max_scan_tuples")
+        .expect("reset the bound");
+
     // The iterative scan was the call's only: the setting is back after.
     let iterative: String = client
         .query_one("SELECT current_setting('hnsw.iterative_scan')", &[])
@@ -216,7 +251,7 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
         .get(0);
     assert_eq!(iterative, "off");
     println!(
-        "recall vectors: pgvector {version}: through the HNSW index, {found} of the exact top 10 of {BIG_NODES} nodes among {}, a stale one never",
+        "recall vectors: pgvector {version}: through the HNSW index, {found} of the exact top 10 of {BIG_NODES} nodes among {}, a stale one never; a scope the index scan falls short of, all 10",
         BIG_NODES + (OWNERS - 1) * NODES
     );
     drop_database(DB);
