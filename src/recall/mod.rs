@@ -365,9 +365,17 @@ fn by_their_meaning(
             .ok_or_else(over_cap)
             .or_report();
     };
-    let near = nearest_by_index(
-        client, embedding, &schema, dimension, scope, kinds, per_kind,
-    )?;
+    let near = nearest_by_pgvector(
+        client,
+        embedding,
+        &schema,
+        dimension,
+        scope,
+        kinds,
+        per_kind,
+        Reading::Index,
+    )?
+    .unwrap_or_default();
     // Set back what the state's statement set.
     settings::set_for_transaction(
         "hnsw.iterative_scan",
@@ -386,7 +394,17 @@ fn by_their_meaning(
         return Ok(near);
     }
     // Past the cap, what the index found is the best recall can give.
-    match compared(client, embedding, dimension, scope, &short, per_kind)? {
+    let exact = nearest_by_pgvector(
+        client,
+        embedding,
+        &schema,
+        dimension,
+        scope,
+        &short,
+        per_kind,
+        Reading::Exactly,
+    )?;
+    match exact {
         None => Ok(near),
         Some(exact) => {
             let mut near: Vec<Found> = near
@@ -456,15 +474,27 @@ fn nearest_first(mut near: Vec<Found>) -> Vec<Found> {
     near
 }
 
+/// How pgvector finds a scope's nearest items.
+#[derive(Clone, Copy, PartialEq)]
+enum Reading {
+    /// Through each kind's HNSW index: the index scan goes on past other
+    /// scopes' items and stale embeddings until it has enough or has read
+    /// as far as pgvector lets it (iterative scan, in the order it finds
+    /// them; they are sorted here). Planned once, without sorts, so that
+    /// it reads the indexes whatever the statistics say of the scope.
+    Index,
+    /// Every embedded item of the scope, through its key, compared and
+    /// sorted: at most agent_memory.max_exact_recall of them.
+    Exactly,
+}
+
 /// The items nearest `embedding` by pgvector's cosine distance, per kind
-/// the `per_kind` nearest its HNSW index finds: the index scan goes on past
-/// other scopes' items and stale embeddings until it has enough or has
-/// read as far as pgvector lets it (iterative scan, in the order it finds
-/// them; they are sorted here). The statement is built for the kinds
-/// asked, pgvector's schema and the dimension, and kept; it is planned
-/// once, without sorts, so that it reads the indexes whatever the
-/// statistics say of the scope.
-fn nearest_by_index(
+/// the `per_kind` nearest, read as `reading` says; None when read exactly
+/// and the scope holds more than agent_memory.max_exact_recall items. The
+/// statement is built for the kinds asked, pgvector's schema, the
+/// dimension and the reading, and kept.
+#[allow(clippy::too_many_arguments)]
+fn nearest_by_pgvector(
     client: &pgrx::spi::SpiClient<'_>,
     embedding: &[f32],
     schema: &str,
@@ -472,23 +502,42 @@ fn nearest_by_index(
     scope: &Scope,
     kinds: &[&str],
     per_kind: usize,
-) -> SqlResult<Vec<Found>> {
+    reading: Reading,
+) -> SqlResult<Option<Vec<Found>>> {
     let quoted = embeddings::quoted_identifier(schema);
     let branches: Vec<&str> = NEAREST_OF_KIND
         .iter()
         .filter(|(kind, _)| kinds.contains(kind))
         .map(|(_, branch)| *branch)
         .collect();
+    let (fence, compared) = match reading {
+        // The scope's rows fold into the statement, which an index reads.
+        Reading::Index => ("", "NULL::int8"),
+        // A subquery with a LIMIT stays apart: its rows are all compared.
+        Reading::Exactly => (" LIMIT $9", "pg_catalog.count(*) OVER ()"),
+    };
     let sql = format!("{NEAREST_SESSIONS}{}", branches.join(" UNION ALL "))
         .replace("__VECTOR__", &format!("{quoted}.vector({dimension})"))
         .replace("__SCHEMA__", &quoted)
-        .replace("__DIMENSION__", &dimension.to_string());
-    let _generic = GenericPlans::force();
-    let _index_order = NoSorts::hold();
+        .replace("__DIMENSION__", &dimension.to_string())
+        .replace("__FENCE__", fence)
+        .replace("__COMPARED__", compared);
+    let cap = settings::MAX_EXACT_RECALL.get();
+    let _index_order = (reading == Reading::Index).then(NoSorts::hold);
     let table = plans::read_built(
         client,
         &sql,
-        &[FLOAT4_ARRAY, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
+        &[
+            FLOAT4_ARRAY,
+            TEXT,
+            TEXT,
+            TEXT,
+            TEXT,
+            TEXT_ARRAY,
+            INT4,
+            INT4,
+            INT4,
+        ],
         &[
             embedding.to_vec().into(),
             scope.session_id.into(),
@@ -498,10 +547,14 @@ fn nearest_by_index(
             kinds.to_vec().into(),
             i32::try_from(per_kind).unwrap_or(i32::MAX).into(),
             idle_timeout_minutes().into(),
+            cap.saturating_add(1).into(),
         ],
     )?;
     let mut near = Vec::with_capacity(table.len());
     for row in table {
+        if row.value::<i64>(8)?.unwrap_or(0) > i64::from(cap) {
+            return Ok(None);
+        }
         let mut item = found_at(&row)?;
         let similarity = 1.0 - row.required::<f64>(7, "distance")?;
         if similarity > 0.0 {
@@ -509,7 +562,7 @@ fn nearest_by_index(
             near.push(item);
         }
     }
-    Ok(nearest_first(near))
+    Ok(Some(nearest_first(near)))
 }
 
 /// The rows of `table` (as found_at reads them, with column 7 the stored
@@ -902,11 +955,14 @@ static EMBEDDED: Statement = Statement {
 };
 
 /// One kind's items nearest the query embedding $1 by pgvector's cosine
-/// distance, through the kind's HNSW index (see nearest_by_index: the
-/// vector type, its schema and the dimension are put in when it runs), as
-/// (kind, key, ref, thread, slot, updated_at, cosine distance): the
-/// distance is computed once, for the order and the result, and the query
-/// embedding made a vector once (an InitPlan), not for each row.
+/// distance, at most $7, as (kind, key, ref, thread, slot, updated_at,
+/// cosine distance, how many were compared). nearest_by_pgvector puts in
+/// the vector type, its schema, the dimension and the reading: no fence,
+/// and the scope's rows fold into the statement for the kind's HNSW index
+/// to read (compared: NULL); a fence of LIMIT $9, and every row of the
+/// scope is compared, up to $9, and counted. The distance is computed
+/// once, for the order and the result, and the query embedding is made a
+/// vector once (an InitPlan), not for each row.
 macro_rules! nearest {
     ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
         concat!(
@@ -916,7 +972,10 @@ macro_rules! nearest {
             $columns,
             ", (",
             $alias,
-            ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) (SELECT $1::__VECTOR__) AS distance FROM ",
+            ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) (SELECT $1::__VECTOR__) AS distance,
+             __COMPARED__ FROM (SELECT ",
+            $alias,
+            ".* FROM ",
             $from,
             " WHERE '",
             $kind,
@@ -930,7 +989,9 @@ macro_rules! nearest {
             $alias,
             ".embedding_md5 = pg_catalog.md5(",
             item_text!($kind, $alias),
-            ") ORDER BY distance LIMIT $7)"
+            ")__FENCE__) ",
+            $alias,
+            " ORDER BY distance LIMIT $7)"
         )
     };
 }
