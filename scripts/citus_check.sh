@@ -317,7 +317,8 @@ BEGIN
         -- Citus (EnsureFunctionCanBeColocatedWithTable) accepts different
         -- types when find_coercion_pathway(arg, column, COERCION_EXPLICIT)
         -- finds a path: here, the same type once domains are reduced to
-        -- their base types (text to the domain session_key, for one).
+        -- their base types (text to a domain over text, for one). A call
+        -- of such a function still fails: see the delegation check below.
         IF anchor.column_type <> arg.typ
            AND (SELECT coalesce(nullif(typbasetype, 0), oid) FROM pg_type WHERE oid = anchor.column_type)
                <> (SELECT coalesce(nullif(typbasetype, 0), oid) FROM pg_type WHERE oid = arg.typ) THEN
@@ -444,11 +445,11 @@ BEGIN
         IF r.delegated AND r.kept THEN
             ok := false; what := format('function %s is delegated but declared not delegated', r.fn);
         ELSIF r.delegated THEN
-            -- The argument's type is the column's, or the column's domain
-            -- is over it (Citus coerces the argument: text to session_key).
+            -- The argument's type is the column's: a delegated call coerces
+            -- the argument to the column's type, which Citus cannot do to a
+            -- domain ("Cannot coerce text to ...", seen on Citus 13.2).
             ok := r.arg_name = r.column_name AND r.arg_mode = 'i'
-                  AND r.arg_type IN (r.column_type,
-                                     (SELECT nullif(typbasetype, 0)::regtype FROM pg_type WHERE oid = r.column_type));
+                  AND r.arg_type = r.column_type;
             what := format('function %s: argument %s %s -> %s.%s %s%s', r.fn, r.arg_name, r.arg_type,
                            r.anchor, r.column_name, r.column_type,
                            CASE WHEN r.force_delegation THEN ', forced' ELSE '' END);

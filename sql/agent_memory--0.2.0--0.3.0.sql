@@ -1,6 +1,8 @@
 -- agent_memory 0.2.0 -> 0.3.0: recall. Every memory table gets the search
 -- column recall matches (rewriting the table once); recall, recall_rebuild
--- and the table of recall's settings come. Run by ALTER EXTENSION agent_memory UPDATE;
+-- and the table of recall's settings come; the tenant policies lose their
+-- sub-select and the session_id columns their domain, both for Citus. Run
+-- by ALTER EXTENSION agent_memory UPDATE;
 -- scripts/upgrade_test.sh checks that the result equals a fresh 0.3.0
 -- install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.3.0'" to load this file. \quit
@@ -169,3 +171,62 @@ GRANT EXECUTE ON FUNCTION agent_memory.recall_outbox(text, text, text, text, tex
     TO agent_memory_reader, agent_memory_writer;
 GRANT EXECUTE ON FUNCTION agent_memory.recall_embed(text, text, text, real[], text),
     agent_memory.recall_enable_embeddings(integer) TO agent_memory_writer;
+
+-- The tenant policies call visible_tenant() without a sub-select, which
+-- Citus refuses in the policies of distributed tables (sql/tenants.sql).
+ALTER POLICY tenant_rows ON agent_memory.sessions
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+ALTER POLICY tenant_rows ON agent_memory.kv_entries
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+ALTER POLICY tenant_rows ON agent_memory.message_threads
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+ALTER POLICY tenant_rows ON agent_memory.thread_messages
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+ALTER POLICY tenant_rows ON agent_memory.wm_parts
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+ALTER POLICY tenant_rows ON agent_memory.graph_nodes
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+ALTER POLICY tenant_rows ON agent_memory.graph_node_versions
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+ALTER POLICY tenant_rows ON agent_memory.memory_files
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+ALTER POLICY tenant_rows ON agent_memory.memory_scopes
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+
+-- Every session_id column becomes plain text (sql/schema.sql): Citus routes
+-- a call by coercing its argument to the column's type, which it cannot do
+-- to a domain. The domain's check stays on sessions, which every other
+-- session_id references. The view over two of the columns goes and comes
+-- back as it was.
+DROP VIEW agent_memory.message_thread_stats;
+ALTER TABLE agent_memory.sessions ALTER COLUMN session_id TYPE text,
+    ADD CONSTRAINT sessions_session_id_check CHECK (session_id <> '');
+ALTER TABLE agent_memory.kv_entries ALTER COLUMN session_id TYPE text;
+ALTER TABLE agent_memory.message_threads ALTER COLUMN session_id TYPE text;
+ALTER TABLE agent_memory.thread_messages ALTER COLUMN session_id TYPE text;
+ALTER TABLE agent_memory.wm_parts ALTER COLUMN session_id TYPE text;
+DROP DOMAIN agent_memory.session_key;
+CREATE VIEW agent_memory.message_thread_stats AS
+SELECT t.session_id,
+       nullif(t.thread_key, '') AS node_id,
+       t.keep,
+       count(m.slot) AS messages,
+       t.appends,
+       t.appends - count(m.slot) AS trimmed
+FROM agent_memory.message_threads t
+LEFT JOIN agent_memory.thread_messages m USING (session_id, thread_key, tenant)
+GROUP BY t.session_id, t.thread_key, t.tenant, t.keep, t.appends;
+COMMENT ON VIEW agent_memory.message_thread_stats IS
+    'Per (session, node) thread: keep, messages held, appends so far (minus pops), and how many trimming removed';
+ALTER VIEW agent_memory.message_thread_stats SET (security_invoker = true);
+GRANT SELECT ON agent_memory.message_thread_stats TO agent_memory_reader;
+GRANT INSERT, UPDATE, DELETE ON agent_memory.message_thread_stats TO agent_memory_writer;

@@ -25,11 +25,6 @@ COMMENT ON DOMAIN agent_memory.message_role IS 'Who wrote a message: system, use
 CREATE DOMAIN agent_memory.memory_key AS text CHECK (VALUE <> '');
 COMMENT ON DOMAIN agent_memory.memory_key IS 'A key of key-value memory: any non-empty text';
 
--- Every session_id column has this one type: Citus colocates tables only
--- when their distribution columns have the same type (docs/scaling.md).
-CREATE DOMAIN agent_memory.session_key AS text CHECK (VALUE <> '');
-COMMENT ON DOMAIN agent_memory.session_key IS 'A session id: any non-empty text';
-
 CREATE DOMAIN agent_memory.positive_interval AS interval CHECK (VALUE > interval '0');
 COMMENT ON DOMAIN agent_memory.positive_interval IS 'An interval longer than zero (a session''s idle timeout)';
 
@@ -41,8 +36,12 @@ CREATE DOMAIN agent_memory.file_count AS integer CHECK (VALUE >= 0);
 COMMENT ON DOMAIN agent_memory.file_count IS 'A number of files: zero or more';
 
 -- Sessions: the root every session-scoped row belongs to.
+-- Every session_id column is plain text: Citus colocates tables only when
+-- their distribution columns have the same type, and routes a call by
+-- coercing its argument to that type, which it cannot do to a domain
+-- (docs/scaling.md). The foreign keys carry the sessions' check.
 CREATE TABLE agent_memory.sessions (
-    session_id       agent_memory.session_key NOT NULL,
+    session_id       text        NOT NULL CHECK (session_id <> ''),
     -- NULL: created by append_message without a user; create_session claims it.
     user_id          text,
     project_id       text,
@@ -79,7 +78,7 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.sessions', '');
 -- Key-value working memory: one row per (session, key). Words are counted
 -- once, at write time (see README: how words are counted).
 CREATE TABLE agent_memory.kv_entries (
-    session_id agent_memory.session_key NOT NULL,
+    session_id text        NOT NULL,
     key        agent_memory.memory_key NOT NULL,
     value      jsonb       NOT NULL,
     words      integer     NOT NULL,
@@ -125,7 +124,7 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.kv_entries', '');
 -- node_id NULL is the session-wide thread; its thread_key is '' (node ids
 -- are never empty).
 CREATE TABLE agent_memory.message_threads (
-    session_id   agent_memory.session_key NOT NULL,
+    session_id   text    NOT NULL,
     thread_key   text    NOT NULL,
     -- Ring size: the keep in force. An append with another keep repacks.
     keep         integer NOT NULL,
@@ -152,7 +151,7 @@ COMMENT ON TABLE agent_memory.message_threads IS
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.message_threads', '');
 
 CREATE TABLE agent_memory.thread_messages (
-    session_id      agent_memory.session_key NOT NULL,
+    session_id      text        NOT NULL,
     thread_key      text        NOT NULL,
     slot            integer     NOT NULL,
     -- Strictly increasing within the session (message_threads.last_seq).
@@ -202,7 +201,7 @@ COMMENT ON VIEW agent_memory.message_thread_stats IS
 -- and carries its own version; the extension sanitises every value before
 -- it is stored.
 CREATE TABLE agent_memory.wm_parts (
-    session_id agent_memory.session_key NOT NULL,
+    session_id text        NOT NULL,
     node_key   text        NOT NULL,
     part       text        NOT NULL,
     value      jsonb       NOT NULL,

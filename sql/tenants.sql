@@ -41,34 +41,37 @@ ALTER TABLE agent_memory.graph_node_versions ALTER COLUMN tenant SET DEFAULT age
 ALTER TABLE agent_memory.memory_files ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.memory_scopes ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 
--- One policy per table. The sub-select runs once per statement, not per row.
+-- One policy per table. visible_tenant() is called as a plain function, not
+-- through a sub-select: Citus refuses sub-selects in the policies of
+-- distributed tables. It reads two settings and is STABLE, so it answers
+-- the same for every row of a statement.
 CREATE POLICY tenant_rows ON agent_memory.sessions
-    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
-    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.kv_entries
-    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
-    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.message_threads
-    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
-    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.thread_messages
-    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
-    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.wm_parts
-    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
-    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.graph_nodes
-    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
-    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.graph_node_versions
-    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
-    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.memory_files
-    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
-    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.memory_scopes
-    USING (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant))
-    WITH CHECK (tenant = coalesce((SELECT agent_memory.visible_tenant()), tenant));
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 
 ALTER TABLE agent_memory.sessions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.kv_entries ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
