@@ -409,19 +409,32 @@ pub fn set_for_transaction(name: &str, value: &str) -> SqlResult<()> {
     let value = CString::new(value)
         .map_err(|_| Error::internal("a setting's value holds NUL"))
         .or_report()?;
-    // SAFETY: both strings outlive the call, which copies them; an invalid
-    // value raises an SQL error, as set_config would.
+    set_option(&name, &value, pg_sys::GucAction::GUC_ACTION_LOCAL);
+    Ok(())
+}
+
+/// Set `name` to `value` until the current GUC nest level ends (a
+/// subtransaction, or a level opened with NewGUCNestLevel), either way.
+pub fn set_until_level_ends(name: &std::ffi::CStr, value: &std::ffi::CStr) {
+    // GUC_ACTION_SAVE records the old value at the current level.
+    set_option(name, value, pg_sys::GucAction::GUC_ACTION_SAVE);
+}
+
+/// Set a user-settable `name` to `value` as `action` says; an invalid
+/// value raises an SQL error, as set_config would.
+fn set_option(name: &std::ffi::CStr, value: &std::ffi::CStr, action: pg_sys::GucAction::Type) {
+    // SAFETY: both strings outlive the call, which copies them; run inside
+    // a transaction, as every caller is.
     unsafe {
         pg_sys::set_config_option(
             name.as_ptr(),
             value.as_ptr(),
             pg_sys::GucContext::PGC_USERSET,
             pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_LOCAL,
+            action,
             true,
             pgrx::PgLogLevel::ERROR as i32,
             false,
         );
     }
-    Ok(())
 }

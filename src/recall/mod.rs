@@ -11,6 +11,7 @@
 //! the candidates by meaning come from pgvector's HNSW indexes, or from
 //! comparing the scope's embedded items here (see by_their_meaning).
 
+use pgrx::datum::DatumWithOid;
 use pgrx::iter::TableIterator;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -308,6 +309,21 @@ fn found_at(row: &pgrx::spi::SpiHeapTupleData<'_>) -> SqlResult<Found> {
     })
 }
 
+/// The arguments $2 to $8 of the statements that read a scope's items:
+/// session, user, owner, scope, the kinds asked, at most how many a kind,
+/// and the sessions' default idle minutes.
+fn scoped<'a>(scope: &Scope<'a>, kinds: &[&str], per_kind: usize) -> [DatumWithOid<'a>; 7] {
+    [
+        scope.session_id.into(),
+        scope.user_id.into(),
+        scope.owner.into(),
+        scope.scope.into(),
+        kinds.to_vec().into(),
+        i32::try_from(per_kind).unwrap_or(i32::MAX).into(),
+        idle_timeout_minutes().into(),
+    ]
+}
+
 /// The items whose words match, best first, at most `per_kind` a kind.
 fn by_their_words(
     client: &pgrx::spi::SpiClient<'_>,
@@ -316,20 +332,10 @@ fn by_their_words(
     kinds: &[&str],
     per_kind: usize,
 ) -> SqlResult<Vec<Found>> {
-    let table = CANDIDATES.read(
-        client,
-        &[
-            query.wanted.as_str().into(),
-            scope.session_id.into(),
-            scope.user_id.into(),
-            scope.owner.into(),
-            scope.scope.into(),
-            kinds.to_vec().into(),
-            i32::try_from(per_kind).unwrap_or(i32::MAX).into(),
-            idle_timeout_minutes().into(),
-            query.unwanted.as_str().into(),
-        ],
-    )?;
+    let mut args = vec![query.wanted.as_str().into()];
+    args.extend(scoped(scope, kinds, per_kind));
+    args.push(query.unwanted.as_str().into());
+    let table = CANDIDATES.read(client, &args)?;
     let mut found = Vec::with_capacity(table.len());
     for row in table {
         let mut item = found_at(&row)?;
@@ -523,6 +529,9 @@ fn nearest_by_pgvector(
         .replace("__FENCE__", fence)
         .replace("__COMPARED__", compared);
     let cap = settings::MAX_EXACT_RECALL.get();
+    let mut args = vec![embedding.to_vec().into()];
+    args.extend(scoped(scope, kinds, per_kind));
+    args.push(cap.saturating_add(1).into());
     let _index_order = (reading == Reading::Index).then(NoSorts::hold);
     let table = plans::read_built(
         client,
@@ -538,17 +547,7 @@ fn nearest_by_pgvector(
             INT4,
             INT4,
         ],
-        &[
-            embedding.to_vec().into(),
-            scope.session_id.into(),
-            scope.user_id.into(),
-            scope.owner.into(),
-            scope.scope.into(),
-            kinds.to_vec().into(),
-            i32::try_from(per_kind).unwrap_or(i32::MAX).into(),
-            idle_timeout_minutes().into(),
-            cap.saturating_add(1).into(),
-        ],
+        &args,
     )?;
     let mut near = Vec::with_capacity(table.len());
     for row in table {

@@ -183,32 +183,11 @@ pub fn with_index_plans<T>(work: impl FnOnce() -> SqlResult<T>) -> SqlResult<T> 
     // (sub)transaction, which closes it.
     unsafe {
         let level = pg_sys::NewGUCNestLevel();
-        set_until_level_ends(c"enable_seqscan", c"off");
-        set_until_level_ends(c"enable_bitmapscan", c"off");
+        settings::set_until_level_ends(c"enable_seqscan", c"off");
+        settings::set_until_level_ends(c"enable_bitmapscan", c"off");
         let done = work();
         pg_sys::AtEOXact_GUC(true, level);
         done
-    }
-}
-
-/// Set `name` to `value` until the current GUC nest level ends (a
-/// subtransaction, or a level opened with NewGUCNestLevel), either way.
-///
-/// # Safety
-/// Inside a transaction.
-unsafe fn set_until_level_ends(name: &std::ffi::CStr, value: &std::ffi::CStr) {
-    // SAFETY: GUC_ACTION_SAVE records the old value at the current level.
-    unsafe {
-        pg_sys::set_config_option(
-            name.as_ptr(),
-            value.as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
     }
 }
 
@@ -259,7 +238,7 @@ fn without_waiting<T>(work: impl FnOnce() -> SqlResult<T>) -> SqlResult<Option<T
         pg_sys::BeginInternalSubTransaction(std::ptr::null());
         pg_sys::MemoryContextSwitchTo(context);
         PgTryBuilder::new(move || {
-            set_until_level_ends(c"lock_timeout", c"1ms");
+            settings::set_until_level_ends(c"lock_timeout", c"1ms");
             let done = work();
             end(done.is_ok());
             done.map(Some)

@@ -104,6 +104,21 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
     dot / (norm(a) * norm(b))
 }
 
+/// The exact top 10 (refs and similarities to `query`, above 0) of owner
+/// `o<owner>`'s `nodes` nodes, computed here.
+fn exact_top_10(query: &[f32], owner: usize, nodes: usize) -> Vec<(String, f64)> {
+    let mut exact: Vec<(String, f64)> = (1..=nodes)
+        .map(|node| {
+            let stored = embedding((owner * 1000 + node) as u64);
+            (format!("n{node}"), f64::from(cosine(query, &stored)))
+        })
+        .filter(|(_, similarity)| *similarity > 0.0)
+        .collect();
+    exact.sort_by(|a, b| b.1.total_cmp(&a.1));
+    exact.truncate(10);
+    exact
+}
+
 /// How many of the `exact` top 10 `found` holds (at least `least`), each
 /// with its exact similarity.
 fn assert_found(found: &[(String, f64)], exact: &[(String, f64)], least: usize) -> usize {
@@ -154,16 +169,7 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
     }
     store(&mut client);
     let query = embedding(7);
-    // The exact top 10 of owner o1, computed here.
-    let mut exact: Vec<(String, f64)> = (1..=BIG_NODES)
-        .map(|node| {
-            let stored = embedding((1000 + node) as u64);
-            (format!("n{node}"), f64::from(cosine(&query, &stored)))
-        })
-        .filter(|(_, similarity)| *similarity > 0.0)
-        .collect();
-    exact.sort_by(|a, b| b.1.total_cmp(&a.1));
-    exact.truncate(10);
+    let exact = exact_top_10(&query, 1, BIG_NODES);
     let compared = recall(&mut client, &query, 100_000).expect("recall");
     assert_found(&compared, &exact, 10);
 
@@ -212,15 +218,7 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
     // An index scan cut short (here by pgvector's own bounds, as a scope
     // small among many others cuts it) leaves recall comparing the
     // scope's items itself: all 10 right.
-    let mut small_exact: Vec<(String, f64)> = (1..=NODES)
-        .map(|node| {
-            let stored = embedding((2000 + node) as u64);
-            (format!("n{node}"), f64::from(cosine(&query, &stored)))
-        })
-        .filter(|(_, similarity)| *similarity > 0.0)
-        .collect();
-    small_exact.sort_by(|a, b| b.1.total_cmp(&a.1));
-    small_exact.truncate(10);
+    let small_exact = exact_top_10(&query, 2, NODES);
     client
         .batch_execute(
             "SET hnsw.ef_search = 10; SET hnsw.max_scan_tuples = 10;
