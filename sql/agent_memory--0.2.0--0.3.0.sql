@@ -1,8 +1,8 @@
 -- agent_memory 0.2.0 -> 0.3.0: recall. Every memory table gets the search
--- column recall matches (rewriting the table once); recall, recall_rebuild
--- and the table of recall's settings come; the tenant policies lose their
--- sub-select and the session_id columns their domain, both for Citus. Run
--- by ALTER EXTENSION agent_memory UPDATE;
+-- column recall matches (rewriting the table once) and its GIN index;
+-- recall, recall_rebuild and the table of recall's settings come; the
+-- tenant policies lose their sub-select and the session_id columns their
+-- domain, both for Citus. Run by ALTER EXTENSION agent_memory UPDATE;
 -- scripts/upgrade_test.sh checks that the result equals a fresh 0.3.0
 -- install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.3.0'" to load this file. \quit
@@ -30,6 +30,13 @@ ALTER TABLE agent_memory.memory_files ADD COLUMN search tsvector GENERATED ALWAY
     pg_catalog.setweight(pg_catalog.to_tsvector('english',
     pg_catalog.translate(pg_catalog.left(path, 1000), '/._-', '    ')), 'A')
     || pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED;
+
+-- The index of each search column.
+CREATE INDEX kv_entries_search_idx ON agent_memory.kv_entries USING gin (search) WHERE search IS NOT NULL;
+CREATE INDEX thread_messages_search_idx ON agent_memory.thread_messages USING gin (search) WHERE search IS NOT NULL;
+CREATE INDEX wm_parts_search_idx ON agent_memory.wm_parts USING gin (search) WHERE search IS NOT NULL;
+CREATE INDEX graph_nodes_search_idx ON agent_memory.graph_nodes USING gin (search) WHERE search IS NOT NULL;
+CREATE INDEX memory_files_search_idx ON agent_memory.memory_files USING gin (search) WHERE search IS NOT NULL;
 
 -- The meaning recall compares: an embedding of each item's text, and the
 -- md5 of the text it was made of.

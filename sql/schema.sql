@@ -109,6 +109,10 @@ CREATE TABLE agent_memory.kv_entries (
 );
 -- The cleanup removes the oldest expiries first.
 CREATE INDEX kv_entries_expires_idx ON agent_memory.kv_entries (expires_at);
+-- Recall's words, as in every memory table: the index finds the rows of a
+-- word across scopes too large to read whole. A kind recall_kinds leaves
+-- out has no search column values, and the index costs its writes nothing.
+CREATE INDEX kv_entries_search_idx ON agent_memory.kv_entries USING gin (search) WHERE search IS NOT NULL;
 
 COMMENT ON TABLE agent_memory.kv_entries IS
     'Key-value working memory of a session, with word counts and expiry; expired rows are invisible before they are removed';
@@ -118,9 +122,11 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.kv_entries', '');
 -- Message history, bounded at write time: each (session, node) is a thread
 -- whose messages live in a ring of `keep` slots. An append writes the slot of
 -- the oldest message (position mod keep), so the table holds at most `keep`
--- rows per thread, updated in place: no index entry changes (seq, content
--- and metadata are not indexed), the update is HOT, and its cost does not
--- depend on how many rows the table, or dead versions of the thread, hold.
+-- rows per thread, updated in place: its cost does not depend on how many
+-- rows the table, or dead versions of the thread, hold. Only the words of
+-- the content are indexed (for recall): the primary key gets an entry for
+-- the slot's new version, and the old one goes by the index's bottom-up
+-- deletion; with messages out of recall_kinds, the update is HOT.
 -- node_id NULL is the session-wide thread; its thread_key is '' (node ids
 -- are never empty).
 CREATE TABLE agent_memory.message_threads (
@@ -174,6 +180,7 @@ CREATE TABLE agent_memory.thread_messages (
 ) WITH (fillfactor = 80);
 CREATE UNIQUE INDEX thread_messages_idempotency_idx ON agent_memory.thread_messages (session_id, idempotency_key, tenant)
     WHERE idempotency_key IS NOT NULL;
+CREATE INDEX thread_messages_search_idx ON agent_memory.thread_messages USING gin (search) WHERE search IS NOT NULL;
 
 COMMENT ON TABLE agent_memory.thread_messages IS
     'Messages of a session, at most keep per (session, node): a ring of slots per thread, ordered by seq';
@@ -219,6 +226,7 @@ CREATE TABLE agent_memory.wm_parts (
     PRIMARY KEY (session_id, node_key, part, tenant),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
+CREATE INDEX wm_parts_search_idx ON agent_memory.wm_parts USING gin (search) WHERE search IS NOT NULL;
 
 COMMENT ON TABLE agent_memory.wm_parts IS
     'Working memory: each part (session, project_structure, node_context, fetched_context, working_history, messages, last_user_message, config) of each (session, node) entry, with its version';
@@ -252,6 +260,7 @@ CREATE TABLE agent_memory.graph_nodes (
     embedding_md5 text,
     PRIMARY KEY (owner, node_id, tenant)
 );
+CREATE INDEX graph_nodes_search_idx ON agent_memory.graph_nodes USING gin (search) WHERE search IS NOT NULL;
 
 COMMENT ON TABLE agent_memory.graph_nodes IS
     'Graph memory: the current state of each node (title, description, markdown body, refs, version)';
@@ -304,6 +313,7 @@ CREATE TABLE agent_memory.memory_files (
     embedding_md5 text,
     PRIMARY KEY (scope, path, tenant)
 );
+CREATE INDEX memory_files_search_idx ON agent_memory.memory_files USING gin (search) WHERE search IS NOT NULL;
 
 COMMENT ON TABLE agent_memory.memory_files IS
     'Memory tool files: one row per file of a scope, at its normalised path';

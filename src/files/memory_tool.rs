@@ -425,8 +425,10 @@ static FIRST_FROM: Statement = Statement {
 /// search column has any of the words $5 and none of the words $6 (see
 /// recall::Query), in recall's text search configuration: their paths,
 /// snippets (the first 20,000 characters, words marked with **) and
-/// ts_rank_cd scores, best first, at most $7. The snippets are made for
-/// the rows kept only.
+/// ts_rank_cd scores, best first, at most $7. The files are read through
+/// the scope's keys (a scope holds a bounded number of files; the search
+/// column's index holds every scope's words), and the snippets are made
+/// for the rows kept only.
 static SEARCH: Statement = Statement {
     sql: "WITH q AS MATERIALIZED (
             SELECT c.config,
@@ -438,12 +440,13 @@ static SEARCH: Statement = Statement {
             FROM agent_memory.recall_settings c),
           best AS MATERIALIZED (
             SELECT f.path, f.content, pg_catalog.ts_rank_cd(f.search, q.q) AS score
-            FROM agent_memory.memory_files f, q
-            WHERE f.scope OPERATOR(pg_catalog.=) $1
-              AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-              AND (f.path OPERATOR(pg_catalog.=) $2
-                   OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
-              AND f.search OPERATOR(pg_catalog.@@) q.q
+            FROM (SELECT f.* FROM agent_memory.memory_files f
+                  WHERE f.scope OPERATOR(pg_catalog.=) $1
+                    AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+                    AND (f.path OPERATOR(pg_catalog.=) $2
+                         OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
+                  OFFSET 0) f, q
+            WHERE f.search OPERATOR(pg_catalog.@@) q.q
             ORDER BY score DESC, f.path LIMIT $7)
           SELECT b.path::pg_catalog.text,
                  pg_catalog.ts_headline(q.config, pg_catalog.left(b.content, 20000), q.q,

@@ -4,7 +4,9 @@
 //! A call runs two statements. The first finds candidates: in each kind
 //! asked for, the rows of the scope (found through their keys, so the cost
 //! follows the scope's size, never the table's) whose `search` column
-//! matches the query, best first, at most a few times k per kind. The core
+//! matches the query, best first, at most a few times k per kind. A kind
+//! whose scope is too large to read whole is searched again with the
+//! column's GIN index (see by_their_words). The core
 //! fuses their ranks with a recency factor and keeps the best k. The second
 //! marks the query's words in those k only (ts_headline reads the text, so
 //! it runs on what is returned and nothing else). With a query embedding,
@@ -250,7 +252,7 @@ fn recalled(asked: &Asked, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResu
     if kinds.is_empty() || !(by_words || by_meaning) {
         return Ok(Vec::new());
     }
-    // Planning the statements costs more than running them (see CANDIDATES).
+    // Planning the statements costs more than running them (see CANDIDATES_BY_KEY).
     let _generic = GenericPlans::force();
     Spi::connect(|client| -> SqlResult<Vec<_>> {
         let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
@@ -324,7 +326,16 @@ fn scoped<'a>(scope: &Scope<'a>, kinds: &[&str], per_kind: usize) -> [DatumWithO
     ]
 }
 
-/// The items whose words match, best first, at most `per_kind` a kind.
+/// Most rows of a scope a kind reads through the scope's keys before
+/// recall turns to the search column's GIN index. Below it, reading the
+/// scope is cheaper than the index, whose posting lists hold a common
+/// word of every scope of the table; far above, the index is cheaper.
+const MOST_READ_BY_KEY: i32 = 10_000;
+
+/// The items whose words match, best first, at most `per_kind` a kind:
+/// read through the scope's keys, or, in a kind whose scope has more than
+/// MOST_READ_BY_KEY rows, as the planner finds them (see
+/// CANDIDATES_BY_INDEX).
 fn by_their_words(
     client: &pgrx::spi::SpiClient<'_>,
     query: &Query,
@@ -332,12 +343,30 @@ fn by_their_words(
     kinds: &[&str],
     per_kind: usize,
 ) -> SqlResult<Vec<Found>> {
-    let mut args = vec![query.wanted.as_str().into()];
-    args.extend(scoped(scope, kinds, per_kind));
-    args.push(query.unwanted.as_str().into());
-    let table = CANDIDATES.read(client, &args)?;
-    let mut found = Vec::with_capacity(table.len());
-    for row in table {
+    let arguments = |kinds: &[&str], most_read: i32| {
+        let mut args = vec![query.wanted.as_str().into()];
+        args.extend(scoped(scope, kinds, per_kind));
+        args.push(query.unwanted.as_str().into());
+        args.push(most_read.into());
+        args
+    };
+    let mut found = Vec::new();
+    let mut larger: Vec<&str> = Vec::new();
+    for row in CANDIDATES_BY_KEY.read(client, &arguments(kinds, MOST_READ_BY_KEY))? {
+        let mut item = found_at(&row)?;
+        match row.value::<f64>(7)? {
+            Some(score) => {
+                item.keyword_score = Some(score);
+                found.push(item);
+            }
+            None => larger.push(item.kind.name()),
+        }
+    }
+    if larger.is_empty() {
+        return Ok(found);
+    }
+    found.retain(|item| !larger.contains(&item.kind.name()));
+    for row in CANDIDATES_BY_INDEX.read(client, &arguments(&larger, i32::MAX))? {
         let mut item = found_at(&row)?;
         item.keyword_score = Some(row.required::<f64>(7, "score")?);
         found.push(item);
@@ -837,29 +866,81 @@ macro_rules! wanted {
 /// One kind's candidates, as (kind, key, ref, thread, slot, updated_at,
 /// score): `$columns` (key to updated_at) of the rows of `$from` that pass
 /// `$filter` and whose search column (`$alias.search`) matches, when kind
-/// `$kind` is asked for ($6), best first, at most $7.
+/// `$kind` is asked for ($6), best first, at most $7, from at most $10
+/// rows. A kind with more than $10 rows shows as a first row with a NULL
+/// score, and none of its rows count. `by_key` tests the match above the
+/// read, so the rows are read through the scope's keys and never through
+/// the search column's GIN index, whose posting lists span every scope of
+/// the table; `by_index` tests it in the read, and the planner may use
+/// the index.
 macro_rules! candidates {
-    ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
+    ($read:ident, $kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
         concat!(
             "(SELECT '",
             $kind,
             "', ",
             $columns,
-            ", pg_catalog.ts_rank_cd(",
+            ", CASE WHEN ",
             $alias,
-            ".search, q.q)::float8 AS score
-              FROM ",
+            ".read OPERATOR(pg_catalog.<=) $10 THEN pg_catalog.ts_rank_cd(",
+            $alias,
+            ".search, q.q)::float8 END AS score
+              FROM (SELECT ",
+            $alias,
+            ".*, ",
+            rows_read!($read),
+            " AS read FROM ",
             $from,
-            ", q
-              WHERE '",
+            ", q WHERE '",
             $kind,
             "' = ANY ($6) AND ",
             $filter,
-            " AND ",
+            matched_in_read!($read, $alias),
+            " LIMIT $10::int8 OPERATOR(pg_catalog.+) 1) ",
+            $alias,
+            ", q
+              WHERE ",
+            $alias,
+            ".read OPERATOR(pg_catalog.>) $10 OR ",
             $alias,
             ".search @@ q.q
               ORDER BY score DESC LIMIT $7)"
         )
+    };
+}
+
+/// The number of each row read: counted by the key; by the index, every
+/// row of the scope is read and none needs a number.
+macro_rules! rows_read {
+    (by_key) => {
+        "pg_catalog.row_number() OVER ()"
+    };
+    (by_index) => {
+        "0::int8"
+    };
+}
+
+/// The match inside the read (see candidates).
+macro_rules! matched_in_read {
+    (by_key, $alias:literal) => {
+        ""
+    };
+    (by_index, $alias:literal) => {
+        concat!(" AND ", $alias, ".search @@ q.q")
+    };
+}
+
+/// Candidates read through the scope's keys (see candidates).
+macro_rules! by_key {
+    ($($args:tt)*) => {
+        candidates!(by_key, $($args)*)
+    };
+}
+
+/// Candidates the search column's index may find (see candidates).
+macro_rules! by_index {
+    ($($args:tt)*) => {
+        candidates!(by_index, $($args)*)
     };
 }
 
@@ -881,30 +962,54 @@ macro_rules! in_live_sessions {
 }
 pub(crate) use in_live_sessions;
 
+/// The query: the words an item must have any of, $1, and none of, $9
+/// (see recall::Query).
+macro_rules! query {
+    () => {
+        concat!(
+            "q AS MATERIALIZED (
+               SELECT CASE WHEN $9 = '' THEN ",
+            wanted!(),
+            " ELSE ",
+            wanted!(),
+            " OPERATOR(pg_catalog.&&) OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery(",
+            config!(),
+            ", $9) END AS q)"
+        )
+    };
+}
+
 /// The candidates of each kind named in $6: rows of the scope (see
-/// each_kind and live_sessions) whose search column has any of the words
-/// $1 and none of the words $9 (see recall::Query), best first by
-/// ts_rank_cd, at most $7 per kind. The function runs it as a generic plan
-/// (planning it costs more than running it).
-static CANDIDATES: Statement = Statement {
-    sql: concat!(
-        "WITH q AS MATERIALIZED (
-           SELECT CASE WHEN $9 = '' THEN ",
-        wanted!(),
-        " ELSE ",
-        wanted!(),
-        " OPERATOR(pg_catalog.&&) OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery(",
-        config!(),
-        ", $9) END AS q),
-         ",
-        live_sessions!(),
-        "
-         ",
-        each_kind!(candidates)
-    ),
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4, TEXT],
-    writes: false,
-};
+/// each_kind and live_sessions) whose search column has the query's words
+/// (see query), best first by ts_rank_cd, at most $7 per kind, read
+/// `by_key` or `by_index`, from at most $10 rows a kind (see candidates).
+macro_rules! candidates_of_each_kind {
+    ($read:ident) => {
+        Statement {
+            sql: concat!(
+                "WITH ",
+                query!(),
+                ", ",
+                live_sessions!(),
+                " ",
+                each_kind!($read)
+            ),
+            args: &[
+                TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4, TEXT, INT4,
+            ],
+            writes: false,
+        }
+    };
+}
+
+/// The candidates, read through the scope's keys. The function runs it as
+/// a generic plan (planning it costs more than running it).
+static CANDIDATES_BY_KEY: Statement = candidates_of_each_kind!(by_key);
+
+/// The candidates of kinds whose scope is larger than CANDIDATES_BY_KEY
+/// reads, from every row of the scope ($10: no bound): the planner may
+/// read the search column's GIN index, alone or with the scope's keys.
+static CANDIDATES_BY_INDEX: Statement = candidates_of_each_kind!(by_index);
 
 /// One kind's embedded items, as (kind, key, ref, thread, slot,
 /// updated_at, embedding): `$columns` and the embedding of the rows of

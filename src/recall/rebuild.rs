@@ -13,7 +13,8 @@ use crate::pg::settings;
 
 /// Rewrite every memory table's search column in the text search
 /// configuration `agent_memory.text_search_config`, kept for the kinds of
-/// `agent_memory.recall_kinds` (NULL for the others), and record both.
+/// `agent_memory.recall_kinds` (NULL for the others), index it again
+/// (dropping the column dropped its index), and record both.
 /// Each table is rewritten under an ACCESS EXCLUSIVE lock, so no write or
 /// read of it runs meanwhile; in the caller's transaction, like any DDL.
 #[pg_extern(volatile, parallel_unsafe)]
@@ -44,17 +45,19 @@ fn recall_rebuild() -> SqlResult<JsonB> {
             .or_report()?;
         for kind in Kind::ALL {
             let expression = recall::search_expression(kind, &literal, kept.contains(&kind));
-            client
-                .update(
-                    &format!(
-                        "ALTER TABLE agent_memory.{} DROP COLUMN search,
-                         ADD COLUMN search tsvector GENERATED ALWAYS AS ({expression}) STORED",
-                        kind.table()
-                    ),
-                    None,
-                    &[],
-                )
-                .or_report()?;
+            let table = kind.table();
+            for statement in [
+                format!(
+                    "ALTER TABLE agent_memory.{table} DROP COLUMN search,
+                     ADD COLUMN search tsvector GENERATED ALWAYS AS ({expression}) STORED"
+                ),
+                format!(
+                    "CREATE INDEX {table}_search_idx ON agent_memory.{table}
+                     USING gin (search) WHERE search IS NOT NULL"
+                ),
+            ] {
+                client.update(&statement, None, &[]).or_report()?;
+            }
         }
         let names: Vec<&str> = kept.iter().map(|kind| kind.name()).collect();
         RECORD.run(client, &[recorded.as_str().into(), names.clone().into()])?;

@@ -111,6 +111,23 @@ SELECT * FROM recall('porto', session_id => 'r2', k => NULL);
 SELECT * FROM recall('porto', session_id => 'r2', k => 101);
 \echo :LAST_ERROR_SQLSTATE
 
+-- A scope too large to read whole (over 10,000 rows of a kind) is
+-- searched through the search column's index instead: the same items, in
+-- the same order, as the rows of a smaller scope that holds them, and the
+-- other kinds of the call read through their keys as before.
+INSERT INTO agent_memory.graph_nodes (owner, node_id, title, body)
+SELECT 'wide', 'w' || i, 'filler ' || i, 'nothing to see' FROM generate_series(1, 10050) i;
+INSERT INTO agent_memory.graph_nodes (owner, node_id, title, body)
+SELECT o, 'lighthouse-' || i, 'the lighthouse keeper ' || i, repeat('lamp ', i)
+FROM (VALUES ('wide'), ('narrow')) AS owners (o), generate_series(1, 12) i;
+SELECT memory_tool('wide', '{"command": "append", "path": "/lighthouse.md", "content": "the lamp of the lighthouse"}') ->> 'ok' AS created;
+SELECT (SELECT array_agg(ref || ' ' || round(score::numeric, 6)) FROM recall('lighthouse lamp', owner => 'wide', kinds => '{node}'))
+     = (SELECT array_agg(ref || ' ' || round(score::numeric, 6)) FROM recall('lighthouse lamp', owner => 'narrow', kinds => '{node}'))
+       AS same_as_the_narrow_scope;
+SELECT kind, count(*) FROM recall('lighthouse lamp', owner => 'wide', scope => 'wide', k => 20) GROUP BY kind ORDER BY kind;
+DELETE FROM agent_memory.graph_nodes WHERE owner IN ('wide', 'narrow');
+SELECT memory_tool('wide', '{"command": "delete", "path": "/lighthouse.md"}') ->> 'ok' AS deleted;
+
 -- As a tool: the same memories as recall, in the same order; a request
 -- the model got wrong is an answer for it, a missing scope an SQL error.
 SELECT wm_set('r3', 'fetched_context', '{"plan": "museums on Sunday"}');
@@ -138,16 +155,19 @@ SELECT recall_tool_definition() -> 'input_schema' -> 'properties' -> 'kinds';
 SELECT recall_tool_definition('bad name');
 \echo :LAST_ERROR_SQLSTATE
 
--- The search columns: a rebuild from the default settings makes the
--- columns of a fresh install; another configuration and fewer kinds take
--- effect at the rebuild, and back again.
+-- The search columns and their indexes: a rebuild from the default
+-- settings makes those of a fresh install; another configuration and fewer
+-- kinds take effect at the rebuild, and back again.
 CREATE TEMP VIEW search_columns AS
-SELECT c.relname, pg_get_expr(d.adbin, d.adrelid) AS expression
+SELECT c.relname, pg_get_expr(d.adbin, d.adrelid) AS expression,
+       (SELECT string_agg(pg_get_indexdef(i.indexrelid), '; ')
+        FROM pg_index i WHERE i.indrelid = c.oid AND a.attnum = ANY (i.indkey)) AS indexed
 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE c.relnamespace = 'agent_memory'::regnamespace AND a.attname = 'search' AND NOT a.attisdropped;
 CREATE TEMP TABLE installed AS SELECT * FROM search_columns;
 SELECT count(*) AS columns FROM installed;
+SELECT relname, indexed FROM installed ORDER BY relname;
 SELECT recall_rebuild();
 SELECT count(*) AS changed FROM ((TABLE installed EXCEPT TABLE search_columns) UNION ALL (TABLE search_columns EXCEPT TABLE installed)) d;
 SELECT kv_set('r2', 'garden', '"three plants on the balcony"') ->> 'stored' AS stored;
