@@ -1011,6 +1011,25 @@ static CANDIDATES_BY_KEY: Statement = candidates_of_each_kind!(by_key);
 /// read the search column's GIN index, alone or with the scope's keys.
 static CANDIDATES_BY_INDEX: Statement = candidates_of_each_kind!(by_index);
 
+/// Row `$alias` of kind `$kind` has an embedding of `$dimension` numbers,
+/// made of the text it holds now.
+macro_rules! embedded_now {
+    ($kind:tt, $alias:literal, $dimension:literal) => {
+        concat!(
+            $alias,
+            ".embedding IS NOT NULL AND pg_catalog.array_length(",
+            $alias,
+            ".embedding, 1) = ",
+            $dimension,
+            " AND ",
+            $alias,
+            ".embedding_md5 = pg_catalog.md5(",
+            item_text!($kind, $alias),
+            ")"
+        )
+    };
+}
+
 /// One kind's embedded items, as (kind, key, ref, thread, slot,
 /// updated_at, embedding): `$columns` and the embedding of the rows of
 /// `$from` that pass `$filter`, when kind `$kind` is asked for ($6), whose
@@ -1031,14 +1050,8 @@ macro_rules! embedded {
             "' = ANY ($6) AND ",
             $filter,
             " AND ",
-            $alias,
-            ".embedding IS NOT NULL AND pg_catalog.array_length(",
-            $alias,
-            ".embedding, 1) = $1 AND ",
-            $alias,
-            ".embedding_md5 = pg_catalog.md5(",
-            item_text!($kind, $alias),
-            "))"
+            embedded_now!($kind, $alias, "$1"),
+            ")"
         )
     };
 }
@@ -1086,14 +1099,8 @@ macro_rules! nearest {
             "' = ANY ($6) AND ",
             $filter,
             " AND ",
-            $alias,
-            ".embedding IS NOT NULL AND pg_catalog.array_length(",
-            $alias,
-            ".embedding, 1) = __DIMENSION__ AND ",
-            $alias,
-            ".embedding_md5 = pg_catalog.md5(",
-            item_text!($kind, $alias),
-            ")__FENCE__) ",
+            embedded_now!($kind, $alias, "__DIMENSION__"),
+            "__FENCE__) ",
             $alias,
             " ORDER BY distance LIMIT $7)"
         )
