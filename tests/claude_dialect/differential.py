@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Claude's memory tool, answer by answer: Anthropic's SDK against claude_memory.
+
+Runs the same sequences of memory commands through the SDK's
+`BetaLocalFilesystemMemoryTool` (over a temporary directory) and through
+`agent_memory.claude_memory_tool_result` (one fresh scope per sequence), and
+compares each answer: whether it is an error, and its text. Hand-written
+sequences come first, then sequences from a seeded generator.
+
+    python tests/claude_dialect/differential.py [--steps N] [--seed S] [--show K]
+
+Connection: the libpq PG* variables. Prints the differences by command and
+exits 1 when any is found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import sys
+import tempfile
+
+import psycopg
+from anthropic.lib.tools import BetaLocalFilesystemMemoryTool
+from anthropic.lib.tools._beta_functions import ToolError
+
+# Sequences written by hand: the cases the SDK is known to treat leniently
+# or to word its own way.
+HAND_WRITTEN: list[list[dict]] = [
+    [
+        {"command": "create", "path": "/memories/a.txt", "file_text": "one\ntwo\nthree"},
+        *[
+            {"command": "view", "path": "/memories/a.txt", "view_range": r}
+            for r in ([1, 100], [0, 2], [4, 10], [3, 2], [2], [2, 10], [1, 3], [2, -1], [1, 1], [-5, -1])
+        ],
+        {"command": "create", "path": "/memories/a.txt", "file_text": "again"},
+        {"command": "insert", "path": "/memories/a.txt", "insert_line": 3, "insert_text": "four"},
+        {"command": "insert", "path": "/memories/a.txt", "insert_line": 9, "insert_text": "x"},
+        {"command": "str_replace", "path": "/memories/a.txt", "old_str": "two", "new_str": "2"},
+        {"command": "str_replace", "path": "/memories/a.txt", "old_str": "absent", "new_str": "x"},
+    ],
+    [
+        {"command": "create", "path": "/memories/d/b.md", "file_text": "b"},
+        {"command": "str_replace", "path": "/memories/d", "old_str": "b", "new_str": "c"},
+        {"command": "insert", "path": "/memories/d", "insert_line": 0, "insert_text": "c"},
+        {"command": "view", "path": "/memories"},
+        {"command": "create", "path": "/memories/node_modules/x.js", "file_text": "x"},
+        {"command": "view", "path": "/memories"},
+        {"command": "rename", "old_path": "/memories/d/b.md", "new_path": "/memories/d/b.md"},
+        {"command": "rename", "old_path": "/memories/missing", "new_path": "/memories/e"},
+        {"command": "delete", "path": "/memories/missing"},
+        {"command": "delete", "path": "/memories/d"},
+        {"command": "view", "path": "/memories/%2e%2e"},
+        {"command": "view", "path": "/memories/a/../b.txt"},
+    ],
+]
+
+NAMES = ["a.txt", "b.md", "naïve ✓.txt", "notes.md", "e"]
+DIRS = ["", "d/", "d/e/", "x y/"]
+LINES = ["alpha", "beta", "alpha beta", "", "ünïcödé", "tab\there", "cr\r", "gamma"]
+
+
+def random_text(rng: random.Random) -> str:
+    lines = [rng.choice(LINES) for _ in range(rng.randint(0, 6))]
+    text = rng.choice(["\n", "\r\n"]).join(lines)
+    return text + rng.choice(["", "\n"])
+
+
+def random_path(rng: random.Random) -> str:
+    return "/memories/" + rng.choice(DIRS) + rng.choice(NAMES + [""])
+
+
+def random_step(rng: random.Random) -> dict:
+    command = rng.choice(["view", "view", "create", "create", "str_replace", "insert", "delete", "rename"])
+    path = random_path(rng)
+    if command == "view":
+        step = {"command": "view", "path": path.rstrip("/") or "/memories"}
+        if rng.random() < 0.5:
+            step["view_range"] = rng.choice(
+                [[1, -1], [2, 3], [0, 1], [3, 2], [1, 100], [5, 6], [2], [-1, -1], [1, 1]]
+            )
+        return step
+    if command == "create":
+        return {"command": "create", "path": path.rstrip("/"), "file_text": random_text(rng)}
+    if command == "str_replace":
+        return {
+            "command": "str_replace",
+            "path": path.rstrip("/"),
+            "old_str": rng.choice(["alpha", "beta", "alpha beta", "gamma\n", "zeta", "\r"]),
+            "new_str": rng.choice(["", "delta", "two\nlines"]),
+        }
+    if command == "insert":
+        return {
+            "command": "insert",
+            "path": path.rstrip("/"),
+            "insert_line": rng.randint(-1, 7),
+            "insert_text": rng.choice(["new", "new\n", "two\nlines", ""]),
+        }
+    if command == "delete":
+        return {"command": "delete", "path": path.rstrip("/") or "/memories"}
+    return {"command": "rename", "old_path": path.rstrip("/"), "new_path": random_path(rng).rstrip("/")}
+
+
+def sdk_answer(tool: BetaLocalFilesystemMemoryTool, request: dict) -> tuple[bool, str]:
+    try:
+        return False, tool.call(request)
+    except ToolError as error:
+        content = error.content
+        return True, content if isinstance(content, str) else json.dumps(content)
+    except Exception as error:  # the SDK crashed: a raw OSError and the like
+        return True, f"<{type(error).__name__}> {error}"
+
+
+def our_answer(conn: psycopg.Connection, scope: str, request: dict) -> tuple[bool, str]:
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "memory", "input": request}
+    result = conn.execute(
+        "SELECT agent_memory.claude_memory_tool_result(%s, %s::jsonb)", (scope, json.dumps(tool_use))
+    ).fetchone()[0]
+    return bool(result.get("is_error")), result["content"]
+
+
+def run(conn: psycopg.Connection, name: str, steps: list[dict]) -> list[tuple]:
+    differences = []
+    scope = f"dialect-{name}"
+    conn.execute("DELETE FROM agent_memory.memory_files WHERE scope = %s", (scope,))
+    with tempfile.TemporaryDirectory() as base:
+        tool = BetaLocalFilesystemMemoryTool(base_path=base)
+        for i, step in enumerate(steps):
+            theirs = sdk_answer(tool, dict(step))
+            ours = our_answer(conn, scope, step)
+            if theirs != ours:
+                differences.append((name, i, step, theirs, ours))
+    conn.execute("DELETE FROM agent_memory.memory_files WHERE scope = %s", (scope,))
+    return differences
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--show", type=int, default=20)
+    options = parser.parse_args()
+    rng = random.Random(options.seed)
+    sequences = {f"hand{i}": s for i, s in enumerate(HAND_WRITTEN)}
+    left = options.steps
+    while left > 0:
+        length = min(left, rng.randint(10, 40))
+        sequences[f"seed{options.seed}-{len(sequences)}"] = [random_step(rng) for _ in range(length)]
+        left -= length
+    differences = []
+    steps = 0
+    with psycopg.connect(autocommit=True) as conn:
+        for name, sequence in sequences.items():
+            steps += len(sequence)
+            differences += run(conn, name, sequence)
+    by_command = collections.Counter(d[2]["command"] for d in differences)
+    for name, i, step, theirs, ours in differences[: options.show]:
+        print(f"{name} step {i}: {json.dumps(step, ensure_ascii=False)}")
+        print(f"  sdk: {theirs!r}")
+        print(f"  ours: {ours!r}")
+    print(f"{steps} steps in {len(sequences)} sequences: {len(differences)} answers differ {dict(by_command)}")
+    return 1 if differences else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
