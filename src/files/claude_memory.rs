@@ -64,9 +64,7 @@ fn view(
     if sizes.is_empty() && !path.is_root() {
         return Ok(Err(claude::not_found(path)));
     }
-    if range.is_some() {
-        return Ok(Err(claude::view_range_of_directory()));
-    }
+    // The range of a directory is ignored, as the SDK ignores it.
     Ok(Ok(claude::directory_listing(path, &sizes)))
 }
 
@@ -98,7 +96,13 @@ fn edit(
 ) -> SqlResult<Answer<String>> {
     let table = LOCK_FILE.run(client, &[scope.into(), path.stored.as_str().into()])?;
     if table.is_empty() {
-        return Ok(Err(claude::not_found(path)));
+        return Ok(Err(
+            if path.is_root() || store::is_directory(client, scope, &path.stored)? {
+                claude::not_a_file(path)
+            } else {
+                claude::not_found(path)
+            },
+        ));
     }
     let content = table.first().value::<String>(1)?.unwrap_or_default();
     let (edited, answer) = match edit(&content) {
@@ -121,7 +125,7 @@ fn delete(client: Client, scope: &str, path: &Target) -> SqlResult<Answer<String
         return Ok(Err(claude::root_not_deleted()));
     }
     if store::delete_path(client, scope, &path.stored)?.files == 0 {
-        return Ok(Err(claude::not_found(path)));
+        return Ok(Err(claude::nothing_there(path)));
     }
     Ok(Ok(claude::deleted(path)))
 }
@@ -149,7 +153,7 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
         moving.push(row.value::<String>(1)?.unwrap_or_default());
     }
     if moving.is_empty() {
-        return Ok(Err(claude::not_found(from)));
+        return Ok(Err(claude::nothing_there(from)));
     }
     if to.is_root() || to.stored == from.stored {
         return Ok(Err(claude::destination_exists(to)));

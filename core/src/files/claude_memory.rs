@@ -176,6 +176,8 @@ pub fn parse(request: &serde_json::Value) -> Answer<Request> {
                         _ => return Err(bad_range()),
                     }
                 }
+                // The SDK reads a range of two elements and ignores others.
+                Some(Value::Array(_)) => None,
                 Some(_) => return Err(bad_range()),
             };
             Request::View {
@@ -218,8 +220,8 @@ fn bad_range() -> String {
     "Error: Parameter `view_range` must be a list of two integers [start, end]".to_owned()
 }
 
-/// The refusal for a path that names no file (or, for `view` and
-/// `delete`, no directory either).
+/// The refusal of `view`, `str_replace` and `insert` for a path that names
+/// nothing.
 pub fn not_found(path: &Target) -> String {
     format!(
         "The path {} does not exist. Please provide a valid path.",
@@ -227,12 +229,22 @@ pub fn not_found(path: &Target) -> String {
     )
 }
 
+/// The refusal of `delete` and `rename` for a path that names nothing.
+pub fn nothing_there(path: &Target) -> String {
+    format!("The path {} does not exist", path.shown)
+}
+
+/// The refusal of `str_replace` and `insert` for a directory.
+pub fn not_a_file(path: &Target) -> String {
+    format!("The path {} is not a file.", path.shown)
+}
+
 pub fn already_exists(path: &Target) -> String {
-    format!("Error: File {} already exists", path.shown)
+    format!("File {} already exists", path.shown)
 }
 
 pub fn destination_exists(path: &Target) -> String {
-    format!("Error: The destination {} already exists", path.shown)
+    format!("The destination {} already exists", path.shown)
 }
 
 pub fn root_not_deleted() -> String {
@@ -240,7 +252,7 @@ pub fn root_not_deleted() -> String {
 }
 
 pub fn root_not_renamed() -> String {
-    "Error: Cannot rename the /memories directory itself".to_owned()
+    "Cannot rename the /memories directory itself".to_owned()
 }
 
 pub fn into_itself(from: &Target, to: &Target) -> String {
@@ -271,10 +283,6 @@ pub fn bad_destination(from: &Target, to: &Target, why: &str) -> String {
     format!("Error: Cannot rename {} to {}: {why}", from.shown, to.shown)
 }
 
-pub fn view_range_of_directory() -> String {
-    "Error: The `view_range` parameter is not allowed when `path` points to a directory.".to_owned()
-}
-
 pub fn created(path: &Target) -> String {
     format!("File created successfully at: {}", path.shown)
 }
@@ -287,34 +295,26 @@ pub fn renamed(from: &Target, to: &Target) -> String {
     format!("Successfully renamed {} to {}", from.shown, to.shown)
 }
 
-/// A size the way `du -h` writes it: bytes below 1 KiB (`512B`), then one
-/// decimal below 10 (`1.5K`, `4.0K`), whole numbers above (`12K`), rounded
-/// up.
+/// A size as the SDK writes it: bytes below 1 KiB (`512B`), then the
+/// largest unit up to G, whole when it is whole (`2K`), else with one
+/// decimal, rounded (`1.5K`).
 pub fn human_size(bytes: u64) -> String {
-    if bytes < 1024 {
-        return format!("{bytes}B");
+    if bytes == 0 {
+        return "0B".to_owned();
     }
-    let mut value = bytes as f64;
-    let mut unit = 'B';
-    for next in ['K', 'M', 'G', 'T'] {
-        if value < 1024.0 && unit != 'B' {
-            break;
-        }
-        value /= 1024.0;
-        unit = next;
+    let unit = ((63 - bytes.leading_zeros()) / 10).min(3);
+    let size = bytes as f64 / 1024f64.powi(unit as i32);
+    let unit = ['B', 'K', 'M', 'G'][unit as usize];
+    if size.fract() == 0.0 {
+        format!("{}{unit}", size as u64)
+    } else {
+        format!("{size:.1}{unit}")
     }
-    if value < 10.0 {
-        let tenths = (value * 10.0).ceil() / 10.0;
-        if tenths < 10.0 {
-            return format!("{tenths:.1}{unit}");
-        }
-    }
-    format!("{}{unit}", value.ceil() as u64)
 }
 
 /// Whether a listing leaves an entry out, with everything under it.
-fn hidden(name: &str, is_dir: bool) -> bool {
-    name.starts_with('.') || (is_dir && name == "node_modules")
+fn hidden(name: &str) -> bool {
+    name.starts_with('.')
 }
 
 /// The answer to `view` of a directory: its entries two levels deep by
@@ -336,7 +336,7 @@ pub fn directory_listing(dir: &Target, files_under: &[(String, u64)]) -> String 
         let segments: Vec<&str> = rest.split('/').collect();
         for depth in 1..=segments.len().min(2) {
             let is_dir = depth < segments.len();
-            if hidden(segments[depth - 1], is_dir) {
+            if hidden(segments[depth - 1]) {
                 break;
             }
             let entry = entries
@@ -346,7 +346,7 @@ pub fn directory_listing(dir: &Target, files_under: &[(String, u64)]) -> String 
         }
     }
     let mut out = format!(
-        "Here're the files and directories up to 2 levels deep in {}, excluding hidden items and node_modules:\n{}\t{}",
+        "Here're the files and directories up to 2 levels deep in {}, excluding hidden items:\n{}\t{}",
         dir.shown,
         human_size(total),
         dir.shown
@@ -375,8 +375,10 @@ fn numbered<'a>(first: usize, lines: impl Iterator<Item = &'a str>) -> String {
         .join("\n")
 }
 
-/// The answer to `view` of a file: its lines numbered, all of them or the
-/// `[start, end]` range (1-based, `end` -1 for the last line).
+/// The answer to `view` of a file: its lines numbered, all of them or
+/// those of the range `[start, end]` as the SDK slices them: from line
+/// `start` (1 at least) to line `end` (-1: the last), past the end or
+/// before the start showing none.
 pub fn file_view(path: &Target, content: &str, range: Option<(i64, i64)>) -> Answer<String> {
     let lines: Vec<&str> = content.split('\n').collect();
     if lines.len() > MAX_LINES {
@@ -387,34 +389,23 @@ pub fn file_view(path: &Target, content: &str, range: Option<(i64, i64)>) -> Ans
     }
     let count = lines.len() as i64;
     let (start, end) = match range {
-        None => (1, count),
-        Some((start, end)) => {
-            let shown = format!("[{start}, {end}]");
-            if start < 1 || start > count {
-                return Err(format!(
-                    "Error: Invalid `view_range`: {shown}. Its first element `{start}` should be within the range of lines of the file: [1, {count}]"
-                ));
-            }
-            if end == -1 {
-                (start, count)
-            } else if end > count {
-                return Err(format!(
-                    "Error: Invalid `view_range`: {shown}. Its second element `{end}` should be smaller than the number of lines in the file: `{count}`"
-                ));
-            } else if end < start {
-                return Err(format!(
-                    "Error: Invalid `view_range`: {shown}. Its second element `{end}` should be larger or equal than its first `{start}`"
-                ));
-            } else {
-                (start, end)
-            }
+        None => (0, count),
+        Some((first, last)) => (first.max(1) - 1, if last == -1 { count } else { last }),
+    };
+    // Python's slice lines[start:end]: a negative end counts from the end.
+    let bound = |i: i64| {
+        if i < 0 {
+            (count + i).max(0)
+        } else {
+            i.min(count)
         }
     };
-    let shown = &lines[(start - 1) as usize..end as usize];
+    let (from, to) = (bound(start) as usize, bound(end) as usize);
+    let shown = if from < to { &lines[from..to] } else { &[][..] };
     Ok(format!(
         "Here's the content of {} with line numbers:\n{}",
         path.shown,
-        numbered(start as usize, shown.iter().copied())
+        numbered(start as usize + 1, shown.iter().copied())
     ))
 }
 
@@ -435,8 +426,10 @@ pub fn replace_once(
         }
         1 => {}
         _ => {
+            // Every place old starts, overlaps included, as the SDK lists them.
             let lines: Vec<String> = content
-                .match_indices(old)
+                .char_indices()
+                .filter(|(at, _)| content[*at..].starts_with(old))
                 .map(|(at, _)| (content[..at].matches('\n').count() + 1).to_string())
                 .collect();
             return Err(format!(
@@ -447,12 +440,11 @@ pub fn replace_once(
     }
     let at = content.find(old).unwrap_or(0);
     let edited = format!("{}{new}{}", &content[..at], &content[at + old.len()..]);
-    // The lines the new text spans, with two lines of context each side.
+    // The first line of the change, with two lines of context each side.
     let first = content[..at].matches('\n').count();
-    let last = first + new.matches('\n').count();
     let lines: Vec<&str> = edited.split('\n').collect();
     let from = first.saturating_sub(SNIPPET_CONTEXT);
-    let to = (last + SNIPPET_CONTEXT + 1).min(lines.len());
+    let to = (first + SNIPPET_CONTEXT + 1).min(lines.len());
     let answer = format!(
         "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n{}",
         numbered(from + 1, lines[from..to].iter().copied())
@@ -480,7 +472,7 @@ pub fn insert_lines(
     };
     if line < 0 || line > lines.len() as i64 {
         return Err(format!(
-            "Error: Invalid `insert_line` parameter: {line}. It should be within the range of lines of the file: [0, {}]",
+            "Invalid `insert_line` parameter: {line}. It should be within the range [0, {}].",
             lines.len()
         ));
     }
@@ -598,7 +590,7 @@ mod tests {
                 "Error: Parameter `insert_line` must be an integer",
             ),
             (
-                json!({"command": "view", "path": "/memories/a", "view_range": [1]}),
+                json!({"command": "view", "path": "/memories/a", "view_range": "1-2"}),
                 "Error: Parameter `view_range` must be a list of two integers [start, end]",
             ),
             (
@@ -624,17 +616,36 @@ mod tests {
     }
 
     #[test]
-    fn sizes_read_like_du() {
-        assert_eq!(human_size(0), "0B");
-        assert_eq!(human_size(1023), "1023B");
-        assert_eq!(human_size(1024), "1.0K");
-        assert_eq!(human_size(1536), "1.5K");
-        assert_eq!(human_size(1537), "1.6K");
-        assert_eq!(human_size(4096), "4.0K");
-        assert_eq!(human_size(10 * 1024 - 1), "10K");
-        assert_eq!(human_size(12 * 1024), "12K");
-        assert_eq!(human_size(1024 * 1024), "1.0M");
-        assert_eq!(human_size(5 * 1024 * 1024 * 1024), "5.0G");
+    fn a_range_of_one_element_is_ignored() {
+        let request = json!({"command": "view", "path": "/memories/a", "view_range": [1]});
+        assert_eq!(
+            parse(&request).unwrap(),
+            Request::View {
+                path: at("/memories/a"),
+                range: None
+            }
+        );
+    }
+
+    #[test]
+    fn sizes_read_as_the_sdk_writes_them() {
+        // Each value as the SDK's _format_file_size gives it.
+        for (bytes, shown) in [
+            (0, "0B"),
+            (1023, "1023B"),
+            (1024, "1K"),
+            (1536, "1.5K"),
+            (1537, "1.5K"),
+            (3182, "3.1K"),
+            (4096, "4K"),
+            (10 * 1024 - 1, "10.0K"),
+            (12 * 1024, "12K"),
+            (1024 * 1024, "1M"),
+            (5 * 1024 * 1024 * 1024, "5G"),
+            (3 * 1024u64.pow(4) / 2, "1536G"),
+        ] {
+            assert_eq!(human_size(bytes), shown, "{bytes}");
+        }
     }
 
     #[test]
@@ -653,19 +664,26 @@ mod tests {
         let listing = directory_listing(&at("/memories"), &files);
         assert_eq!(
             listing,
-            "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and node_modules:\n\
-             3.2K\t/memories\n\
-             3.0K\t/memories/a/\n\
-             1.0K\t/memories/a/deep/\n\
-             2.0K\t/memories/a/x.md\n\
-             100B\t/memories/a-b.md"
+            "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items:\n\
+             3.1K\t/memories\n\
+             3K\t/memories/a/\n\
+             1K\t/memories/a/deep/\n\
+             2K\t/memories/a/x.md\n\
+             100B\t/memories/a-b.md\n\
+             10B\t/memories/node_modules/\n\
+             10B\t/memories/node_modules/m.js"
         );
         let sub: Vec<(String, u64)> = files
             .into_iter()
             .filter(|(p, _)| p.starts_with("/a/"))
             .collect();
         let listing = directory_listing(&at("/memories/a"), &sub);
-        assert!(listing.ends_with("3.0K\t/memories/a\n1.0K\t/memories/a/deep/\n1.0K\t/memories/a/deep/er/\n2.0K\t/memories/a/x.md"), "{listing}");
+        assert!(
+            listing.ends_with(
+                "3K\t/memories/a\n1K\t/memories/a/deep/\n1K\t/memories/a/deep/er/\n2K\t/memories/a/x.md"
+            ),
+            "{listing}"
+        );
     }
 
     #[test]
@@ -683,17 +701,27 @@ mod tests {
             file_view(&p, "one\ntwo\nthree", Some((2, 2))).unwrap(),
             "Here's the content of /memories/n.md with line numbers:\n     2\ttwo"
         );
+        // As the SDK slices: the start is 1 at least, an end past the
+        // file stops at its last line, an empty slice shows no line.
+        let head = "Here's the content of /memories/n.md with line numbers:\n";
+        for (range, lines) in [
+            ((0, 1), "     1\ta"),
+            ((-5, -1), "     1\ta\n     2\tb"),
+            ((1, 100), "     1\ta\n     2\tb"),
+            ((2, 1), ""),
+            ((4, 10), ""),
+            ((1, -2), ""),
+            ((1, -3), ""),
+        ] {
+            assert_eq!(
+                file_view(&p, "a\nb", Some(range)).unwrap(),
+                format!("{head}{lines}"),
+                "{range:?}"
+            );
+        }
         assert_eq!(
-            file_view(&p, "a\nb", Some((0, 1))).unwrap_err(),
-            "Error: Invalid `view_range`: [0, 1]. Its first element `0` should be within the range of lines of the file: [1, 2]"
-        );
-        assert_eq!(
-            file_view(&p, "a\nb", Some((1, 3))).unwrap_err(),
-            "Error: Invalid `view_range`: [1, 3]. Its second element `3` should be smaller than the number of lines in the file: `2`"
-        );
-        assert_eq!(
-            file_view(&p, "a\nb", Some((2, 1))).unwrap_err(),
-            "Error: Invalid `view_range`: [2, 1]. Its second element `1` should be larger or equal than its first `2`"
+            file_view(&p, "a\nb\nc", Some((1, -2))).unwrap(),
+            format!("{head}     1\ta")
         );
         let huge = "\n".repeat(MAX_LINES);
         assert_eq!(
@@ -710,7 +738,7 @@ mod tests {
         assert_eq!(edited, "1\n2\n3\nnew\nnewer\n5\n6\n7");
         assert_eq!(
             answer,
-            "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     2\t2\n     3\t3\n     4\tnew\n     5\tnewer\n     6\t5\n     7\t6"
+            "The memory file has been edited. Here is the snippet showing the change (with line numbers):\n     2\t2\n     3\t3\n     4\tnew\n     5\tnewer\n     6\t5"
         );
         assert_eq!(
             replace_once(&p, text, "nope", "x").unwrap_err(),
@@ -719,6 +747,11 @@ mod tests {
         assert_eq!(
             replace_once(&p, "a\nb a\na", "a", "x").unwrap_err(),
             "No replacement was performed. Multiple occurrences of old_str `a` in lines: 1, 2, 3. Please ensure it is unique"
+        );
+        // Overlapping places are listed, as the SDK finds them.
+        assert_eq!(
+            replace_once(&p, "aaaa", "aa", "x").unwrap_err(),
+            "No replacement was performed. Multiple occurrences of old_str `aa` in lines: 1, 1, 1. Please ensure it is unique"
         );
         // At the top, the snippet starts at line 1.
         let (_, answer) = replace_once(&p, "x\ny", "x", "z").unwrap();
@@ -743,7 +776,7 @@ mod tests {
         assert_eq!(insert_lines(&p, "", 0, "first").unwrap().0, "first\n");
         assert_eq!(
             insert_lines(&p, "a\nb\n", 3, "x").unwrap_err(),
-            "Error: Invalid `insert_line` parameter: 3. It should be within the range of lines of the file: [0, 2]"
+            "Invalid `insert_line` parameter: 3. It should be within the range [0, 2]."
         );
         assert!(insert_lines(&p, "a", -1, "x").is_err());
     }
