@@ -96,8 +96,10 @@ fn as_given(raw: &str) -> String {
 }
 
 /// Map a path of the tool to the scope's path. It must be `/memories` or
-/// lie under it; the rest follows the memory tool's path rules, and a
-/// `..` segment or a percent-encoded dot is an attempt to escape.
+/// lie under it. `.` and `..` segments are resolved as the SDK resolves
+/// them (there are no links to follow), and a `..` above `/memories` is an
+/// attempt to escape; the rest follows the memory tool's path rules. The
+/// path is shown as given, as the SDK echoes it.
 pub fn target(raw: &str) -> Answer<Target> {
     let rest = match raw.strip_prefix(ROOT) {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
@@ -108,22 +110,28 @@ pub fn target(raw: &str) -> Answer<Target> {
             ));
         }
     };
-    let escapes =
-        rest.split('/').any(|segment| segment == "..") || rest.to_ascii_lowercase().contains("%2e");
-    if escapes {
-        return Err(format!(
-            "Path {} would escape /memories directory",
-            as_given(raw)
-        ));
+    let mut segments: Vec<&str> = Vec::new();
+    for segment in rest.split('/') {
+        match segment {
+            "" | "." => {}
+            ".." => {
+                if segments.pop().is_none() {
+                    return Err(format!(
+                        "Path {} would escape /memories directory",
+                        as_given(raw)
+                    ));
+                }
+            }
+            name => segments.push(name),
+        }
     }
-    let stored = files::normalise_path(rest)
-        .map_err(|e| format!("Error: Invalid path {}: {}", as_given(raw), e.message))?;
-    let shown = if stored == "/" {
-        ROOT.to_owned()
-    } else {
-        format!("{ROOT}{stored}")
-    };
-    Ok(Target { shown, stored })
+    let resolved = format!("/{}", segments.join("/"));
+    let stored = files::normalise_path(&resolved)
+        .map_err(|e| format!("The path {} cannot be stored: {}", as_given(raw), e.message))?;
+    Ok(Target {
+        shown: as_given(raw),
+        stored,
+    })
 }
 
 /// Check one request: `{command, path, ...}` with the arguments the
@@ -131,16 +139,16 @@ pub fn target(raw: &str) -> Answer<Target> {
 pub fn parse(request: &serde_json::Value) -> Answer<Request> {
     use serde_json::Value;
     let Value::Object(fields) = request else {
-        return Err("Error: The request must be a JSON object".to_owned());
+        return Err("The request must be a JSON object".to_owned());
     };
     let command = match fields.get("command") {
         Some(Value::String(c)) => c.as_str(),
-        None | Some(Value::Null) => return Err("Error: Parameter `command` is required".to_owned()),
-        Some(_) => return Err("Error: Parameter `command` must be a string".to_owned()),
+        None | Some(Value::Null) => return Err("Parameter `command` is required".to_owned()),
+        Some(_) => return Err("Parameter `command` must be a string".to_owned()),
     };
     if !COMMANDS.contains(&command) {
         return Err(format!(
-            "Error: Unrecognized command {}. The allowed commands are: {}",
+            "Unrecognized command {}. The allowed commands are: {}",
             as_given(command),
             COMMANDS.join(", ")
         ));
@@ -149,20 +157,20 @@ pub fn parse(request: &serde_json::Value) -> Answer<Request> {
         match fields.get(name) {
             Some(Value::String(s)) => Ok(s.clone()),
             None | Some(Value::Null) => Err(format!(
-                "Error: Parameter `{name}` is required for command: {command}"
+                "Parameter `{name}` is required for command: {command}"
             )),
-            Some(_) => Err(format!("Error: Parameter `{name}` must be a string")),
+            Some(_) => Err(format!("Parameter `{name}` must be a string")),
         }
     };
     let integer = |name: &str| -> Answer<i64> {
         match fields.get(name) {
             Some(Value::Number(n)) => n
                 .as_i64()
-                .ok_or_else(|| format!("Error: Parameter `{name}` must be an integer")),
+                .ok_or_else(|| format!("Parameter `{name}` must be an integer")),
             None | Some(Value::Null) => Err(format!(
-                "Error: Parameter `{name}` is required for command: {command}"
+                "Parameter `{name}` is required for command: {command}"
             )),
-            Some(_) => Err(format!("Error: Parameter `{name}` must be an integer")),
+            Some(_) => Err(format!("Parameter `{name}` must be an integer")),
         }
     };
     let path = |name: &str| -> Answer<Target> { target(&text(name)?) };
@@ -193,7 +201,7 @@ pub fn parse(request: &serde_json::Value) -> Answer<Request> {
             let path = path("path")?;
             let old = text("old_str")?;
             if old.is_empty() {
-                return Err("Error: Parameter `old_str` must not be empty".to_owned());
+                return Err("Parameter `old_str` must not be empty".to_owned());
             }
             Request::StrReplace {
                 path,
@@ -217,7 +225,7 @@ pub fn parse(request: &serde_json::Value) -> Answer<Request> {
 }
 
 fn bad_range() -> String {
-    "Error: Parameter `view_range` must be a list of two integers [start, end]".to_owned()
+    "Parameter `view_range` must be a list of two integers [start, end]".to_owned()
 }
 
 /// The refusal of `view`, `str_replace` and `insert` for a path that names
@@ -256,31 +264,28 @@ pub fn root_not_renamed() -> String {
 }
 
 pub fn into_itself(from: &Target, to: &Target) -> String {
-    format!(
-        "Error: Cannot move {} into itself ({})",
-        from.shown, to.shown
-    )
+    format!("Cannot move {} into itself ({})", from.shown, to.shown)
 }
 
 pub fn file_above(path: &Target) -> String {
-    format!("Error: A directory on the way to {} is a file", path.shown)
+    format!("A directory on the way to {} is a file", path.shown)
 }
 
 pub fn too_big(path: &Target, bytes: usize, max_bytes: i64) -> String {
     format!(
-        "Error: File {} would have {bytes} bytes; at most {max_bytes} are allowed (agent_memory.max_file_bytes)",
+        "File {} would have {bytes} bytes; at most {max_bytes} are allowed (agent_memory.max_file_bytes)",
         path.shown
     )
 }
 
 pub fn memory_full(max_files: i64) -> String {
     format!(
-        "Error: Memory is full: it holds {max_files} files, the most allowed (agent_memory.max_files_per_scope)"
+        "Memory is full: it holds {max_files} files, the most allowed (agent_memory.max_files_per_scope)"
     )
 }
 
 pub fn bad_destination(from: &Target, to: &Target, why: &str) -> String {
-    format!("Error: Cannot rename {} to {}: {why}", from.shown, to.shown)
+    format!("Cannot rename {} to {}: {why}", from.shown, to.shown)
 }
 
 pub fn created(path: &Target) -> String {
@@ -503,11 +508,16 @@ mod tests {
             }
         );
         assert_eq!(at("/memories/").stored, "/");
+        // Shown as given, stored normalised.
         let t = at("/memories//notes///a.md/");
         assert_eq!(
             (t.shown.as_str(), t.stored.as_str()),
-            ("/memories/notes/a.md", "/notes/a.md")
+            ("/memories//notes///a.md/", "/notes/a.md")
         );
+        // . and .. resolve inside /memories, as the SDK resolves them.
+        assert_eq!(at("/memories/a/../b.txt").stored, "/b.txt");
+        assert_eq!(at("/memories/./a/.").stored, "/a");
+        assert_eq!(at("/memories/a/..").stored, "/");
         // NFC: two spellings of é reach one file.
         assert_eq!(
             at("/memories/cafe\u{301}").stored,
@@ -523,31 +533,26 @@ mod tests {
                 format!("Path must start with /memories, got: {raw}")
             );
         }
-        for raw in [
-            "/memories/../etc",
-            "/memories/a/../../x",
-            "/memories/%2E%2E/x",
-            "/memories/..",
-        ] {
+        for raw in ["/memories/../etc", "/memories/a/../../x", "/memories/.."] {
             assert_eq!(
                 target(raw).unwrap_err(),
                 format!("Path {raw} would escape /memories directory")
             );
         }
+        // A name the store refuses is refused with the rule it breaks.
+        assert_eq!(
+            target("/memories/%2E%2E/x").unwrap_err(),
+            "The path /memories/%2E%2E/x cannot be stored: path must not contain percent-encoded dots, slashes or backslashes"
+        );
         let err = target("/memories/a\u{0}b").unwrap_err();
         assert!(
-            err.starts_with("Error: Invalid path /memories/a\\u{0}b: "),
+            err.starts_with("The path /memories/a\\u{0}b cannot be stored: "),
             "{err}"
         );
         assert!(
             target("/memories/a\\b")
                 .unwrap_err()
                 .contains("backslashes")
-        );
-        assert!(
-            target("/memories/./a")
-                .unwrap_err()
-                .starts_with("Error: Invalid path")
         );
     }
 
@@ -563,47 +568,47 @@ mod tests {
             }
         );
         let cases = [
-            (json!([]), "Error: The request must be a JSON object"),
-            (json!({}), "Error: Parameter `command` is required"),
+            (json!([]), "The request must be a JSON object"),
+            (json!({}), "Parameter `command` is required"),
             (
                 json!({"command": 3}),
-                "Error: Parameter `command` must be a string",
+                "Parameter `command` must be a string",
             ),
             (
                 json!({"command": "cat"}),
-                "Error: Unrecognized command cat. The allowed commands are: view, create, str_replace, insert, delete, rename",
+                "Unrecognized command cat. The allowed commands are: view, create, str_replace, insert, delete, rename",
             ),
             (
                 json!({"command": "create", "path": "/memories/a"}),
-                "Error: Parameter `file_text` is required for command: create",
+                "Parameter `file_text` is required for command: create",
             ),
             (
                 json!({"command": "create", "path": "/memories/a", "file_text": 1}),
-                "Error: Parameter `file_text` must be a string",
+                "Parameter `file_text` must be a string",
             ),
             (
                 json!({"command": "insert", "path": "/memories/a", "insert_line": "2", "insert_text": ""}),
-                "Error: Parameter `insert_line` must be an integer",
+                "Parameter `insert_line` must be an integer",
             ),
             (
                 json!({"command": "insert", "path": "/memories/a", "insert_line": 1.5, "insert_text": ""}),
-                "Error: Parameter `insert_line` must be an integer",
+                "Parameter `insert_line` must be an integer",
             ),
             (
                 json!({"command": "view", "path": "/memories/a", "view_range": "1-2"}),
-                "Error: Parameter `view_range` must be a list of two integers [start, end]",
+                "Parameter `view_range` must be a list of two integers [start, end]",
             ),
             (
                 json!({"command": "str_replace", "path": "/memories/a", "old_str": "", "new_str": "x"}),
-                "Error: Parameter `old_str` must not be empty",
+                "Parameter `old_str` must not be empty",
             ),
             (
                 json!({"command": "str_replace", "path": "/memories/a", "old_str": "x"}),
-                "Error: Parameter `new_str` is required for command: str_replace",
+                "Parameter `new_str` is required for command: str_replace",
             ),
             (
                 json!({"command": "rename", "old_path": "/memories/a"}),
-                "Error: Parameter `new_path` is required for command: rename",
+                "Parameter `new_path` is required for command: rename",
             ),
             (
                 json!({"command": "delete", "path": "/tmp/a"}),
