@@ -130,14 +130,30 @@ fn delete(client: Client, scope: &str, path: &Target) -> SqlResult<Answer<String
     Ok(Ok(claude::deleted(path)))
 }
 
+/// Rename a file or a directory. The refusals come in the SDK's order:
+/// the root, then a destination that exists, then a source that does not.
 fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<Answer<String>> {
     if from.is_root() {
         return Ok(Err(claude::root_not_renamed()));
     }
-    if to.stored.starts_with(&files::under(&from.stored)) {
-        return Ok(Err(claude::into_itself(from, to)));
-    }
     let range = |t: &Target| [files::under(&t.stored), files::under_end(&t.stored)];
+    let [to_under, to_end] = range(to);
+    let above = files::ancestors(&to.stored);
+    let table = DESTINATION.run(
+        client,
+        &[
+            scope.into(),
+            to.stored.as_str().into(),
+            to_under.as_str().into(),
+            to_end.as_str().into(),
+            above.into(),
+        ],
+    )?;
+    let row = table.first();
+    if to.is_root() || row.value::<bool>(1)? == Some(true) {
+        return Ok(Err(claude::destination_exists(to)));
+    }
+    let file_above = row.value::<bool>(2)? == Some(true);
     let [from_under, from_end] = range(from);
     let table = MOVING.run(
         client,
@@ -155,8 +171,11 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
     if moving.is_empty() {
         return Ok(Err(claude::nothing_there(from)));
     }
-    if to.is_root() || to.stored == from.stored {
-        return Ok(Err(claude::destination_exists(to)));
+    if to.stored.starts_with(&files::under(&from.stored)) {
+        return Ok(Err(claude::into_itself(from, to)));
+    }
+    if file_above {
+        return Ok(Err(claude::file_above(to)));
     }
     // Every moved path must be a valid path at its new place.
     for path in &moving {
@@ -164,25 +183,6 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
         if let Err(refused) = files::normalise_path(&moved) {
             return Ok(Err(claude::bad_destination(from, to, &refused.message)));
         }
-    }
-    let [to_under, to_end] = range(to);
-    let above = files::ancestors(&to.stored);
-    let table = DESTINATION.run(
-        client,
-        &[
-            scope.into(),
-            to.stored.as_str().into(),
-            to_under.as_str().into(),
-            to_end.as_str().into(),
-            above.into(),
-        ],
-    )?;
-    let row = table.first();
-    if row.value::<bool>(1)? == Some(true) {
-        return Ok(Err(claude::destination_exists(to)));
-    }
-    if row.value::<bool>(2)? == Some(true) {
-        return Ok(Err(claude::file_above(to)));
     }
     let prefix_chars = from.stored.chars().count() as i32;
     MOVE.run(

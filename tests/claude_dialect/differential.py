@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 import psycopg
-from anthropic.lib.tools import BetaLocalFilesystemMemoryTool
+from anthropic.tools.memory import BetaLocalFilesystemMemoryTool
 from anthropic.lib.tools._beta_functions import ToolError
 
 # Sequences written by hand: the cases the SDK is known to treat leniently
