@@ -103,7 +103,7 @@ fn of_concurrent_creates_of_one_path_one_wins() {
             .count();
         let refused = answers
             .iter()
-            .filter(|a| a[r] == format!("Error: File /memories/race/{r}.md already exists"))
+            .filter(|a| a[r] == format!("File /memories/race/{r}.md already exists"))
             .count();
         assert_eq!((created, refused), (1, CREATORS - 1), "round {r}");
     }
