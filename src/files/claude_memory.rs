@@ -206,7 +206,7 @@ fn answer(scope: Option<&str>, request: &serde_json::Value) -> SqlResult<Answer<
         Err(refused) => return Ok(Err(refused)),
     };
     let Some(scope) = scope.filter(|s| !s.is_empty()) else {
-        return Ok(Err("Error: No memory scope was given".to_owned()));
+        return Ok(Err("No memory scope was given".to_owned()));
     };
     Spi::connect_mut(|client| match &request {
         Request::View { path, range } => view(client, scope, path, *range),
@@ -230,7 +230,7 @@ fn claude_memory(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult
         Some(Ok(request)) => request,
         Some(Err(TooDeep)) => {
             return Ok(format!(
-                "Error: The request nests more than {} levels",
+                "The request nests more than {} levels",
                 jsonb::MAX_DEPTH
             ));
         }

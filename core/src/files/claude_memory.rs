@@ -4,11 +4,12 @@
 //! and the exact texts of the answers.
 //!
 //! `/memories/notes/a.md` is the file `/notes/a.md` of the scope, so Claude
-//! and the JSON memory tool share one tree. The texts are those of
-//! Anthropic's memory tool documentation; where the documentation gives
-//! none, those of the SDK's reference implementation
-//! (`BetaLocalFilesystemMemoryTool`); the few refusals neither has (a size
-//! or file-count limit, a malformed request) start with `Error:`.
+//! and the JSON memory tool share one tree. Answers are those of Anthropic's
+//! SDK tool (`BetaLocalFilesystemMemoryTool`) text for text: paths are echoed
+//! as Claude gave them, `.` and `..` resolve inside `/memories`, and view
+//! ranges are read as the SDK reads them. The refusals the SDK has no text
+//! for (a size or file-count limit, a name the scope cannot store, a
+//! malformed request) are plain sentences, as the SDK's own refusals are.
 //!
 //! Every answer is `Ok(text)` or `Err(text)`: the `Err` texts are what a
 //! `tool_result` sends back with `is_error: true`.

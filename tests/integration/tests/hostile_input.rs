@@ -1253,7 +1253,7 @@ fn inputs_that_were_internal_errors_have_their_sqlstate() {
             "54000",
         ),
         // The tools answer a request too deep in their own format (an
-        // EINVAL envelope, an "Error:" text), as any bad request.
+        // EINVAL envelope, a refusal text), as any bad request.
         (
             format!(
                 "SELECT agent_memory.memory_tool('[\"M\"]', jsonb_build_object('path', {}))",
