@@ -2,7 +2,8 @@
 -- column recall matches (rewriting the table once) and its GIN index;
 -- recall, recall_rebuild and the table of recall's settings come; the
 -- tenant policies lose their sub-select and the session_id columns their
--- domain, both for Citus. Run by ALTER EXTENSION agent_memory UPDATE;
+-- domain, both for Citus; Claude's dialect gets a table of the empty
+-- directories it keeps. Run by ALTER EXTENSION agent_memory UPDATE;
 -- scripts/upgrade_test.sh checks that the result equals a fresh 0.3.0
 -- install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.3.0'" to load this file. \quit
@@ -237,3 +238,21 @@ COMMENT ON VIEW agent_memory.message_thread_stats IS
 ALTER VIEW agent_memory.message_thread_stats SET (security_invoker = true);
 GRANT SELECT ON agent_memory.message_thread_stats TO agent_memory_reader;
 GRANT INSERT, UPDATE, DELETE ON agent_memory.message_thread_stats TO agent_memory_writer;
+
+-- The directories Claude's dialect keeps with no file under them
+-- (sql/schema.sql), with their tenant policy and grants.
+CREATE TABLE agent_memory.memory_directories (
+    scope  text COLLATE "C" NOT NULL,
+    path   agent_memory.memory_path NOT NULL,
+    tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant(),
+    PRIMARY KEY (scope, path, tenant)
+);
+COMMENT ON TABLE agent_memory.memory_directories IS
+    'Memory tool directories Claude''s dialect keeps with no file under them: one row per such directory of a scope';
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_directories', '');
+CREATE POLICY tenant_rows ON agent_memory.memory_directories
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+ALTER TABLE agent_memory.memory_directories ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+GRANT SELECT ON agent_memory.memory_directories TO agent_memory_reader;
+GRANT INSERT, UPDATE, DELETE ON agent_memory.memory_directories TO agent_memory_writer;

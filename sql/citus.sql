@@ -108,6 +108,8 @@ SELECT create_distributed_table('agent_memory.memory_files', 'scope', colocate_w
 WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.memory_files'::regclass);
 SELECT create_distributed_table('agent_memory.memory_scopes', 'scope', colocate_with => 'agent_memory.memory_files')
 WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.memory_scopes'::regclass);
+SELECT create_distributed_table('agent_memory.memory_directories', 'scope', colocate_with => 'agent_memory.memory_files')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.memory_directories'::regclass);
 
 -- cleanup_runs stays a plain local table on each node. It holds history
 -- of the node it is on, has an identity column, and nothing joins it to
@@ -140,6 +142,7 @@ ALTER TABLE agent_memory.graph_nodes OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.graph_node_versions OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_files OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_scopes OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_directories OWNER TO agent_memory_owner;
 
 -- ---------------------------------------------------------------------
 -- Functions. A call written as SELECT agent_memory.f(...), whose
@@ -262,7 +265,8 @@ DECLARE
         ['agent_memory.graph_nodes',         'owner',      'agent_memory.graph_nodes'],
         ['agent_memory.graph_node_versions', 'owner',      'agent_memory.graph_nodes'],
         ['agent_memory.memory_files',        'scope',      'agent_memory.memory_files'],
-        ['agent_memory.memory_scopes',       'scope',      'agent_memory.memory_files']];
+        ['agent_memory.memory_scopes',       'scope',      'agent_memory.memory_files'],
+        ['agent_memory.memory_directories',  'scope',      'agent_memory.memory_files']];
     i integer;
     got_column text;
     got_group integer;

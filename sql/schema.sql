@@ -294,7 +294,8 @@ COMMENT ON TABLE agent_memory.graph_node_versions IS
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.graph_node_versions', '');
 
 -- The memory tool: text files per scope, addressed by
--- normalised paths; directories exist through the files under them. Paths
+-- normalised paths; directories exist through the files under them (and,
+-- for Claude's dialect, through memory_directories). Paths
 -- are C-collated so that the files under /a are exactly the range
 -- ['/a/', '/a0'): '0' is the byte after '/'.
 CREATE TABLE agent_memory.memory_files (
@@ -324,7 +325,9 @@ SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_files', '');
 -- leave it (so they never queue on this row), and a creation that finds the
 -- bound at agent_memory.max_files_per_scope counts the scope's files
 -- exactly, under this row's lock, before it refuses. The limit costs one
--- row per creation and a count only near the limit.
+-- row per creation and a count only near the limit. Claude's dialect
+-- locks the row before a delete too, and removes it with the scope's last
+-- file or directory.
 CREATE TABLE agent_memory.memory_scopes (
     scope  text COLLATE "C" NOT NULL,
     files  agent_memory.file_count NOT NULL DEFAULT 0,
@@ -336,6 +339,25 @@ COMMENT ON TABLE agent_memory.memory_scopes IS
     'Memory tool scopes: an upper bound of how many files each holds (exact after a count at the limit)';
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_scopes', '');
+
+-- Directories Claude's dialect keeps with no file under them, as a file
+-- system keeps the directory its last file left: a row at /a/b means that
+-- /a and /a/b exist. Only claude_memory makes one (a delete or a rename
+-- that empties a directory, a rename's new parent), and each counts in
+-- memory_scopes.files as a file does, so a scope holds at most
+-- agent_memory.max_files_per_scope files and directories together.
+-- Deleting the directory, or one above it, in either dialect removes it.
+CREATE TABLE agent_memory.memory_directories (
+    scope  text COLLATE "C" NOT NULL,
+    path   agent_memory.memory_path NOT NULL,
+    tenant text COLLATE "C" NOT NULL,
+    PRIMARY KEY (scope, path, tenant)
+);
+
+COMMENT ON TABLE agent_memory.memory_directories IS
+    'Memory tool directories Claude''s dialect keeps with no file under them: one row per such directory of a scope';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_directories', '');
 
 -- The secret that names each tenant's notification channel (see
 -- notify_channel()): no role but the owner may read it, so no tenant can

@@ -40,6 +40,7 @@ ALTER TABLE agent_memory.graph_nodes ALTER COLUMN tenant SET DEFAULT agent_memor
 ALTER TABLE agent_memory.graph_node_versions ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.memory_files ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.memory_scopes ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.memory_directories ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 
 -- One policy per table. visible_tenant() is called as a plain function, not
 -- through a sub-select: Citus refuses sub-selects in the policies of
@@ -72,6 +73,9 @@ CREATE POLICY tenant_rows ON agent_memory.memory_files
 CREATE POLICY tenant_rows ON agent_memory.memory_scopes
     USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
     WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+CREATE POLICY tenant_rows ON agent_memory.memory_directories
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 
 ALTER TABLE agent_memory.sessions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.kv_entries ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
@@ -82,6 +86,7 @@ ALTER TABLE agent_memory.graph_nodes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL 
 ALTER TABLE agent_memory.graph_node_versions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_files ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_scopes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_directories ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 -- Read by the extension as its owner only (see notify_channel()).
 ALTER TABLE agent_memory.notify_secret OWNER TO agent_memory_owner;
 -- Written by the extension as its owner only: roles may read the runs.

@@ -87,7 +87,7 @@ fn claude_tool(request: &Value) {
             check_target(&path);
             let _ = claude::file_view(&path, content, range);
             let _ = claude::file_view(&path, content, None);
-            let listing = claude::directory_listing(&path, &files_under(request, &path));
+            let listing = claude::directory_listing(&path, &files_under(request, &path), &[]);
             assert!(listing.starts_with("Here're the files and directories"));
         }
         Request::Create { path, text } => {

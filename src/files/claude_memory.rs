@@ -47,25 +47,29 @@ fn view(
             return Ok(answer);
         }
     }
-    let table = SIZES_UNDER.read(
+    let table = LISTED.read(
         client,
         &[
             scope.into(),
             files::under(&path.stored).into(),
             files::under_end(&path.stored).into(),
+            path.stored.as_str().into(),
         ],
     )?;
     let mut sizes = Vec::with_capacity(table.len());
+    let mut kept = Vec::new();
     for row in table {
-        let file = row.value::<String>(1)?.unwrap_or_default();
-        let bytes = row.value::<i64>(2)?.unwrap_or(0);
-        sizes.push((file, bytes.max(0) as u64));
+        let entry = row.value::<String>(1)?.unwrap_or_default();
+        match row.value::<i64>(2)? {
+            Some(bytes) => sizes.push((entry, bytes.max(0) as u64)),
+            None => kept.push(entry),
+        }
     }
-    if sizes.is_empty() && !path.is_root() {
+    if sizes.is_empty() && kept.is_empty() && !path.is_root() {
         return Ok(Err(claude::not_found(path)));
     }
     // The range of a directory is ignored, as the SDK ignores it.
-    Ok(Ok(claude::directory_listing(path, &sizes)))
+    Ok(Ok(claude::directory_listing(path, &sizes, &kept)))
 }
 
 fn create(client: Client, scope: &str, path: &Target, text: &str) -> SqlResult<Answer<String>> {
@@ -120,22 +124,38 @@ fn edit(
     Ok(Ok(answer))
 }
 
+/// Delete a file or a directory; the directory it was in stays, empty or
+/// not, as on the SDK's file system. A scope left with nothing loses its
+/// row in memory_scopes.
 fn delete(client: Client, scope: &str, path: &Target) -> SqlResult<Answer<String>> {
     if path.is_root() {
         return Ok(Err(claude::root_not_deleted()));
     }
-    if store::delete_path(client, scope, &path.stored)?.files == 0 {
+    store::lock_scope(client, scope)?;
+    let deleted = store::delete_path(client, scope, &path.stored)?;
+    if deleted.files == 0 && deleted.dirs == 0 {
         return Ok(Err(claude::nothing_there(path)));
+    }
+    let parent = files::parent(&path.stored);
+    if parent == "/" {
+        // The scope may be empty now: its row goes with its last file.
+        store::forget_scope_if_empty(client, scope)?;
+    } else {
+        store::keep_directory(client, scope, parent)?;
     }
     Ok(Ok(claude::deleted(path)))
 }
 
 /// Rename a file or a directory. The refusals come in the SDK's order:
 /// the root, then a destination that exists, then a source that does not.
+/// The SDK makes the destination's directory before it moves anything, so
+/// a rename refused after that leaves the directory; the source's
+/// directory stays after a move, empty or not.
 fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<Answer<String>> {
     if from.is_root() {
         return Ok(Err(claude::root_not_renamed()));
     }
+    store::lock_scope(client, scope)?;
     let range = |t: &Target| [files::under(&t.stored), files::under_end(&t.stored)];
     let [to_under, to_end] = range(to);
     let above = files::ancestors(&to.stored);
@@ -153,17 +173,42 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
     if to.is_root() || row.value::<bool>(1)? == Some(true) {
         return Ok(Err(claude::destination_exists(to)));
     }
-    let file_above = row.value::<bool>(2)? == Some(true);
-    let [from_under, from_end] = range(from);
-    let table = MOVING.run(
-        client,
-        &[
+    if row.value::<bool>(2)? == Some(true) {
+        // The SDK fails making the destination's directory, unless that
+        // directory is the file: then it goes on to the source, and fails
+        // moving it (or finds it missing).
+        let parent = files::parent(&to.stored);
+        let source_missing = store::file_bytes(client, scope, &from.stored)?.is_none()
+            && !store::is_directory(client, scope, &from.stored)?;
+        if source_missing && store::file_bytes(client, scope, parent)?.is_some() {
+            return Ok(Err(claude::nothing_there(from)));
+        }
+        return Ok(Err(claude::file_above(to)));
+    }
+    let answer = move_tree(client, scope, from, to)?;
+    let stays = if answer.is_ok() {
+        &from.stored
+    } else {
+        &to.stored
+    };
+    store::keep_directory(client, scope, files::parent(stays))?;
+    Ok(answer)
+}
+
+/// Move the file or directory `from` to `to`, a free path with no file
+/// above it: its files and the directories kept in it.
+fn move_tree(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<Answer<String>> {
+    let from_under = files::under(&from.stored);
+    let from_end = files::under_end(&from.stored);
+    let moving_args = || -> [pgrx::datum::DatumWithOid<'_>; 4] {
+        [
             scope.into(),
             from.stored.as_str().into(),
             from_under.as_str().into(),
             from_end.as_str().into(),
-        ],
-    )?;
+        ]
+    };
+    let table = MOVING.run(client, &moving_args())?;
     let mut moving = Vec::with_capacity(table.len());
     for row in table {
         moving.push(row.value::<String>(1)?.unwrap_or_default());
@@ -171,11 +216,8 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
     if moving.is_empty() {
         return Ok(Err(claude::nothing_there(from)));
     }
-    if to.stored.starts_with(&files::under(&from.stored)) {
+    if to.stored.starts_with(&from_under) {
         return Ok(Err(claude::into_itself(from, to)));
-    }
-    if file_above {
-        return Ok(Err(claude::file_above(to)));
     }
     // Every moved path must be a valid path at its new place.
     for path in &moving {
@@ -185,13 +227,14 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
         }
     }
     let prefix_chars = from.stored.chars().count() as i32;
+    let [scope_arg, from_arg, under_arg, end_arg] = moving_args();
     MOVE.run(
         client,
         &[
-            scope.into(),
-            from.stored.as_str().into(),
-            from_under.as_str().into(),
-            from_end.as_str().into(),
+            scope_arg,
+            from_arg,
+            under_arg,
+            end_arg,
             to.stored.as_str().into(),
             prefix_chars.into(),
         ],
@@ -280,34 +323,50 @@ static WRITE_FILE: Statement = Statement {
     writes: true,
 };
 
-/// The files of a directory (the range [$2, $3)) with their sizes, which
-/// `octet_length` reads without detoasting the contents.
-static SIZES_UNDER: Statement = Statement {
-    sql: "SELECT f.path, pg_catalog.octet_length(f.content)::int8 FROM agent_memory.memory_files f
+/// What a view of directory $4 lists: its files (the range [$2, $3)) with
+/// their sizes, which `octet_length` reads without detoasting the
+/// contents, and the directories kept at it or under it, with no size.
+static LISTED: Statement = Statement {
+    sql: "SELECT f.path::text, pg_catalog.octet_length(f.content)::int8 FROM agent_memory.memory_files f
           WHERE f.scope = $1 AND f.path >= $2 AND f.path < $3
-            AND f.tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, TEXT],
+            AND f.tenant = agent_memory.caller_tenant()
+          UNION ALL
+          SELECT d.path::text, NULL FROM agent_memory.memory_directories d
+          WHERE d.scope = $1 AND d.path >= $4 AND d.path < $3 AND (d.path = $4 OR d.path >= $2)
+            AND d.tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT, TEXT, TEXT],
     writes: false,
 };
 
-/// The files a rename moves: the file $2 or the directory's files in
-/// [$3, $4), locked.
+/// What a rename moves, locked: the file $2 or the directory's files in
+/// [$3, $4), and the directories kept at $2 or in [$3, $4).
 static MOVING: Statement = Statement {
-    sql: "SELECT f.path FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
-            AND f.tenant = agent_memory.caller_tenant()
-          FOR UPDATE",
+    sql: "WITH moving_files AS (
+              SELECT f.path::text FROM agent_memory.memory_files f
+              WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
+                AND f.tenant = agent_memory.caller_tenant()
+              FOR UPDATE),
+          moving_directories AS (
+              SELECT d.path::text FROM agent_memory.memory_directories d
+              WHERE d.scope = $1 AND d.path >= $2 AND d.path < $4 AND (d.path = $2 OR d.path >= $3)
+                AND d.tenant = agent_memory.caller_tenant()
+              FOR UPDATE)
+          SELECT path FROM moving_files UNION ALL SELECT path FROM moving_directories",
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
 
-/// Whether a destination is taken (a file at $2 or under it, in [$3, $4)),
-/// and whether a directory above it ($5) is a file.
+/// Whether a destination is taken (a file or a kept directory at $2 or
+/// under it, in [$3, $4)), and whether a directory above it ($5) is a file.
 static DESTINATION: Statement = Statement {
     sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
                          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4
                            AND (f.path = $2 OR f.path >= $3)
-                           AND f.tenant = agent_memory.caller_tenant()),
+                           AND f.tenant = agent_memory.caller_tenant())
+              OR EXISTS (SELECT FROM agent_memory.memory_directories d
+                         WHERE d.scope = $1 AND d.path >= $2 AND d.path < $4
+                           AND (d.path = $2 OR d.path >= $3)
+                           AND d.tenant = agent_memory.caller_tenant()),
                  EXISTS (SELECT FROM (SELECT $1::text AS scope, path, agent_memory.caller_tenant() AS tenant
                                       FROM pg_catalog.unnest($5::text[]) AS path OFFSET 0) a
                          JOIN agent_memory.memory_files f
@@ -316,10 +375,16 @@ static DESTINATION: Statement = Statement {
     writes: true,
 };
 
-/// Move the file $2, or the directory's files in [$3, $4), to $5: each
-/// path's first $6 characters become $5.
+/// Move the file $2, or the directory's files in [$3, $4), and the
+/// directories kept at $2 or in [$3, $4), to $5: each path's first $6
+/// characters become $5.
 static MOVE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
+    sql: "WITH moved_directories AS (
+              UPDATE agent_memory.memory_directories d
+              SET path = $5 || pg_catalog.substr(d.path, $6 + 1)
+              WHERE d.scope = $1 AND d.path >= $2 AND d.path < $4 AND (d.path = $2 OR d.path >= $3)
+                AND d.tenant = agent_memory.caller_tenant())
+          UPDATE agent_memory.memory_files f
           SET path = $5 || pg_catalog.substr(f.path, $6 + 1)
           WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
             AND f.tenant = agent_memory.caller_tenant()",

@@ -78,7 +78,8 @@ fn list(client: Client, scope: &str, dir: &str) -> SqlResult<ToolResult<String>>
         };
         entries.push((name.to_owned(), is_dir));
     }
-    if entries.is_empty() && dir != "/" {
+    // An empty directory is one Claude's dialect kept.
+    if entries.is_empty() && dir != "/" && !is_directory(client, scope, dir)? {
         let table = READ.read(client, &[scope.into(), dir.into()])?;
         return Ok(Err(if table.is_empty() {
             ToolError::new(Code::Enoent, "ENOENT: directory not found")
@@ -236,7 +237,7 @@ fn delete(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<Strin
         )));
     }
     let deleted = delete_path(client, scope, path)?;
-    if deleted.files == 0 {
+    if deleted.files == 0 && deleted.dirs == 0 {
         return Ok(Err(ToolError::new(
             Code::Enoent,
             "ENOENT: file or directory not found",

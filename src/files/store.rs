@@ -3,7 +3,8 @@
 //! file. A new file is counted first (which locks the scope's row),
 //! inserted, then its path is checked (no file above it, no directory at
 //! it) and it is removed again when refused. A directory is every file
-//! under its path; deleting it deletes them in one statement.
+//! under its path, and, for Claude's dialect, a row of memory_directories
+//! that keeps it with no file under it; deleting it deletes both.
 //!
 //! Every statement reads and writes only rows whose tenant is
 //! agent_memory.caller_tenant(), also for a superuser, whom row-level
@@ -39,7 +40,8 @@ pub(crate) fn a_directory() -> ToolError {
 
 pub(crate) type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
 
-/// Whether directory `dir` has files under it.
+/// Whether `dir` is a directory: files under it, or kept by Claude's
+/// dialect.
 pub(crate) fn is_directory(client: Client, scope: &str, dir: &str) -> SqlResult<bool> {
     let table = ANY_UNDER.run(
         client,
@@ -47,9 +49,57 @@ pub(crate) fn is_directory(client: Client, scope: &str, dir: &str) -> SqlResult<
             scope.into(),
             files::under(dir).into(),
             files::under_end(dir).into(),
+            dir.into(),
         ],
     )?;
     Ok(table.first().value::<bool>(1)? == Some(true))
+}
+
+/// Lock the scope's row, as a new file does first. Claude's dialect takes
+/// it before a delete or a rename, which may keep a directory (and so
+/// count it in that row) after locking files: with the scope's row always
+/// taken before any file's, a creation and a deletion in one scope never
+/// wait for each other in a cycle.
+pub(crate) fn lock_scope(client: Client, scope: &str) -> SqlResult<()> {
+    LOCK_SCOPE.run(client, &[scope.into()])?;
+    Ok(())
+}
+
+/// Remove the scope's row when the scope holds nothing any more. The
+/// caller holds the row's lock (`lock_scope`) since before its deletion,
+/// so no file can have been created since, unseen.
+pub(crate) fn forget_scope_if_empty(client: Client, scope: &str) -> SqlResult<()> {
+    FORGET_EMPTY_SCOPE.run(client, &[scope.into()])?;
+    Ok(())
+}
+
+/// Keep directory `dir` when nothing is at or under it any more, as a file
+/// system keeps the directory its last file left (Claude's dialect). The
+/// row counts in the scope as a file does; in a full scope the directory
+/// is not kept. No file may be at `dir` or above it (the callers know).
+pub(crate) fn keep_directory(client: Client, scope: &str, dir: &str) -> SqlResult<()> {
+    if dir == "/" || is_directory(client, scope, dir)? {
+        return Ok(());
+    }
+    if !count_new_file(client, scope)? {
+        return Ok(());
+    }
+    // Checked again under the scope's lock: a file created since is seen.
+    let kept = !KEEP_DIRECTORY
+        .run(
+            client,
+            &[
+                scope.into(),
+                dir.into(),
+                files::under(dir).into(),
+                files::under_end(dir).into(),
+            ],
+        )?
+        .is_empty();
+    if !kept {
+        UNCOUNT_FILE.run(client, &[scope.into(), 1i32.into()])?;
+    }
+    Ok(())
 }
 
 /// Read file `path` of `scope` and hand its content to `use_content`
@@ -160,6 +210,7 @@ fn path_free(client: Client, scope: &str, path: &str) -> SqlResult<Option<ToolEr
             files::under(path).into(),
             files::under_end(path).into(),
             files::ancestors(path).into(),
+            path.into(),
         ],
     )?;
     let row = table.first();
@@ -182,31 +233,46 @@ pub(crate) struct Deleted {
     pub dirs: usize,
 }
 
-/// Delete the file or directory `path` (not the root).
+/// Delete the file or directory `path` (not the root): a directory's
+/// files and the directories kept in it, or the kept directory alone.
 pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<Deleted> {
-    let table = DELETE_FILES.run(
-        client,
-        &[
+    let range = [files::under(path), files::under_end(path)];
+    let args = || -> [pgrx::datum::DatumWithOid<'_>; 4] {
+        [
             scope.into(),
             path.into(),
-            files::under(path).into(),
-            files::under_end(path).into(),
-        ],
-    )?;
-    // SAFETY: `table` is the last result, and it lives to the end of this
-    // function.
+            range[0].as_str().into(),
+            range[1].as_str().into(),
+        ]
+    };
+    let table = DELETE_FILES.run(client, &args())?;
+    // SAFETY: `table` is the last result, and `paths` is not used after
+    // the next statement.
     let paths = unsafe { crate::pg::datums::last_result_texts(table.len()) }
         .ok_or_else(|| Error::internal("a deleted path is not UTF-8 text"))
         .or_report()?;
-    let dirs = if paths.is_empty() || paths.contains(&path) {
+    if paths.contains(&path) {
+        return Ok(Deleted { files: 1, dirs: 0 });
+    }
+    let files = paths.len();
+    // The directories that held the deleted files.
+    let mut holders: Vec<String> = Vec::new();
+    for held in paths {
+        let holder = files::parent(held);
+        if holders.last().map(String::as_str) != Some(holder) {
+            holders.push(holder.to_owned());
+        }
+    }
+    let table = DELETE_DIRECTORIES.run(client, &args())?;
+    for row in table {
+        holders.push(row.value::<String>(1)?.unwrap_or_default());
+    }
+    let dirs = if holders.is_empty() {
         0
     } else {
-        files::directories_removed(path, paths.iter().map(|p| files::parent(p)))
+        files::directories_removed(path, holders.iter().map(String::as_str))
     };
-    Ok(Deleted {
-        files: paths.len(),
-        dirs,
-    })
+    Ok(Deleted { files, dirs })
 }
 
 /// The size of a file as of now, when it is there.
@@ -228,14 +294,75 @@ pub(crate) static READ: Statement = Statement {
     writes: false,
 };
 
-/// Whether anything lies under the range [$2, $3) of scope $1: a
-/// directory's files.
-pub(crate) static ANY_UNDER: Statement = Statement {
+/// Whether $4 is a directory of scope $1: a file lies under it (the range
+/// [$2, $3)), or a kept directory at it or under it.
+static ANY_UNDER: Statement = Statement {
     sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
                          WHERE f.scope OPERATOR(pg_catalog.=) $1
                            AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
-                           AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
-    args: &[TEXT, TEXT, TEXT],
+                           AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
+              OR EXISTS (SELECT FROM agent_memory.memory_directories d
+                         WHERE d.scope OPERATOR(pg_catalog.=) $1
+                           AND d.path OPERATOR(pg_catalog.>=) $4 AND d.path OPERATOR(pg_catalog.<) $3
+                           AND (d.path OPERATOR(pg_catalog.=) $4 OR d.path OPERATOR(pg_catalog.>=) $2)
+                           AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
+    args: &[TEXT, TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+static LOCK_SCOPE: Statement = Statement {
+    sql: "SELECT FROM agent_memory.memory_scopes s
+          WHERE s.scope OPERATOR(pg_catalog.=) $1
+            AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+          FOR NO KEY UPDATE",
+    args: &[TEXT],
+    writes: true,
+};
+
+static FORGET_EMPTY_SCOPE: Statement = Statement {
+    sql: "DELETE FROM agent_memory.memory_scopes s
+          WHERE s.scope OPERATOR(pg_catalog.=) $1
+            AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+            AND NOT EXISTS (SELECT FROM agent_memory.memory_files f
+                            WHERE f.scope OPERATOR(pg_catalog.=) $1
+                              AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
+            AND NOT EXISTS (SELECT FROM agent_memory.memory_directories d
+                            WHERE d.scope OPERATOR(pg_catalog.=) $1
+                              AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
+    args: &[TEXT],
+    writes: true,
+};
+
+/// Keep directory $2 of scope $1 when no file lies under it (the range
+/// [$3, $4)) and no kept directory at it or under it. Runs under the
+/// scope's row lock, taken by counting the row first.
+static KEEP_DIRECTORY: Statement = Statement {
+    sql: "INSERT INTO agent_memory.memory_directories AS d (scope, path, tenant)
+          SELECT $1, $2, agent_memory.caller_tenant()
+          WHERE NOT EXISTS (SELECT FROM agent_memory.memory_files f
+                            WHERE f.scope OPERATOR(pg_catalog.=) $1
+                              AND f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4
+                              AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
+            AND NOT EXISTS (SELECT FROM agent_memory.memory_directories k
+                            WHERE k.scope OPERATOR(pg_catalog.=) $1
+                              AND k.path OPERATOR(pg_catalog.>=) $2 AND k.path OPERATOR(pg_catalog.<) $4
+                              AND (k.path OPERATOR(pg_catalog.=) $2 OR k.path OPERATOR(pg_catalog.>=) $3)
+                              AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
+          ON CONFLICT (scope, path, tenant) DO NOTHING",
+    args: &[TEXT, TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// Delete the kept directory $2 of scope $1 and those under it (the range
+/// [$3, $4)), returning them.
+static DELETE_DIRECTORIES: Statement = Statement {
+    sql: "DELETE FROM agent_memory.memory_directories d
+          WHERE d.scope OPERATOR(pg_catalog.=) $1
+            AND d.path OPERATOR(pg_catalog.>=) $2 AND d.path OPERATOR(pg_catalog.<) $4
+            AND (d.path OPERATOR(pg_catalog.=) $2 OR d.path OPERATOR(pg_catalog.>=) $3)
+            AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+          RETURNING d.path",
+    args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
 
@@ -269,16 +396,22 @@ static COUNT_NEW_FILE: Statement = Statement {
     writes: true,
 };
 
-/// Whether a new file's path is free of anything else: no file under it
-/// (the range [$2, $3): a directory at the path) and no file above it
-/// (none of $4, probed one by one: a fenced list joined on every key
-/// column, so no statistics can turn it into a read of the whole scope).
-/// Read-write, for a snapshot taken after COUNT_NEW_FILE.
+/// Whether a new file's path $5 is free of anything else: no file under it
+/// (the range [$2, $3)) and no kept directory at it or under it (either is
+/// a directory at the path), and no file above it (none of $4, probed one
+/// by one: a fenced list joined on every key column, so no statistics can
+/// turn it into a read of the whole scope). Read-write, for a snapshot
+/// taken after COUNT_NEW_FILE.
 static PATH_FREE: Statement = Statement {
     sql: "SELECT NOT EXISTS (SELECT FROM agent_memory.memory_files f
                              WHERE f.scope OPERATOR(pg_catalog.=) $1
                                AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
-                               AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()),
+                               AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
+             AND NOT EXISTS (SELECT FROM agent_memory.memory_directories d
+                             WHERE d.scope OPERATOR(pg_catalog.=) $1
+                               AND d.path OPERATOR(pg_catalog.>=) $5 AND d.path OPERATOR(pg_catalog.<) $3
+                               AND (d.path OPERATOR(pg_catalog.=) $5 OR d.path OPERATOR(pg_catalog.>=) $2)
+                               AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()),
                  NOT EXISTS (SELECT FROM (SELECT $1::pg_catalog.text AS scope, path,
                                                  agent_memory.caller_tenant() AS tenant
                                           FROM pg_catalog.unnest($4::pg_catalog.text[]) AS path
@@ -287,7 +420,7 @@ static PATH_FREE: Statement = Statement {
                                ON f.scope OPERATOR(pg_catalog.=) a.scope
                               AND f.path OPERATOR(pg_catalog.=) a.path
                               AND f.tenant OPERATOR(pg_catalog.=) a.tenant)",
-    args: &[TEXT, TEXT, TEXT, TEXT_ARRAY],
+    args: &[TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT],
     writes: true,
 };
 
@@ -310,15 +443,21 @@ static UNCOUNT_FILE: Statement = Statement {
     writes: true,
 };
 
-/// Count the files of scope $1 exactly, when its upper bound reached the
-/// limit: the bound becomes the count, when below the limit $2. The scope's
+/// Count the files of scope $1 exactly, with the directories kept in it,
+/// when its upper bound reached the limit: the bound becomes the count,
+/// when below the limit $2. The scope's
 /// row is already locked by the COUNT_NEW_FILE that found no room, so no other
 /// creation can slip in between.
 static RECOUNT: Statement = Statement {
     sql: "UPDATE agent_memory.memory_scopes s SET files = c.files
-          FROM (SELECT pg_catalog.count(*)::pg_catalog.int4 AS files FROM agent_memory.memory_files f
-                WHERE f.scope OPERATOR(pg_catalog.=) $1
-                  AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()) c
+          FROM (SELECT ((SELECT pg_catalog.count(*) FROM agent_memory.memory_files f
+                         WHERE f.scope OPERATOR(pg_catalog.=) $1
+                           AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
+                        OPERATOR(pg_catalog.+)
+                        (SELECT pg_catalog.count(*) FROM agent_memory.memory_directories d
+                         WHERE d.scope OPERATOR(pg_catalog.=) $1
+                           AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()))::pg_catalog.int4
+                       AS files) c
           WHERE s.scope OPERATOR(pg_catalog.=) $1
             AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
             AND c.files OPERATOR(pg_catalog.<) $2

@@ -324,31 +324,38 @@ fn hidden(name: &str) -> bool {
 }
 
 /// The answer to `view` of a directory: its entries two levels deep by
-/// name (each directory followed by what it holds), hidden entries and
-/// `node_modules` left out, each with its size (a directory's is the sum of
-/// the files under it, as `du` counts). `files` are the stored paths under
-/// the directory with their sizes in bytes.
-pub fn directory_listing(dir: &Target, files_under: &[(String, u64)]) -> String {
+/// name (each directory followed by what it holds), hidden entries left
+/// out with all they hold, each with its size (a directory's is the sum of
+/// the files under it, as `du` counts). `files_under` are the stored paths
+/// under the directory with their sizes in bytes, `kept_under` the
+/// directories kept there with no file under them.
+pub fn directory_listing(
+    dir: &Target,
+    files_under: &[(String, u64)],
+    kept_under: &[String],
+) -> String {
     use std::collections::BTreeMap;
     let prefix = files::under(&dir.stored);
     let mut total = 0u64;
     // Segment lists sort each directory right before what it holds.
     let mut entries: BTreeMap<Vec<&str>, (u64, bool)> = BTreeMap::new();
-    for (path, bytes) in files_under {
-        total += bytes;
+    let kept = kept_under.iter().map(|path| (path, None));
+    for (path, bytes) in files_under.iter().map(|(p, b)| (p, Some(*b))).chain(kept) {
+        total += bytes.unwrap_or(0);
         let Some(rest) = path.strip_prefix(&prefix) else {
             continue;
         };
         let segments: Vec<&str> = rest.split('/').collect();
         for depth in 1..=segments.len().min(2) {
-            let is_dir = depth < segments.len();
+            // A kept directory is a directory down to its last segment.
+            let is_dir = depth < segments.len() || bytes.is_none();
             if hidden(segments[depth - 1]) {
                 break;
             }
             let entry = entries
                 .entry(segments[..depth].to_vec())
                 .or_insert((0, is_dir));
-            entry.0 += bytes;
+            entry.0 += bytes.unwrap_or(0);
         }
     }
     let mut out = format!(
@@ -667,7 +674,7 @@ mod tests {
         .iter()
         .map(|(p, b)| (p.to_string(), *b))
         .collect();
-        let listing = directory_listing(&at("/memories"), &files);
+        let listing = directory_listing(&at("/memories"), &files, &[]);
         assert_eq!(
             listing,
             "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items:\n\
@@ -683,12 +690,39 @@ mod tests {
             .into_iter()
             .filter(|(p, _)| p.starts_with("/a/"))
             .collect();
-        let listing = directory_listing(&at("/memories/a"), &sub);
+        let listing = directory_listing(&at("/memories/a"), &sub, &[]);
         assert!(
             listing.ends_with(
                 "3K\t/memories/a\n1K\t/memories/a/deep/\n1K\t/memories/a/deep/er/\n2K\t/memories/a/x.md"
             ),
             "{listing}"
+        );
+    }
+
+    #[test]
+    fn kept_directories_are_listed_empty() {
+        let files = vec![("/a/x.md".to_string(), 10)];
+        let kept = vec![
+            "/a/empty".to_string(),
+            "/b/c/d".to_string(),
+            "/.h/e".to_string(),
+        ];
+        assert_eq!(
+            directory_listing(&at("/memories"), &files, &kept),
+            "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items:\n\
+             10B\t/memories\n\
+             10B\t/memories/a/\n\
+             0B\t/memories/a/empty/\n\
+             10B\t/memories/a/x.md\n\
+             0B\t/memories/b/\n\
+             0B\t/memories/b/c/"
+        );
+        // A directory that holds only a kept one, viewed itself.
+        assert_eq!(
+            directory_listing(&at("/memories/b/c"), &[], &["/b/c/d".to_string()]),
+            "Here're the files and directories up to 2 levels deep in /memories/b/c, excluding hidden items:\n\
+             0B\t/memories/b/c\n\
+             0B\t/memories/b/c/d/"
         );
     }
 

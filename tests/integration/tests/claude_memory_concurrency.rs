@@ -1,6 +1,8 @@
 //! Concurrent calls of Claude's memory tool: edits of one file from many
-//! connections are applied one after the other (none lost), and of
-//! concurrent creates of one path exactly one succeeds.
+//! connections are applied one after the other (none lost), of concurrent
+//! creates of one path exactly one succeeds, and creates, deletes and
+//! renames that keep empty directories in one scope never fail or leave a
+//! directory where a file is.
 
 use std::thread;
 
@@ -117,6 +119,59 @@ fn of_concurrent_creates_of_one_path_one_wins() {
         .unwrap();
     let (counted, stored): (i64, i64) = (row.get(0), row.get(1));
     assert_eq!((counted, stored), (ROUNDS as i64, ROUNDS as i64));
+    drop(setup);
+    drop_database(db);
+}
+
+#[test]
+fn creates_deletes_and_renames_in_one_scope_keep_the_tree_whole() {
+    let db = "am_it_claude_tree";
+    let mut setup = fresh_database(db);
+    const WORKERS: usize = 4;
+    const ROUNDS: usize = 40;
+    let workers: Vec<_> = (0..WORKERS)
+        .map(|w| {
+            thread::spawn(move || {
+                let mut client = connect(db);
+                for r in 0..ROUNDS {
+                    let d = r % 3;
+                    let request = match (r + w) % 4 {
+                        0 => format!(
+                            r#"{{"command": "create", "path": "/memories/d{d}/e/{w}.md", "file_text": "{r}"}}"#
+                        ),
+                        1 => format!(r#"{{"command": "delete", "path": "/memories/d{d}/e/{w}.md"}}"#),
+                        2 => format!(
+                            r#"{{"command": "rename", "old_path": "/memories/d{d}", "new_path": "/memories/m/d{d}-{w}-{r}"}}"#
+                        ),
+                        _ => r#"{"command": "delete", "path": "/memories/m"}"#.to_string(),
+                    };
+                    // Any answer will do; an SQL error (a deadlock) panics.
+                    claude(&mut client, &request);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().unwrap();
+    }
+    let row = setup
+        .query_one(
+            "SELECT (SELECT count(*) FROM agent_memory.memory_directories d
+                     WHERE EXISTS (SELECT FROM agent_memory.memory_files f
+                                   WHERE f.scope = d.scope
+                                     AND (f.path = d.path OR starts_with(d.path, f.path || '/')))),
+                    (SELECT s.files::int8 FROM agent_memory.memory_scopes s WHERE s.scope = 's')
+                    - (SELECT count(*) FROM agent_memory.memory_files f WHERE f.scope = 's')
+                    - (SELECT count(*) FROM agent_memory.memory_directories d WHERE d.scope = 's')",
+            &[],
+        )
+        .unwrap();
+    let (under_files, room): (i64, i64) = (row.get(0), row.get(1));
+    assert_eq!(under_files, 0, "a kept directory at or under a file");
+    assert!(
+        room >= 0,
+        "the scope's bound is below its files and directories"
+    );
     drop(setup);
     drop_database(db);
 }

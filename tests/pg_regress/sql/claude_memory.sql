@@ -140,9 +140,48 @@ SELECT claude_memory_tool_result('c', '{"type": "tool_use", "id": "toolu_02", "n
 SELECT claude_memory_tool_result('c', '{"type": "tool_use", "name": "memory", "input": {"command": "view", "path": "/memories"}}');
 \echo :LAST_ERROR_SQLSTATE
 
+-- Directories behave as on a file system: one stays when its last file
+-- goes, and a rename makes its destination's directories first (also when
+-- its source is missing, as the SDK does).
+SELECT claude_memory('k', '{"command": "create", "path": "/memories/a/b/c.md", "file_text": "c"}');
+SELECT claude_memory('k', '{"command": "delete", "path": "/memories/a/b/c.md"}');
+SELECT claude_memory('k', '{"command": "view", "path": "/memories"}');
+SELECT claude_memory('k', '{"command": "view", "path": "/memories/a/b"}');
+SELECT claude_memory('k', '{"command": "create", "path": "/memories/a/b", "file_text": "over a directory"}');
+SELECT claude_memory('k', '{"command": "insert", "path": "/memories/a/b", "insert_line": 0, "insert_text": "x"}');
+SELECT claude_memory('k', '{"command": "rename", "old_path": "/memories/a", "new_path": "/memories/z"}');
+SELECT claude_memory('k', '{"command": "rename", "old_path": "/memories/missing", "new_path": "/memories/n/m/x"}');
+SELECT claude_memory('k', '{"command": "rename", "old_path": "/memories/z/b", "new_path": "/memories/n/m/b"}');
+SELECT claude_memory('k', '{"command": "view", "path": "/memories"}');
+SELECT path FROM memory_directories WHERE scope = 'k' ORDER BY path;
+-- The JSON memory tool takes them for directories, lists only those that
+-- hold files, and deletes them with the directory above.
+SELECT memory_tool('k', '{"path": "/n/m/b", "command": "read"}');
+SELECT memory_tool('k', '{"path": "/n/m/b", "command": "append", "content": "x"}');
+SELECT memory_tool('k', '{"path": "/n/m/b", "command": "list"}');
+SELECT memory_tool('k', '{"path": "/", "command": "list"}');
+SELECT memory_tool('k', '{"path": "/n", "command": "delete"}');
+SELECT claude_memory('k', '{"command": "delete", "path": "/memories/z"}');
+SELECT claude_memory('k', '{"command": "view", "path": "/memories"}');
+SELECT count(*) AS directories_left FROM memory_directories WHERE scope = 'k';
+-- A scope left with nothing has no row either.
+SELECT count(*) AS scope_rows FROM memory_scopes WHERE scope = 'k';
+-- An empty directory counts as a file towards the limit.
+SET agent_memory.max_files_per_scope = 2;
+SELECT claude_memory('k', '{"command": "create", "path": "/memories/p/one", "file_text": "1"}');
+SELECT claude_memory('k', '{"command": "create", "path": "/memories/q/two", "file_text": "2"}');
+SELECT claude_memory('k', '{"command": "delete", "path": "/memories/p/one"}');
+SELECT claude_memory('k', '{"command": "create", "path": "/memories/r", "file_text": "3"}');
+SELECT claude_memory('k', '{"command": "delete", "path": "/memories/q/two"}');
+SELECT claude_memory('k', '{"command": "view", "path": "/memories"}');
+RESET agent_memory.max_files_per_scope;
+DELETE FROM memory_directories WHERE scope = 'k';
+DELETE FROM memory_scopes WHERE scope = 'k';
+
 -- The scope's file count is an upper bound: creations added to it, renames
 -- and deletions left it, the count at the limit made it exact.
 SELECT s.files AS bound, (SELECT count(*) FROM memory_files f WHERE f.scope = 'c') AS files
 FROM memory_scopes s WHERE s.scope = 'c';
 DELETE FROM memory_files WHERE scope = 'c';
+DELETE FROM memory_directories WHERE scope = 'c';
 DELETE FROM memory_scopes WHERE scope = 'c';

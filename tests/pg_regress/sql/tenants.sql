@@ -77,7 +77,7 @@ SELECT c.conrelid::regclass AS "table", c.contype AS kind,
         WHERE a.attrelid = c.conrelid AND a.attnum = c.conkey[cardinality(c.conkey)]) AS last_column
 FROM pg_constraint c
 WHERE c.connamespace = 'agent_memory'::regnamespace AND c.contype IN ('p', 'u', 'f')
-ORDER BY 1, 2, 3;
+ORDER BY c.conrelid::regclass::text, 2, 3;
 SELECT i.indexrelid::regclass AS unique_index,
        (SELECT a.attname FROM pg_attribute a
         WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[i.indnkeyatts - 1]) AS last_column
