@@ -2,10 +2,12 @@
 # The runnable examples of examples/: the client agent loops (psycopg,
 # SQLAlchemy, Node.js pg; see examples/SCENARIO.md) and the LLM wiring
 # (Anthropic's and OpenAI's SDKs with recorded responses), each in a fresh
-# database of a throwaway cluster with the extension installed; and the
-# check of sql/citus.sql against stand-ins of Citus's functions
-# (scripts/citus_check.sh, which makes its own databases). Installs
-# what they need first: a virtualenv with examples/python/requirements.txt,
+# database of a throwaway cluster with the extension installed; the
+# comparison of claude_memory with Anthropic's SDK memory tool, answer by
+# answer (tests/claude_dialect); and the check of sql/citus.sql against
+# stand-ins of Citus's functions (scripts/citus_check.sh, which makes its
+# own databases). Installs what they need first: virtualenvs with
+# examples/python/requirements.txt and tests/claude_dialect/requirements.txt,
 # Node.js and npm (Debian), and examples/node's locked packages.
 #
 #   PG=15 scripts/examples.sh [name ...]     (all examples by default)
@@ -17,6 +19,7 @@ cd "$REPO_ROOT"
 
 EXAMPLES_VENV="${AGENT_MEMORY_EXAMPLES_VENV:-/opt/agent_memory/examples-venv}"
 PYTHON="$EXAMPLES_VENV/bin/python"
+DIALECT_VENV="${AGENT_MEMORY_DIALECT_VENV:-/opt/agent_memory/dialect-venv}"
 
 # name | directory | command (run with PGDATABASE set to a fresh database)
 EXAMPLES=(
@@ -25,17 +28,25 @@ EXAMPLES=(
   "node|examples/node|node agent.mjs"
   "anthropic|examples/llm|$PYTHON anthropic_wiring.py"
   "openai|examples/llm|$PYTHON openai_wiring.py"
+  "dialect|tests/claude_dialect|$DIALECT_VENV/bin/python differential.py --steps 1000 --seed 1"
   "citus|.|scripts/citus_check.sh"
 )
 
-setup_python() {
-  local requirements=examples/python/requirements.txt stamp="$EXAMPLES_VENV/.requirements"
+# A virtualenv at $1 with the pinned packages of $2, made again when they
+# change.
+setup_venv() {
+  local venv="$1" requirements="$2" stamp="$1/.requirements"
   if ! cmp -s "$requirements" "$stamp"; then
-    say "installing the Python examples' packages into $EXAMPLES_VENV"
-    [ -x "$PYTHON" ] || python3 -m venv "$EXAMPLES_VENV"
-    "$EXAMPLES_VENV/bin/pip" install -q -r "$requirements"
+    say "installing the packages of $requirements into $venv"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r "$requirements"
     cp "$requirements" "$stamp"
   fi
+}
+
+setup_python() {
+  setup_venv "$EXAMPLES_VENV" examples/python/requirements.txt
+  setup_venv "$DIALECT_VENV" tests/claude_dialect/requirements.txt
 }
 
 setup_node() {

@@ -9,8 +9,11 @@ sequences come first, then sequences from a seeded generator.
 
     python tests/claude_dialect/differential.py [--steps N] [--seed S] [--show K]
 
-Connection: the libpq PG* variables. Prints the differences by command and
-exits 1 when any is found.
+Connection: the libpq PG* variables. Every difference must fall under one
+of the departures docs/reference.md lists (checked by category in
+`departure`); prints the others and exits 1 when there is any, else prints
+an `ok` line. scripts/examples.sh runs it in `make test` with the SDK
+version pinned in requirements.txt.
 """
 
 from __future__ import annotations
@@ -54,6 +57,24 @@ HAND_WRITTEN: list[list[dict]] = [
         {"command": "delete", "path": "/memories/d"},
         {"command": "view", "path": "/memories/%2e%2e"},
         {"command": "view", "path": "/memories/a/../b.txt"},
+    ],
+    # Directories stay when their last file goes, as on a file system.
+    [
+        {"command": "create", "path": "/memories/d/e/f.md", "file_text": "f"},
+        {"command": "delete", "path": "/memories/d/e/f.md"},
+        {"command": "view", "path": "/memories"},
+        {"command": "view", "path": "/memories/d/e"},
+        {"command": "rename", "old_path": "/memories/d", "new_path": "/memories/g"},
+        {"command": "view", "path": "/memories"},
+        {"command": "create", "path": "/memories/g/e", "file_text": "over a directory"},
+        {"command": "str_replace", "path": "/memories/g/e", "old_str": "a", "new_str": "b"},
+        {"command": "rename", "old_path": "/memories/none", "new_path": "/memories/p/q/r"},
+        {"command": "view", "path": "/memories/p"},
+        {"command": "rename", "old_path": "/memories/g/e", "new_path": "/memories/p/q/e"},
+        {"command": "delete", "path": "/memories/g"},
+        {"command": "view", "path": "/memories"},
+        {"command": "delete", "path": "/memories/p"},
+        {"command": "view", "path": "/memories"},
     ],
 ]
 
@@ -152,10 +173,15 @@ def departure(step: dict, theirs: tuple[bool, str], ours: tuple[bool, str]) -> s
     return None
 
 
+def forget(conn: psycopg.Connection, scope: str) -> None:
+    for table in ("memory_files", "memory_directories", "memory_scopes"):
+        conn.execute(f"DELETE FROM agent_memory.{table} WHERE scope = %s", (scope,))
+
+
 def run(conn: psycopg.Connection, name: str, steps: list[dict]) -> list[tuple]:
     differences = []
     scope = f"dialect-{name}"
-    conn.execute("DELETE FROM agent_memory.memory_files WHERE scope = %s", (scope,))
+    forget(conn, scope)
     with tempfile.TemporaryDirectory() as base:
         tool = BetaLocalFilesystemMemoryTool(base_path=base)
         for i, step in enumerate(steps):
@@ -163,7 +189,7 @@ def run(conn: psycopg.Connection, name: str, steps: list[dict]) -> list[tuple]:
             ours = our_answer(conn, scope, step)
             if theirs != ours:
                 differences.append((name, i, step, theirs, ours, departure(step, theirs, ours)))
-    conn.execute("DELETE FROM agent_memory.memory_files WHERE scope = %s", (scope,))
+    forget(conn, scope)
     return differences
 
 
@@ -196,7 +222,10 @@ def main() -> int:
     print(f"{steps} steps in {len(sequences)} sequences: {len(differences)} answers differ")
     print(f"  documented departures: {dict(departures)}")
     print(f"  unexplained: {len(unexplained)} {dict(by_command)}")
-    return 1 if unexplained else 0
+    if unexplained:
+        return 1
+    print(f"ok {steps} steps answered as the SDK answers, but for documented departures")
+    return 0
 
 
 if __name__ == "__main__":
