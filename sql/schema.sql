@@ -322,12 +322,11 @@ COMMENT ON TABLE agent_memory.memory_files IS
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_files', '');
 
 -- Files per scope, as an upper bound: every creation adds one, deletions
--- leave it (so they never queue on this row), and a creation that finds the
+-- leave it (they only lock the row first), and a creation that finds the
 -- bound at agent_memory.max_files_per_scope counts the scope's files
 -- exactly, under this row's lock, before it refuses. The limit costs one
--- row per creation and a count only near the limit. Claude's dialect
--- locks the row before a delete too, and removes it with the scope's last
--- file or directory.
+-- row per creation and a count only near the limit. A deletion that
+-- leaves the scope empty removes its row.
 CREATE TABLE agent_memory.memory_scopes (
     scope  text COLLATE "C" NOT NULL,
     files  agent_memory.file_count NOT NULL DEFAULT 0,

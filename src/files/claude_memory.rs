@@ -131,7 +131,6 @@ fn delete(client: Client, scope: &str, path: &Target) -> SqlResult<Answer<String
     if path.is_root() {
         return Ok(Err(claude::root_not_deleted()));
     }
-    store::lock_scope(client, scope)?;
     let deleted = store::delete_path(client, scope, &path.stored)?;
     if deleted.files == 0 && deleted.dirs == 0 {
         return Ok(Err(claude::nothing_there(path)));

@@ -19,8 +19,8 @@ use agent_memory_core::recall::Query;
 use agent_memory_core::{Error, args, jsonb};
 
 use crate::files::store::{
-    Client, Placed, READ, a_directory, delete_path, file_bytes, is_directory, max_file_bytes,
-    place_new_file, too_big, with_file,
+    Client, Placed, READ, a_directory, delete_path, file_bytes, forget_scope_if_empty,
+    is_directory, max_file_bytes, place_new_file, too_big, with_file,
 };
 use crate::pg::args::{INT4, TEXT, TID, XID};
 use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
@@ -243,6 +243,7 @@ fn delete(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<Strin
             "ENOENT: file or directory not found",
         )));
     }
+    forget_scope_if_empty(client, scope)?;
     Ok(Ok(format!(
         "{{\"files\":{},\"dirs\":{}}}",
         deleted.files, deleted.dirs

@@ -55,19 +55,19 @@ pub(crate) fn is_directory(client: Client, scope: &str, dir: &str) -> SqlResult<
     Ok(table.first().value::<bool>(1)? == Some(true))
 }
 
-/// Lock the scope's row, as a new file does first. Claude's dialect takes
-/// it before a delete or a rename, which may keep a directory (and so
-/// count it in that row) after locking files: with the scope's row always
-/// taken before any file's, a creation and a deletion in one scope never
-/// wait for each other in a cycle.
+/// Lock the scope's row, as a new file does first. A delete or a rename
+/// takes it before any file's, as it may then count a kept directory or
+/// remove the row: with the scope's row always taken first, a creation
+/// and a deletion in one scope never wait for each other in a cycle.
 pub(crate) fn lock_scope(client: Client, scope: &str) -> SqlResult<()> {
     LOCK_SCOPE.run(client, &[scope.into()])?;
     Ok(())
 }
 
-/// Remove the scope's row when the scope holds nothing any more. The
-/// caller holds the row's lock (`lock_scope`) since before its deletion,
-/// so no file can have been created since, unseen.
+/// Remove the scope's row when the scope holds nothing any more, so that
+/// rows do not pile up for scopes long emptied. The caller holds the row's
+/// lock (`lock_scope`) since before its deletion, so no file can have been
+/// created since, unseen.
 pub(crate) fn forget_scope_if_empty(client: Client, scope: &str) -> SqlResult<()> {
     FORGET_EMPTY_SCOPE.run(client, &[scope.into()])?;
     Ok(())
@@ -234,8 +234,11 @@ pub(crate) struct Deleted {
 }
 
 /// Delete the file or directory `path` (not the root): a directory's
-/// files and the directories kept in it, or the kept directory alone.
+/// files and the directories kept in it, or the kept directory alone. The
+/// scope's row is locked first (`lock_scope`), so the caller may count a
+/// kept directory or remove the row of a scope left empty.
 pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<Deleted> {
+    lock_scope(client, scope)?;
     let range = [files::under(path), files::under_end(path)];
     let args = || -> [pgrx::datum::DatumWithOid<'_>; 4] {
         [

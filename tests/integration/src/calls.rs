@@ -53,6 +53,8 @@ SELECT agent_memory.wm_init('live', 'atlas', 'proj');
 SELECT agent_memory.wm_set('live', 'fetched_context', '{"fares": [412, 388]}', 'atlas');
 SELECT agent_memory.memory_tool('["M"]', '{"path": "/notes/today", "command": "append", "content": "hello"}');
 SELECT agent_memory.claude_memory('["M"]', '{"command": "create", "path": "/memories/notes.md", "file_text": "likes tea\nmeeting on friday\n"}');
+SELECT agent_memory.claude_memory('["M"]', '{"command": "create", "path": "/memories/drafts/old.md", "file_text": "gone"}');
+SELECT agent_memory.claude_memory('["M"]', '{"command": "delete", "path": "/memories/drafts/old.md"}');
 SELECT agent_memory.recall_embed('kv', 'live', 'goal', '{0.6,0.8,0}');
 SELECT agent_memory.recall_embed('node', 'proj', 'atlas', '{0,0.8,0.6}');
 SELECT agent_memory.recall_embed('file', '["M"]', '/memories/notes.md', '{0.5,0.5,0.5}');

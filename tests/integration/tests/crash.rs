@@ -1786,7 +1786,20 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
             .unwrap()
             .is_some()
     });
-    assert!(started, "the cleanup backend not running after {took:?}");
+    if !started {
+        let state: Option<String> = monitor
+            .query_opt(
+                "SELECT state || ' ' || coalesce(wait_event, '') || ': ' || query
+                 FROM pg_stat_activity WHERE pid = $1",
+                &[&backend_pid],
+            )
+            .unwrap()
+            .map(|row| row.get(0));
+        panic!(
+            "the cleanup backend not running after {took:?}: finished {}, now {state:?}",
+            manual.is_finished()
+        );
+    }
     let worker = worker_pid(&mut monitor).expect("the worker runs");
     let postmaster: i32 = std::fs::read_to_string(cluster.data.join("postmaster.pid"))
         .expect("read postmaster.pid")

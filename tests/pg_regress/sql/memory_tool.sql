@@ -67,6 +67,7 @@ SELECT memory_tool('t', '{"path": "/one", "command": "append", "content": "1"}')
 SELECT memory_tool('t', '{"path": "/two", "command": "append", "content": "2"}');
 SELECT memory_tool('t', '{"path": "/one", "command": "append", "content": " more"}');
 RESET agent_memory.max_files_per_scope;
+-- A scope whose last file was deleted ('demo') has no row left.
 SELECT s.scope, s.files AS bound, (SELECT count(*) FROM memory_files f WHERE f.scope = s.scope) AS files
 FROM memory_scopes s ORDER BY s.scope;
 
