@@ -289,6 +289,37 @@ pub(crate) fn file_bytes(client: Client, scope: &str, path: &str) -> SqlResult<O
 
 // The statements.
 
+/// Whether a directory is at path `$path` of scope $1: a file lies under
+/// it (the range [`$under`, `$end`)), or a directory is kept at it or
+/// under it. Each arm is a range of its table's key.
+macro_rules! directory_at {
+    ($path:literal, $under:literal, $end:literal) => {
+        concat!(
+            "(EXISTS (SELECT FROM agent_memory.memory_files f
+                      WHERE f.scope OPERATOR(pg_catalog.=) $1
+                        AND f.path OPERATOR(pg_catalog.>=) ",
+            $under,
+            " AND f.path OPERATOR(pg_catalog.<) ",
+            $end,
+            "
+                        AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
+              OR EXISTS (SELECT FROM agent_memory.memory_directories d
+                         WHERE d.scope OPERATOR(pg_catalog.=) $1
+                           AND d.path OPERATOR(pg_catalog.>=) ",
+            $path,
+            " AND d.path OPERATOR(pg_catalog.<) ",
+            $end,
+            "
+                           AND (d.path OPERATOR(pg_catalog.=) ",
+            $path,
+            " OR d.path OPERATOR(pg_catalog.>=) ",
+            $under,
+            ")
+                           AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()))"
+        )
+    };
+}
+
 pub(crate) static READ: Statement = Statement {
     sql: "SELECT f.content FROM agent_memory.memory_files f
           WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
@@ -297,18 +328,9 @@ pub(crate) static READ: Statement = Statement {
     writes: false,
 };
 
-/// Whether $4 is a directory of scope $1: a file lies under it (the range
-/// [$2, $3)), or a kept directory at it or under it.
+/// Whether $4 is a directory of scope $1 (the range [$2, $3) under it).
 static ANY_UNDER: Statement = Statement {
-    sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope OPERATOR(pg_catalog.=) $1
-                           AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
-                           AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
-              OR EXISTS (SELECT FROM agent_memory.memory_directories d
-                         WHERE d.scope OPERATOR(pg_catalog.=) $1
-                           AND d.path OPERATOR(pg_catalog.>=) $4 AND d.path OPERATOR(pg_catalog.<) $3
-                           AND (d.path OPERATOR(pg_catalog.=) $4 OR d.path OPERATOR(pg_catalog.>=) $2)
-                           AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
+    sql: concat!("SELECT ", directory_at!("$4", "$2", "$3")),
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -336,35 +358,45 @@ static FORGET_EMPTY_SCOPE: Statement = Statement {
     writes: true,
 };
 
-/// Keep directory $2 of scope $1 when no file lies under it (the range
-/// [$3, $4)) and no kept directory at it or under it. Runs under the
-/// scope's row lock, taken by counting the row first.
+/// Keep directory $2 of scope $1 (the range [$3, $4) under it) when no
+/// directory is there any more. Runs under the scope's row lock, taken by
+/// counting the row first.
 static KEEP_DIRECTORY: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_directories AS d (scope, path, tenant)
-          SELECT $1, $2, agent_memory.caller_tenant()
-          WHERE NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                            WHERE f.scope OPERATOR(pg_catalog.=) $1
-                              AND f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4
-                              AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
-            AND NOT EXISTS (SELECT FROM agent_memory.memory_directories k
-                            WHERE k.scope OPERATOR(pg_catalog.=) $1
-                              AND k.path OPERATOR(pg_catalog.>=) $2 AND k.path OPERATOR(pg_catalog.<) $4
-                              AND (k.path OPERATOR(pg_catalog.=) $2 OR k.path OPERATOR(pg_catalog.>=) $3)
-                              AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
-          ON CONFLICT (scope, path, tenant) DO NOTHING",
+    sql: concat!(
+        "INSERT INTO agent_memory.memory_directories (scope, path, tenant)
+         SELECT $1, $2, agent_memory.caller_tenant()
+         WHERE NOT ",
+        directory_at!("$2", "$3", "$4"),
+        "
+         ON CONFLICT (scope, path, tenant) DO NOTHING"
+    ),
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
 
-/// Delete the kept directory $2 of scope $1 and those under it (the range
-/// [$3, $4)), returning them.
+/// Delete the rows of `$table` at path $2 of scope $1 and under it (the
+/// range [$3, $4)) in one pass, returning their paths. The index condition
+/// is the range [$2, $4), which holds both: an OR of the two would leave
+/// the path out of it, and a scope the statistics think tiny would be read
+/// whole.
+macro_rules! delete_at_or_under {
+    ($table:literal) => {
+        concat!(
+            "DELETE FROM agent_memory.",
+            $table,
+            " t
+             WHERE t.scope OPERATOR(pg_catalog.=) $1
+               AND t.path OPERATOR(pg_catalog.>=) $2 AND t.path OPERATOR(pg_catalog.<) $4
+               AND (t.path OPERATOR(pg_catalog.=) $2 OR t.path OPERATOR(pg_catalog.>=) $3)
+               AND t.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+             RETURNING t.path"
+        )
+    };
+}
+
+/// Delete the kept directory $2 and those under it.
 static DELETE_DIRECTORIES: Statement = Statement {
-    sql: "DELETE FROM agent_memory.memory_directories d
-          WHERE d.scope OPERATOR(pg_catalog.=) $1
-            AND d.path OPERATOR(pg_catalog.>=) $2 AND d.path OPERATOR(pg_catalog.<) $4
-            AND (d.path OPERATOR(pg_catalog.=) $2 OR d.path OPERATOR(pg_catalog.>=) $3)
-            AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          RETURNING d.path",
+    sql: delete_at_or_under!("memory_directories"),
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
@@ -406,15 +438,10 @@ static COUNT_NEW_FILE: Statement = Statement {
 /// turn it into a read of the whole scope). Read-write, for a snapshot
 /// taken after COUNT_NEW_FILE.
 static PATH_FREE: Statement = Statement {
-    sql: "SELECT NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                             WHERE f.scope OPERATOR(pg_catalog.=) $1
-                               AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
-                               AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
-             AND NOT EXISTS (SELECT FROM agent_memory.memory_directories d
-                             WHERE d.scope OPERATOR(pg_catalog.=) $1
-                               AND d.path OPERATOR(pg_catalog.>=) $5 AND d.path OPERATOR(pg_catalog.<) $3
-                               AND (d.path OPERATOR(pg_catalog.=) $5 OR d.path OPERATOR(pg_catalog.>=) $2)
-                               AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()),
+    sql: concat!(
+        "SELECT NOT ",
+        directory_at!("$5", "$2", "$3"),
+        ",
                  NOT EXISTS (SELECT FROM (SELECT $1::pg_catalog.text AS scope, path,
                                                  agent_memory.caller_tenant() AS tenant
                                           FROM pg_catalog.unnest($4::pg_catalog.text[]) AS path
@@ -422,7 +449,8 @@ static PATH_FREE: Statement = Statement {
                              JOIN agent_memory.memory_files f
                                ON f.scope OPERATOR(pg_catalog.=) a.scope
                               AND f.path OPERATOR(pg_catalog.=) a.path
-                              AND f.tenant OPERATOR(pg_catalog.=) a.tenant)",
+                              AND f.tenant OPERATOR(pg_catalog.=) a.tenant)"
+    ),
     args: &[TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT],
     writes: true,
 };
@@ -469,18 +497,11 @@ static RECOUNT: Statement = Statement {
     writes: true,
 };
 
-/// Delete a file, or every file of a directory (the range [$3, $4)), in one
-/// pass, returning the deleted paths (what the answer counts follows from
-/// them). The index condition is the range [$2, $4), which holds both:
-/// an OR of the two would leave the path out of it, and a scope the
-/// statistics think tiny would be read whole. The scope's file count is an upper bound, so a delete leaves it.
+/// Delete a file, or every file of a directory (what the answer counts
+/// follows from the paths). The scope's file count is an upper bound, so a
+/// delete leaves it.
 pub(crate) static DELETE_FILES: Statement = Statement {
-    sql: "DELETE FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1
-            AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $4
-            AND (f.path OPERATOR(pg_catalog.=) $2 OR f.path OPERATOR(pg_catalog.>=) $3)
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          RETURNING f.path",
+    sql: delete_at_or_under!("memory_files"),
     args: &[TEXT, TEXT, TEXT, TEXT],
     writes: true,
 };
