@@ -1726,6 +1726,11 @@ fn process_runs(pid: i32) -> bool {
 fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
     let mut client = worker_database();
     let cluster = Cluster::of(&mut client);
+    // Small batches, for the worker here and the backend below: a run of
+    // batches of 1,000 removes the 300,000 entries in about half a second,
+    // over before the backend could be seen at work. Reset after the
+    // restart (declared before it, dropped after it).
+    let _settings = SystemSettings::set(&[("agent_memory.cleanup_batch_size", "10")]);
     let _restart = RestartOnDrop(&cluster);
     client
         .batch_execute(
@@ -1772,10 +1777,11 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
         // Ends with an error when the server goes away.
         backend
             .query_one(
-                "SELECT agent_memory.cleanup_expired(batch_size => 500)",
+                "SELECT agent_memory.cleanup_expired(batch_size => 1)::text",
                 &[],
             )
-            .ok();
+            .map(|row| row.get::<_, String>(0))
+            .map_err(|e| e.to_string())
     });
     let (started, took) = wait_until(Duration::from_secs(10), || {
         monitor
@@ -1795,10 +1801,13 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
             )
             .unwrap()
             .map(|row| row.get(0));
-        panic!(
-            "the cleanup backend not running after {took:?}: finished {}, now {state:?}",
-            manual.is_finished()
-        );
+        let finished = manual.is_finished();
+        let result = if finished {
+            format!("{:?}", manual.join())
+        } else {
+            "still running".to_string()
+        };
+        panic!("the cleanup backend not running after {took:?}: {result}, now {state:?}");
     }
     let worker = worker_pid(&mut monitor).expect("the worker runs");
     let postmaster: i32 = std::fs::read_to_string(cluster.data.join("postmaster.pid"))
@@ -1821,7 +1830,7 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
         process_runs(worker),
         process_runs(backend_pid)
     );
-    manual.join().unwrap();
+    let _ = manual.join().unwrap();
     // A new postmaster refuses to start while the old one's pid exists.
     let (reaped, took) = wait_until(Duration::from_secs(10), || {
         !std::path::Path::new(&format!("/proc/{postmaster}")).exists()
