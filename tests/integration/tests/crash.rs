@@ -1726,15 +1726,17 @@ fn process_runs(pid: i32) -> bool {
 fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
     let mut client = worker_database();
     let cluster = Cluster::of(&mut client);
-    // Small batches, for the worker here and the backend below: a run of
-    // batches of 1,000 removes the 300,000 entries in about half a second,
-    // over before the backend could be seen at work. Reset after the
+    // Small batches, for the worker here and the backend below, so both
+    // are still at work when the postmaster dies: in batches of 1,000 a run
+    // removes 300,000 entries in about half a second. Reset after the
     // restart (declared before it, dropped after it).
     let _settings = SystemSettings::set(&[("agent_memory.cleanup_batch_size", "10")]);
     let _restart = RestartOnDrop(&cluster);
-    client
-        .batch_execute(
-            "ALTER TABLE agent_memory.kv_entries SET (autovacuum_enabled = false);
+    // 300,000 expired entries for the worker, in its database, and as many
+    // for the backend in a database of its own, where no worker runs: the
+    // worker cannot remove the backend's first and leave it nothing to do.
+    const EXPIRED_ENTRIES: &str =
+        "ALTER TABLE agent_memory.kv_entries SET (autovacuum_enabled = false);
              SELECT count(agent_memory.create_session('crash', session_id => 'crash-pm' || s))
              FROM generate_series(0, 99) s;
              INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
@@ -1746,8 +1748,11 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
              SET expires_at = now() - interval '1 hour'
                               + substr(session_id, 9)::int * interval '1 second'
                               + substr(key, 2)::int * interval '1 microsecond'
-             WHERE session_id LIKE 'crash-pm%'",
-        )
+             WHERE session_id LIKE 'crash-pm%'";
+    client.batch_execute(EXPIRED_ENTRIES).unwrap();
+    let backend_db = "am_crash_pm";
+    fresh_database(backend_db)
+        .batch_execute(EXPIRED_ENTRIES)
         .unwrap();
     let mut monitor = connect("postgres");
     let (in_batch, took) = wait_until(Duration::from_secs(30), || {
@@ -1764,14 +1769,8 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
         in_batch,
         "the worker was not seen in a batch after {took:?}"
     );
-    // The backend starts once the worker is in a batch: a cleanup call is
-    // one transaction and keeps each session it works on locked, so a
-    // backend first would leave the worker nothing it may take. The
-    // entries expire session by session (3,000 each), so a batch of the
-    // oldest holds one or two sessions and the backend finds others the
-    // worker does not hold, and stays busy (spread over every session, a
-    // batch held them all and the backend found nothing to do).
-    let mut backend = connect("postgres");
+    // The backend starts once the worker is in a batch.
+    let mut backend = connect(backend_db);
     let backend_pid = backend_pid(&mut backend);
     let manual = thread::spawn(move || {
         // Ends with an error when the server goes away.
@@ -1844,4 +1843,6 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
              DELETE FROM agent_memory.sessions WHERE session_id LIKE 'crash-pm%'",
         )
         .unwrap();
+    drop(client);
+    drop_database(backend_db);
 }
