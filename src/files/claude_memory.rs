@@ -369,7 +369,7 @@ static DESTINATION: Statement = Statement {
                  EXISTS (SELECT FROM (SELECT $1::text AS scope, path, agent_memory.caller_tenant() AS tenant
                                       FROM pg_catalog.unnest($5::text[]) AS path OFFSET 0) a
                          JOIN agent_memory.memory_files f
-                           ON f.scope = a.scope AND f.path = a.path AND f.tenant = a.tenant)",
+                           ON f.scope = $1 AND f.path = a.path AND f.tenant = a.tenant)",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
     writes: true,
 };

@@ -293,7 +293,7 @@ fn search(client: Client, scope: &str, path: &str, query: &Query) -> SqlResult<T
 }
 
 fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<String>> {
-    let _generic = GenericPlans::force();
+    let _generic = GenericPlans::force()?;
     Spi::connect_mut(|client| match command {
         Command::Read => read(client, scope, path),
         Command::List => list(client, scope, path),

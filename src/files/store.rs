@@ -447,7 +447,7 @@ static PATH_FREE: Statement = Statement {
                                           FROM pg_catalog.unnest($4::pg_catalog.text[]) AS path
                                           OFFSET 0) a
                              JOIN agent_memory.memory_files f
-                               ON f.scope OPERATOR(pg_catalog.=) a.scope
+                               ON f.scope OPERATOR(pg_catalog.=) $1
                               AND f.path OPERATOR(pg_catalog.=) a.path
                               AND f.tenant OPERATOR(pg_catalog.=) a.tenant)"
     ),

@@ -595,6 +595,8 @@ static DELETE_NODE: Statement = Statement {
 // the owner (in the row's tenant) are listed again as unresolved, in order:
 // one primary-key probe per ref (OFFSET 0 keeps the planner from turning
 // the NOT EXISTS into a join that may read all of the owner's nodes).
+// Every table is filtered by $1, the owner, so that Citus sends the
+// statement whole to the owner's node.
 macro_rules! node_json {
     () => {
         concat!(
@@ -609,7 +611,7 @@ macro_rules! node_json {
                'unresolvedRefs', pg_catalog.to_jsonb(ARRAY(
                   SELECT u.r FROM pg_catalog.unnest(n.refs) WITH ORDINALITY AS u(r, i)
                   WHERE NOT EXISTS (SELECT FROM agent_memory.graph_nodes g
-                                    WHERE g.owner = n.owner AND g.node_id = u.r
+                                    WHERE g.owner = $1 AND g.node_id = u.r
                                       AND g.tenant = n.tenant OFFSET 0)
                   ORDER BY u.i)),
                'body', n.body)"

@@ -27,7 +27,7 @@ use agent_memory_core::{Error, ErrorKind};
 use crate::pg::args::{INT4, INT4_ARRAY, INT8, JSONB, TEXT, TEXT_ARRAY, checked_id, required};
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of};
+use crate::pg::plans::{Columns, Statement, first_value_of, on_citus};
 use crate::pg::settings;
 use crate::pg::stream::{StreamRow, StreamStatement, for_each_row};
 use crate::sessions::{
@@ -188,6 +188,7 @@ fn append_messages(
             let done = seqs.len();
             let run = batch[done..].iter().take_while(|m| m.is_plain()).count();
             if run >= 2
+                && !on_citus()?
                 && let Some((first, count)) = append_plain_run(
                     client,
                     session_id,
@@ -290,8 +291,10 @@ fn append_locked(
 ) -> SqlResult<i64> {
     // A repeated idempotency key is rare: only a call that has one takes
     // the general path, which looks for it first. So does a tool result,
-    // which is stored only while its call is.
-    if message.idempotency_key.is_none() && message.answers.is_none() {
+    // which is stored only while its call is. Citus cannot route the
+    // common append (an INSERT in a CTE): there every append takes the
+    // general path, whose statements it routes one by one.
+    if message.idempotency_key.is_none() && message.answers.is_none() && !on_citus()? {
         let rows = APPEND_FAST.run(
             client,
             &[
@@ -800,8 +803,7 @@ static APPEND_FAST: Statement = Statement {
         callers_active_session!("$4"),
         "
            RETURNING (t.appended - 1) % t.keep AS slot, t.last_seq AS seq, t.tenant,
-                     s.last_thread_key IS DISTINCT FROM $2 AS moved,
-                     s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
+                     s.last_thread_key IS DISTINCT FROM $2 AS moved, s.last_activity_at),
          written AS (
            INSERT INTO agent_memory.thread_messages AS m
              (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, created_at)
@@ -813,7 +815,8 @@ static APPEND_FAST: Statement = Statement {
                idempotency_key = NULL, created_at = excluded.created_at
            WHERE NOT (m.role = 'assistant' AND m.metadata ? 'tool_calls')
            RETURNING m.seq)
-         SELECT written.seq, claimed.slot::int4, claimed.seq, claimed.moved, claimed.stale
+         SELECT written.seq, claimed.slot::int4, claimed.seq, claimed.moved,
+                claimed.last_activity_at < pg_catalog.now() - interval '1 second'
          FROM claimed LEFT JOIN written ON true"
     ),
     args: &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB],
@@ -859,8 +862,7 @@ static APPEND_BATCH: Statement = Statement {
         "
            RETURNING t.appended - r.n AS first_position, t.last_seq - r.n + 1 AS first_seq, r.n,
                      t.tenant,
-                     s.last_thread_key IS DISTINCT FROM $2 AS moved,
-                     s.last_activity_at < pg_catalog.now() - interval '1 second' AS stale),
+                     s.last_thread_key IS DISTINCT FROM $2 AS moved, s.last_activity_at),
          run AS (
            SELECT u.message, u.ord - $7 AS k
            FROM claimed c, pg_catalog.jsonb_array_elements($6) WITH ORDINALITY AS u(message, ord)
@@ -878,7 +880,8 @@ static APPEND_BATCH: Statement = Statement {
            SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
                content = excluded.content, metadata = excluded.metadata,
                idempotency_key = NULL, created_at = excluded.created_at)
-         SELECT first_seq, n, moved, stale FROM claimed"
+         SELECT first_seq, n, moved, last_activity_at < pg_catalog.now() - interval '1 second'
+         FROM claimed"
     ),
     args: &[TEXT, TEXT, INT4, INT4, TEXT, JSONB, INT4, INT4],
     writes: true,
@@ -1208,7 +1211,8 @@ static CLEAR: Statement = Statement {
                                                       (SELECT pg_catalog.max(d.last_seq) FROM threads d))
            WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND EXISTS (SELECT FROM threads))
          SELECT count(*)::int4
-         FROM agent_memory.thread_messages m JOIN threads USING (session_id, thread_key, tenant)"
+         FROM agent_memory.thread_messages m JOIN threads USING (session_id, thread_key, tenant)
+         WHERE m.session_id = $1"
     ),
     args: &[TEXT, TEXT, INT4],
     writes: true,

@@ -45,6 +45,9 @@ thread_local! {
     static BUILT: RefCell<HashMap<String, Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
     /// Whether this backend found the catalog at the library's version.
     static CATALOG_MATCHES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether Citus is installed in this database, as the catalog check
+    /// found it.
+    static CITUS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Refuse to run statements against a catalog of another version: after a
@@ -56,13 +59,21 @@ fn check_catalog(client: &SpiClient<'_>) -> SpiResult<()> {
         return Ok(());
     }
     let library = env!("CARGO_PKG_VERSION");
-    let catalog = client
+    let row = client
         .select(
-            "SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'agent_memory'",
+            "SELECT extversion,
+                    EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'citus')
+             FROM pg_catalog.pg_extension WHERE extname = 'agent_memory'",
             None,
             &[],
         )?
-        .first_value::<String>(1)?;
+        .first();
+    let (catalog, citus) = if row.is_empty() {
+        (None, false)
+    } else {
+        (row.get::<String>(1)?, row.get::<bool>(2)?.unwrap_or(false))
+    };
+    CITUS.set(citus);
     match catalog {
         Some(catalog) if catalog != library => pgrx::pg_sys::panic::ErrorReport::new(
             pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -76,6 +87,20 @@ fn check_catalog(client: &SpiClient<'_>) -> SpiResult<()> {
         _ => CATALOG_MATCHES.set(true),
     }
     Ok(())
+}
+
+/// Whether Citus is installed in this database (checked once per backend,
+/// with the catalog). Some statements then take another shape: Citus's
+/// router planner sends a statement whole to the node of its key only when
+/// every table in it is filtered by that key, no subquery reads another
+/// table from a RETURNING or a FROM-less SELECT, and a data-modifying CTE
+/// is an UPDATE or a DELETE (see docs/scaling.md). The single-server shapes
+/// do more in one statement.
+pub fn on_citus() -> SqlResult<bool> {
+    if !CATALOG_MATCHES.get() {
+        pgrx::Spi::connect(check_catalog).or_report()?;
+    }
+    Ok(CITUS.get())
 }
 
 /// The plan of `statement`, prepared on first use in this backend and kept

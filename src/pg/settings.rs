@@ -354,14 +354,19 @@ impl Drop for NoNotices {
 pub struct GenericPlans(i32);
 
 impl GenericPlans {
-    pub fn force() -> GenericPlans {
+    /// Not on Citus, whose planner can route a statement of several tables
+    /// only when planned for the values (a generic plan of one fails with
+    /// "could not create distributed plan").
+    pub fn force() -> SqlResult<GenericPlans> {
         // SAFETY: a plain read and write of a backend-local setting; the
         // old value comes back in drop.
         unsafe {
             let old = pg_sys::plan_cache_mode;
-            pg_sys::plan_cache_mode =
-                pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as i32;
-            GenericPlans(old)
+            if !crate::pg::plans::on_citus()? {
+                pg_sys::plan_cache_mode =
+                    pg_sys::PlanCacheMode::PLAN_CACHE_MODE_FORCE_GENERIC_PLAN as i32;
+            }
+            Ok(GenericPlans(old))
         }
     }
 }

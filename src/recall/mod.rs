@@ -253,7 +253,7 @@ fn recalled(asked: &Asked, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResu
         return Ok(Vec::new());
     }
     // Planning the statements costs more than running them (see CANDIDATES_BY_KEY).
-    let _generic = GenericPlans::force();
+    let _generic = GenericPlans::force()?;
     Spi::connect(|client| -> SqlResult<Vec<_>> {
         let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
         let per_kind = k * 4 + 20;

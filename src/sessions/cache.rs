@@ -133,11 +133,14 @@ pub fn can_remember() -> Option<u64> {
     if own_snapshots { deletions() } else { None }
 }
 
-/// The deletion counter (None: no counter).
+/// The deletion counter (None: no counter). On Citus there is none to
+/// trust: a session is deleted on the node of its shard, whose counter
+/// this backend does not read when the call runs on the coordinator.
 fn deletions() -> Option<u64> {
-    SHARED
-        .load(Ordering::Relaxed)
-        .then(|| DELETIONS.get().load(Ordering::SeqCst))
+    if !SHARED.load(Ordering::Relaxed) || crate::pg::plans::on_citus().unwrap_or(true) {
+        return None;
+    }
+    Some(DELETIONS.get().load(Ordering::SeqCst))
 }
 
 fn current_role() -> pg_sys::Oid {

@@ -6,9 +6,11 @@ use pgrx::prelude::*;
 use serde_json::json;
 
 use agent_memory_core::Error;
+use agent_memory_core::jsonb::JsonbWriter;
 use agent_memory_core::sessions::kv;
+use agent_memory_core::time::{POSTGRES_EPOCH_UNIX_MICROS, iso_utc};
 
-use crate::pg::args::{BOOL, INT4, TEXT, TEXT_ARRAY, checked_id, checked_list, required};
+use crate::pg::args::{BOOL, INT4, TEXT, TEXT_ARRAY, checked_id, checked_list};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Statement, first_value_of, iso};
@@ -34,7 +36,10 @@ fn build_context(
             include_metadata.into(),
         ],
     )?;
-    required(context, "context")
+    match context {
+        Some(context) => Ok(context),
+        None => session_missing(session_id),
+    }
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -71,14 +76,13 @@ fn clear_context(session_id: &str) -> SqlResult<i32> {
 // The statements.
 
 /// $1 session (of the caller's tenant), $2 idle minutes, $3 keys (NULL:
-/// all, else a probe per key), $4 include metadata.
+/// all, else a probe per key: OFFSET 0 keeps the lateral read from
+/// becoming a join that may read the whole session), $4 include metadata.
+/// No row when the session is missing or expired. Every table is filtered
+/// by $1, so that Citus sends the statement whole to the session's node.
 static BUILD: Statement = Statement {
     sql: concat!(
-        "SELECT CASE WHEN s.session_id IS NULL THEN
-                  pg_catalog.jsonb_build_object('sessionId', $1::text, 'timestamp', ",
-        iso!("pg_catalog.now()"),
-        ", 'error', 'session not found or expired')
-                ELSE pg_catalog.jsonb_build_object(
+        "SELECT pg_catalog.jsonb_build_object(
                   'sessionId', s.session_id,
                   'timestamp', ",
         iso!("pg_catalog.now()"),
@@ -91,24 +95,42 @@ static BUILD: Statement = Statement {
                   'memory', CASE WHEN $3::text[] IS NULL THEN
                               (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
                                FROM agent_memory.kv_entries k
-                               WHERE k.session_id = s.session_id AND k.tenant = s.tenant
+                               WHERE k.session_id = $1 AND k.tenant = s.tenant
                                  AND k.expires_at > pg_catalog.now())
                             ELSE
-                              (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
-                               FROM (SELECT s.session_id, key, s.tenant
-                                     FROM pg_catalog.unnest($3::text[]) AS key OFFSET 0) e
-                               JOIN agent_memory.kv_entries k
-                                 ON k.session_id = e.session_id AND k.key = e.key AND k.tenant = e.tenant
-                               WHERE k.expires_at > pg_catalog.now())
+                              (SELECT coalesce(pg_catalog.jsonb_object_agg(e.key, v.value), '{}')
+                               FROM pg_catalog.unnest($3::text[]) AS e(key),
+                                    LATERAL (SELECT k.value FROM agent_memory.kv_entries k
+                                             WHERE k.session_id = $1 AND k.key = e.key
+                                               AND k.tenant = s.tenant
+                                               AND k.expires_at > pg_catalog.now()
+                                             OFFSET 0) v)
                             END)
                   || CASE WHEN $4 THEN pg_catalog.jsonb_build_object('sessionMetadata', s.metadata)
                           ELSE '{}'::jsonb END
-                END
-         FROM (SELECT) AS one
-         LEFT JOIN agent_memory.sessions s
-           ON ",
+         FROM agent_memory.sessions s
+         WHERE ",
         callers_active_session!("$2")
     ),
     args: &[TEXT, INT4, TEXT_ARRAY, BOOL],
     writes: false,
 };
+
+/// What build_context answers for a session that is missing or expired:
+/// `{"error": …, "sessionId": …, "timestamp": …}` (jsonb's key order).
+fn session_missing(session_id: &str) -> SqlResult<JsonbBytes> {
+    // now(): the transaction's start.
+    // SAFETY: reads a backend global, set for every transaction.
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let timestamp = iso_utc(now.saturating_add(POSTGRES_EPOCH_UNIX_MICROS), 3);
+    let mut w = JsonbWriter::with_capacity(96 + session_id.len());
+    w.begin_object(3);
+    for name in ["error", "sessionId", "timestamp"] {
+        w.string(name);
+    }
+    w.string("session not found or expired");
+    w.string(session_id);
+    w.string(&timestamp);
+    w.end();
+    Ok(JsonbBytes(w.finish().or_report()?))
+}

@@ -23,7 +23,7 @@ use crate::pg::args::{
 };
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of, prepared_plan};
+use crate::pg::plans::{Columns, Statement, first_value_of, on_citus, prepared_plan};
 use crate::pg::settings;
 use crate::sessions::{
     active, active_until, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
@@ -90,9 +90,15 @@ pub fn write_entries(
 
     lock_session(session_id);
     Spi::connect_mut(|client| {
+        let on_citus = on_citus()?;
         let rows = match entries {
             [(key, value)] => {
-                let plan = prepared_plan(client, &WRITE_ONE).or_report()?;
+                let statement = if on_citus {
+                    &WRITE_ONE_ON_CITUS
+                } else {
+                    &WRITE_ONE
+                };
+                let plan = prepared_plan(client, statement).or_report()?;
                 let value = match received {
                     Some(datum) => datum.into(),
                     None => JsonB((*value).clone()).into(),
@@ -121,20 +127,34 @@ pub fn write_entries(
                     memory_ttl.into(),
                     idle.into(),
                 ];
-                WRITE_MANY.run(client, &args)?
+                if on_citus {
+                    WRITE_MANY_ON_CITUS.run(client, &args)?
+                } else {
+                    WRITE_MANY.run(client, &args)?
+                }
             }
         };
         let mut change: i64 = 0;
         let mut state = None;
+        let mut expires_at = None;
         for row in rows {
             change += i64::from(row.required::<i32>(1, "words")?);
-            if state.is_none() {
-                state = Some(SessionState::from_array(
-                    row.required::<Vec<i64>>(2, "session state")?,
-                )?);
+            if on_citus {
+                expires_at = expires_at.or(row.value::<TimestampWithTimeZone>(2)?);
+            } else if state.is_none() {
+                state = Some(row.required::<Vec<i64>>(2, "session state")?);
             }
         }
-        let Some(state) = state else {
+        if let Some(expires_at) = expires_at {
+            // Every entry of one write expires at the same time.
+            state = Some(
+                STATE_AFTER_WRITE
+                    .run(client, &[session_id.into(), expires_at.into()])?
+                    .first()
+                    .required::<Vec<i64>>(1, "session state")?,
+            );
+        }
+        let Some(state) = state.map(SessionState::from_array).transpose()? else {
             return Err(session_gone(session_id)).or_report();
         };
         if change != 0 || state.expires_sooner || state.activity_stale {
@@ -329,7 +349,7 @@ fn kv_clear(session_id: &str) -> SqlResult<i32> {
 // defaults are now()): Citus accepts only immutable expressions in DO
 // UPDATE SET (see docs/scaling.md).
 macro_rules! upsert_statement {
-    ($($entries:expr),+) => {
+    ($returning:expr, $($entries:expr),+) => {
         concat!(
             "INSERT INTO agent_memory.kv_entries AS k (session_id, key, value, words, prev_words, expires_at, tenant)
              ",
@@ -343,13 +363,35 @@ macro_rules! upsert_statement {
                     updated_at = excluded.updated_at,
                     created_at = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.created_at
                                       ELSE k.created_at END
-             RETURNING k.words - k.prev_words,
-               (SELECT ARRAY[u.kv_words,
-                             (u.kv_next_expiry <= pg_catalog.now())::int4::int8,
-                             (k.expires_at < u.kv_next_expiry)::int4::int8,
-                             (u.last_activity_at < pg_catalog.now() - interval '1 second')::int4::int8]
-                FROM agent_memory.sessions u WHERE u.session_id = k.session_id AND u.tenant = k.tenant)"
+             RETURNING k.words - k.prev_words, ",
+            $returning
         )
+    };
+}
+
+/// The session's state after a write of entries `k` (see SessionState).
+macro_rules! session_state {
+    ($session:literal, $expires_at:literal) => {
+        concat!(
+            "(SELECT ARRAY[u.kv_words,
+                           (u.kv_next_expiry <= pg_catalog.now())::int4::int8,
+                           (",
+            $expires_at,
+            " < u.kv_next_expiry)::int4::int8,
+                           (u.last_activity_at < pg_catalog.now() - interval '1 second')::int4::int8]
+              FROM agent_memory.sessions u WHERE u.session_id = ",
+            $session,
+            " AND u.tenant = agent_memory.caller_tenant())"
+        )
+    };
+}
+
+/// The single-server write returns the session's state in the same
+/// statement; on Citus the write returns its expiry and the state is read
+/// after (Citus routes no RETURNING that reads another table).
+macro_rules! state_in_returning {
+    () => {
+        session_state!("k.session_id", "k.expires_at")
     };
 }
 
@@ -380,7 +422,7 @@ macro_rules! delete_entries {
             ", kv_next_expiry = ",
             $next_expiry,
             "
-               WHERE session_id = (SELECT session_id FROM s) AND tenant = (SELECT tenant FROM s))
+               WHERE session_id = $1 AND tenant = (SELECT tenant FROM s))
              SELECT count(*) FILTER (WHERE expires_at > pg_catalog.now())::int4 FROM gone"
         )
     };
@@ -389,6 +431,7 @@ macro_rules! delete_entries {
 /// One entry: what kv_set writes.
 static WRITE_ONE: Statement = Statement {
     sql: upsert_statement!(
+        state_in_returning!(),
         "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
                 s.tenant
          FROM agent_memory.sessions s
@@ -402,6 +445,7 @@ static WRITE_ONE: Statement = Statement {
 /// Several entries: what update_context writes.
 static WRITE_MANY: Statement = Statement {
     sql: upsert_statement!(
+        state_in_returning!(),
         "SELECT s.session_id, e.key, e.value, e.words, 0,
                 pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)), s.tenant
          FROM agent_memory.sessions s,
@@ -419,6 +463,44 @@ static WRITE_MANY: Statement = Statement {
         INT4,
         INT4,
     ],
+    writes: true,
+};
+
+/// WRITE_ONE on Citus: returns the entry's expiry instead of the state.
+static WRITE_ONE_ON_CITUS: Statement = Statement {
+    sql: upsert_statement!(
+        "k.expires_at",
+        "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
+                s.tenant
+         FROM agent_memory.sessions s
+         WHERE ",
+        callers_active_session!("$7")
+    ),
+    args: WRITE_ONE.args,
+    writes: true,
+};
+
+/// WRITE_MANY on Citus: returns the entries' expiry instead of the state.
+static WRITE_MANY_ON_CITUS: Statement = Statement {
+    sql: upsert_statement!(
+        "k.expires_at",
+        "SELECT s.session_id, e.key, e.value, e.words, 0,
+                pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)), s.tenant
+         FROM agent_memory.sessions s,
+              ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
+                         pg_catalog.unnest($4::int4[])) AS e(key, value, words)
+         WHERE ",
+        callers_active_session!("$7")
+    ),
+    args: WRITE_MANY.args,
+    writes: true,
+};
+
+/// On Citus, the state of session $1 after a write of entries expiring at
+/// $2, read under the write lock, after the write.
+static STATE_AFTER_WRITE: Statement = Statement {
+    sql: concat!("SELECT ", session_state!("$1", "$2")),
+    args: &[TEXT, TIMESTAMPTZ],
     writes: true,
 };
 
@@ -495,7 +577,7 @@ static GET_ALL: Statement = Statement {
     sql: concat!(
         "SELECT (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
                  FROM agent_memory.kv_entries k
-                 WHERE k.session_id = s.session_id AND k.tenant = s.tenant
+                 WHERE k.session_id = $1 AND k.tenant = s.tenant
                    AND k.expires_at > pg_catalog.now())
          FROM agent_memory.sessions s
          WHERE ",

@@ -355,11 +355,17 @@ static CLAIM_SESSION: Statement = Statement {
 };
 
 /// Taken under the session's write lock.
+/// Returns whether the session was active. Citus accepts no now() in a
+/// RETURNING, so the test is made outside.
 static DELETE_SESSION: Statement = Statement {
     sql: concat!(
-        "DELETE FROM agent_memory.sessions s
-         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() RETURNING ",
-        active!("s", "$2")
+        "WITH s AS (
+           DELETE FROM agent_memory.sessions s
+           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()
+           RETURNING s.last_activity_at, s.idle_timeout)
+         SELECT ",
+        active!("s", "$2"),
+        " FROM s"
     ),
     args: &[TEXT, INT4],
     writes: true,

@@ -350,14 +350,13 @@ macro_rules! upsert_part {
 
 /// Write a part of session $1 if the caller's tenant's session is active
 /// ($5 idle minutes): a row only for a change. One statement, no CTE: this
-/// is the hot path.
+/// is the hot path. The row comes from the session's (not from a FROM-less
+/// SELECT), which Citus routes to the session's node.
 static WRITE_CHECKED: Statement = Statement {
     sql: upsert_part!(concat!(
-        "SELECT $1, $2, $3, $4, agent_memory.caller_tenant() WHERE EXISTS (
-           SELECT FROM agent_memory.sessions s
-           WHERE ",
-        callers_active_session!("$5"),
-        ")"
+        "SELECT s.session_id, $2, $3, $4, s.tenant FROM agent_memory.sessions s
+         WHERE ",
+        callers_active_session!("$5")
     )),
     args: &[TEXT, TEXT, TEXT, JSONB, INT4],
     writes: true,
