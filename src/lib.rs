@@ -83,6 +83,7 @@ pub extern "C-unwind" fn _PG_init() {
         sessions::worker::register();
     }
     pg::notify::init(preloading && !upgrading);
+    pg::citus::init(preloading && !upgrading);
     sessions::cache::init(preloading && !upgrading);
 }
 

@@ -7,6 +7,8 @@
 pub mod args;
 /// SQL functions declared by hand as C functions.
 pub mod c_functions;
+/// Living beside Citus: calls it must not delegate.
+pub mod citus;
 /// Datums built by the extension for large results.
 pub mod datums;
 /// Every failure becomes a specific SQLSTATE here, and only here.

@@ -65,6 +65,37 @@ pub enum SensitiveData {
     Allow,
 }
 
+/// The name of every `agent_memory.*` setting (a test holds it to
+/// `pg_settings`).
+pub const NAMES: &[&std::ffi::CStr] = &[
+    c"agent_memory.text_search_config",
+    c"agent_memory.recall_kinds",
+    c"agent_memory.max_recall_k",
+    c"agent_memory.max_exact_recall",
+    c"agent_memory.recall_half_life",
+    c"agent_memory.max_messages",
+    c"agent_memory.session_idle_timeout",
+    c"agent_memory.memory_ttl",
+    c"agent_memory.kv_word_budget",
+    c"agent_memory.cleanup_interval",
+    c"agent_memory.cleanup_batch_size",
+    c"agent_memory.cleanup_batch_timeout",
+    c"agent_memory.cleanup_history",
+    c"agent_memory.database",
+    c"agent_memory.sensitive_data",
+    c"agent_memory.curator",
+    c"agent_memory.max_file_bytes",
+    c"agent_memory.max_files_per_scope",
+    c"agent_memory.max_message_bytes",
+    c"agent_memory.max_node_bytes",
+    c"agent_memory.max_result_bytes",
+    c"agent_memory.max_node_refs",
+    c"agent_memory.max_tree_rows",
+    c"agent_memory.strip_node_keys",
+    c"agent_memory.tenant_isolation",
+    c"agent_memory.tenant",
+];
+
 /// Register every setting and reserve the prefix, so that a misspelt
 /// `agent_memory.*` name in postgresql.conf is reported instead of ignored.
 pub fn define_all() {
@@ -441,5 +472,27 @@ fn set_option(name: &std::ffi::CStr, value: &std::ffi::CStr, action: pg_sys::Guc
             pgrx::PgLogLevel::ERROR as i32,
             false,
         );
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    /// NAMES lists every setting the library defines, and nothing else.
+    #[pg_test]
+    fn names_are_every_setting_of_the_library() {
+        let defined = Spi::get_one::<Vec<String>>(
+            r#"SELECT array_agg(name ORDER BY name COLLATE "C") FROM pg_settings WHERE name LIKE 'agent_memory.%'"#,
+        )
+        .expect("pg_settings")
+        .expect("settings");
+        let mut listed: Vec<String> = super::NAMES
+            .iter()
+            .map(|name| name.to_string_lossy().into_owned())
+            .collect();
+        listed.sort();
+        assert_eq!(defined, listed);
     }
 }

@@ -1,0 +1,186 @@
+//! Living beside Citus, which delegates a call of a distributed function
+//! to the node that holds the shard of its first argument.
+//!
+//! When Citus is preloaded, a planner hook keeps two kinds of call from
+//! being delegated; they run on the node they were sent to, whose
+//! statements Citus routes one by one, as calls in a transaction block do:
+//!
+//! - a NULL first argument: Citus 13.2 crashes the backend that delegates
+//!   it (`function_call_delegation.c` hashes the value without testing
+//!   it), and a crash restarts every connection of the server. Run here,
+//!   the function refuses the NULL as it does on a single server;
+//! - a call made while the session has changed an `agent_memory.*`
+//!   setting (`SET`): a delegated call reads the settings of the worker,
+//!   which never saw the `SET`. A tenant set for the session, a word
+//!   budget or a size limit then holds as it does on a single server.
+//!
+//! Every other statement goes to Citus untouched.
+
+use std::ffi::{CStr, c_char, c_int};
+
+use pgrx::list::PgList;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use crate::pg::settings;
+
+static mut PREVIOUS_PLANNER: pg_sys::planner_hook_type = None;
+
+/// At library load, when preloading after Citus: take the planner hook.
+pub fn init(preloading: bool) {
+    if !preloading || !citus_preloaded() {
+        return;
+    }
+    // SAFETY: hooks are set at load time, on the main thread.
+    unsafe {
+        PREVIOUS_PLANNER = pg_sys::planner_hook;
+        pg_sys::planner_hook = Some(plan);
+    }
+}
+
+/// Whether `shared_preload_libraries` names citus.
+fn citus_preloaded() -> bool {
+    // SAFETY: reads a setting by its name; NULL when it is unknown.
+    let value =
+        unsafe { pg_sys::GetConfigOption(c"shared_preload_libraries".as_ptr(), true, false) };
+    if value.is_null() {
+        return false;
+    }
+    // SAFETY: a setting's value is a NUL-terminated string.
+    let libraries = unsafe { CStr::from_ptr(value) }.to_string_lossy();
+    libraries
+        .split(',')
+        .any(|library| library.trim().trim_matches('"') == "citus")
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn plan(
+    parse: *mut pg_sys::Query,
+    query_string: *const c_char,
+    cursor_options: c_int,
+    bound_params: pg_sys::ParamListInfo,
+) -> *mut pg_sys::PlannedStmt {
+    // SAFETY: the planner's arguments, as PostgreSQL hands them to a hook.
+    unsafe {
+        if !must_run_here(parse, bound_params)
+            && let Some(previous) = PREVIOUS_PLANNER
+        {
+            return previous(parse, query_string, cursor_options, bound_params);
+        }
+        pg_sys::standard_planner(parse, query_string, cursor_options, bound_params)
+    }
+}
+
+/// Whether the query is `SELECT agent_memory.f(...)`, the shape Citus
+/// delegates (one column, no FROM), with a NULL first argument (given or
+/// bound) or made while the session has changed a setting. Such a query
+/// reads no table, so it can be planned without Citus: Citus's hooks see
+/// no relation of it. (A function in FROM cannot skip Citus's planner:
+/// Citus's relation hooks would run without its planner's context.)
+///
+/// # Safety
+/// `parse` is a query being planned and `bound_params` its parameters (or
+/// NULL).
+unsafe fn must_run_here(parse: *mut pg_sys::Query, bound_params: pg_sys::ParamListInfo) -> bool {
+    // SAFETY: the caller passes a valid query; every node is tested for its
+    // tag before it is read as that node.
+    unsafe {
+        let query = &*parse;
+        if query.commandType != pg_sys::CmdType::CMD_SELECT
+            || query.hasSubLinks
+            || !query.cteList.is_null()
+            || query.jointree.is_null()
+            || !(*query.jointree).fromlist.is_null()
+        {
+            return false;
+        }
+        let targets = PgList::<pg_sys::TargetEntry>::from_pg(query.targetList);
+        if targets.len() != 1 {
+            return false;
+        }
+        let Some(target) = targets.get_ptr(0) else {
+            return false;
+        };
+        let expr = (*target).expr as *mut pg_sys::Node;
+        if expr.is_null() || (*expr).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return false;
+        }
+        let call = &*(expr as *mut pg_sys::FuncExpr);
+        if !in_extension_schema(call.funcid) {
+            return false;
+        }
+        let args = PgList::<pg_sys::Node>::from_pg(call.args);
+        let null_first = match args.get_ptr(0) {
+            Some(first) => {
+                let first = pg_sys::strip_implicit_coercions(first);
+                match (*first).type_ {
+                    pg_sys::NodeTag::T_Const => (*(first as *mut pg_sys::Const)).constisnull,
+                    pg_sys::NodeTag::T_Param => {
+                        bound_null(first as *mut pg_sys::Param, bound_params)
+                    }
+                    _ => false,
+                }
+            }
+            None => false,
+        };
+        null_first || settings_changed_in_session()
+    }
+}
+
+/// Whether some `agent_memory.*` setting differs from the value RESET
+/// would give it: the session changed it with SET (or set_config).
+/// Settings hidden from ordinary roles are server-wide: no session sets
+/// them.
+fn settings_changed_in_session() -> bool {
+    settings::NAMES.iter().any(|name| {
+        // SAFETY: reads of settings this library defined, by name; the
+        // values are NUL-terminated strings (NULL for an unset string).
+        unsafe {
+            let flags = pg_sys::GetConfigOptionFlags(name.as_ptr(), true);
+            if flags & pg_sys::GUC_SUPERUSER_ONLY as c_int != 0 {
+                return false;
+            }
+            let now = pg_sys::GetConfigOption(name.as_ptr(), true, false);
+            let reset = pg_sys::GetConfigOptionResetString(name.as_ptr());
+            match (now.is_null(), reset.is_null()) {
+                (false, false) => CStr::from_ptr(now) != CStr::from_ptr(reset),
+                (true, true) => false,
+                _ => true,
+            }
+        }
+    })
+}
+
+/// Whether an external parameter is bound to NULL.
+///
+/// # Safety
+/// As for [`must_run_here`].
+unsafe fn bound_null(param: *mut pg_sys::Param, bound_params: pg_sys::ParamListInfo) -> bool {
+    // SAFETY: as the caller's; the parameter list is read only within its
+    // length, through its fetch hook when it has one.
+    unsafe {
+        let param = &*param;
+        if param.paramkind != pg_sys::ParamKind::PARAM_EXTERN || bound_params.is_null() {
+            return false;
+        }
+        let list = &mut *bound_params;
+        if param.paramid < 1 || param.paramid > list.numParams {
+            return false;
+        }
+        let mut workspace = std::mem::zeroed::<pg_sys::ParamExternData>();
+        let value = match list.paramFetch {
+            Some(fetch) => fetch(bound_params, param.paramid, true, &mut workspace),
+            None => list.params.as_mut_ptr().add(param.paramid as usize - 1),
+        };
+        !value.is_null() && (*value).isnull
+    }
+}
+
+/// Whether function `funcid` lives in schema agent_memory.
+fn in_extension_schema(funcid: pg_sys::Oid) -> bool {
+    // SAFETY: catalog lookups by oid; NULL when there is no such schema.
+    unsafe {
+        let name = pg_sys::get_namespace_name(pg_sys::get_func_namespace(funcid));
+        !name.is_null() && CStr::from_ptr(name).to_bytes() == b"agent_memory"
+    }
+}
