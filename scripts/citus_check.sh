@@ -384,6 +384,7 @@ BEGIN
         ok := r.distributed <> r.local;
         what := CASE
             WHEN r.distributed AND r.local THEN format('table %s is distributed but declared local', r.rel)
+            WHEN r.distributed AND r.column_name IS NULL THEN format('table %s is a reference table (a copy on every node)', r.rel)
             WHEN r.distributed THEN format('table %s distributed by %s (colocation group %s)', r.rel, r.column_name, r.colocationid)
             WHEN r.local THEN format('table %s stays local (declared)', r.rel)
             ELSE format('table %s is neither distributed nor declared local', r.rel) END;

@@ -123,11 +123,13 @@ WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memo
 -- (not delegated) answers for the node it is called on.
 -- citus_check: local agent_memory.notify_secret
 
--- recall_settings stays local: recall, run on the node it is called on,
--- reads that node's row, and recall_rebuild() writes it there with the
--- search columns' DDL (which Citus propagates to the shards). Run
--- recall_rebuild() on the coordinator.
--- citus_check: local agent_memory.recall_settings
+-- recall_settings is a reference table: a copy on every node, which
+-- Citus joins with any shard. recall and the memory tool's search read it
+-- beside the shards they search; recall_rebuild() and
+-- recall_enable_embeddings(), run on the coordinator, write every copy with
+-- the search columns' DDL (which Citus propagates to the shards).
+SELECT create_reference_table('agent_memory.recall_settings')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.recall_settings'::regclass);
 
 -- Citus's row-level security test re-runs ALTER TABLE ... OWNER TO after
 -- distributing, noting that ownership is otherwise lost on the shards.
@@ -186,13 +188,9 @@ SELECT create_distributed_function('agent_memory.wm_context(text,text,text)', 's
 
 -- Group 1, never forced: each may run a statement outside the session's
 -- own key, which forced delegation refuses.
---   create_session: session_id is its third argument. A NULL one makes it
---     insert a generated id, which lives on another shard. Pass your own
---     ids where you can (docs/scaling.md).
 --   wm_init, set_active_node: read graph_nodes of the session's project,
 --     which is another key in another group, usually on another node.
 --   wm_clear: with session_id NULL it clears every session.
-SELECT create_distributed_function('agent_memory.create_session(text,jsonb,text,interval)', 'session_id', colocate_with => 'agent_memory.sessions');
 SELECT create_distributed_function('agent_memory.wm_init(text,text,text)', 'session_id', colocate_with => 'agent_memory.sessions');
 SELECT create_distributed_function('agent_memory.set_active_node(text,text)', 'session_id', colocate_with => 'agent_memory.sessions');
 SELECT create_distributed_function('agent_memory.wm_clear(text,text)', 'session_id', colocate_with => 'agent_memory.sessions');
@@ -220,6 +218,11 @@ SELECT create_distributed_function('agent_memory.claude_memory(text,jsonb)', 'sc
 SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,jsonb)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
 
 -- Not delegated, and why:
+-- Its session_id may be NULL (it then makes one up), and Citus 13.2 crashes
+-- the backend that delegates a call whose distribution argument is a NULL
+-- constant (function_call_delegation.c hashes it unchecked). Its one
+-- INSERT is routed to the session's shard from the node it is called on:
+-- citus_check: not_delegated agent_memory.create_session(text,jsonb,text,interval)
 -- They read no table, so they run wherever they are called:
 -- citus_check: not_delegated agent_memory.version()
 -- citus_check: not_delegated agent_memory.caller_tenant()
@@ -248,6 +251,14 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- citus_check: not_delegated agent_memory.recall_rebuild()
 -- Does not work on distributed tables. Use the per-shard cleanup below:
 -- citus_check: not_delegated agent_memory.cleanup_expired(integer)
+
+-- Plans for the values. On a single server these functions run their
+-- statements with generic plans (planned once per connection); Citus can
+-- route a generic plan of a statement over one table only, and refuses the
+-- others ("could not create distributed plan").
+ALTER FUNCTION agent_memory.claude_memory(text, jsonb) RESET plan_cache_mode;
+ALTER FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) RESET plan_cache_mode;
+ALTER FUNCTION agent_memory.recall(text,text,text,text,text,text[],integer,real[],jsonb) RESET plan_cache_mode;
 
 -- ---------------------------------------------------------------------
 -- Check what Citus recorded (pg_dist_partition: table, key, colocation

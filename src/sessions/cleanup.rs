@@ -27,9 +27,9 @@ use serde_json::json;
 
 use agent_memory_core::Error;
 
-use crate::pg::args::{INT4, INT8, TEXT};
+use crate::pg::args::{INT4, INT8, TEXT, required};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, FirstRow, Statement, first_value_of, prepared_plan};
+use crate::pg::plans::{Columns, FirstRow, Statement, first_value_of, on_citus, prepared_plan};
 use crate::pg::settings;
 use crate::sessions::idle_timeout_minutes;
 
@@ -343,6 +343,12 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
         )))
         .or_report();
     }
+    if on_citus()? && first_value_of::<bool>(&CITUS_CLEANUP_INSTALLED, &[])? == Some(true) {
+        return required(
+            first_value_of::<JsonB>(&CITUS_CLEANUP, &[batch_size.into()])?,
+            "cleanup",
+        );
+    }
     let started_at = pgrx::datetime::clock_timestamp();
     let mut counts = Counts::default();
     for kind in Expired::ALL {
@@ -544,5 +550,22 @@ static RECORD_RUN: Statement = Statement {
         TEXT,
         INT4,
     ],
+    writes: true,
+};
+
+/// Whether sql/citus.sql installed the per-shard cleanup. On Citus the
+/// batches below cannot run (a ctid means something inside one shard only,
+/// and Citus refuses FOR UPDATE over many shards): cleanup_expired() runs
+/// that one instead, shard by shard.
+static CITUS_CLEANUP_INSTALLED: Statement = Statement {
+    sql: "SELECT pg_catalog.to_regprocedure(
+                   'agent_memory_citus.cleanup_expired_shards(integer,integer)') IS NOT NULL",
+    args: &[],
+    writes: false,
+};
+
+static CITUS_CLEANUP: Statement = Statement {
+    sql: "SELECT agent_memory_citus.cleanup_expired_shards($1)",
+    args: &[INT4],
     writes: true,
 };
