@@ -2,7 +2,7 @@
 PG ?= 15
 export PG
 
-.PHONY: all demo test test-reliability bench profile stop setup install package fmt lint docker
+.PHONY: all demo test test-reliability test-citus bench profile stop setup install package fmt lint docker
 
 all: package  ## build the installable package (the default, as PGXN's client expects)
 
@@ -14,6 +14,9 @@ test:       ## every test layer: unit, pg_test, regress, integration
 
 test-reliability: ## upgrades, pg_dump, isolation, hostile input, tenants, load; PARTS="..." picks some
 	scripts/reliability.sh $(PARTS)
+
+test-citus: ## the regress suites through a real Citus cluster (needs Citus 13.2 for PostgreSQL 15)
+	scripts/test_citus.sh
 
 bench:      ## extension vs plain SQL (and peers), ratios into BENCHMARKS.md
 	scripts/bench.sh

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# agent_memory through a real Citus cluster: a coordinator and two workers
+# on loopback (scripts/citus.sh), PostgreSQL 15 with Citus 13.2.
+#
+# With the functions delegated as sql/citus.sql does by default (its
+# force_delegation=true does not work yet: see docs/scaling.md), on a fresh
+# cluster:
+#   1. CREATE EXTENSION agent_memory on the coordinator, then sql/citus.sql;
+#   2. the pg_regress suites of tests/pg_regress, sent to the coordinator.
+#      Each suite's output must equal the single server's expected output,
+#      but for the differences recorded in tests/citus/differences/MODE/
+#      SUITE.diff (each explained in docs/scaling.md), exactly those;
+#   3. the suites of tests/citus (what only a cluster shows: calls in and
+#      out of transaction blocks, where rows land), against their own
+#      expected output;
+#   and, on a cluster of its own, examples/quickstart.sql, unchanged. (The
+#   psycopg example calls recall, which does not run on Citus yet: see
+#   docs/scaling.md.)
+#
+#   PG=15 scripts/test_citus.sh [--record]
+#
+# --record writes the differences found instead of checking them (review
+# every change in git diff before committing it). Needs Citus 13.2 for
+# PostgreSQL 15 (../shared/citus/install.sh, or a Citus package).
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+
+[ "$PG" = 15 ] || die "the Citus tests run on PostgreSQL 15 (Citus is installed for it), not $PG"
+record=false
+[ "${1:-}" = --record ] && record=true
+
+if [ ! -f "$("$PG_CONFIG" --pkglibdir)/citus.so" ]; then
+  die "Citus is not installed for PostgreSQL 15 ($("$PG_CONFIG" --pkglibdir)/citus.so is missing).
+Install Citus 13.2 for PostgreSQL 15 first: ../shared/citus/install.sh, or a Citus package."
+fi
+
+scripts/install.sh
+work="$(scratch_dir "citus-pg$PG")"
+suites=$(cd tests/pg_regress/sql && ls *.sql | sed 's/\.sql$//' | sort)
+citus_suites=$(cd tests/citus/sql && ls *.sql | sed 's/\.sql$//' | sort)
+failed=0 passed=0
+pass() { passed=$((passed + 1)); echo "ok      $1"; }
+fail() { failed=$((failed + 1)); echo "FAILED  $1"; }
+
+# pg_regress against the coordinator's database memory (--use-existing:
+# no database is made or dropped).
+regress_on_coordinator() {
+  local input="$1" output="$2"; shift 2
+  rm -rf "$output" && mkdir -p "$output" && chown "$PG_OS_USER": "$output"
+  ( eval "$(scripts/citus.sh env)"
+    as_pg_user "$PG_REGRESS" --bindir="$PG_BINDIR" --use-existing \
+      --host="$PGHOST" --port="$PGPORT" --dbname=memory \
+      --inputdir="$input" --outputdir="$output" "$@" >"$output/run.log" 2>&1 ) || true
+}
+
+# A suite's output as the single server's expected output would read it:
+# Citus names the node an error came from on a line of its own, and the
+# nodes' ports and temporary schemas vary from run to run.
+normalized() {
+  sed -E -e '/^CONTEXT:  while executing command on /d' \
+         -e 's/@127\.0\.0\.1:[0-9]+/@127.0.0.1:PORT/g' \
+         -e 's/pg_temp_[0-9]+/pg_temp_N/g' "$1"
+}
+
+# A fresh cluster with agent_memory set up by sql/citus.sql in mode $1.
+fresh_cluster() {
+  local mode="$1" force=false
+  [ "$mode" = forced ] && force=true
+  CITUS_CONF="lc_messages = 'C'" scripts/citus.sh start --fresh
+  ( eval "$(scripts/citus.sh env)"
+    "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -c "CREATE EXTENSION agent_memory"
+    "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -v force_delegation=$force -f sql/citus.sql ) \
+    >"$work/setup-$mode.log" 2>&1 || { cat "$work/setup-$mode.log"; die "sql/citus.sql failed ($mode)"; }
+}
+
+for mode in delegated; do
+  say "Citus, functions $mode: the quick start, unchanged, on a fresh cluster"
+  fresh_cluster "$mode"
+  if ( eval "$(scripts/citus.sh env)"
+       "$PG_BINDIR/psql" -X -q -v ON_ERROR_STOP=1 -f examples/quickstart.sql ) >"$work/quickstart-$mode.log" 2>&1; then
+    pass "$mode/quickstart.sql"
+  else
+    fail "$mode/quickstart.sql"; tail -n 20 "$work/quickstart-$mode.log"
+  fi
+
+  say "Citus, functions $mode: the suites, on a fresh cluster"
+  fresh_cluster "$mode"
+  # The single server's suites, in one database as pg_regress runs them.
+  input="$work/input-$mode"
+  rm -rf "$input" && cp -r tests/pg_regress "$input" && chown -R "$PG_OS_USER": "$input"
+  regress_on_coordinator "$input" "$work/regress-$mode" $suites
+  recorded="tests/citus/differences/$mode"
+  mkdir -p "$recorded"
+  for suite in $suites; do
+    result="$work/regress-$mode/results/$suite.out"
+    if [ ! -f "$result" ]; then fail "$mode/$suite (no output)"; continue; fi
+    found="$work/regress-$mode/$suite.diff"
+    normalized "$result" | diff -U1 "tests/pg_regress/expected/$suite.out" - | tail -n +3 >"$found" || true
+    if $record; then
+      if [ -s "$found" ]; then cp "$found" "$recorded/$suite.diff"; else rm -f "$recorded/$suite.diff"; fi
+    fi
+    expected_diff="$recorded/$suite.diff"
+    if [ -s "$found" ] || [ -f "$expected_diff" ]; then
+      if [ -f "$expected_diff" ] && cmp -s "$found" "$expected_diff"; then
+        pass "$mode/$suite (the recorded differences)"
+      else
+        fail "$mode/$suite"
+        if [ -f "$expected_diff" ]; then
+          diff -u "$expected_diff" "$found" | head -n 60
+        else
+          echo "  differences not recorded:"; head -n 60 "$found"
+        fi
+      fi
+    else
+      pass "$mode/$suite (same as one server)"
+    fi
+  done
+
+  # What only a cluster shows, with its own expected output.
+  input="$work/citus-input-$mode"
+  rm -rf "$input" && cp -r tests/citus "$input" && chown -R "$PG_OS_USER": "$input"
+  regress_on_coordinator "$input" "$work/citus-$mode" $citus_suites
+  for suite in $citus_suites; do
+    result="$work/citus-$mode/results/$suite.out"
+    expected="tests/citus/expected/$suite.out"
+    [ -f "tests/citus/expected/${suite}_$mode.out" ] && expected="tests/citus/expected/${suite}_$mode.out"
+    if [ -f "$result" ] && normalized "$result" | diff -U3 "$expected" - >"$work/citus-$mode/$suite.diff"; then
+      pass "$mode/citus/$suite"
+    else
+      fail "$mode/citus/$suite"
+      $record && [ -f "$result" ] && normalized "$result" >"$expected"
+      head -n 80 "$work/citus-$mode/$suite.diff"
+    fi
+  done
+
+  scripts/citus.sh stop >/dev/null
+done
+
+echo "citus: $passed passed, $failed failed"
+[ "$failed" = 0 ]

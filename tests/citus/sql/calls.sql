@@ -1,0 +1,109 @@
+-- Every kind of call through the coordinator: alone (delegated to the
+-- key's node when Citus can), in a transaction block (run on the
+-- coordinator, each statement routed, unless forced), and in a form Citus
+-- never delegates (two calls in one SELECT).
+SET search_path = agent_memory, public;
+
+-- Sessions and key-value memory.
+SELECT create_session('citus-alice', '{"channel": "web"}', session_id => 'citus-c1');
+SELECT kv_set('citus-c1', 'goal', '"find a flight to Lisbon"');
+SELECT update_context('citus-c1', '{"budget": 1200, "seat": "window"}');
+SELECT kv_get('citus-c1', 'goal');
+SELECT kv_has('citus-c1', 'seat'), kv_get('citus-c1', 'budget');
+SELECT build_context('citus-c1') -> 'memory' AS memory;
+SELECT build_context('citus-c1', ARRAY['seat']) -> 'memory' AS one_key;
+SELECT build_context('citus-nobody') - 'timestamp' AS missing;
+BEGIN;
+SELECT kv_set('citus-c1', 'meal', '"vegetarian"') ->> 'total_words' AS total_words;
+SELECT kv_delete('citus-c1', 'budget');
+SELECT kv_get_all('citus-c1');
+COMMIT;
+SELECT kv_get_all('citus-c1');
+BEGIN;
+SELECT clear_context_keys('citus-c1', ARRAY['meal']);
+ROLLBACK;
+SELECT kv_get('citus-c1', 'meal');
+
+-- The word budget, as a session SET: the call runs where the SET holds.
+SET agent_memory.kv_word_budget = 6;
+SELECT kv_set('citus-c1', 'plan', '"compare three airlines"') -> 'evicted' AS evicted;
+RESET agent_memory.kv_word_budget;
+SELECT kv_get_all('citus-c1');
+
+-- Messages: seq increases within the session, in and out of transactions.
+SELECT append_message('citus-c1', 'user', 'Find me a flight.');
+BEGIN;
+SELECT append_message('citus-c1', 'assistant', 'Searching.',
+         metadata => '{"tool_calls": [{"id": "call_1", "type": "function"}]}');
+SELECT append_message('citus-c1', 'tool', '3 flights found', metadata => '{"tool_call_id": "call_1"}');
+COMMIT;
+SELECT append_messages('citus-c1', '[{"role": "assistant", "content": "TAP at 9:00."},
+                               {"role": "user", "content": "Book it."}]');
+SELECT append_message('citus-c1', 'user', 'Again?', metadata => '{"idempotency_key": "k1"}'),
+       append_message('citus-c1', 'user', 'Again?', metadata => '{"idempotency_key": "k1"}');
+SELECT seq, role, content FROM messages('citus-c1');
+SELECT jsonb_array_length(messages_json('citus-c1'));
+SELECT last_user_message('citus-c1');
+SELECT pop_message('citus-c1') ->> 'content' AS popped;
+SELECT append_message('citus-c1', 'user', 'Kept three.', keep => 3);
+SELECT seq, role FROM messages('citus-c1');
+
+-- Graph memory and working memory composed from it.
+SELECT graph_create('citus-alice', 'Travel', 'How Alice travels', 'Prefers trains.',
+                    ARRAY['__root__'], node_id => 'travel');
+SELECT graph_create('citus-alice', 'Lisbon', 'May', 'Flight booked.', ARRAY['travel'], node_id => 'lisbon');
+BEGIN;
+SELECT graph_write('citus-alice', 'lisbon', NULL, NULL, 'Flight booked. Hotel in Alfama.',
+                   change_description => 'hotel');
+SELECT graph_append('citus-alice', 'lisbon', 'Tram 28.');
+COMMIT;
+SELECT graph_read('citus-alice', 'lisbon') - 'createdAt' - 'updatedAt' AS node;
+SELECT version, change_description FROM graph_versions('citus-alice', 'lisbon');
+SELECT graph_version('citus-alice', 'lisbon', 1) ->> 'body' AS first_body;
+SELECT node_id, parent_id, depth FROM graph_tree_rows('citus-alice');
+SELECT graph_to_markdown('citus-alice', 'lisbon') LIKE '%Hotel in Alfama%' AS markdown;
+SELECT array_agg(f ORDER BY f) AS exported FROM jsonb_object_keys(graph_export('citus-alice')) f;
+SELECT wm_init('citus-c1', 'lisbon', 'citus-alice') -> 'node_context' ->> 'id' AS node;
+SELECT wm_set('citus-c1', 'fetched_context', '{"hotels": ["Alfama Loft"]}', 'lisbon');
+BEGIN;
+SELECT wm_patch('citus-c1', 'config', '{"history_length": 2}');
+SELECT wm_get('citus-c1', 'config');
+COMMIT;
+SELECT working_memory('citus-c1', 'lisbon') -> 'fetched_context' AS fetched;
+SELECT working_memory_entry('citus-c1', 'lisbon') -> 'structure_index' -> 'edges' AS edges;
+SELECT set_active_node('citus-c1', 'travel') #> '{session,active_node_id}' AS active;
+SELECT wm_clear('citus-c1', 'lisbon');
+
+-- The memory tools.
+SELECT memory_tool('citus-s1', '{"path": "/notes/today", "command": "append", "content": "hello"}');
+BEGIN;
+SELECT memory_tool('citus-s1', '{"path": "/notes/today", "command": "read"}');
+SELECT memory_tool('citus-s1', '{"path": "/notes", "command": "list"}');
+COMMIT;
+SELECT claude_memory('citus-s2', '{"command": "create", "path": "/memories/a.md", "file_text": "one\ntwo"}');
+BEGIN;
+SELECT claude_memory('citus-s2', '{"command": "str_replace", "path": "/memories/a.md", "old_str": "one", "new_str": "uno"}');
+SELECT claude_memory('citus-s2', '{"command": "insert", "path": "/memories/a.md", "insert_line": 2, "insert_text": "tres"}');
+COMMIT;
+SELECT claude_memory('citus-s2', '{"command": "view", "path": "/memories/a.md"}');
+SELECT claude_memory('citus-s2', '{"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/b.md"}');
+SELECT claude_memory('citus-s2', '{"command": "view", "path": "/memories"}');
+SELECT claude_memory('citus-s2', '{"command": "delete", "path": "/memories/b.md"}');
+SELECT memory_render('citus-s1');
+
+-- A NULL key is refused as on one server (Citus would crash delegating it).
+SELECT kv_set(NULL, 'a', '1');
+SELECT working_memory(NULL);
+SELECT length(create_session('citus-bob')) AS generated_id_length;
+
+-- A session's rows are on one node: every table of its group puts the key
+-- on the same worker.
+SELECT count(DISTINCT p.groupid) AS nodes
+FROM unnest(ARRAY['agent_memory.sessions', 'agent_memory.kv_entries', 'agent_memory.message_threads',
+                  'agent_memory.thread_messages', 'agent_memory.wm_parts']::regclass[]) AS t(tbl)
+JOIN pg_dist_placement p ON p.shardid = get_shard_id_for_distribution_column(t.tbl, 'citus-c1');
+
+-- Sessions end; what they owned goes with them, on every node.
+SELECT end_session('citus-c1');
+SELECT is_active('citus-c1'), kv_get_all('citus-c1'), messages_json('citus-c1');
+SELECT count(*) FROM kv_entries WHERE session_id = 'citus-c1';
