@@ -13,9 +13,10 @@
 #   3. the suites of tests/citus (what only a cluster shows: calls in and
 #      out of transaction blocks, where rows land), against their own
 #      expected output;
-#   and, on a cluster of its own, examples/quickstart.sql, unchanged. (The
+#   and, on a cluster of their own: examples/quickstart.sql, unchanged (the
 #   psycopg example calls recall, which does not run on Citus yet: see
-#   docs/scaling.md.)
+#   docs/scaling.md); the per-shard cleanup, with a session renewed while
+#   it runs.
 #
 #   PG=15 scripts/test_citus.sh [--record]
 #
@@ -55,11 +56,12 @@ regress_on_coordinator() {
 
 # A suite's output as the single server's expected output would read it:
 # Citus names the node an error came from on a line of its own, and the
-# nodes' ports and temporary schemas vary from run to run.
+# nodes' ports, temporary schemas and shard ids vary from run to run.
 normalized() {
   sed -E -e '/^CONTEXT:  while executing command on /d' \
          -e 's/@127\.0\.0\.1:[0-9]+/@127.0.0.1:PORT/g' \
-         -e 's/pg_temp_[0-9]+/pg_temp_N/g' "$1"
+         -e 's/pg_temp_[0-9]+/pg_temp_N/g' \
+         -e 's/"([a-z_]+)_1[0-9]{5}"/"\1_SHARD"/g' "$1"
 }
 
 # A fresh cluster with agent_memory set up by sql/citus.sql in mode $1.
@@ -73,6 +75,61 @@ fresh_cluster() {
     >"$work/setup-$mode.log" 2>&1 || { cat "$work/setup-$mode.log"; die "sql/citus.sql failed ($mode)"; }
 }
 
+# psql on the coordinator, tuples only, stopping at the first error.
+on_coordinator() {
+  ( eval "$(scripts/citus.sh env)"; "$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 "$@" )
+}
+
+# The per-shard cleanup removes what expired on the workers and nothing
+# else, and skips a session renewed by a transaction still open while it
+# runs (its row is locked; the batches skip locked rows).
+check_cleanup() {
+  on_coordinator <<'SQL' >"$work/cleanup-setup.log" 2>&1 || { fail "cleanup: set-up"; cat "$work/cleanup-setup.log"; return; }
+SELECT agent_memory.create_session('u', session_id => id) FROM unnest(ARRAY['cl-live', 'cl-old1', 'cl-old2', 'cl-held']) id;
+SELECT agent_memory.kv_set('cl-live', 'keep', '1');
+SELECT agent_memory.kv_set('cl-live', 'gone', '2', ttl => interval '1 millisecond');
+SELECT agent_memory.append_message(id, 'user', 'hello') FROM unnest(ARRAY['cl-old1', 'cl-held']) id;
+SELECT agent_memory.kv_set(id, 'k', '3') FROM unnest(ARRAY['cl-old2', 'cl-held']) id;
+UPDATE agent_memory.sessions SET last_activity_at = now() - interval '2 days'
+WHERE session_id IN ('cl-old1', 'cl-old2', 'cl-held');
+SQL
+  local held="$work/cleanup-held"
+  rm -f "$held"
+  # The renewal holds the session's row from before the cleanup starts to
+  # after it ends.
+  on_coordinator >"$work/cleanup-renew.log" 2>&1 <<SQL &
+BEGIN;
+UPDATE agent_memory.sessions SET last_activity_at = now() WHERE session_id = 'cl-held';
+\! touch $held
+SELECT pg_sleep(3);
+COMMIT;
+SQL
+  local renewer=$!
+  for _ in $(seq 1 100); do [ -f "$held" ] && break; sleep 0.1; done
+  local answer
+  answer="$(on_coordinator -c "SELECT agent_memory.cleanup_expired() - 'run_id' - 'batches'" 2>&1)"
+  wait "$renewer"
+  local after
+  after="$(on_coordinator <<'SQL' 2>&1
+SELECT string_agg(session_id, ',' ORDER BY session_id) FROM agent_memory.sessions WHERE session_id LIKE 'cl-%';
+SELECT string_agg(session_id || '/' || key, ',' ORDER BY session_id, key) FROM agent_memory.kv_entries WHERE session_id LIKE 'cl-%';
+SELECT string_agg(session_id || '/' || content, ',' ORDER BY session_id) FROM agent_memory.thread_messages WHERE session_id LIKE 'cl-%';
+SELECT agent_memory.is_active('cl-held');
+SQL
+)"
+  local expected='{"error": null, "entries": 1, "sessions": 2}
+cl-held,cl-live
+cl-held/k,cl-live/keep
+cl-held/hello
+t'
+  if [ "$answer
+$after" = "$expected" ]; then
+    pass "cleanup: expired rows removed on the workers, a renewed session kept"
+  else
+    fail "cleanup"; printf 'expected:\n%s\nfound:\n%s\n%s\n' "$expected" "$answer" "$after"
+  fi
+}
+
 for mode in delegated; do
   say "Citus, functions $mode: the quick start, unchanged, on a fresh cluster"
   fresh_cluster "$mode"
@@ -82,6 +139,7 @@ for mode in delegated; do
   else
     fail "$mode/quickstart.sql"; tail -n 20 "$work/quickstart-$mode.log"
   fi
+  check_cleanup
 
   say "Citus, functions $mode: the suites, on a fresh cluster"
   fresh_cluster "$mode"
