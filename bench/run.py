@@ -435,10 +435,11 @@ def write_markdown(rows: list[dict], seconds: int, rounds: int) -> None:
 def main() -> int:
     seconds = int(os.environ.get("BENCH_SECONDS", 10))
     rounds = int(os.environ.get("BENCH_ROUNDS", 3))
-    # "growth" and "growth_per_key" name bench/growth.py and
-    # bench/growth_per_key.py, which scripts/bench.sh runs after the cases.
+    # "growth", "growth_per_key" and "citus" name bench/growth.py,
+    # bench/growth_per_key.py and bench/citus.py, which scripts/bench.sh
+    # runs after the cases.
     wanted = [c for c in os.environ.get("BENCH_CASES", "").split(",")
-              if c and c not in ("growth", "growth_per_key")]
+              if c and c not in ("growth", "growth_per_key", "citus")]
     if os.environ.get("BENCH_CASES") and not wanted:
         return 0
     paths = sorted(CASES.glob("*.toml"))

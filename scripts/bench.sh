@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks: install, start a throwaway "bench" cluster, run bench/run.py
 # (the cases) and bench/growth.py (growth curves, plots, peak memory).
-#   make bench [PG=18] [BENCH_CASES=a,b|growth|growth_per_key] [BENCH_SECONDS=10] [BENCH_ROUNDS=3]
+#   make bench [PG=18] [BENCH_CASES=a,b|growth|growth_per_key|citus] [BENCH_SECONDS=10] [BENCH_ROUNDS=3]
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 "$REPO_ROOT/scripts/setup.sh"
@@ -51,11 +51,19 @@ trap '"$REPO_ROOT/scripts/cluster.sh" stop bench' EXIT
 eval "$("$REPO_ROOT/scripts/cluster.sh" env bench)"
 # The cases (every one, or those BENCH_CASES names), then the growth curves
 # (bench/growth.py: when BENCH_CASES is empty or names "growth") and the
-# growth of one key (bench/growth_per_key.py: empty or "growth_per_key").
+# growth of one key (bench/growth_per_key.py: empty or "growth_per_key"),
+# and the hop through a Citus coordinator (bench/citus.py: empty or
+# "citus").
 PG_BINDIR="$PG_BINDIR" python3 bench/run.py
 case ",${BENCH_CASES:-growth,growth_per_key}," in
   *,growth,*) PG_BINDIR="$PG_BINDIR" "$BENCH_PYTHON" bench/growth.py ;;
 esac
 case ",${BENCH_CASES:-growth,growth_per_key}," in
   *,growth_per_key,*) PG_BINDIR="$PG_BINDIR" "$BENCH_PYTHON" bench/growth_per_key.py ;;
+esac
+# The hop through a Citus coordinator (PostgreSQL 15 with Citus installed).
+case ",${BENCH_CASES:-citus}," in
+  *,citus,*)
+    if [ "$PG" = 15 ]; then PG_BINDIR="$PG_BINDIR" python3 bench/citus.py
+    else say "citus: Citus is installed for PostgreSQL 15 only: case left out"; fi ;;
 esac
