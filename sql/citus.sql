@@ -15,9 +15,11 @@
 --
 -- WHAT IS VERIFIED AND WHAT IS PLANNED
 --
--- On a real Citus 13.2 cluster (scripts/citus.sh) this file runs to the
--- end; many functions still fail there (docs/scaling.md, "On a real
--- cluster"). scripts/citus_check.sh runs this file on
+-- make test-citus runs this file on a real Citus 13.2 cluster
+-- (scripts/citus.sh) and every regress suite through its coordinator;
+-- docs/scaling.md ("On a real cluster") lists what differs from a single
+-- server, and what does not work yet (recall, force_delegation=true).
+-- scripts/citus_check.sh also runs this file on
 -- plain PostgreSQL, with stub functions that have the argument names,
 -- types and defaults of Citus's own and that reproduce some of its checks.
 -- That run verifies:
@@ -37,10 +39,6 @@
 --     the local cleanup_runs table;
 --   * the per-shard cleanup below deletes the right rows, with each table
 --     standing in for one shard. Citus would run the same SQL on each shard.
--- What Citus itself does with these calls is planned, not verified: shard
--- placement, function delegation, the triggers on shards, row-level
--- security on shards, and the SQL inside the functions. docs/scaling.md
--- lists what is known to fail and what still needs a real cluster.
 --
 -- Markers read by scripts/citus_check.sh (keep them up to date):
 --   "-- citus_check: local <table>"            a table left undistributed
