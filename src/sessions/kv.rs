@@ -428,32 +428,47 @@ macro_rules! delete_entries {
     };
 }
 
+/// The row of one entry for the upsert: session $1 of the caller's
+/// tenant if active ($7 idle minutes), key $2, value $3, words $4, ttl $5
+/// (or $6 minutes).
+macro_rules! one_entry {
+    () => {
+        concat!(
+            "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
+                    s.tenant
+             FROM agent_memory.sessions s
+             WHERE ",
+            callers_active_session!("$7")
+        )
+    };
+}
+
+/// The rows of several entries: as one_entry, with keys, values and words
+/// the arrays $2, $3 and $4.
+macro_rules! many_entries {
+    () => {
+        concat!(
+            "SELECT s.session_id, e.key, e.value, e.words, 0,
+                    pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)), s.tenant
+             FROM agent_memory.sessions s,
+                  ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
+                             pg_catalog.unnest($4::int4[])) AS e(key, value, words)
+             WHERE ",
+            callers_active_session!("$7")
+        )
+    };
+}
+
 /// One entry: what kv_set writes.
 static WRITE_ONE: Statement = Statement {
-    sql: upsert_statement!(
-        state_in_returning!(),
-        "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
-                s.tenant
-         FROM agent_memory.sessions s
-         WHERE ",
-        callers_active_session!("$7")
-    ),
+    sql: upsert_statement!(state_in_returning!(), one_entry!()),
     args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4],
     writes: true,
 };
 
 /// Several entries: what update_context writes.
 static WRITE_MANY: Statement = Statement {
-    sql: upsert_statement!(
-        state_in_returning!(),
-        "SELECT s.session_id, e.key, e.value, e.words, 0,
-                pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)), s.tenant
-         FROM agent_memory.sessions s,
-              ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
-                         pg_catalog.unnest($4::int4[])) AS e(key, value, words)
-         WHERE ",
-        callers_active_session!("$7")
-    ),
+    sql: upsert_statement!(state_in_returning!(), many_entries!()),
     args: &[
         TEXT,
         TEXT_ARRAY,
@@ -468,30 +483,14 @@ static WRITE_MANY: Statement = Statement {
 
 /// WRITE_ONE on Citus: returns the entry's expiry instead of the state.
 static WRITE_ONE_ON_CITUS: Statement = Statement {
-    sql: upsert_statement!(
-        "k.expires_at",
-        "SELECT s.session_id, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
-                s.tenant
-         FROM agent_memory.sessions s
-         WHERE ",
-        callers_active_session!("$7")
-    ),
+    sql: upsert_statement!("k.expires_at", one_entry!()),
     args: WRITE_ONE.args,
     writes: true,
 };
 
 /// WRITE_MANY on Citus: returns the entries' expiry instead of the state.
 static WRITE_MANY_ON_CITUS: Statement = Statement {
-    sql: upsert_statement!(
-        "k.expires_at",
-        "SELECT s.session_id, e.key, e.value, e.words, 0,
-                pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)), s.tenant
-         FROM agent_memory.sessions s,
-              ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::jsonb[]),
-                         pg_catalog.unnest($4::int4[])) AS e(key, value, words)
-         WHERE ",
-        callers_active_session!("$7")
-    ),
+    sql: upsert_statement!("k.expires_at", many_entries!()),
     args: WRITE_MANY.args,
     writes: true,
 };
