@@ -17,7 +17,6 @@
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 
-EXAMPLES_VENV="${AGENT_MEMORY_EXAMPLES_VENV:-/opt/agent_memory/examples-venv}"
 PYTHON="$EXAMPLES_VENV/bin/python"
 DIALECT_VENV="${AGENT_MEMORY_DIALECT_VENV:-/opt/agent_memory/dialect-venv}"
 
@@ -31,18 +30,6 @@ EXAMPLES=(
   "dialect|tests/claude_dialect|$DIALECT_VENV/bin/python differential.py --steps 1000 --seed 1"
   "citus|.|scripts/citus_check.sh"
 )
-
-# A virtualenv at $1 with the pinned packages of $2, made again when they
-# change.
-setup_venv() {
-  local venv="$1" requirements="$2" stamp="$1/.requirements"
-  if ! cmp -s "$requirements" "$stamp"; then
-    say "installing the packages of $requirements into $venv"
-    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-    "$venv/bin/pip" install -q -r "$requirements"
-    cp "$requirements" "$stamp"
-  fi
-}
 
 setup_python() {
   setup_venv "$EXAMPLES_VENV" examples/python/requirements.txt

@@ -85,3 +85,18 @@ run_suites() {
     --load-extension=agent_memory \
     "$@" >"$work/run.log" 2>&1
 }
+
+# The examples' Python packages (examples/python/requirements.txt).
+EXAMPLES_VENV="${AGENT_MEMORY_EXAMPLES_VENV:-/opt/agent_memory/examples-venv}"
+
+# A virtualenv at $1 with the pinned packages of $2, made again when they
+# change.
+setup_venv() {
+  local venv="$1" requirements="$2" stamp="$1/.requirements"
+  if ! cmp -s "$requirements" "$stamp"; then
+    say "installing the packages of $requirements into $venv"
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r "$requirements"
+    cp "$requirements" "$stamp"
+  fi
+}

@@ -256,3 +256,10 @@ CREATE POLICY tenant_rows ON agent_memory.memory_directories
 ALTER TABLE agent_memory.memory_directories ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 GRANT SELECT ON agent_memory.memory_directories TO agent_memory_reader;
 GRANT INSERT, UPDATE, DELETE ON agent_memory.memory_directories TO agent_memory_writer;
+
+-- The tables' owner runs what the tables call (sql/security.sql).
+GRANT EXECUTE ON FUNCTION
+    agent_memory.caller_tenant(),
+    agent_memory.visible_tenant(),
+    agent_memory.note_session_deletions()
+TO agent_memory_owner;

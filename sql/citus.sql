@@ -18,7 +18,7 @@
 -- make test-citus runs this file on a real Citus 13.2 cluster
 -- (scripts/citus.sh) and every regress suite through its coordinator;
 -- docs/scaling.md ("On a real cluster") lists what differs from a single
--- server, and what does not work yet (recall, force_delegation=true).
+-- server, and what does not work yet (force_delegation=true).
 -- scripts/citus_check.sh also runs this file on
 -- plain PostgreSQL, with stub functions that have the argument names,
 -- types and defaults of Citus's own and that reproduce some of its checks.
@@ -237,7 +237,9 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- citus_check: not_delegated agent_memory.session_stats()
 -- citus_check: not_delegated agent_memory.user_sessions(text)
 -- citus_check: not_delegated agent_memory.wm_refresh_structure(text)
--- Its scope spans keys of three groups (a user's sessions, an owner, a scope):
+-- Its scope spans keys of three groups (a user's sessions, an owner, a
+-- scope); it reads each group by its key, and each snippet from the
+-- shard of its item's key:
 -- citus_check: not_delegated agent_memory.recall(text,text,text,text,text,text[],integer,real[],jsonb)
 -- citus_check: not_delegated agent_memory.recall_tool(jsonb,text,text,text,text)
 -- citus_check: not_delegated agent_memory.recall_outbox(text,text,text,text,text[],integer)
@@ -402,3 +404,62 @@ $fn$;
 COMMENT ON FUNCTION agent_memory_citus.cleanup_expired_shards(integer, integer) IS
     'Citus: remove expired sessions and key-value entries shard by shard (run_command_on_shards), batch_size rows per shard and transaction; records the run in the local agent_memory.cleanup_runs';
 REVOKE ALL ON FUNCTION agent_memory_citus.cleanup_expired_shards(integer, integer) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------
+-- Shard moves. Citus copies a shard as the owner of its table, over
+-- connections of its own: agent_memory_owner must log in to the nodes
+-- and create the shard's table in schema agent_memory. The role cannot
+-- log in otherwise (sql/tenants.sql); this procedure lets it for the move
+-- alone, and takes the right back whether the move succeeds or fails:
+--
+--   CALL agent_memory_citus.move_shard_placement(shard_id,
+--          'source-host', 5432, 'target-host', 5432, 'block_writes');
+--
+-- Call it outside a transaction block: the role change is committed
+-- before the move, so that Citus's connections see it. They authenticate
+-- as agent_memory_owner like any connection between the nodes (pg_hba.conf
+-- and a password or certificate, or pg_dist_authinfo).
+-- ---------------------------------------------------------------------
+GRANT CREATE ON SCHEMA agent_memory TO agent_memory_owner;
+
+CREATE OR REPLACE PROCEDURE agent_memory_citus.move_shard_placement(
+    shard_id bigint,
+    source_node_name text,
+    source_node_port integer,
+    target_node_name text,
+    target_node_port integer,
+    shard_transfer_mode text DEFAULT 'auto')
+LANGUAGE plpgsql
+-- No SET search_path: a procedure with SET clauses cannot commit. Every
+-- name below is qualified instead.
+AS $proc$
+DECLARE
+    could_log_in CONSTANT boolean := (SELECT r.rolcanlogin FROM pg_catalog.pg_roles r
+                                      WHERE r.rolname = 'agent_memory_owner');
+    failure text;
+    failure_state text;
+BEGIN
+    IF NOT could_log_in THEN
+        ALTER ROLE agent_memory_owner LOGIN;
+        COMMIT;
+    END IF;
+    BEGIN
+        PERFORM pg_catalog.citus_move_shard_placement(shard_id, source_node_name, source_node_port,
+                                                      target_node_name, target_node_port,
+                                                      shard_transfer_mode => shard_transfer_mode::citus.shard_transfer_mode);
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS failure = MESSAGE_TEXT, failure_state = RETURNED_SQLSTATE;
+    END;
+    IF NOT could_log_in THEN
+        ALTER ROLE agent_memory_owner NOLOGIN;
+        COMMIT;
+    END IF;
+    IF failure IS NOT NULL THEN
+        RAISE EXCEPTION USING MESSAGE = failure, ERRCODE = failure_state;
+    END IF;
+END
+$proc$;
+
+COMMENT ON PROCEDURE agent_memory_citus.move_shard_placement(bigint, text, integer, text, integer, text) IS
+    'Citus: citus_move_shard_placement, with agent_memory_owner, which Citus copies the shard as, allowed to log in for the move alone';
+REVOKE ALL ON PROCEDURE agent_memory_citus.move_shard_placement(bigint, text, integer, text, integer, text) FROM PUBLIC;

@@ -694,6 +694,9 @@ fn snippets_of(
     query: &str,
     best: &[Ranked<Found>],
 ) -> SqlResult<Vec<String>> {
+    if plans::on_citus()? {
+        return snippets_one_by_one(client, query, best);
+    }
     let items = best.iter().map(|r| &r.candidate.item);
     let kinds: Vec<&str> = items.clone().map(|f| f.kind.name()).collect();
     let keys: Vec<&str> = items.clone().map(|f| f.key.as_str()).collect();
@@ -723,6 +726,39 @@ fn snippets_of(
         }
     }
     Ok(snippets)
+}
+
+/// The snippet of each of `best`, in order, one statement an item: on
+/// Citus, where each reads the shard of the item's key alone. SNIPPETS
+/// reads every kind's table in one statement, which Citus cannot route.
+fn snippets_one_by_one(
+    client: &pgrx::spi::SpiClient<'_>,
+    query: &str,
+    best: &[Ranked<Found>],
+) -> SqlResult<Vec<String>> {
+    best.iter()
+        .map(|ranked| {
+            let item = &ranked.candidate.item;
+            let statement = match item.kind {
+                Kind::Kv => &SNIPPET_OF_ENTRY,
+                Kind::Message => &SNIPPET_OF_MESSAGE,
+                Kind::Part => &SNIPPET_OF_PART,
+                Kind::Node => &SNIPPET_OF_NODE,
+                Kind::File => &SNIPPET_OF_FILE,
+            };
+            let table = statement.read(
+                client,
+                &[
+                    query.into(),
+                    item.key.as_str().into(),
+                    item.reference.as_str().into(),
+                    item.thread.as_deref().into(),
+                    item.slot.into(),
+                ],
+            )?;
+            Ok(table.first().value::<String>(1)?.unwrap_or_default())
+        })
+        .collect()
 }
 
 // The statements.
@@ -1114,6 +1150,72 @@ macro_rules! nearest {
 const NEAREST_SESSIONS: &str = concat!("WITH ", live_sessions!(), " ");
 const NEAREST_OF_KIND: [(&str, &str); 5] = each_kind!(@with by_kind, nearest);
 
+/// The snippet of `$text`: its first 20,000 characters, the words of
+/// tsquery `$query` marked with **.
+macro_rules! headline {
+    ($text:expr, $query:expr) => {
+        concat!(
+            "pg_catalog.ts_headline(",
+            config!(),
+            ", pg_catalog.left(",
+            $text,
+            ", 20000), ",
+            $query,
+            ", 'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"')"
+        )
+    };
+}
+
+/// The snippet of one item of kind `$kind` (see headline), for the words
+/// $1 (see recall::Query): the row `$alias` of `$table` of the caller's
+/// tenant that `$filter` names by the item's key $2, ref $3, thread or
+/// node key $4 and slot $5.
+macro_rules! snippet_of_one {
+    ($kind:tt, $alias:literal, $table:literal, $filter:literal) => {
+        Statement {
+            sql: concat!(
+                "SELECT ",
+                headline!(item_text!($kind, $alias), wanted!()),
+                " FROM agent_memory.",
+                $table,
+                " ",
+                $alias,
+                " WHERE ",
+                $filter,
+                " AND ",
+                $alias,
+                ".tenant = agent_memory.caller_tenant()"
+            ),
+            args: &[TEXT, TEXT, TEXT, TEXT, INT4],
+            writes: false,
+        }
+    };
+}
+
+static SNIPPET_OF_ENTRY: Statement =
+    snippet_of_one!("kv", "e", "kv_entries", "e.session_id = $2 AND e.key = $3");
+static SNIPPET_OF_MESSAGE: Statement = snippet_of_one!(
+    "message",
+    "m",
+    "thread_messages",
+    "m.session_id = $2 AND m.thread_key = $4 AND m.slot = $5"
+);
+static SNIPPET_OF_PART: Statement = snippet_of_one!(
+    "working_memory",
+    "p",
+    "wm_parts",
+    "p.session_id = $2 AND p.node_key = $4
+     AND p.part = CASE WHEN $4 = '' THEN $3 ELSE pg_catalog.substr($3, pg_catalog.length($4) + 2) END"
+);
+static SNIPPET_OF_NODE: Statement = snippet_of_one!(
+    "node",
+    "n",
+    "graph_nodes",
+    "n.owner = $2 AND n.node_id = $3"
+);
+static SNIPPET_OF_FILE: Statement =
+    snippet_of_one!("file", "f", "memory_files", "f.scope = $2 AND f.path = $3");
+
 /// The snippet of each item of the parallel arrays $2 (kind), $3 (key),
 /// $4 (ref), $5 (thread or node key), $6 (slot): the first 20,000
 /// characters of its text, the words $1 (see recall::Query) marked with
@@ -1123,10 +1225,8 @@ static SNIPPETS: Statement = Statement {
         "WITH q AS MATERIALIZED (SELECT ",
         wanted!(),
         " AS q)
-         SELECT w.ord, pg_catalog.ts_headline(",
-        config!(),
-        ", pg_catalog.left(
-           CASE w.kind
+         SELECT w.ord, ",
+        headline!(concat!("CASE w.kind
              WHEN 'kv' THEN (SELECT ",
         item_text!("kv", "e"),
         " FROM agent_memory.kv_entries e
@@ -1154,8 +1254,8 @@ static SNIPPETS: Statement = Statement {
         " FROM agent_memory.memory_files f
                                WHERE f.scope = w.key AND f.path = w.ref
                                  AND f.tenant = agent_memory.caller_tenant())
-           END, 20000), q.q,
-           'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"')
+           END"), "q.q"),
+        "
          FROM q, ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
                             pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
                             pg_catalog.unnest($6::int4[]))

@@ -30,6 +30,7 @@ SELECT agent_memory.kv_get_all('ct-a'), agent_memory.messages_json('ct-a');
 SELECT agent_memory.graph_read('ct-owner', 'a-node');
 \echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.memory_tool('ct-scope', '{"command": "read", "path": "/ana"}') -> 'error' ->> 'code' AS read;
+SELECT count(*) AS recalled FROM agent_memory.recall('ana', owner => 'ct-owner', scope => 'ct-scope');
 -- ... nor through the tables, on every shard.
 SELECT count(*) AS sessions FROM agent_memory.sessions;
 SELECT count(*) AS entries FROM agent_memory.kv_entries;
@@ -54,6 +55,8 @@ SELECT agent_memory.kv_get_all('ct-a');
 SELECT content FROM agent_memory.messages('ct-a');
 SELECT agent_memory.graph_read('ct-owner', 'a-node') ->> 'body' AS body;
 SELECT agent_memory.memory_tool('ct-scope', '{"command": "read", "path": "/ana"}') -> 'result' AS read;
+SELECT kind, snippet FROM agent_memory.recall('ana', session_id => 'ct-a', owner => 'ct-owner', scope => 'ct-scope')
+ORDER BY kind;
 SELECT agent_memory.end_session('ct-a');
 
 \c - postgres
