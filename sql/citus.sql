@@ -18,7 +18,7 @@
 -- make test-citus runs this file on a real Citus 13.2 cluster
 -- (scripts/citus.sh) and every regress suite through its coordinator;
 -- docs/scaling.md ("On a real cluster") lists what differs from a single
--- server, and what does not work yet (force_delegation=true).
+-- server, in both modes below.
 -- scripts/citus_check.sh also runs this file on
 -- plain PostgreSQL, with stub functions that have the argument names,
 -- types and defaults of Citus's own and that reproduce some of its checks.

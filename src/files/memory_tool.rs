@@ -25,7 +25,7 @@ use crate::files::store::{
 use crate::pg::args::{INT4, TEXT, TID, XID};
 use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, prepared_plan};
+use crate::pg::plans::{self, Columns, Statement, prepared_plan};
 
 use crate::pg::settings::{self, GenericPlans, NoNotices};
 use crate::pg::stream::{StreamStatement, for_each_row};
@@ -259,18 +259,26 @@ fn search(client: Client, scope: &str, path: &str, query: &Query) -> SqlResult<T
     if !query.wanted.is_empty() {
         // A query of only common words is no error: no NOTICE either.
         let _quiet = NoNotices::hold();
-        let table = SEARCH.read(
-            client,
-            &[
-                scope.into(),
-                path.into(),
-                files::under(path).into(),
-                files::under_end(path).into(),
-                query.wanted.as_str().into(),
-                query.unwanted.as_str().into(),
-                files::MAX_SEARCH_MATCHES.into(),
-            ],
-        )?;
+        let mut args = vec![
+            scope.into(),
+            path.into(),
+            files::under(path).into(),
+            files::under_end(path).into(),
+            query.wanted.as_str().into(),
+            query.unwanted.as_str().into(),
+            files::MAX_SEARCH_MATCHES.into(),
+        ];
+        let search = if plans::on_citus()? {
+            let config = SEARCH_CONFIG
+                .read(client, &[])?
+                .first()
+                .required::<String>(1, "config")?;
+            args.push(config.into());
+            &SEARCH_ON_CITUS
+        } else {
+            &SEARCH
+        };
+        let table = search.read(client, &args)?;
         for row in table {
             matches.push((
                 row.required::<String>(1, "path")?,
@@ -456,6 +464,41 @@ static SEARCH: Statement = Statement {
                  b.score
           FROM best b, q ORDER BY b.score DESC, b.path",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
+    writes: false,
+};
+
+/// The text search configuration of the search columns.
+static SEARCH_CONFIG: Statement = Statement {
+    sql: "SELECT c.config::pg_catalog.text FROM agent_memory.recall_settings c",
+    args: &[],
+    writes: false,
+};
+
+/// SEARCH on Citus, in configuration $8 (read first, by SEARCH_CONFIG),
+/// as one query over the scope's shard: inside a function delegated with
+/// force_delegation, Citus refuses a statement that joins a shard with a
+/// reference table, or that it plans in parts (a CTE).
+static SEARCH_ON_CITUS: Statement = Statement {
+    sql: "SELECT b.path::pg_catalog.text,
+                 pg_catalog.ts_headline($8::pg_catalog.regconfig, pg_catalog.left(b.content, 20000), b.q,
+                   'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"'),
+                 b.score
+          FROM (SELECT f.path, f.content, q.q, pg_catalog.ts_rank_cd(f.search, q.q) AS score
+                FROM agent_memory.memory_files f,
+                     (SELECT CASE WHEN $6 OPERATOR(pg_catalog.=) ''
+                                  THEN pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $5)
+                                  ELSE pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $5)
+                                       OPERATOR(pg_catalog.&&)
+                                       (OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $6))
+                             END AS q) q
+                WHERE f.scope OPERATOR(pg_catalog.=) $1
+                  AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+                  AND (f.path OPERATOR(pg_catalog.=) $2
+                       OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
+                  AND f.search OPERATOR(pg_catalog.@@) q.q
+                ORDER BY score DESC, f.path LIMIT $7) b
+          ORDER BY b.score DESC, b.path",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4, TEXT],
     writes: false,
 };
 

@@ -17,10 +17,10 @@ use pgrx::prelude::*;
 use agent_memory_core::Error;
 use agent_memory_core::graph::{self, Content, ROOT_ID, WriteKind};
 
-use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, checked_list, required};
+use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_list, required};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of, iso};
+use crate::pg::plans::{self, Columns, Statement, first_value_of, iso};
 use crate::pg::settings;
 
 // ---------------------------------------------------------------------------
@@ -68,6 +68,10 @@ pub fn unknown_node(owner: &str, node_id: &str) -> ErrorReport {
 pub struct Locked {
     pub content: Content,
     pub version: i32,
+    /// What a snapshot keeps beside the content (see SNAPSHOT_ON_CITUS).
+    refs: Vec<String>,
+    created_at: TimestampWithTimeZone,
+    updated_at: TimestampWithTimeZone,
 }
 
 /// Lock `node_id` for writing and read it; None when it does not exist.
@@ -86,6 +90,9 @@ pub fn lock_node(owner: &str, node_id: &str) -> SqlResult<Option<Locked>> {
                 links: row.required::<Vec<String>>(4, "links")?,
             },
             version: row.required::<i32>(5, "version")?,
+            refs: row.required::<Vec<String>>(6, "refs")?,
+            created_at: row.required::<TimestampWithTimeZone>(7, "created_at")?,
+            updated_at: row.required::<TimestampWithTimeZone>(8, "updated_at")?,
         }))
     })
 }
@@ -100,9 +107,11 @@ pub fn store_change(
     kind: WriteKind,
     change_description: Option<&str>,
 ) -> SqlResult<i32> {
+    let on_citus = plans::on_citus()?;
     let statement = match kind {
         WriteKind::Unchanged => return Ok(locked.version),
         WriteKind::InPlace => &UPDATE_IN_PLACE,
+        WriteKind::Versioned if on_citus => &UPDATE_VERSION_ON_CITUS,
         WriteKind::Versioned => &UPDATE_VERSIONED,
     };
     checked_size(
@@ -119,8 +128,31 @@ pub fn store_change(
         new.links.clone().into(),
         refs.into(),
     ];
-    if kind == WriteKind::Versioned {
-        args.push(change_description.unwrap_or_default().trim().into());
+    let description = change_description.unwrap_or_default().trim();
+    if kind == WriteKind::Versioned && on_citus {
+        let old = &locked.content;
+        Spi::connect_mut(|client| {
+            SNAPSHOT_ON_CITUS
+                .run(
+                    client,
+                    &[
+                        owner.into(),
+                        node_id.into(),
+                        locked.version.into(),
+                        old.title.as_str().into(),
+                        old.description.as_str().into(),
+                        old.body.as_str().into(),
+                        old.links.clone().into(),
+                        locked.refs.clone().into(),
+                        locked.created_at.into(),
+                        locked.updated_at.into(),
+                        description.into(),
+                    ],
+                )
+                .map(drop)
+        })?;
+    } else if kind == WriteKind::Versioned {
+        args.push(description.into());
     }
     let version = first_value_of::<i32>(statement, &args)?;
     required(version, "version")
@@ -181,7 +213,12 @@ fn link_parents(owner: &str, child: &str, parents: &[String]) -> SqlResult<()> {
     }
     let max_refs = node_limits().refs;
     let linked = Spi::connect_mut(|client| -> SqlResult<usize> {
-        let table = LINK_PARENTS.run(
+        let link_parents = if plans::on_citus()? {
+            &LINK_PARENTS_ON_CITUS
+        } else {
+            &LINK_PARENTS
+        };
+        let table = link_parents.run(
             client,
             &[owner.into(), child.into(), parents.to_vec().into()],
         )?;
@@ -527,6 +564,22 @@ static LINK_PARENTS: Statement = Statement {
     writes: true,
 };
 
+/// LINK_PARENTS on Citus, filtered by owner $1 itself: inside a function
+/// delegated with force_delegation, Citus refuses a statement whose key
+/// comes from a join.
+static LINK_PARENTS_ON_CITUS: Statement = Statement {
+    sql: "UPDATE agent_memory.graph_nodes p
+          SET links = p.links || $2::text,
+              refs = p.links || $2::text
+                     || pg_catalog.array_remove(p.refs[pg_catalog.cardinality(p.links) + 1:], $2::text),
+              updated_at = pg_catalog.now()
+          WHERE p.owner = $1 AND p.node_id = ANY ($3) AND p.tenant = agent_memory.caller_tenant()
+            AND NOT ($2 = ANY (p.links))
+          RETURNING p.node_id, pg_catalog.cardinality(p.refs)",
+    args: LINK_PARENTS.args,
+    writes: true,
+};
+
 /// Which of ids $2 exist for owner $1 (a probe per id, as LINK_PARENTS).
 static EXISTING: Statement = Statement {
     sql: "SELECT pg_catalog.array_agg(n.node_id::text)
@@ -540,7 +593,8 @@ static EXISTING: Statement = Statement {
 
 /// Lock a node for writing and read what a write compares.
 static LOCK_NODE: Statement = Statement {
-    sql: "SELECT title, description, body, links, version FROM agent_memory.graph_nodes
+    sql: "SELECT title, description, body, links, version, refs, created_at, updated_at
+          FROM agent_memory.graph_nodes
           WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
           FOR NO KEY UPDATE",
     args: &[TEXT, TEXT],
@@ -576,6 +630,42 @@ static UPDATE_VERSIONED: Statement = Statement {
           WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
           RETURNING version",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT],
+    writes: true,
+};
+
+/// UPDATE_VERSIONED on Citus, in two statements: inside a function
+/// delegated with force_delegation, Citus refuses an INSERT … SELECT. The
+/// locked row's state, as LOCK_NODE read it, becomes a snapshot ($3
+/// version, $4 to $10 its columns, $11 the change description)...
+static SNAPSHOT_ON_CITUS: Statement = Statement {
+    sql: "INSERT INTO agent_memory.graph_node_versions
+              (owner, node_id, version, title, description, body, links, refs,
+               created_at, updated_at, change_description, tenant)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, agent_memory.caller_tenant())",
+    args: &[
+        TEXT,
+        TEXT,
+        INT4,
+        TEXT,
+        TEXT,
+        TEXT,
+        TEXT_ARRAY,
+        TEXT_ARRAY,
+        TIMESTAMPTZ,
+        TIMESTAMPTZ,
+        TEXT,
+    ],
+    writes: true,
+};
+
+/// ... and the node takes the new state and the next version.
+static UPDATE_VERSION_ON_CITUS: Statement = Statement {
+    sql: "UPDATE agent_memory.graph_nodes
+          SET title = $3, description = $4, body = $5, links = $6, refs = $7,
+              version = version + 1, updated_at = pg_catalog.now()
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+          RETURNING version",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
     writes: true,
 };
 

@@ -74,10 +74,7 @@ fn repack(
     }
     let plan = messages::plan_repack(&stored, keep);
     if !plan.removed.is_empty() {
-        REMOVE_SLOTS.run(
-            client,
-            &[session_id.into(), key.into(), plan.removed.clone().into()],
-        )?;
+        remove_slots(client, session_id, key, plan.removed.clone())?;
     }
     let moves: Vec<(i32, i32)> = plan
         .moves
@@ -87,7 +84,12 @@ fn repack(
         .collect();
     if !moves.is_empty() {
         let (from, to): (Vec<i32>, Vec<i32>) = moves.into_iter().unzip();
-        MOVE_SLOTS_OUT.run(
+        let move_slots_out = if on_citus()? {
+            &MOVE_SLOTS_OUT_ON_CITUS
+        } else {
+            &MOVE_SLOTS_OUT
+        };
+        move_slots_out.run(
             client,
             &[session_id.into(), key.into(), from.into(), to.into()],
         )?;
@@ -447,7 +449,7 @@ fn write_slot(
         )?;
     }
     if !call_held {
-        REMOVE_SLOTS.run(client, &[session_id.into(), key.into(), vec![slot].into()])?;
+        remove_slots(client, session_id, key, vec![slot])?;
         return Ok(());
     }
     OVERWRITE.run(
@@ -757,6 +759,22 @@ mod tests {
     }
 }
 
+/// Remove `slots` of thread `key` of session `session_id`.
+fn remove_slots(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    slots: Vec<i32>,
+) -> SqlResult<()> {
+    let statement = if on_citus()? {
+        &REMOVE_SLOTS_ON_CITUS
+    } else {
+        &REMOVE_SLOTS
+    };
+    statement.run(client, &[session_id.into(), key.into(), slots.into()])?;
+    Ok(())
+}
+
 // The statements, and the SQL they share.
 
 /// The seq an append to thread $2 takes, for the statements below, which
@@ -1049,6 +1067,17 @@ static REMOVE_SLOTS: Statement = Statement {
     writes: true,
 };
 
+/// REMOVE_SLOTS on Citus, filtered by the keys themselves: inside a
+/// function delegated with force_delegation, Citus refuses a statement
+/// whose key comes from a join.
+static REMOVE_SLOTS_ON_CITUS: Statement = Statement {
+    sql: "DELETE FROM agent_memory.thread_messages m
+          WHERE m.session_id = $1 AND m.thread_key = $2 AND m.slot = ANY ($3)
+            AND m.tenant = agent_memory.caller_tenant()",
+    args: REMOVE_SLOTS.args,
+    writes: true,
+};
+
 // A repack moves messages to new slots in two steps, through slots past any
 // keep (MAX_KEEP is far below the offset), so that no two rows ever hold
 // the same slot at once. The moves are probed one by one, as REMOVE_SLOTS.
@@ -1062,6 +1091,17 @@ static MOVE_SLOTS_OUT: Statement = Statement {
           WHERE m.session_id = mv.session_id AND m.thread_key = mv.thread_key
             AND m.slot = mv.old_slot AND m.tenant = mv.tenant",
     args: &[TEXT, TEXT, INT4_ARRAY, INT4_ARRAY],
+    writes: true,
+};
+
+/// MOVE_SLOTS_OUT on Citus (see REMOVE_SLOTS_ON_CITUS): slot $3[i] moves
+/// to $4[i].
+static MOVE_SLOTS_OUT_ON_CITUS: Statement = Statement {
+    sql: "UPDATE agent_memory.thread_messages m
+          SET slot = ($4::int4[])[pg_catalog.array_position($3::int4[], m.slot)] + 1000000000
+          WHERE m.session_id = $1 AND m.thread_key = $2 AND m.slot = ANY ($3)
+            AND m.tenant = agent_memory.caller_tenant()",
+    args: MOVE_SLOTS_OUT.args,
     writes: true,
 };
 

@@ -64,6 +64,118 @@ pub struct Written {
     pub evicted: Vec<String>,
 }
 
+/// Write `entries` (words `counted`, `received` the one entry's value as
+/// the caller sent it) to session `session_id` if it is active (`idle`
+/// minutes by default), in one statement; returns the change of the
+/// session's words and its state after (None: the session is gone).
+#[allow(clippy::too_many_arguments)]
+fn written(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    entries: &[(&str, &Value)],
+    received: Option<&JsonbArg>,
+    counted: &[(&str, u64)],
+    ttl: Option<Interval>,
+    memory_ttl: i32,
+    idle: i32,
+) -> SqlResult<(i64, Option<Vec<i64>>)> {
+    let rows = match entries {
+        [(key, value)] => {
+            let plan = prepared_plan(client, &WRITE_ONE).or_report()?;
+            let value = match received {
+                Some(datum) => datum.into(),
+                None => JsonB((*value).clone()).into(),
+            };
+            let args = [
+                session_id.into(),
+                (*key).into(),
+                value,
+                (counted[0].1 as i32).into(),
+                ttl.into(),
+                memory_ttl.into(),
+                idle.into(),
+            ];
+            client.update(&*plan, None, &args).or_report()?
+        }
+        _ => {
+            let keys: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
+            let values: Vec<JsonB> = entries.iter().map(|(_, v)| JsonB((*v).clone())).collect();
+            let words: Vec<i32> = counted.iter().map(|(_, w)| *w as i32).collect();
+            let args = [
+                session_id.into(),
+                keys.into(),
+                values.into(),
+                words.into(),
+                ttl.into(),
+                memory_ttl.into(),
+                idle.into(),
+            ];
+            WRITE_MANY.run(client, &args)?
+        }
+    };
+    let mut change: i64 = 0;
+    let mut state = None;
+    for row in rows {
+        change += i64::from(row.required::<i32>(1, "words")?);
+        if state.is_none() {
+            state = Some(row.required::<Vec<i64>>(2, "session state")?);
+        }
+    }
+    Ok((change, state))
+}
+
+/// As `written`, on Citus: inside a function delegated with
+/// force_delegation, Citus refuses an INSERT … SELECT (it finds no key
+/// value in it). So the session is checked first, each entry is inserted
+/// as values, and the state is read after the writes.
+#[allow(clippy::too_many_arguments)]
+fn written_on_citus(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    entries: &[(&str, &Value)],
+    received: Option<&JsonbArg>,
+    counted: &[(&str, u64)],
+    ttl: Option<Interval>,
+    memory_ttl: i32,
+    idle: i32,
+) -> SqlResult<(i64, Option<Vec<i64>>)> {
+    if active_until(client, session_id, idle)?.is_none() {
+        return Ok((0, None));
+    }
+    let mut change: i64 = 0;
+    let mut expires_at = None;
+    for (i, ((key, value), (_, words))) in entries.iter().zip(counted).enumerate() {
+        let value = match received {
+            Some(datum) if i == 0 && entries.len() == 1 => datum.into(),
+            _ => JsonB((*value).clone()).into(),
+        };
+        let row = WRITE_VALUES_ON_CITUS
+            .run(
+                client,
+                &[
+                    session_id.into(),
+                    (*key).into(),
+                    value,
+                    (*words as i32).into(),
+                    ttl.into(),
+                    memory_ttl.into(),
+                ],
+            )?
+            .first();
+        change += i64::from(row.required::<i32>(1, "words")?);
+        expires_at = expires_at.or(row.value::<TimestampWithTimeZone>(2)?);
+    }
+    let Some(expires_at) = expires_at else {
+        return Ok((change, None));
+    };
+    // Every entry of one write expires at the same time.
+    let state = STATE_AFTER_WRITE
+        .run(client, &[session_id.into(), expires_at.into()])?
+        .first()
+        .value::<Vec<i64>>(1)?;
+    Ok((change, state))
+}
+
 /// Store `entries` in the session's memory as one change: all of them, or
 /// (on any error) none. `received` is the single entry's value as the caller
 /// got it, handed to the statement as it is (no JSON text round trip).
@@ -90,70 +202,15 @@ pub fn write_entries(
 
     lock_session(session_id);
     Spi::connect_mut(|client| {
-        let on_citus = on_citus()?;
-        let rows = match entries {
-            [(key, value)] => {
-                let statement = if on_citus {
-                    &WRITE_ONE_ON_CITUS
-                } else {
-                    &WRITE_ONE
-                };
-                let plan = prepared_plan(client, statement).or_report()?;
-                let value = match received {
-                    Some(datum) => datum.into(),
-                    None => JsonB((*value).clone()).into(),
-                };
-                let args = [
-                    session_id.into(),
-                    (*key).into(),
-                    value,
-                    (counted[0].1 as i32).into(),
-                    ttl.into(),
-                    memory_ttl.into(),
-                    idle.into(),
-                ];
-                client.update(&*plan, None, &args).or_report()?
-            }
-            _ => {
-                let keys: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
-                let values: Vec<JsonB> = entries.iter().map(|(_, v)| JsonB((*v).clone())).collect();
-                let words: Vec<i32> = counted.iter().map(|(_, w)| *w as i32).collect();
-                let args = [
-                    session_id.into(),
-                    keys.into(),
-                    values.into(),
-                    words.into(),
-                    ttl.into(),
-                    memory_ttl.into(),
-                    idle.into(),
-                ];
-                if on_citus {
-                    WRITE_MANY_ON_CITUS.run(client, &args)?
-                } else {
-                    WRITE_MANY.run(client, &args)?
-                }
-            }
+        let (change, state) = if on_citus()? {
+            written_on_citus(
+                client, session_id, entries, received, &counted, ttl, memory_ttl, idle,
+            )?
+        } else {
+            written(
+                client, session_id, entries, received, &counted, ttl, memory_ttl, idle,
+            )?
         };
-        let mut change: i64 = 0;
-        let mut state = None;
-        let mut expires_at = None;
-        for row in rows {
-            change += i64::from(row.required::<i32>(1, "words")?);
-            if on_citus {
-                expires_at = expires_at.or(row.value::<TimestampWithTimeZone>(2)?);
-            } else if state.is_none() {
-                state = Some(row.required::<Vec<i64>>(2, "session state")?);
-            }
-        }
-        if let Some(expires_at) = expires_at {
-            // Every entry of one write expires at the same time.
-            state = Some(
-                STATE_AFTER_WRITE
-                    .run(client, &[session_id.into(), expires_at.into()])?
-                    .first()
-                    .required::<Vec<i64>>(1, "session state")?,
-            );
-        }
         let Some(state) = state.map(SessionState::from_array).transpose()? else {
             return Err(session_gone(session_id)).or_report();
         };
@@ -309,6 +366,7 @@ fn kv_has(session_id: &str, key: &str) -> SqlResult<bool> {
 pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32> {
     lock_session(session_id);
     let statement = match keys {
+        Some(_) if on_citus()? => &DELETE_KEYS_ON_CITUS,
         Some(_) => &DELETE_KEYS,
         None => &DELETE_ALL_KEYS,
     };
@@ -481,17 +539,16 @@ static WRITE_MANY: Statement = Statement {
     writes: true,
 };
 
-/// WRITE_ONE on Citus: returns the entry's expiry instead of the state.
-static WRITE_ONE_ON_CITUS: Statement = Statement {
-    sql: upsert_statement!("k.expires_at", one_entry!()),
-    args: WRITE_ONE.args,
-    writes: true,
-};
-
-/// WRITE_MANY on Citus: returns the entries' expiry instead of the state.
-static WRITE_MANY_ON_CITUS: Statement = Statement {
-    sql: upsert_statement!("k.expires_at", many_entries!()),
-    args: WRITE_MANY.args,
+/// One entry on Citus, of session $1 known to be active (key $2, value
+/// $3, words $4, ttl $5 or $6 minutes), as values: returns the entry's
+/// expiry instead of the state.
+static WRITE_VALUES_ON_CITUS: Statement = Statement {
+    sql: upsert_statement!(
+        "k.expires_at",
+        "VALUES ($1, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
+                 agent_memory.caller_tenant())"
+    ),
+    args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4],
     writes: true,
 };
 
@@ -600,12 +657,27 @@ static DELETE_KEYS: Statement = Statement {
     writes: true,
 };
 
+/// DELETE_KEYS on Citus, every table filtered by session $1 itself:
+/// inside a function delegated with force_delegation, Citus refuses a
+/// statement whose key comes from a join.
+static DELETE_KEYS_ON_CITUS: Statement = Statement {
+    sql: delete_entries!(
+        "s",
+        "k.session_id = $1 AND k.tenant = s.tenant AND k.key = ANY ($2)",
+        "greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone))",
+        "kv_next_expiry"
+    ),
+    args: DELETE_KEYS.args,
+    writes: true,
+};
+
 /// Delete every entry: nothing is left. ($2 is unused: both statements
-/// take the same arguments.)
+/// take the same arguments.) The entries are filtered by session $1
+/// itself, as Citus needs (see DELETE_KEYS_ON_CITUS).
 static DELETE_ALL_KEYS: Statement = Statement {
     sql: delete_entries!(
         "s",
-        "k.session_id = s.session_id AND k.tenant = s.tenant",
+        "k.session_id = $1 AND k.tenant = s.tenant",
         "0",
         "'infinity'"
     ),

@@ -20,7 +20,7 @@ use crate::pg::args::{INT4, JSONB, TEXT, checked_id};
 use crate::pg::datums::{JsonB, JsonbArg};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
-use crate::pg::plans::{Columns, Statement};
+use crate::pg::plans::{self, Columns, Statement};
 use crate::pg::settings;
 use crate::sessions::cache as session_cache;
 use crate::sessions::{
@@ -112,6 +112,14 @@ pub fn write_part(
                 .ok_or_else(|| session_gone(session_id))
                 .or_report()?;
             session_cache::remember(session_id, minutes, until, deletions);
+            true
+        } else if plans::on_citus()? {
+            // Inside a function delegated with force_delegation, Citus
+            // refuses an INSERT … SELECT (it finds no key value in it):
+            // the check comes first, then the row is inserted as values.
+            active_until(client, session_id, minutes)?
+                .ok_or_else(|| session_gone(session_id))
+                .or_report()?;
             true
         } else {
             false
@@ -373,14 +381,16 @@ static WRITE_TRUSTED: Statement = Statement {
 /// A part as an entry sees it: the node's own, else the global one ($1
 /// session of the caller's tenant, $2 node key, $3 part, $4 idle minutes),
 /// each a primary-key probe (values are never NULL).
-/// The first column says whether the session is alive.
+/// The first column says whether the session is alive. Every table is
+/// filtered by $1 itself, so that Citus keeps the statement on the
+/// session's shard.
 static READ_PART: Statement = Statement {
     sql: concat!(
         "SELECT true, coalesce((SELECT p.value FROM agent_memory.wm_parts p
-                                WHERE p.session_id = s.session_id AND p.tenant = s.tenant
+                                WHERE p.session_id = $1 AND p.tenant = s.tenant
                                   AND p.node_key = $2 AND p.part = $3),
                                (SELECT p.value FROM agent_memory.wm_parts p
-                                WHERE p.session_id = s.session_id AND p.tenant = s.tenant
+                                WHERE p.session_id = $1 AND p.tenant = s.tenant
                                   AND p.node_key = '' AND p.part = $3))
          FROM agent_memory.sessions s
          WHERE ",
