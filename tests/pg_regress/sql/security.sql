@@ -53,11 +53,11 @@ SELECT rolname, rolcanlogin, rolsuper, rolinherit FROM pg_roles
 WHERE rolname LIKE 'agent\_memory\_%' ORDER BY rolname;
 
 -- Three login roles of an application.
-CREATE ROLE sec_app;
+CREATE ROLE sec_app LOGIN;
 GRANT agent_memory_writer TO sec_app;
-CREATE ROLE sec_dashboard;
+CREATE ROLE sec_dashboard LOGIN;
 GRANT agent_memory_reader TO sec_dashboard;
-CREATE ROLE sec_stranger;
+CREATE ROLE sec_stranger LOGIN;
 
 -- The writer uses every kind of memory.
 SET ROLE sec_app;

@@ -14,8 +14,10 @@ WHERE c.relnamespace = 'agent_memory'::regnamespace AND c.relkind = 'r'
 ORDER BY c.relname;
 SELECT reloptions FROM pg_class WHERE oid = 'agent_memory.message_thread_stats'::regclass;
 
-CREATE ROLE ten_ana;
-CREATE ROLE ten_bo;
+-- LOGIN: on Citus the coordinator connects to the workers as the
+-- calling role.
+CREATE ROLE ten_ana LOGIN;
+CREATE ROLE ten_bo LOGIN;
 GRANT agent_memory_writer TO ten_ana, ten_bo;
 SET agent_memory.tenant_isolation = on;
 
