@@ -541,6 +541,23 @@ static INSERT_NODE: Statement = Statement {
     writes: true,
 };
 
+/// The update of parent rows `p`, chosen by `$parents` (a FROM and a
+/// WHERE), that do not list child $2 yet (see LINK_PARENTS).
+macro_rules! link_parents {
+    ($parents:literal) => {
+        concat!(
+            "UPDATE agent_memory.graph_nodes p
+             SET links = p.links || $2::text,
+                 refs = p.links || $2::text
+                        || pg_catalog.array_remove(p.refs[pg_catalog.cardinality(p.links) + 1:], $2::text),
+                 updated_at = pg_catalog.now() ",
+            $parents,
+            " AND NOT ($2 = ANY (p.links))
+             RETURNING p.node_id, pg_catalog.cardinality(p.refs)"
+        )
+    };
+}
+
 /// Add child $2 to the explicit refs of parents $3 of owner $1 that do not
 /// list it yet. refs stay "explicit refs, then body links": the child goes
 /// right after the explicit ones and leaves the body-link part.
@@ -550,16 +567,11 @@ static INSERT_NODE: Statement = Statement {
 /// as `node_id = ANY ($3)`, an owner the statistics think tiny got a plan
 /// reading all of the owner's nodes and filtering them.
 static LINK_PARENTS: Statement = Statement {
-    sql: "UPDATE agent_memory.graph_nodes p
-          SET links = p.links || $2::text,
-              refs = p.links || $2::text
-                     || pg_catalog.array_remove(p.refs[pg_catalog.cardinality(p.links) + 1:], $2::text),
-              updated_at = pg_catalog.now()
-          FROM (SELECT $1::text AS owner, parent, agent_memory.caller_tenant() AS tenant
-                FROM pg_catalog.unnest($3::text[]) AS parent OFFSET 0) k
-          WHERE p.owner = k.owner AND p.node_id = k.parent AND p.tenant = k.tenant
-            AND NOT ($2 = ANY (p.links))
-          RETURNING p.node_id, pg_catalog.cardinality(p.refs)",
+    sql: link_parents!(
+        "FROM (SELECT $1::text AS owner, parent, agent_memory.caller_tenant() AS tenant
+               FROM pg_catalog.unnest($3::text[]) AS parent OFFSET 0) k
+         WHERE p.owner = k.owner AND p.node_id = k.parent AND p.tenant = k.tenant"
+    ),
     args: &[TEXT, TEXT, TEXT_ARRAY],
     writes: true,
 };
@@ -568,14 +580,9 @@ static LINK_PARENTS: Statement = Statement {
 /// delegated with force_delegation, Citus refuses a statement whose key
 /// comes from a join.
 static LINK_PARENTS_ON_CITUS: Statement = Statement {
-    sql: "UPDATE agent_memory.graph_nodes p
-          SET links = p.links || $2::text,
-              refs = p.links || $2::text
-                     || pg_catalog.array_remove(p.refs[pg_catalog.cardinality(p.links) + 1:], $2::text),
-              updated_at = pg_catalog.now()
-          WHERE p.owner = $1 AND p.node_id = ANY ($3) AND p.tenant = agent_memory.caller_tenant()
-            AND NOT ($2 = ANY (p.links))
-          RETURNING p.node_id, pg_catalog.cardinality(p.refs)",
+    sql: link_parents!(
+        "WHERE p.owner = $1 AND p.node_id = ANY ($3) AND p.tenant = agent_memory.caller_tenant()"
+    ),
     args: LINK_PARENTS.args,
     writes: true,
 };

@@ -64,51 +64,63 @@ pub struct Written {
     pub evicted: Vec<String>,
 }
 
-/// Write `entries` (words `counted`, `received` the one entry's value as
-/// the caller sent it) to session `session_id` if it is active (`idle`
-/// minutes by default), in one statement; returns the change of the
-/// session's words and its state after (None: the session is gone).
-#[allow(clippy::too_many_arguments)]
+/// A write of key-value entries, as write_entries checked it.
+#[derive(Clone, Copy)]
+struct EntriesWrite<'a> {
+    session_id: &'a str,
+    entries: &'a [(&'a str, &'a Value)],
+    /// The one entry's value as the caller sent it.
+    received: Option<&'a JsonbArg>,
+    /// Each entry's words.
+    counted: &'a [(&'a str, u64)],
+    ttl: Option<Interval>,
+    /// The entries' life in minutes without a ttl.
+    memory_ttl: i32,
+    /// The sessions' default idle minutes.
+    idle: i32,
+}
+
+/// Write the entries to the session if it is active, in one statement;
+/// returns the change of the session's words and its state after (None:
+/// the session is gone).
 fn written(
     client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    entries: &[(&str, &Value)],
-    received: Option<&JsonbArg>,
-    counted: &[(&str, u64)],
-    ttl: Option<Interval>,
-    memory_ttl: i32,
-    idle: i32,
+    write: &EntriesWrite,
 ) -> SqlResult<(i64, Option<Vec<i64>>)> {
-    let rows = match entries {
+    let rows = match write.entries {
         [(key, value)] => {
             let plan = prepared_plan(client, &WRITE_ONE).or_report()?;
-            let value = match received {
+            let value = match write.received {
                 Some(datum) => datum.into(),
                 None => JsonB((*value).clone()).into(),
             };
             let args = [
-                session_id.into(),
+                write.session_id.into(),
                 (*key).into(),
                 value,
-                (counted[0].1 as i32).into(),
-                ttl.into(),
-                memory_ttl.into(),
-                idle.into(),
+                (write.counted[0].1 as i32).into(),
+                write.ttl.into(),
+                write.memory_ttl.into(),
+                write.idle.into(),
             ];
             client.update(&*plan, None, &args).or_report()?
         }
         _ => {
-            let keys: Vec<&str> = entries.iter().map(|(k, _)| *k).collect();
-            let values: Vec<JsonB> = entries.iter().map(|(_, v)| JsonB((*v).clone())).collect();
-            let words: Vec<i32> = counted.iter().map(|(_, w)| *w as i32).collect();
+            let keys: Vec<&str> = write.entries.iter().map(|(k, _)| *k).collect();
+            let values: Vec<JsonB> = write
+                .entries
+                .iter()
+                .map(|(_, v)| JsonB((*v).clone()))
+                .collect();
+            let words: Vec<i32> = write.counted.iter().map(|(_, w)| *w as i32).collect();
             let args = [
-                session_id.into(),
+                write.session_id.into(),
                 keys.into(),
                 values.into(),
                 words.into(),
-                ttl.into(),
-                memory_ttl.into(),
-                idle.into(),
+                write.ttl.into(),
+                write.memory_ttl.into(),
+                write.idle.into(),
             ];
             WRITE_MANY.run(client, &args)?
         }
@@ -128,17 +140,19 @@ fn written(
 /// force_delegation, Citus refuses an INSERT … SELECT (it finds no key
 /// value in it). So the session is checked first, each entry is inserted
 /// as values, and the state is read after the writes.
-#[allow(clippy::too_many_arguments)]
 fn written_on_citus(
     client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    entries: &[(&str, &Value)],
-    received: Option<&JsonbArg>,
-    counted: &[(&str, u64)],
-    ttl: Option<Interval>,
-    memory_ttl: i32,
-    idle: i32,
+    write: &EntriesWrite,
 ) -> SqlResult<(i64, Option<Vec<i64>>)> {
+    let EntriesWrite {
+        session_id,
+        entries,
+        received,
+        counted,
+        ttl,
+        memory_ttl,
+        idle,
+    } = *write;
     if active_until(client, session_id, idle)?.is_none() {
         return Ok((0, None));
     }
@@ -202,14 +216,19 @@ pub fn write_entries(
 
     lock_session(session_id);
     Spi::connect_mut(|client| {
+        let write = EntriesWrite {
+            session_id,
+            entries,
+            received,
+            counted: &counted,
+            ttl,
+            memory_ttl,
+            idle,
+        };
         let (change, state) = if on_citus()? {
-            written_on_citus(
-                client, session_id, entries, received, &counted, ttl, memory_ttl, idle,
-            )?
+            written_on_citus(client, &write)?
         } else {
-            written(
-                client, session_id, entries, received, &counted, ttl, memory_ttl, idle,
-            )?
+            written(client, &write)?
         };
         let Some(state) = state.map(SessionState::from_array).transpose()? else {
             return Err(session_gone(session_id)).or_report();
