@@ -31,16 +31,6 @@ $roles$;
 -- EXECUTE for PUBLIC.
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA agent_memory FROM PUBLIC;
 
--- agent_memory_owner owns the tables (sql/tenants.sql) and runs what they
--- call when it acts on them itself, as when Citus copies a shard to
--- another node (sql/citus.sql): the policies' visible_tenant(), the tenant
--- column's default and the deletions trigger.
-GRANT EXECUTE ON FUNCTION
-    agent_memory.caller_tenant(),
-    agent_memory.visible_tenant(),
-    agent_memory.note_session_deletions()
-TO agent_memory_owner;
-
 -- agent_memory_reader: reads every kind of memory and changes nothing.
 -- The tool functions are included for their reading commands (view, read,
 -- list); a writing command fails with 42501 for lack of table privileges.
@@ -101,3 +91,14 @@ REVOKE ALL ON agent_memory.notify_secret FROM agent_memory_reader, agent_memory_
 REVOKE INSERT, UPDATE, DELETE ON agent_memory.cleanup_runs FROM agent_memory_writer;
 -- Recall's settings are changed by recall_rebuild() alone, with the columns.
 REVOKE INSERT, UPDATE, DELETE ON agent_memory.recall_settings FROM agent_memory_writer;
+
+-- agent_memory_owner owns the tables (sql/tenants.sql) and runs what they
+-- call when it acts on them itself, as when Citus copies a shard to
+-- another node (sql/citus.sql): the policies' visible_tenant(), the tenant
+-- column's default and the deletions trigger. Granted last, as the update
+-- from 0.2.0 grants it, so that both list the same privileges in order.
+GRANT EXECUTE ON FUNCTION
+    agent_memory.caller_tenant(),
+    agent_memory.visible_tenant(),
+    agent_memory.note_session_deletions()
+TO agent_memory_owner;
