@@ -263,3 +263,40 @@ GRANT EXECUTE ON FUNCTION
     agent_memory.visible_tenant(),
     agent_memory.note_session_deletions()
 TO agent_memory_owner;
+
+-- Preconditions (src/sessions/kv.rs, src/files/memory_tool.rs):
+-- key-value entries and memory files get a version; kv_set and kv_delete
+-- take the version the writer expects, kv_entry reads it, and the memory
+-- tool's requests carry theirs in the request.
+ALTER TABLE agent_memory.kv_entries ADD COLUMN version integer NOT NULL DEFAULT 1;
+ALTER TABLE agent_memory.memory_files ADD COLUMN version integer NOT NULL DEFAULT 1;
+DROP FUNCTION agent_memory.kv_set(text, text, jsonb, interval);
+CREATE FUNCTION agent_memory.kv_set(
+    session_id text, key text, value jsonb, ttl interval DEFAULT NULL, expected_version integer DEFAULT NULL)
+RETURNS jsonb
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'kv_set_wrapper';
+DROP FUNCTION agent_memory.kv_delete(text, text);
+CREATE FUNCTION agent_memory.kv_delete(session_id text, key text, expected_version integer DEFAULT NULL)
+RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'kv_delete_wrapper';
+CREATE FUNCTION agent_memory.kv_entry(session_id text, key text) RETURNS jsonb
+STRICT STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'kv_entry_wrapper';
+COMMENT ON FUNCTION agent_memory.kv_set(text, text, jsonb, interval, integer) IS
+    'Store value under key in an active session (renewing it), only if the entry is at expected_version when given (0: none); evicts the oldest entries past the word budget; returns {stored, key, words, total_words, evicted, version}';
+COMMENT ON FUNCTION agent_memory.kv_entry(text, text) IS
+    'The live entry under key as {key, value, version, createdAt, updatedAt, expiresAt}, or NULL; version is what a precondition names';
+COMMENT ON FUNCTION agent_memory.kv_delete(text, text, integer) IS
+    'Delete one key of an active session (renewing it), only if it is at expected_version when given; whether a live entry was deleted';
+REVOKE ALL ON FUNCTION agent_memory.kv_set(text, text, jsonb, interval, integer),
+    agent_memory.kv_delete(text, text, integer),
+    agent_memory.kv_entry(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.kv_entry(text, text) TO agent_memory_reader;
+GRANT EXECUTE ON FUNCTION agent_memory.kv_set(text, text, jsonb, interval, integer),
+    agent_memory.kv_delete(text, text, integer),
+    agent_memory.kv_entry(text, text) TO agent_memory_writer;

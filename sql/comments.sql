@@ -27,16 +27,18 @@ COMMENT ON FUNCTION agent_memory.user_sessions(text) IS
     'Sessions of a user still stored, oldest first, with whether each is active';
 
 -- Key-value working memory
-COMMENT ON FUNCTION agent_memory.kv_set(text, text, jsonb, interval) IS
-    'Store value under key in an active session (renewing it); evicts the oldest entries past the word budget; returns {stored, key, words, total_words, evicted}';
+COMMENT ON FUNCTION agent_memory.kv_set(text, text, jsonb, interval, integer) IS
+    'Store value under key in an active session (renewing it), only if the entry is at expected_version when given (0: none); evicts the oldest entries past the word budget; returns {stored, key, words, total_words, evicted, version}';
 COMMENT ON FUNCTION agent_memory.kv_get(text, text) IS
     'Value stored under key, or NULL when missing, expired, or the session is gone';
 COMMENT ON FUNCTION agent_memory.kv_get_all(text) IS
     'All live entries of a session as one object; NULL when the session is gone';
 COMMENT ON FUNCTION agent_memory.kv_has(text, text) IS
     'Whether a live value is stored under key';
-COMMENT ON FUNCTION agent_memory.kv_delete(text, text) IS
-    'Delete one key of an active session (renewing it); whether a live entry was deleted';
+COMMENT ON FUNCTION agent_memory.kv_entry(text, text) IS
+    'The live entry under key as {key, value, version, createdAt, updatedAt, expiresAt}, or NULL; version is what a precondition names';
+COMMENT ON FUNCTION agent_memory.kv_delete(text, text, integer) IS
+    'Delete one key of an active session (renewing it), only if it is at expected_version when given; whether a live entry was deleted';
 COMMENT ON FUNCTION agent_memory.kv_clear(text) IS
     'Delete every entry of an active session (renewing it); how many live entries were deleted';
 

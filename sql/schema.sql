@@ -104,6 +104,10 @@ CREATE TABLE agent_memory.kv_entries (
     -- not the current text's is stale and never used.
     embedding     real[],
     embedding_md5 text,
+    -- 1 when written anew, one more at each write: what a write's
+    -- precondition names (see agent_memory_core::versions). An expired
+    -- entry counts as none, so a write over it starts again at 1.
+    version       integer     NOT NULL DEFAULT 1,
     PRIMARY KEY (session_id, key, tenant),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
@@ -312,6 +316,9 @@ CREATE TABLE agent_memory.memory_files (
                    || pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED,
     embedding     real[],
     embedding_md5 text,
+    -- 1 when created, one more at each change of content or path: what a
+    -- request's precondition names.
+    version       integer     NOT NULL DEFAULT 1,
     PRIMARY KEY (scope, path, tenant)
 );
 CREATE INDEX memory_files_search_idx ON agent_memory.memory_files USING gin (search) WHERE search IS NOT NULL;

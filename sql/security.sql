@@ -47,6 +47,7 @@ GRANT EXECUTE ON FUNCTION
     agent_memory.kv_get(text, text),
     agent_memory.kv_get_all(text),
     agent_memory.kv_has(text, text),
+    agent_memory.kv_entry(text, text),
     agent_memory.build_context(text, text[], boolean),
     agent_memory.sensitive_findings(text),
     agent_memory.messages(text, text, integer),

@@ -24,13 +24,16 @@ pub enum ErrorKind {
     NotAllowed,
     /// The object is not in a state that allows the operation.
     WrongState,
+    /// A write's precondition failed: the item is not at the version (or
+    /// content) the writer last read, so it was changed meanwhile.
+    VersionConflict,
     /// A bug or an unexpected condition inside the extension.
     Internal,
 }
 
 impl ErrorKind {
     /// Every kind, for tests and documentation.
-    pub const ALL: [ErrorKind; 8] = [
+    pub const ALL: [ErrorKind; 9] = [
         ErrorKind::InvalidParameter,
         ErrorKind::NullValue,
         ErrorKind::NotFound,
@@ -38,6 +41,7 @@ impl ErrorKind {
         ErrorKind::Conflict,
         ErrorKind::NotAllowed,
         ErrorKind::WrongState,
+        ErrorKind::VersionConflict,
         ErrorKind::Internal,
     ];
 
@@ -51,6 +55,7 @@ impl ErrorKind {
             ErrorKind::Conflict => "23505",         // unique_violation
             ErrorKind::NotAllowed => "42501",       // insufficient_privilege
             ErrorKind::WrongState => "55000",       // object_not_in_prerequisite_state
+            ErrorKind::VersionConflict => "40001",  // serialization_failure
             ErrorKind::Internal => "XX000",         // internal_error
         }
     }
@@ -175,6 +180,7 @@ mod tests {
         assert_eq!(ErrorKind::LimitExceeded.sqlstate(), "54000");
         assert_eq!(ErrorKind::Conflict.sqlstate(), "23505");
         assert_eq!(ErrorKind::NotAllowed.sqlstate(), "42501");
+        assert_eq!(ErrorKind::VersionConflict.sqlstate(), "40001");
     }
 
     #[test]

@@ -490,6 +490,8 @@ pub fn to_value(varlena: &[u8]) -> std::result::Result<serde_json::Value, ReadEr
 pub enum Field<'a> {
     Str(&'a str),
     Null,
+    /// A number: its value when it is an integer that fits in an i64.
+    Number(Option<i64>),
     Other,
 }
 
@@ -518,6 +520,12 @@ pub fn object_fields(
         let field = match kind {
             JENTRY_ISSTRING => Field::Str(text(value_start, value_end)?),
             JENTRY_ISNULL => Field::Null,
+            JENTRY_ISNUMERIC => Field::Number(
+                varlena
+                    .get(data + value_start.next_multiple_of(4)..data + value_end)
+                    .and_then(|datum| numeric_text(datum).ok())
+                    .and_then(|text| text.parse().ok()),
+            ),
             _ => Field::Other,
         };
         fields.push((text(start, end)?, field));
@@ -984,6 +992,24 @@ mod tests {
                 ("path", Field::Str("/notes/é")),
                 ("command", Field::Str("read")),
                 ("nothing", Field::Null),
+            ]))
+        );
+        // Numbers: an integer's value, none for another number.
+        let mut w = JsonbWriter::default();
+        w.begin_object(3);
+        for key in ["f", "n", "v"] {
+            w.string(key);
+        }
+        w.numeric(&numeric(&[0x8080, 1, 5000]));
+        w.numeric(&numeric(&[0xA000, 7]));
+        w.numeric(&numeric(&[0x8000, 7]));
+        w.end();
+        assert_eq!(
+            object_fields(&w.finish().unwrap()),
+            Ok(Some(vec![
+                ("f", Field::Number(None)),
+                ("n", Field::Number(Some(-7))),
+                ("v", Field::Number(Some(7))),
             ]))
         );
         // Not objects: an array, a scalar.

@@ -10,7 +10,8 @@
 
 // The floor every room stands on: errors and their SQLSTATEs, argument
 // checks, the binary jsonb format, packed strings, tenant keys, time and
-// what every tool definition shares.
+// what every tool definition shares, and the versions a write can be
+// conditioned on.
 pub mod args;
 pub mod error;
 pub mod jsonb;
@@ -18,6 +19,7 @@ pub mod packed;
 pub mod tenant;
 pub mod time;
 pub mod tool;
+pub mod versions;
 
 // One module per capability, named as its folder in the extension's `src/`.
 pub mod files;

@@ -40,7 +40,7 @@ fn view(
     range: Option<(i64, i64)>,
 ) -> SqlResult<Answer<String>> {
     if !path.is_root() {
-        let shown = store::with_file(client, scope, &path.stored, |content| {
+        let shown = store::with_file(client, scope, &path.stored, |content, _| {
             claude::file_view(path, content, range)
         })?;
         if let Some(answer) = shown {
@@ -316,7 +316,8 @@ static LOCK_FILE: Statement = Statement {
 };
 
 static WRITE_FILE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f SET content = $3, updated_at = pg_catalog.now()
+    sql: "UPDATE agent_memory.memory_files f
+          SET content = $3, updated_at = pg_catalog.now(), version = f.version + 1
           WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT, TEXT],
     writes: true,
@@ -384,7 +385,7 @@ static MOVE: Statement = Statement {
               WHERE d.scope = $1 AND d.path >= $2 AND d.path < $4 AND (d.path = $2 OR d.path >= $3)
                 AND d.tenant = agent_memory.caller_tenant())
           UPDATE agent_memory.memory_files f
-          SET path = $5 || pg_catalog.substr(f.path, $6 + 1)
+          SET path = $5 || pg_catalog.substr(f.path, $6 + 1), version = f.version + 1
           WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
             AND f.tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],

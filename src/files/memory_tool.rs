@@ -1,6 +1,9 @@
 //! The memory tool: `memory_scope` names a scope, `memory_tool`
-//! runs one request `{path, command, content?, oldContent?, query?}` on the scope's
-//! files and answers with its JSON envelope.
+//! runs one request `{path, command, content?, oldContent?, query?,
+//! expectedVersion?, expectedSha256?}` on the scope's files and answers
+//! with its JSON envelope. A request with a precondition first locks the
+//! file at its path and checks it; the command then runs on the file as
+//! it was checked.
 //!
 //! A bad request is an envelope with `ok:false`, never an SQL error, and
 //! changes nothing. Each command is one call in the caller's transaction:
@@ -13,14 +16,15 @@
 use pgrx::prelude::*;
 
 use agent_memory_core::files::memory_tool::{
-    self as files, Code, Command, Echo, ToolError, ToolResult,
+    self as files, Code, Command, Echo, Precondition, ToolError, ToolResult,
 };
 use agent_memory_core::recall::Query;
 use agent_memory_core::{Error, args, jsonb};
 
 use crate::files::store::{
     Client, Placed, READ, a_directory, delete_path, file_bytes, forget_scope_if_empty,
-    is_directory, max_file_bytes, place_new_file, too_big, with_file,
+    is_directory, lock_scope, locked_file_meets, max_file_bytes, place_new_file, too_big,
+    with_file,
 };
 use crate::pg::args::{INT4, TEXT, TID, XID};
 use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
@@ -90,8 +94,26 @@ fn list(client: Client, scope: &str, dir: &str) -> SqlResult<ToolResult<String>>
     Ok(Ok(files::list_result(&mut entries)))
 }
 
-/// The result of an append.
-const OK: &str = "{\"status\":\"ok\"}";
+/// `append` under a precondition that found no file: create it, and only
+/// it; a file created concurrently meanwhile is a conflict.
+fn create_only(
+    client: Client,
+    scope: &str,
+    path: &str,
+    content: &str,
+    precondition: &Precondition,
+) -> SqlResult<ToolResult<String>> {
+    if path == "/" {
+        return Ok(Err(a_directory()));
+    }
+    match place_new_file(client, scope, path, content)? {
+        Placed::Created => Ok(Ok(files::append_result(1))),
+        Placed::Refused(refused) => Ok(Err(refused)),
+        Placed::Exists => {
+            Ok(locked_file_meets(client, scope, path, precondition)?.and(Err(files::not_found())))
+        }
+    }
+}
 
 fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<ToolResult<String>> {
     if path == "/" {
@@ -103,17 +125,16 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
     // the two (created concurrently), or went away after it was found too
     // big.
     for _ in 0..MAX_TRIES {
-        let appended = !APPEND_EXISTING
-            .run(
-                client,
-                &[scope.into(), path.into(), content.into(), limit.into()],
-            )?
-            .is_empty();
-        if appended {
-            return Ok(Ok(OK.to_owned()));
+        let appended = APPEND_EXISTING.run(
+            client,
+            &[scope.into(), path.into(), content.into(), limit.into()],
+        )?;
+        if !appended.is_empty() {
+            let version = appended.first().required::<i32>(1, "version")?;
+            return Ok(Ok(files::append_result(version)));
         }
         match place_new_file(client, scope, path, content)? {
-            Placed::Created => return Ok(Ok(OK.to_owned())),
+            Placed::Created => return Ok(Ok(files::append_result(1))),
             Placed::Refused(refused) => return Ok(Err(refused)),
             Placed::Exists => {}
         }
@@ -160,7 +181,8 @@ fn update(
         let row = table.first();
         let content = crate::pg::datums::text_at(&row, 1)?.unwrap_or_default();
         let Some((replacement, replaced)) = files::replace_counted(content, old, new) else {
-            return Ok(Ok("{\"replaced\":0}".to_owned()));
+            let version = row.required::<i32>(4, "version")?;
+            return Ok(Ok(files::update_result(0, version)));
         };
         if replacement.len() > limit as usize {
             return Ok(Err(ToolError::new(
@@ -168,23 +190,23 @@ fn update(
                 format!("EFBIG: the file would exceed {limit} bytes (agent_memory.max_file_bytes)"),
             )));
         }
-        let version = RowVersion::of(&row, 2, 3)?;
-        let written = !client
+        let at = RowVersion::of(&row, 2, 3)?;
+        let written = client
             .update(
                 &*write,
                 None,
                 &[
-                    version.ctid(),
-                    version.xmin.into(),
+                    at.ctid(),
+                    at.xmin.into(),
                     scope.into(),
                     path.into(),
                     replacement.as_str().into(),
                 ],
             )
-            .or_report()?
-            .is_empty();
-        if written {
-            return Ok(Ok(format!("{{\"replaced\":{replaced}}}")));
+            .or_report()?;
+        if !written.is_empty() {
+            let version = written.first().required::<i32>(1, "version")?;
+            return Ok(Ok(files::update_result(replaced, version)));
         }
     }
 }
@@ -300,15 +322,38 @@ fn search(client: Client, scope: &str, path: &str, query: &Query) -> SqlResult<T
     Ok(Ok(files::search_result(&matches)))
 }
 
-fn run(scope: &str, command: &Command, path: &str) -> SqlResult<ToolResult<String>> {
+fn run(
+    scope: &str,
+    command: &Command,
+    path: &str,
+    precondition: &Precondition,
+) -> SqlResult<ToolResult<String>> {
     let _generic = GenericPlans::force()?;
-    Spi::connect_mut(|client| match command {
-        Command::Read => read(client, scope, path),
-        Command::List => list(client, scope, path),
-        Command::Append { content } => append(client, scope, path, content),
-        Command::Update { old, new } => update(client, scope, path, old, new),
-        Command::Delete => delete(client, scope, path),
-        Command::Search { query } => search(client, scope, path, query),
+    Spi::connect_mut(|client| {
+        if !precondition.is_none() {
+            // A delete locks the scope's row before any file's (see
+            // store::lock_scope), so the check does too.
+            if let Command::Delete = command {
+                lock_scope(client, scope)?;
+            }
+            if let Err(conflict) = locked_file_meets(client, scope, path, precondition)? {
+                return Ok(Err(conflict));
+            }
+            // No file was there to lock: an append may only create it.
+            if let Command::Append { content } = command
+                && precondition.version == Some(agent_memory_core::versions::ABSENT)
+            {
+                return create_only(client, scope, path, content, precondition);
+            }
+        }
+        match command {
+            Command::Read => read(client, scope, path),
+            Command::List => list(client, scope, path),
+            Command::Append { content } => append(client, scope, path, content),
+            Command::Update { old, new } => update(client, scope, path, old, new),
+            Command::Delete => delete(client, scope, path),
+            Command::Search { query } => search(client, scope, path, query),
+        }
     })
 }
 
@@ -328,10 +373,16 @@ fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<J
         }
     };
     let (echo, parsed) = files::parse_fields(fields.as_deref());
+    let parsed = parsed.and_then(|(command, path)| {
+        let precondition = files::precondition_of(fields.as_deref().unwrap_or_default(), &command)?;
+        Ok((command, path, precondition))
+    });
     let answer = match (scope, parsed) {
         (_, Err(error)) => Err(error),
         (None, Ok(_)) | (Some(""), Ok(_)) => Err(ToolError::new(Code::Einval, "scope is required")),
-        (Some(scope), Ok((command, path))) => run(scope, &command, &path)?,
+        (Some(scope), Ok((command, path, precondition))) => {
+            run(scope, &command, &path, &precondition)?
+        }
     };
     Ok(JsonText(files::envelope(&echo, answer)))
 }
@@ -502,22 +553,25 @@ static SEARCH_ON_CITUS: Statement = Statement {
     writes: false,
 };
 
-/// Append to an existing file within the size limit ($4 bytes).
+/// Append to an existing file within the size limit ($4 bytes); returns
+/// its version now.
 static APPEND_EXISTING: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f
-          SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now()
+          SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now(),
+              version = f.version OPERATOR(pg_catalog.+) 1
           WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
             AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
             AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
-                OPERATOR(pg_catalog.<=) $4",
+                OPERATOR(pg_catalog.<=) $4
+          RETURNING f.version",
     args: &[TEXT, TEXT, TEXT, INT4],
     writes: true,
 };
 
 /// A file's content as of now (a fresh snapshot: the statement runs
-/// read-write) and the row version it was read from.
+/// read-write), the row version it was read from, and its version.
 static READ_VERSION: Statement = Statement {
-    sql: "SELECT f.content, f.ctid, f.xmin FROM agent_memory.memory_files f
+    sql: "SELECT f.content, f.ctid, f.xmin, f.version FROM agent_memory.memory_files f
           WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
             AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
     args: &[TEXT, TEXT],
@@ -532,10 +586,12 @@ static READ_VERSION: Statement = Statement {
 /// what rejects the new version on PostgreSQL minor releases before
 /// November 2025, whose recheck ignored the ctid one.
 static WRITE_VERSION: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f SET content = $5, updated_at = pg_catalog.now()
+    sql: "UPDATE agent_memory.memory_files f
+          SET content = $5, updated_at = pg_catalog.now(), version = f.version OPERATOR(pg_catalog.+) 1
           WHERE f.ctid OPERATOR(pg_catalog.=) $1 AND f.xmin OPERATOR(pg_catalog.=) $2
             AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+          RETURNING f.version",
     args: &[TID, XID, TEXT, TEXT, TEXT],
     writes: true,
 };

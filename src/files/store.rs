@@ -12,7 +12,7 @@
 //! their schema: the memory tool runs with the caller's search_path.
 
 use agent_memory_core::Error;
-use agent_memory_core::files::memory_tool::{self as files, Code, ToolError};
+use agent_memory_core::files::memory_tool::{self as files, Code, ToolError, ToolResult};
 
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY};
 use crate::pg::error::{OrReport, SqlResult};
@@ -102,21 +102,41 @@ pub(crate) fn keep_directory(client: Client, scope: &str, dir: &str) -> SqlResul
     Ok(())
 }
 
-/// Read file `path` of `scope` and hand its content to `use_content`
-/// (borrowed from the result, not copied); None when there is no file.
+/// Read file `path` of `scope` and hand its content (borrowed from the
+/// result, not copied) and version to `use_file`; None when there is no
+/// file.
 pub(crate) fn with_file<T>(
     client: Client,
     scope: &str,
     path: &str,
-    use_content: impl FnOnce(&str) -> T,
+    use_file: impl FnOnce(&str, i32) -> T,
 ) -> SqlResult<Option<T>> {
     let table = READ.read(client, &[scope.into(), path.into()])?;
     if table.is_empty() {
         return Ok(None);
     }
     let row = table.first();
+    let version = row.required::<i32>(2, "version")?;
     let content = crate::pg::datums::text_at(&row, 1)?;
-    Ok(Some(use_content(content.unwrap_or_default())))
+    Ok(Some(use_file(content.unwrap_or_default(), version)))
+}
+
+/// Lock file `path` of `scope` until the transaction ends, and check
+/// `precondition` against it (its version and content, or no file).
+pub(crate) fn locked_file_meets(
+    client: Client,
+    scope: &str,
+    path: &str,
+    precondition: &files::Precondition,
+) -> SqlResult<ToolResult<()>> {
+    let table = LOCK_FILE.run(client, &[scope.into(), path.into()])?;
+    if table.is_empty() {
+        return Ok(precondition.check(None));
+    }
+    let row = table.first();
+    let version = row.required::<i32>(2, "version")?;
+    let content = crate::pg::datums::text_at(&row, 1)?.unwrap_or_default();
+    Ok(precondition.check(Some((version, content))))
 }
 
 /// What became of a new file.
@@ -321,7 +341,7 @@ macro_rules! directory_at {
 }
 
 pub(crate) static READ: Statement = Statement {
-    sql: "SELECT f.content FROM agent_memory.memory_files f
+    sql: "SELECT f.content, f.version FROM agent_memory.memory_files f
           WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
             AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
     args: &[TEXT, TEXT],
@@ -329,6 +349,17 @@ pub(crate) static READ: Statement = Statement {
 };
 
 /// Whether $4 is a directory of scope $1 (the range [$2, $3) under it).
+/// READ, locking the file's row against every other change until the
+/// transaction ends: what a precondition is checked against.
+static LOCK_FILE: Statement = Statement {
+    sql: "SELECT f.content, f.version FROM agent_memory.memory_files f
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+          FOR NO KEY UPDATE",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
 static ANY_UNDER: Statement = Statement {
     sql: concat!("SELECT ", directory_at!("$4", "$2", "$3")),
     args: &[TEXT, TEXT, TEXT, TEXT],

@@ -24,6 +24,7 @@ pub fn sql_error_code(kind: ErrorKind) -> PgSqlErrorCode {
         ErrorKind::Conflict => ERRCODE_UNIQUE_VIOLATION,
         ErrorKind::NotAllowed => ERRCODE_INSUFFICIENT_PRIVILEGE,
         ErrorKind::WrongState => ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        ErrorKind::VersionConflict => ERRCODE_T_R_SERIALIZATION_FAILURE,
         ErrorKind::Internal => ERRCODE_INTERNAL_ERROR,
     }
 }

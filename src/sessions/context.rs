@@ -46,7 +46,7 @@ fn build_context(
 #[search_path(pg_catalog, pg_temp)]
 fn update_context(session_id: &str, entries: JsonB) -> SqlResult<JsonB> {
     let batch = kv::batch_entries(&entries.0).or_report()?;
-    let written = write_entries(session_id, &batch, None, None)?;
+    let written = write_entries(session_id, &batch, None, None, None)?;
     let keys: Vec<&str> = batch.iter().map(|(k, _)| *k).collect();
     Ok(JsonB(json!({
         "stored": true,

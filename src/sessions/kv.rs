@@ -11,9 +11,10 @@
 use pgrx::prelude::*;
 use serde_json::Value;
 
-use agent_memory_core::Error;
+use agent_memory_core::error::quoted;
 use agent_memory_core::sessions::budget::{self, Held};
 use agent_memory_core::sessions::{kv, words};
+use agent_memory_core::{Error, versions};
 
 use agent_memory_core::jsonb::JsonbWriter;
 
@@ -23,7 +24,7 @@ use crate::pg::args::{
 };
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of, on_citus, prepared_plan};
+use crate::pg::plans::{Columns, Statement, first_value_of, iso, on_citus, prepared_plan};
 use crate::pg::settings;
 use crate::sessions::{
     active, active_until, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
@@ -62,6 +63,8 @@ pub struct Written {
     pub words: u64,
     pub total_words: u64,
     pub evicted: Vec<String>,
+    /// The version the first entry has now.
+    pub version: i32,
 }
 
 /// A write of key-value entries, as write_entries checked it.
@@ -78,15 +81,19 @@ struct EntriesWrite<'a> {
     memory_ttl: i32,
     /// The sessions' default idle minutes.
     idle: i32,
+    /// The version the one entry must be at (0: none), if any.
+    expected: Option<i32>,
 }
+
+/// What the write statement did: the change of the session's words, the
+/// session's state after (None: the session is gone, or the precondition
+/// failed) and the first entry's version now.
+type WriteOutcome = (i64, Option<Vec<i64>>, i32);
 
 /// Write the entries to the session if it is active, in one statement;
 /// returns the change of the session's words and its state after (None:
 /// the session is gone).
-fn written(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    write: &EntriesWrite,
-) -> SqlResult<(i64, Option<Vec<i64>>)> {
+fn written(client: &mut pgrx::spi::SpiClient<'_>, write: &EntriesWrite) -> SqlResult<WriteOutcome> {
     let rows = match write.entries {
         [(key, value)] => {
             let plan = prepared_plan(client, &WRITE_ONE).or_report()?;
@@ -102,6 +109,7 @@ fn written(
                 write.ttl.into(),
                 write.memory_ttl.into(),
                 write.idle.into(),
+                write.expected.into(),
             ];
             client.update(&*plan, None, &args).or_report()?
         }
@@ -127,13 +135,15 @@ fn written(
     };
     let mut change: i64 = 0;
     let mut state = None;
+    let mut version = 0;
     for row in rows {
         change += i64::from(row.required::<i32>(1, "words")?);
         if state.is_none() {
             state = Some(row.required::<Vec<i64>>(2, "session state")?);
+            version = row.required::<i32>(3, "version")?;
         }
     }
-    Ok((change, state))
+    Ok((change, state, version))
 }
 
 /// As `written`, on Citus: inside a function delegated with
@@ -143,7 +153,7 @@ fn written(
 fn written_on_citus(
     client: &mut pgrx::spi::SpiClient<'_>,
     write: &EntriesWrite,
-) -> SqlResult<(i64, Option<Vec<i64>>)> {
+) -> SqlResult<WriteOutcome> {
     let EntriesWrite {
         session_id,
         entries,
@@ -152,12 +162,20 @@ fn written_on_citus(
         ttl,
         memory_ttl,
         idle,
+        expected,
     } = *write;
     if active_until(client, session_id, idle)?.is_none() {
-        return Ok((0, None));
+        return Ok((0, None, 0));
+    }
+    if let (Some(_), [(key, _)]) = (expected, entries) {
+        let current = current_version(client, session_id, key, idle)?;
+        if !versions::holds(expected, current.unwrap_or(versions::ABSENT)) {
+            return Ok((0, None, 0));
+        }
     }
     let mut change: i64 = 0;
     let mut expires_at = None;
+    let mut version = 0;
     for (i, ((key, value), (_, words))) in entries.iter().zip(counted).enumerate() {
         let value = match received {
             Some(datum) if i == 0 && entries.len() == 1 => datum.into(),
@@ -177,17 +195,40 @@ fn written_on_citus(
             )?
             .first();
         change += i64::from(row.required::<i32>(1, "words")?);
-        expires_at = expires_at.or(row.value::<TimestampWithTimeZone>(2)?);
+        if expires_at.is_none() {
+            expires_at = row.value::<TimestampWithTimeZone>(2)?;
+            version = row.required::<i32>(3, "version")?;
+        }
     }
     let Some(expires_at) = expires_at else {
-        return Ok((change, None));
+        return Ok((change, None, version));
     };
     // Every entry of one write expires at the same time.
     let state = STATE_AFTER_WRITE
         .run(client, &[session_id.into(), expires_at.into()])?
         .first()
         .value::<Vec<i64>>(1)?;
-    Ok((change, state))
+    Ok((change, state, version))
+}
+
+/// The version of live entry `key` of session `session_id` (Some(0): no
+/// live entry), or None when the session is gone.
+fn current_version(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    idle: i32,
+) -> SqlResult<Option<i32>> {
+    let rows = CURRENT_VERSION.run(client, &[session_id.into(), key.into(), idle.into()])?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(rows.first().required::<i32>(1, "version")?))
+}
+
+/// The entry a precondition names, for its conflict.
+fn entry_name(session_id: &str, key: &str) -> String {
+    format!("key {} of session {}", quoted(key), quoted(session_id))
 }
 
 /// Store `entries` in the session's memory as one change: all of them, or
@@ -198,6 +239,7 @@ pub fn write_entries(
     entries: &[(&str, &Value)],
     received: Option<&JsonbArg>,
     ttl: Option<Interval>,
+    expected: Option<i32>,
 ) -> SqlResult<Written> {
     for (key, value) in entries {
         checked_id("key", Some(key))?;
@@ -224,13 +266,27 @@ pub fn write_entries(
             ttl,
             memory_ttl,
             idle,
+            expected,
         };
-        let (change, state) = if on_citus()? {
+        let (change, state, version) = if on_citus()? {
             written_on_citus(client, &write)?
         } else {
             written(client, &write)?
         };
         let Some(state) = state.map(SessionState::from_array).transpose()? else {
+            // Nothing was written: the session is gone, or the entry is
+            // not at the version expected (what the writer holds the
+            // session's lock for, so it reads the same now).
+            if let (Some(expected), [(key, _)]) = (expected, entries)
+                && let Some(current) = current_version(client, session_id, key, idle)?
+            {
+                return Err(versions::conflict(
+                    &entry_name(session_id, key),
+                    expected,
+                    current,
+                ))
+                .or_report();
+            }
             return Err(session_gone(session_id)).or_report();
         };
         if change != 0 || state.expires_sooner || state.activity_stale {
@@ -250,6 +306,7 @@ pub fn write_entries(
                 words: incoming,
                 total_words: counter,
                 evicted: Vec::new(),
+                version,
             });
         }
         // Over the budget by the counter, or an entry may have expired: count
@@ -286,6 +343,7 @@ pub fn write_entries(
             words: incoming,
             total_words: plan.total_words,
             evicted: plan.evicted,
+            version,
         })
     })
 }
@@ -299,9 +357,11 @@ fn kv_set(
     key: Option<&str>,
     value: Option<JsonbArg>,
     ttl: default!(Option<Interval>, "NULL"),
+    expected_version: default!(Option<i32>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let key = checked_id("key", key)?;
+    let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
     let received = value.ok_or_else(|| Error::null("value")).or_report()?;
     // Decoded for the word count and the sensitive-data screen only.
     let value = received
@@ -309,16 +369,24 @@ fn kv_set(
         .ok_or_else(|| Error::null("value"))
         .or_report()?;
     let ttl = checked_positive("ttl", ttl)?;
-    let written = write_entries(session_id, &[(key, &value)], Some(&received), ttl)?;
+    let written = write_entries(session_id, &[(key, &value)], Some(&received), ttl, expected)?;
     stored_document(key, &written)
 }
 
-/// `{"stored": true, "key": …, "words": …, "total_words": …, "evicted": […]}`,
-/// written as jsonb directly (keys in jsonb's order: by length, then bytes).
+/// `{"stored": true, "key": …, "words": …, "total_words": …, "evicted": […],
+/// "version": …}`, written as jsonb directly (keys in jsonb's order: by
+/// length, then bytes).
 fn stored_document(key: &str, written: &Written) -> SqlResult<JsonbBytes> {
-    let mut w = JsonbWriter::with_capacity(96 + key.len());
-    w.begin_object(5);
-    for name in ["key", "words", "stored", "evicted", "total_words"] {
+    let mut w = JsonbWriter::with_capacity(112 + key.len());
+    w.begin_object(6);
+    for name in [
+        "key",
+        "words",
+        "stored",
+        "evicted",
+        "version",
+        "total_words",
+    ] {
         w.string(name);
     }
     w.string(key);
@@ -329,6 +397,7 @@ fn stored_document(key: &str, written: &Written) -> SqlResult<JsonbBytes> {
         w.string(evicted);
     }
     w.end();
+    w.numeric(&numeric_bytes(i64::from(written.version)));
     w.numeric(&numeric_bytes(written.total_words as i64));
     w.end();
     Ok(JsonbBytes(w.finish().or_report()?))
@@ -375,6 +444,16 @@ fn kv_get_all(session_id: &str) -> SqlResult<Option<JsonbBytes>> {
     get_all(session_id)
 }
 
+/// One live entry with the version a precondition names.
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn kv_entry(session_id: &str, key: &str) -> SqlResult<Option<JsonbBytes>> {
+    first_value_of::<JsonbBytes>(
+        &ENTRY,
+        &[session_id.into(), idle_timeout_minutes().into(), key.into()],
+    )
+}
+
 #[pg_extern(stable, parallel_safe)]
 fn kv_has(session_id: &str, key: &str) -> SqlResult<bool> {
     Ok(kv_get(session_id, key)?.is_some())
@@ -395,6 +474,7 @@ pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32
             session_id.into(),
             keys.into(),
             idle_timeout_minutes().into(),
+            None::<i32>.into(),
         ],
     )?;
     Ok(deleted.unwrap_or(0))
@@ -402,8 +482,53 @@ pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn kv_delete(session_id: &str, key: &str) -> SqlResult<bool> {
-    Ok(delete_keys(session_id, Some(vec![key.to_owned()]))? > 0)
+fn kv_delete(
+    session_id: Option<&str>,
+    key: Option<&str>,
+    expected_version: default!(Option<i32>, "NULL"),
+) -> SqlResult<bool> {
+    let session_id = checked_id("session_id", session_id)?;
+    let key = checked_id("key", key)?;
+    let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
+    let Some(expected) = expected else {
+        return Ok(delete_keys(session_id, Some(vec![key.to_owned()]))? > 0);
+    };
+    lock_session(session_id);
+    let idle = idle_timeout_minutes();
+    Spi::connect_mut(|client| {
+        let statement = if on_citus()? {
+            &DELETE_KEYS_ON_CITUS
+        } else {
+            &DELETE_KEYS
+        };
+        let deleted = statement
+            .run(
+                client,
+                &[
+                    session_id.into(),
+                    vec![key.to_owned()].into(),
+                    idle.into(),
+                    expected.into(),
+                ],
+            )?
+            .first()
+            .value::<i32>(1)?
+            .unwrap_or(0);
+        if deleted > 0 {
+            return Ok(true);
+        }
+        // Nothing live was deleted: the entry is not at the version
+        // expected, or it is absent as expected, or the session is gone.
+        match current_version(client, session_id, key, idle)? {
+            Some(current) if current != expected => Err(versions::conflict(
+                &entry_name(session_id, key),
+                expected,
+                current,
+            ))
+            .or_report(),
+            _ => Ok(false),
+        }
+    })
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -439,9 +564,12 @@ macro_rules! upsert_statement {
                     expires_at = excluded.expires_at,
                     updated_at = excluded.updated_at,
                     created_at = CASE WHEN k.expires_at <= excluded.created_at THEN excluded.created_at
-                                      ELSE k.created_at END
+                                      ELSE k.created_at END,
+                    version = CASE WHEN k.expires_at <= excluded.created_at THEN 1
+                                   ELSE k.version + 1 END
              RETURNING k.words - k.prev_words, ",
-            $returning
+            $returning,
+            ", k.version"
         )
     };
 }
@@ -507,7 +635,9 @@ macro_rules! delete_entries {
 
 /// The row of one entry for the upsert: session $1 of the caller's
 /// tenant if active ($7 idle minutes), key $2, value $3, words $4, ttl $5
-/// (or $6 minutes).
+/// (or $6 minutes); none unless the entry is at version $8 (0: no live
+/// entry) when $8 is not NULL. The writer holds the session's lock, so no
+/// other write of the entry comes between this read and the upsert.
 macro_rules! one_entry {
     () => {
         concat!(
@@ -515,7 +645,12 @@ macro_rules! one_entry {
                     s.tenant
              FROM agent_memory.sessions s
              WHERE ",
-            callers_active_session!("$7")
+            callers_active_session!("$7"),
+            "
+               AND ($8::int4 IS NULL OR $8 = coalesce(
+                      (SELECT e.version FROM agent_memory.kv_entries e
+                       WHERE e.session_id = s.session_id AND e.key = $2 AND e.tenant = s.tenant
+                         AND e.expires_at > pg_catalog.now()), 0))"
         )
     };
 }
@@ -539,7 +674,7 @@ macro_rules! many_entries {
 /// One entry: what kv_set writes.
 static WRITE_ONE: Statement = Statement {
     sql: upsert_statement!(state_in_returning!(), one_entry!()),
-    args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4],
+    args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4, INT4],
     writes: true,
 };
 
@@ -592,6 +727,21 @@ static RENEW_WRITER: Statement = Statement {
           WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
     args: &[TEXT, INT8, INTERVAL, INT4],
     writes: true,
+};
+
+/// The version of live entry $2 of session $1 (0: none), when the session
+/// is active ($3 idle minutes); no row when it is gone.
+static CURRENT_VERSION: Statement = Statement {
+    sql: concat!(
+        "SELECT coalesce((SELECT e.version FROM agent_memory.kv_entries e
+                          WHERE e.session_id = $1 AND e.key = $2 AND e.tenant = s.tenant
+                            AND e.expires_at > pg_catalog.now()), 0)
+         FROM agent_memory.sessions s
+         WHERE ",
+        callers_active_session!("$3")
+    ),
+    args: &[TEXT, TEXT, INT4],
+    writes: false,
 };
 
 /// The session's live entries, oldest first: the eviction order.
@@ -647,6 +797,29 @@ static GET_OF_ACTIVE: Statement = Statement {
     writes: false,
 };
 
+/// Live entry $3 of active session $1 ($2 idle minutes) as JSON, with
+/// its version and times.
+static ENTRY: Statement = Statement {
+    sql: concat!(
+        "SELECT pg_catalog.jsonb_build_object(
+                  'key', k.key, 'value', k.value, 'version', k.version,
+                  'createdAt', ",
+        iso!("k.created_at"),
+        ", 'updatedAt', ",
+        iso!("k.updated_at"),
+        ", 'expiresAt', ",
+        iso!("k.expires_at"),
+        ")
+         FROM agent_memory.kv_entries k JOIN agent_memory.sessions s
+           ON s.session_id = k.session_id AND s.tenant = k.tenant
+         WHERE k.session_id = $1 AND k.key = $3 AND k.tenant = agent_memory.caller_tenant()
+           AND k.expires_at > pg_catalog.now() AND ",
+        active!("s", "$2")
+    ),
+    args: &[TEXT, INT4, TEXT],
+    writes: false,
+};
+
 /// All live entries as one object, or NULL when the session is gone.
 static GET_ALL: Statement = Statement {
     sql: concat!(
@@ -662,17 +835,19 @@ static GET_ALL: Statement = Statement {
     writes: false,
 };
 
-/// Delete keys $2 and take off the words they held. The keys reach
+/// Delete keys $2 (only at version $4, when not NULL) and take off the
+/// words they held. The keys reach
 /// kv_entries as a fenced relation joined on every primary-key column: one
 /// probe per key, whatever the statistics say of the session.
 static DELETE_KEYS: Statement = Statement {
     sql: delete_entries!(
         "(SELECT s.session_id, key, s.tenant FROM s, pg_catalog.unnest($2::text[]) AS key OFFSET 0) e",
-        "k.session_id = e.session_id AND k.key = e.key AND k.tenant = e.tenant",
+        "k.session_id = e.session_id AND k.key = e.key AND k.tenant = e.tenant
+           AND ($4::int4 IS NULL OR k.version = $4)",
         "greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone))",
         "kv_next_expiry"
     ),
-    args: &[TEXT, TEXT_ARRAY, INT4],
+    args: &[TEXT, TEXT_ARRAY, INT4, INT4],
     writes: true,
 };
 
@@ -682,7 +857,8 @@ static DELETE_KEYS: Statement = Statement {
 static DELETE_KEYS_ON_CITUS: Statement = Statement {
     sql: delete_entries!(
         "s",
-        "k.session_id = $1 AND k.tenant = s.tenant AND k.key = ANY ($2)",
+        "k.session_id = $1 AND k.tenant = s.tenant AND k.key = ANY ($2)
+           AND ($4::int4 IS NULL OR k.version = $4)",
         "greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone))",
         "kv_next_expiry"
     ),
@@ -690,8 +866,8 @@ static DELETE_KEYS_ON_CITUS: Statement = Statement {
     writes: true,
 };
 
-/// Delete every entry: nothing is left. ($2 is unused: both statements
-/// take the same arguments.) The entries are filtered by session $1
+/// Delete every entry: nothing is left. ($2 and $4 are unused: the
+/// statements take the same arguments.) The entries are filtered by session $1
 /// itself, as Citus needs (see DELETE_KEYS_ON_CITUS).
 static DELETE_ALL_KEYS: Statement = Statement {
     sql: delete_entries!(
@@ -700,6 +876,6 @@ static DELETE_ALL_KEYS: Statement = Statement {
         "0",
         "'infinity'"
     ),
-    args: &[TEXT, TEXT_ARRAY, INT4],
+    args: DELETE_KEYS.args,
     writes: true,
 };

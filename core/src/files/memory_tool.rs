@@ -1,5 +1,6 @@
 //! The memory tool: a tree of text files per scope, addressed by
-//! paths, driven by requests `{path, command, content?, oldContent?}` and
+//! paths, driven by requests `{path, command, content?, oldContent?,
+//! expectedVersion?, expectedSha256?}` and
 //! answered with a JSON envelope. This module holds the rules: what a path
 //! may be and its one canonical spelling, what a request must hold, and the
 //! envelope's exact text (keys in the envelope's order, as `JSON.stringify`
@@ -11,6 +12,7 @@ use crate::args::one_of;
 use crate::error::quoted;
 use crate::jsonb::Field;
 use crate::recall::{Query, parse_query};
+use crate::versions;
 use crate::{Error, Result};
 
 /// Most bytes of a normalised path.
@@ -36,6 +38,9 @@ pub enum Code {
     Efbig,
     /// More files than `agent_memory.max_files_per_scope`.
     Enospc,
+    /// The file is not at the version, or has not the content, that the
+    /// request's precondition names.
+    Econflict,
 }
 
 impl Code {
@@ -47,6 +52,7 @@ impl Code {
             Code::Enotdir => "ENOTDIR",
             Code::Efbig => "EFBIG",
             Code::Enospc => "ENOSPC",
+            Code::Econflict => "ECONFLICT",
         }
     }
 }
@@ -56,6 +62,33 @@ impl Code {
 pub struct ToolError {
     pub code: Code,
     pub message: String,
+    /// For ECONFLICT: what the file is now, so that the agent can read it
+    /// again and retry.
+    pub current: Option<FileVersion>,
+}
+
+/// A file's version and the SHA-256 of its content; version 0 and no hash
+/// when there is no file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileVersion {
+    pub version: i32,
+    pub sha256: Option<String>,
+}
+
+impl FileVersion {
+    /// The version of a file with `content`, or of no file.
+    pub fn of(file: Option<(i32, &str)>) -> FileVersion {
+        match file {
+            Some((version, content)) => FileVersion {
+                version,
+                sha256: Some(versions::sha256_hex(content)),
+            },
+            None => FileVersion {
+                version: versions::ABSENT,
+                sha256: None,
+            },
+        }
+    }
 }
 
 impl ToolError {
@@ -63,6 +96,7 @@ impl ToolError {
         ToolError {
             code,
             message: message.into(),
+            current: None,
         }
     }
 
@@ -298,6 +332,7 @@ pub fn parse_request(request: &serde_json::Value) -> (Echo, ToolResult<(Command,
                     let field = match value {
                         serde_json::Value::String(s) => Field::Str(s),
                         serde_json::Value::Null => Field::Null,
+                        serde_json::Value::Number(n) => Field::Number(n.as_i64()),
                         _ => Field::Other,
                     };
                     (key.as_str(), field)
@@ -335,12 +370,12 @@ pub fn parse_fields(fields: Option<&[(&str, Field)]>) -> (Echo, ToolResult<(Comm
         let command = match get("command") {
             None | Some(Field::Null) => return Err(ToolError::invalid("command is required")),
             Some(Field::Str(c)) => c,
-            Some(Field::Other) => return Err(ToolError::invalid("command must be a string")),
+            Some(_) => return Err(ToolError::invalid("command must be a string")),
         };
         let path = match get("path") {
             None | Some(Field::Null) => return Err(ToolError::invalid("path is required")),
             Some(Field::Str(p)) => normalise_path(p)?,
-            Some(Field::Other) => return Err(ToolError::invalid("path must be a string")),
+            Some(_) => return Err(ToolError::invalid("path must be a string")),
         };
         let text = |key: &str| -> ToolResult<String> {
             match get(key) {
@@ -348,7 +383,7 @@ pub fn parse_fields(fields: Option<&[(&str, Field)]>) -> (Echo, ToolResult<(Comm
                     "{key} is required for {command}"
                 ))),
                 Some(Field::Str(s)) => Ok(s.to_owned()),
-                Some(Field::Other) => Err(ToolError::invalid(format!("{key} must be a string"))),
+                Some(_) => Err(ToolError::invalid(format!("{key} must be a string"))),
             }
         };
         let parsed = match command {
@@ -385,6 +420,103 @@ pub fn parse_fields(fields: Option<&[(&str, Field)]>) -> (Echo, ToolResult<(Comm
         echo.path = Some(path.clone());
     }
     (echo, result)
+}
+
+/// What a write request requires of the file at its path: a version
+/// (0: no file) and the SHA-256 of its content, each when given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Precondition {
+    pub version: Option<i32>,
+    pub sha256: Option<String>,
+}
+
+impl Precondition {
+    pub fn is_none(&self) -> bool {
+        self.version.is_none() && self.sha256.is_none()
+    }
+
+    /// Whether the file at the path (its version and content, or None)
+    /// meets it; ECONFLICT with what the file is now when it does not.
+    pub fn check(&self, file: Option<(i32, &str)>) -> ToolResult<()> {
+        let version = file.map_or(versions::ABSENT, |(version, _)| version);
+        let mut current = None;
+        if let Some(expected) = self.version
+            && expected != version
+        {
+            current = Some(FileVersion::of(file));
+        }
+        if current.is_none()
+            && let Some(expected) = &self.sha256
+        {
+            let found = FileVersion::of(file);
+            if found.sha256.as_deref() != Some(expected.as_str()) {
+                current = Some(found);
+            }
+        }
+        let Some(current) = current else {
+            return Ok(());
+        };
+        let message = match (self.version, file) {
+            (Some(versions::ABSENT), Some(_)) => {
+                format!("ECONFLICT: the file already exists, at version {version}")
+            }
+            (_, None) => "ECONFLICT: the file does not exist".to_owned(),
+            (Some(expected), Some(_)) if expected != version => {
+                format!("ECONFLICT: the file is at version {version}, not {expected}")
+            }
+            _ => format!("ECONFLICT: the file's content changed; it is at version {version}"),
+        };
+        Err(ToolError {
+            code: Code::Econflict,
+            message,
+            current: Some(current),
+        })
+    }
+}
+
+/// The precondition of a request (its `expectedVersion`, an integer from
+/// 0, and `expectedSha256`, 64 hex digits), which only the commands that
+/// change a file take.
+pub fn precondition_of(fields: &[(&str, Field)], command: &Command) -> ToolResult<Precondition> {
+    let get = |key: &str| {
+        fields
+            .iter()
+            .find(|(name, _)| *name == key)
+            .map(|(_, field)| *field)
+    };
+    let version = match get("expectedVersion") {
+        None | Some(Field::Null) => None,
+        Some(Field::Number(Some(n))) if (0..=i64::from(i32::MAX)).contains(&n) => Some(n as i32),
+        Some(_) => {
+            return Err(ToolError::invalid(
+                "expectedVersion must be an integer from 0 (no file)",
+            ));
+        }
+    };
+    let sha256 = match get("expectedSha256") {
+        None | Some(Field::Null) => None,
+        Some(Field::Str(hex)) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Some(hex.to_ascii_lowercase())
+        }
+        Some(_) => {
+            return Err(ToolError::invalid(
+                "expectedSha256 must be the 64 hex digits of a SHA-256",
+            ));
+        }
+    };
+    let precondition = Precondition { version, sha256 };
+    if !precondition.is_none()
+        && !matches!(
+            command,
+            Command::Append { .. } | Command::Update { .. } | Command::Delete
+        )
+    {
+        return Err(ToolError::invalid(format!(
+            "{} takes no expectedVersion or expectedSha256; only append, update and delete do",
+            command.name()
+        )));
+    }
+    Ok(precondition)
 }
 
 /// A JSON string as `JSON.stringify` writes it.
@@ -462,10 +594,22 @@ pub fn envelope_ok(echo: &Echo, result: &str) -> String {
     out
 }
 
-/// The envelope of a refusal: `{"command","path","ok":false,"error":{"message","code"}}`.
+/// The envelope of a refusal: `{"command","path","ok":false,"error":{"message","code"}}`,
+/// the error with `"version"` and `"sha256"` (null for no file) for ECONFLICT.
 pub fn envelope_error(echo: &Echo, error: &ToolError) -> String {
+    let current = match &error.current {
+        None => String::new(),
+        Some(current) => format!(
+            ",\"version\":{},\"sha256\":{}",
+            current.version,
+            current
+                .sha256
+                .as_deref()
+                .map_or_else(|| "null".to_owned(), json_string)
+        ),
+    };
     format!(
-        "{{\"command\":{},\"path\":{},\"ok\":false,\"error\":{{\"message\":{},\"code\":\"{}\"}}}}",
+        "{{\"command\":{},\"path\":{},\"ok\":false,\"error\":{{\"message\":{},\"code\":\"{}\"{current}}}}}",
         echo.command
             .as_deref()
             .map_or_else(|| "null".to_owned(), json_string),
@@ -477,13 +621,29 @@ pub fn envelope_error(echo: &Echo, error: &ToolError) -> String {
     )
 }
 
-/// The result of a read: `{"content":…}`.
-pub fn read_result(content: &str) -> String {
-    let mut out = String::with_capacity(content.len() + 16);
+/// The result of a read: `{"content","version","sha256"}`, the version and
+/// hash being what a later write's precondition may name.
+pub fn read_result(content: &str, version: i32) -> String {
+    let mut out = String::with_capacity(content.len() + 112);
     out.push_str("{\"content\":");
     push_json_string(&mut out, content);
-    out.push('}');
+    out.push_str(",\"version\":");
+    out.push_str(&version.to_string());
+    out.push_str(",\"sha256\":\"");
+    out.push_str(&versions::sha256_hex(content));
+    out.push_str("\"}");
     out
+}
+
+/// The result of an append: `{"status":"ok","version"}`.
+pub fn append_result(version: i32) -> String {
+    format!("{{\"status\":\"ok\",\"version\":{version}}}")
+}
+
+/// The result of an update: `{"replaced","version"}` (the file's version
+/// now, unchanged when nothing was replaced).
+pub fn update_result(replaced: usize, version: i32) -> String {
+    format!("{{\"replaced\":{replaced},\"version\":{version}}}")
 }
 
 /// The result of a list: entries sorted by name.
@@ -696,6 +856,8 @@ pub const TOOL_DESCRIPTION: &str = "Memory that persists across conversations: t
      Commands: read a file, list a directory (an empty path is the root), append to a file \
      (creating it), update a file (replace every occurrence of oldContent by content), \
      delete a file or a whole directory, search the files at or under a path for words (query). \
+     A read gives the file's version; pass it back as expectedVersion to append, update or \
+     delete only if nobody changed the file since (ECONFLICT otherwise: read it again). \
      Answers with a JSON envelope {command, path, ok, result | error}.";
 
 /// The memory tool's definition for a model: `anthropic` (name,
@@ -716,7 +878,9 @@ pub fn tool_definition(
             "command": {"type": "string", "enum": ["read", "list", "append", "update", "delete", "search"], "description": "What to do at the path."},
             "content": {"type": "string", "description": "append: the text to add; update: the replacement text."},
             "oldContent": {"type": "string", "description": "update: the text to replace, every occurrence."},
-            "query": {"type": "string", "description": "search: the words to find, any of them; \"a phrase\" keeps words together, -word excludes."}
+            "query": {"type": "string", "description": "search: the words to find, any of them; \"a phrase\" keeps words together, -word excludes."},
+            "expectedVersion": {"type": "integer", "minimum": 0, "description": "append, update, delete: act only if the file is at this version (from read; 0: only if there is no file)."},
+            "expectedSha256": {"type": "string", "pattern": "^[0-9a-fA-F]{64}$", "description": "append, update, delete: act only if the file's content has this SHA-256 (from read)."}
         },
         "required": ["path", "command"],
         "additionalProperties": false
@@ -1067,8 +1231,8 @@ mod tests {
             path: Some("/notes/today".into()),
         };
         assert_eq!(
-            envelope_ok(&echo, &read_result("...")),
-            r#"{"command":"read","path":"/notes/today","ok":true,"result":{"content":"..."}}"#
+            envelope_ok(&echo, &read_result("...", 3)),
+            r#"{"command":"read","path":"/notes/today","ok":true,"result":{"content":"...","version":3,"sha256":"ab5df625bc76dbd4e163bed2dd888df828f90159bb93556525c31821b6541d46"}}"#
         );
         let echo = Echo {
             command: Some("read".into()),
@@ -1107,6 +1271,81 @@ mod tests {
             Some(("cafe cafe".to_owned(), 2))
         );
         assert_eq!(replace_counted("abc", "x", "y"), None);
+    }
+
+    #[test]
+    fn preconditions_are_checked_and_conflicts_say_what_the_file_is() {
+        let update = Command::Update {
+            old: "a".into(),
+            new: "b".into(),
+        };
+        let fields = [
+            ("expectedVersion", Field::Number(Some(2))),
+            (
+                "expectedSha256",
+                Field::Str("AB5DF625BC76DBD4E163BED2DD888DF828F90159BB93556525C31821B6541D46"),
+            ),
+        ];
+        let both = precondition_of(&fields, &update).unwrap();
+        assert_eq!(both.version, Some(2));
+        assert_eq!(
+            both.sha256.as_deref(),
+            Some("ab5df625bc76dbd4e163bed2dd888df828f90159bb93556525c31821b6541d46")
+        );
+        assert_eq!(both.check(Some((2, "..."))), Ok(()));
+        let moved = both.check(Some((3, "..."))).unwrap_err();
+        assert_eq!(moved.code, Code::Econflict);
+        assert_eq!(moved.message, "ECONFLICT: the file is at version 3, not 2");
+        let echo = Echo {
+            command: Some("update".into()),
+            path: Some("/a".into()),
+        };
+        assert_eq!(
+            envelope_error(&echo, &moved),
+            r#"{"command":"update","path":"/a","ok":false,"error":{"message":"ECONFLICT: the file is at version 3, not 2","code":"ECONFLICT","version":3,"sha256":"ab5df625bc76dbd4e163bed2dd888df828f90159bb93556525c31821b6541d46"}}"#
+        );
+        let edited = both.check(Some((2, "....")));
+        assert_eq!(
+            edited.unwrap_err().message,
+            "ECONFLICT: the file's content changed; it is at version 2"
+        );
+        let gone = both.check(None).unwrap_err();
+        assert_eq!(gone.message, "ECONFLICT: the file does not exist");
+        assert_eq!(
+            gone.current,
+            Some(FileVersion {
+                version: 0,
+                sha256: None
+            })
+        );
+        let create_only =
+            precondition_of(&[("expectedVersion", Field::Number(Some(0)))], &update).unwrap();
+        assert_eq!(create_only.check(None), Ok(()));
+        assert_eq!(
+            create_only.check(Some((1, ""))).unwrap_err().message,
+            "ECONFLICT: the file already exists, at version 1"
+        );
+        assert!(precondition_of(&[], &Command::Read).unwrap().is_none());
+        for bad in [
+            ("expectedVersion", Field::Number(Some(-1))),
+            ("expectedVersion", Field::Number(None)),
+            ("expectedVersion", Field::Str("2")),
+            ("expectedSha256", Field::Str("abc")),
+            ("expectedSha256", Field::Number(Some(1))),
+        ] {
+            assert_eq!(
+                precondition_of(&[bad], &update).unwrap_err().code,
+                Code::Einval
+            );
+        }
+        let on_read = precondition_of(
+            &[("expectedVersion", Field::Number(Some(1)))],
+            &Command::Read,
+        );
+        assert_eq!(
+            on_read.unwrap_err().message,
+            "read takes no expectedVersion or expectedSha256; only append, update and delete do"
+        );
     }
 
     #[test]

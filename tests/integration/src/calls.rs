@@ -124,13 +124,23 @@ pub const BASES: &[Base] = &[
         calls: &[&[Some("hostile-user")]],
     },
     Base {
-        function: "kv_set(text, text, jsonb, interval)",
-        calls: &[&[
-            Some("live"),
-            Some("budget"),
-            Some(r#"{"amount": 1200, "currency": "EUR", "tags": ["a", "b"]}"#),
-            Some("1 hour"),
-        ]],
+        function: "kv_set(text, text, jsonb, interval, integer)",
+        calls: &[
+            &[
+                Some("live"),
+                Some("budget"),
+                Some(r#"{"amount": 1200, "currency": "EUR", "tags": ["a", "b"]}"#),
+                Some("1 hour"),
+                None,
+            ],
+            &[
+                Some("live"),
+                Some("fresh-key"),
+                Some(r#""only if new""#),
+                None,
+                Some("0"),
+            ],
+        ],
     },
     Base {
         function: "kv_get(text, text)",
@@ -145,8 +155,15 @@ pub const BASES: &[Base] = &[
         calls: &[&[Some("live"), Some("goal")]],
     },
     Base {
-        function: "kv_delete(text, text)",
+        function: "kv_entry(text, text)",
         calls: &[&[Some("live"), Some("goal")]],
+    },
+    Base {
+        function: "kv_delete(text, text, integer)",
+        calls: &[
+            &[Some("live"), Some("goal"), None],
+            &[Some("live"), Some("goal"), Some("1")],
+        ],
     },
     Base {
         function: "kv_clear(text)",
@@ -537,6 +554,16 @@ pub const BASES: &[Base] = &[
             &[
                 Some(SCOPE),
                 Some(r#"{"path": "/notes", "command": "list"}"#),
+            ],
+            &[
+                Some(SCOPE),
+                Some(
+                    r#"{"path": "/notes/today", "command": "append", "content": "!", "expectedVersion": 1, "expectedSha256": "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"}"#,
+                ),
+            ],
+            &[
+                Some(SCOPE),
+                Some(r#"{"path": "/notes/other", "command": "delete", "expectedVersion": 0}"#),
             ],
             &[
                 Some(SCOPE),

@@ -518,8 +518,8 @@ fn stored_writes() -> Vec<(String, &'static str, Vec<Option<String>>)> {
             let wrapped = format!("{{\"d\": {deep}}}");
             out.push((
                 l("kv_set value"),
-                "kv_set(text, text, jsonb, interval)",
-                vec![s("live"), s("deep"), s(&deep), None],
+                "kv_set(text, text, jsonb, interval, integer)",
+                vec![s("live"), s("deep"), s(&deep), None, None],
             ));
             out.push((
                 l("update_context entry"),

@@ -90,6 +90,41 @@ SELECT agent_memory.sensitive_findings(t) FROM (VALUES
     ('api_key: 0123456789abcdef, senha = segredo'),
     ('ligue (11) 91234-5678 ou +1 415 555 0100')) AS t(t);
 
+-- Preconditions: every write takes the entry's next version, and a write
+-- or delete naming a version happens only if the entry is still at it
+-- (0: no live entry). A failed one changes nothing, with 40001.
+SELECT agent_memory.kv_set('kv', 'fare', '388') ->> 'version' AS created;
+SELECT agent_memory.kv_set('kv', 'fare', '372', expected_version => 1) ->> 'version' AS replaced;
+SELECT agent_memory.kv_set('kv', 'fare', '350', expected_version => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_set('kv', 'fare', '350', expected_version => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_entry('kv', 'fare') - 'createdAt' - 'updatedAt' - 'expiresAt' AS entry;
+SELECT agent_memory.kv_set('kv', 'seat', '"aisle"', expected_version => 0) ->> 'version' AS created_only;
+SELECT agent_memory.kv_set('kv', 'meal', '"veg"', expected_version => 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_entry('kv', 'meal') IS NULL AS meal_absent, agent_memory.kv_entry('no-such-session', 'fare') IS NULL AS gone;
+SELECT agent_memory.kv_set('kv', 'fare', '350', expected_version => -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_delete('kv', 'fare', expected_version => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_get('kv', 'fare') AS fare_kept;
+SELECT agent_memory.kv_delete('kv', 'fare', expected_version => 2) AS deleted_at_2;
+SELECT agent_memory.kv_delete('kv', 'fare', expected_version => 0) AS absent_as_expected;
+SELECT agent_memory.kv_delete('kv', 'fare', expected_version => 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_delete('no-such-session', 'fare', expected_version => 2) AS session_gone;
+SELECT agent_memory.kv_delete(NULL, 'fare');
+\echo :LAST_ERROR_SQLSTATE
+-- Written anew after a delete, or over an expired entry, an entry starts
+-- again at version 1.
+SELECT agent_memory.kv_set('kv', 'fare', '340') ->> 'version' AS anew;
+SELECT agent_memory.kv_set('kv', 'fare', '330', '1 millisecond') ->> 'version' AS short_lived;
+SELECT pg_sleep(0.1);
+SELECT agent_memory.kv_set('kv', 'fare', '320', expected_version => 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_set('kv', 'fare', '320', expected_version => 0) ->> 'version' AS over_expired;
+
 -- Everything of a session goes with it.
 SELECT agent_memory.end_session('kv');
 SELECT count(*) AS entries_left FROM agent_memory.kv_entries WHERE session_id = 'kv';

@@ -161,6 +161,35 @@ RESET agent_memory.max_result_bytes;
 SELECT length(memory_render('r', 'full', 100000)) AS whole_length;
 SELECT memory_tool('r', '{"path": "/big", "command": "delete"}')::jsonb ->> 'ok' AS deleted;
 
+-- Preconditions: append, update and delete act only on the file as the
+-- agent last read it (its version, or the SHA-256 of its content; version
+-- 0: no file). Otherwise ECONFLICT, with what the file is now, and nothing
+-- changes.
+SELECT memory_tool('pre', '{"path": "/plan", "command": "append", "content": "day 1", "expectedVersion": 0}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "append", "content": "day 1", "expectedVersion": 0}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "read"}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "update", "oldContent": "1", "content": "one", "expectedVersion": 1}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "update", "oldContent": "one", "content": "two", "expectedVersion": 1}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "append", "content": "!", "expectedSha256": "0000000000000000000000000000000000000000000000000000000000000000"}');
+SELECT memory_tool('pre', jsonb_build_object('path', '/plan', 'command', 'append', 'content', '!',
+                                             'expectedSha256', upper(encode(sha256('day one'), 'hex'))));
+SELECT memory_tool('pre', '{"path": "/plan", "command": "delete", "expectedVersion": 2}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "read"}')::jsonb #>> '{result,content}' AS unchanged;
+SELECT memory_tool('pre', '{"path": "/plan", "command": "delete", "expectedVersion": 3}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "update", "oldContent": "a", "content": "b", "expectedVersion": 3}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "update", "oldContent": "a", "content": "b", "expectedVersion": 0}');
+-- A bad precondition is EINVAL, as is one on a command that changes nothing.
+SELECT memory_tool('pre', '{"path": "/plan", "command": "append", "content": "x", "expectedVersion": -1}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "append", "content": "x", "expectedVersion": "1"}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "append", "content": "x", "expectedVersion": 1.5}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "append", "content": "x", "expectedSha256": "abc"}');
+SELECT memory_tool('pre', '{"path": "/plan", "command": "read", "expectedVersion": 1}');
+SELECT count(*) AS files_left FROM agent_memory.memory_files WHERE scope = 'pre';
+-- A rename by Claude's dialect is a change too.
+SELECT memory_tool('pre', '{"path": "/a", "command": "append", "content": "x"}')::jsonb -> 'result' AS created;
+SELECT claude_memory('pre', '{"command": "rename", "old_path": "/memories/a", "new_path": "/memories/b"}');
+SELECT memory_tool('pre', '{"path": "/b", "command": "read"}')::jsonb #> '{result,version}' AS renamed_version;
+
 -- Tool definitions in both formats; the documented named instances.
 SELECT memory_tool_definition();
 SELECT memory_tool_definition('memory_write', 'Write memory tool', 'Mem Write', format => 'openai');

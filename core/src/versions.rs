@@ -1,0 +1,120 @@
+//! Preconditions: a write that replaces or deletes an item can name the
+//! version of it the writer last read, and then happens only if the item is
+//! still at that version. Version 0 stands for "no such item", so a
+//! precondition of 0 creates only. Every change of an item takes the next
+//! version; a failed precondition changes nothing and is a
+//! [`ErrorKind::VersionConflict`](crate::ErrorKind::VersionConflict).
+
+use crate::error::{Error, Result};
+
+/// The version of an item that does not exist.
+pub const ABSENT: i32 = 0;
+
+/// A precondition argument as given: none, or a version (0: absent).
+pub fn checked_expected(argument: &str, expected: Option<i32>) -> Result<Option<i32>> {
+    match expected {
+        Some(version) if version < 0 => Err(Error::invalid(format!(
+            "{argument} must be 0 (no such item) or a version, not {version}"
+        ))),
+        other => Ok(other),
+    }
+}
+
+/// Whether an item at version `current` meets the precondition.
+pub fn holds(expected: Option<i32>, current: i32) -> bool {
+    expected.is_none_or(|expected| expected == current)
+}
+
+/// The conflict of a precondition on `item` (such as `key "goal" of session
+/// "s"`): what the writer expected and what the item is at now.
+pub fn conflict(item: &str, expected: i32, current: i32) -> Error {
+    let message = match (expected, current) {
+        (ABSENT, _) => format!("{item} already exists, at version {current}"),
+        (_, ABSENT) => format!("{item} does not exist, not at version {expected}"),
+        _ => format!("{item} is at version {current}, not {expected}"),
+    };
+    Error::new(crate::ErrorKind::VersionConflict, message)
+        .with_detail("It changed since it was read. Nothing was written.")
+        .with_hint("Read it again, and retry with the version it has then.")
+}
+
+/// The lowercase hex SHA-256 of a text's UTF-8 bytes, as Anthropic's memory
+/// stores name a content (`content_sha256`).
+pub fn sha256_hex(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    use std::fmt::Write;
+    let mut hex = String::with_capacity(64);
+    for byte in Sha256::digest(text.as_bytes()) {
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    #[test]
+    fn a_negative_version_is_refused() {
+        assert_eq!(checked_expected("expected_version", None), Ok(None));
+        assert_eq!(checked_expected("expected_version", Some(0)), Ok(Some(0)));
+        assert_eq!(checked_expected("expected_version", Some(7)), Ok(Some(7)));
+        let error = checked_expected("expected_version", Some(-1)).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::InvalidParameter);
+        assert_eq!(
+            error.message,
+            "expected_version must be 0 (no such item) or a version, not -1"
+        );
+    }
+
+    #[test]
+    fn no_precondition_always_holds() {
+        assert!(holds(None, 0));
+        assert!(holds(None, 5));
+        assert!(holds(Some(5), 5));
+        assert!(!holds(Some(4), 5));
+        assert!(holds(Some(ABSENT), ABSENT));
+        assert!(!holds(Some(ABSENT), 1));
+    }
+
+    #[test]
+    fn a_conflict_says_what_was_found() {
+        let item = r#"key "goal" of session "s""#;
+        let error = conflict(item, 2, 3);
+        assert_eq!(error.kind, ErrorKind::VersionConflict);
+        assert_eq!(
+            error.message,
+            r#"key "goal" of session "s" is at version 3, not 2"#
+        );
+        assert_eq!(
+            conflict(item, 0, 3).message,
+            r#"key "goal" of session "s" already exists, at version 3"#
+        );
+        assert_eq!(
+            conflict(item, 2, 0).message,
+            r#"key "goal" of session "s" does not exist, not at version 2"#
+        );
+        assert_eq!(
+            error.detail.as_deref(),
+            Some("It changed since it was read. Nothing was written.")
+        );
+    }
+
+    #[test]
+    fn sha256_of_known_texts() {
+        assert_eq!(
+            sha256_hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        // UTF-8 bytes, not characters: "é" is the two bytes c3 a9.
+        assert_eq!(
+            sha256_hex("é"),
+            "4a99557e4033c3539de2eb65472017cad5f9557f7a0625a09f1c3f6e2ba69c4c"
+        );
+    }
+}
