@@ -300,3 +300,39 @@ GRANT EXECUTE ON FUNCTION agent_memory.kv_entry(text, text) TO agent_memory_read
 GRANT EXECUTE ON FUNCTION agent_memory.kv_set(text, text, jsonb, interval, integer),
     agent_memory.kv_delete(text, text, integer),
     agent_memory.kv_entry(text, text) TO agent_memory_writer;
+
+-- Preconditions on working-memory parts (src/working_memory/parts.rs):
+-- wm_set and wm_patch take the version of the entry's own part the writer
+-- expects, and wm_part reads it.
+DROP FUNCTION agent_memory.wm_set(text, text, jsonb, text);
+CREATE FUNCTION agent_memory.wm_set(
+    session_id text, part text, value jsonb, node_id text DEFAULT NULL, expected_version integer DEFAULT NULL)
+RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'wm_set_wrapper';
+DROP FUNCTION agent_memory.wm_patch(text, text, jsonb, text);
+CREATE FUNCTION agent_memory.wm_patch(
+    session_id text, part text, patch jsonb, node_id text DEFAULT NULL, expected_version integer DEFAULT NULL)
+RETURNS jsonb
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'wm_patch_wrapper';
+CREATE FUNCTION agent_memory.wm_part(session_id text, part text, node_id text DEFAULT NULL)
+RETURNS jsonb
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'wm_part_wrapper';
+COMMENT ON FUNCTION agent_memory.wm_set(text, text, jsonb, text, integer) IS
+    'Store one part of a working-memory entry (node NULL: the session''s global entry), sanitised, only if the entry''s own part is at expected_version when given (0: none); false when it equals what is stored (nothing written, no notification)';
+COMMENT ON FUNCTION agent_memory.wm_patch(text, text, jsonb, text, integer) IS
+    'Apply an RFC 7396 merge patch to one part of an entry (starting from what the entry shows), only if the entry''s own part is at expected_version when given, and return the new value';
+COMMENT ON FUNCTION agent_memory.wm_part(text, text, text) IS
+    'One part of an entry as wm_get shows it, with the version of the entry''s own part (0: none) that a precondition names: {part, value, version}';
+REVOKE ALL ON FUNCTION agent_memory.wm_set(text, text, jsonb, text, integer),
+    agent_memory.wm_patch(text, text, jsonb, text, integer),
+    agent_memory.wm_part(text, text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.wm_part(text, text, text) TO agent_memory_reader;
+GRANT EXECUTE ON FUNCTION agent_memory.wm_set(text, text, jsonb, text, integer),
+    agent_memory.wm_patch(text, text, jsonb, text, integer),
+    agent_memory.wm_part(text, text, text) TO agent_memory_writer;

@@ -177,10 +177,11 @@ SELECT create_distributed_function('agent_memory.messages_json(text,text,integer
 SELECT create_distributed_function('agent_memory.pop_message(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.last_user_message(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.clear_messages(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
-SELECT create_distributed_function('agent_memory.wm_set(text,text,jsonb,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.wm_set(text,text,jsonb,text,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.wm_set_many(text,jsonb,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
-SELECT create_distributed_function('agent_memory.wm_patch(text,text,jsonb,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.wm_patch(text,text,jsonb,text,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.wm_get(text,text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.wm_part(text,text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.working_memory(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.working_memory_entry(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.wm_context(text,text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);

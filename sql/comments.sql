@@ -119,14 +119,16 @@ COMMENT ON FUNCTION agent_memory.graph_import(text, jsonb) IS
     'Import a folder of node markdown files given as {"<file name>": "<content>"} (<id>.v<N>.md files become versions) into an owner that has none of its nodes; returns the files imported';
 
 -- Working memory
-COMMENT ON FUNCTION agent_memory.wm_set(text, text, jsonb, text) IS
-    'Store one part of a working-memory entry (node NULL: the session''s global entry), sanitised; false when it equals what is stored (nothing written, no notification)';
+COMMENT ON FUNCTION agent_memory.wm_set(text, text, jsonb, text, integer) IS
+    'Store one part of a working-memory entry (node NULL: the session''s global entry), sanitised, only if the entry''s own part is at expected_version when given (0: none); false when it equals what is stored (nothing written, no notification)';
 COMMENT ON FUNCTION agent_memory.wm_set_many(text, jsonb, text) IS
     'Store several parts {"<part>": value} of an entry in one transaction, all or nothing; returns how many changed';
-COMMENT ON FUNCTION agent_memory.wm_patch(text, text, jsonb, text) IS
-    'Apply an RFC 7396 merge patch to one part of an entry (starting from what the entry shows) and return the new value';
+COMMENT ON FUNCTION agent_memory.wm_patch(text, text, jsonb, text, integer) IS
+    'Apply an RFC 7396 merge patch to one part of an entry (starting from what the entry shows), only if the entry''s own part is at expected_version when given, and return the new value';
 COMMENT ON FUNCTION agent_memory.wm_get(text, text, text) IS
     'One part of an entry: the node''s own, else the global one, else the contract''s empty value; config with its defaults';
+COMMENT ON FUNCTION agent_memory.wm_part(text, text, text) IS
+    'One part of an entry as wm_get shows it, with the version of the entry''s own part (0: none) that a precondition names: {part, value, version}';
 COMMENT ON FUNCTION agent_memory.note_session_deletions() IS
     'Trigger of agent_memory.sessions: once a transaction that deleted sessions, or moved a session''s activity back or changed its timeout, commits, backends stop trusting what they remember of any session''s activity';
 COMMENT ON FUNCTION agent_memory.working_memory(text, text) IS

@@ -54,6 +54,7 @@ GRANT EXECUTE ON FUNCTION
     agent_memory.messages_json(text, text, integer),
     agent_memory.last_user_message(text, text),
     agent_memory.wm_get(text, text, text),
+    agent_memory.wm_part(text, text, text),
     agent_memory.working_memory(text, text),
     agent_memory.working_memory_entry(text, text),
     agent_memory.wm_context(text, text, text),

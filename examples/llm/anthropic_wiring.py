@@ -59,13 +59,13 @@ def main() -> None:
     check("the tool call's envelope went back as its tool_result",
           fed_back["tool_use_id"] == "toolu_01A9Q2ExampleAppend"
           and json.loads(fed_back["content"]) == {"command": "append", "path": "/preferences.md",
-                                                  "ok": True, "result": {"status": "ok"}},
+                                                  "ok": True, "result": {"status": "ok", "version": 1}},
           json.dumps(fed_back))
     stored = db.execute(
         "SELECT agent_memory.memory_tool(%s, '{\"command\": \"read\", \"path\": \"/preferences.md\"}')",
         (scope,),
     ).fetchone()[0]
-    check("the file Claude asked for is stored", stored["result"] == {"content": "- seat: window\n"},
+    check("the file Claude asked for is stored", stored["result"]["content"] == "- seat: window\n",
           json.dumps(stored))
     check("Claude's final answer came back", reply.content[0].text == "Saved: you prefer a window seat.",
           reply.content[0].text)

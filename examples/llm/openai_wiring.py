@@ -51,7 +51,8 @@ def main() -> None:
     check("the tool call's envelope went back as its tool message",
           answer["role"] == "tool" and answer["tool_call_id"] == "call_Example7Read"
           and json.loads(answer["content"]) == {"command": "read", "path": "/preferences.md", "ok": True,
-                                                "result": {"content": "- seat: window\n"}},
+                                                "result": {"content": "- seat: window\n", "version": 1,
+                                                           "sha256": "69c9fba93d669ce9fe0958c8b1a53729471b949626fd570caf0071da45323e1d"}},
           json.dumps(answer))
     check("the assistant's tool call is in the history before its answer",
           second["messages"][-2]["tool_calls"][0]["id"] == "call_Example7Read",

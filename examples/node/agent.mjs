@@ -277,10 +277,13 @@ async function runChecks(client, scope, recalled) {
         'File created successfully at: /memories/preferences.md'),
       expectEqual('call_03 answer', envelope('call_03'), {
         command: 'read', path: '/preferences.md', ok: true,
-        result: { content: '- seat: window\n' },
+        result: {
+          content: '- seat: window\n', version: 1,
+          sha256: '69c9fba93d669ce9fe0958c8b1a53729471b949626fd570caf0071da45323e1d',
+        },
       }),
       expectEqual('call_04 answer', envelope('call_04'), {
-        command: 'append', path: '/preferences.md', ok: true, result: { status: 'ok' },
+        command: 'append', path: '/preferences.md', ok: true, result: { status: 'ok', version: 2 },
       }));
   });
 

@@ -121,10 +121,11 @@ def main():
         check("toolu_02 create /memories/preferences.md",
               "File created successfully at: /memories/preferences.md", answers["toolu_02"])
         check("call_03 read /preferences.md",
-              {"ok": True, "result": {"content": "- seat: window\n"}},
+              {"ok": True, "result": {"content": "- seat: window\n", "version": 1,
+                                      "sha256": "69c9fba93d669ce9fe0958c8b1a53729471b949626fd570caf0071da45323e1d"}},
               {k: answers["call_03"].get(k) for k in ("ok", "result")})
         check("call_04 append /preferences.md",
-              {"ok": True, "result": {"status": "ok"}},
+              {"ok": True, "result": {"status": "ok", "version": 2}},
               {k: answers["call_04"].get(k) for k in ("ok", "result")})
 
         # 1. The context an app hands to the model.

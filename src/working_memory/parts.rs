@@ -13,8 +13,9 @@ use std::cell::RefCell;
 use pgrx::prelude::*;
 use serde_json::Value;
 
-use agent_memory_core::Error;
+use agent_memory_core::error::quoted;
 use agent_memory_core::working_memory::{self as wm, Part};
+use agent_memory_core::{Error, versions};
 
 use crate::pg::args::{INT4, JSONB, TEXT, checked_id};
 use crate::pg::datums::{JsonB, JsonbArg};
@@ -90,6 +91,54 @@ pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<V
         }
         Ok(table.first().value::<JsonB>(2)?.map(|j| j.0))
     })
+}
+
+/// The version of the entry's own `part` (0: the entry has none, and shows
+/// the global one or the empty value); P0002 when the session is gone.
+fn own_version(session_id: &str, node: &str, part: Part) -> SqlResult<i32> {
+    Spi::connect_mut(|client| {
+        let table = PART_VERSION.run(
+            client,
+            &[
+                session_id.into(),
+                node.into(),
+                part.name().into(),
+                idle_timeout_minutes().into(),
+            ],
+        )?;
+        if table.is_empty() {
+            return Err(session_gone(session_id)).or_report();
+        }
+        table.first().required::<i32>(1, "version")
+    })
+}
+
+/// Check a write's precondition on the entry's own `part`, under the
+/// session's write lock (so nothing changes it before the write).
+fn check_expected(
+    session_id: &str,
+    node: &str,
+    part: Part,
+    expected: Option<i32>,
+) -> SqlResult<()> {
+    let Some(expected) = expected else {
+        return Ok(());
+    };
+    let current = own_version(session_id, node, part)?;
+    if current == expected {
+        return Ok(());
+    }
+    let entry = if node.is_empty() {
+        "the global entry".to_owned()
+    } else {
+        format!("node {}", quoted(node))
+    };
+    let item = format!(
+        "working-memory part {} of {entry} in session {}",
+        quoted(part.name()),
+        quoted(session_id)
+    );
+    Err(versions::conflict(&item, expected, current)).or_report()
 }
 
 /// Write a sanitised value; Some(version) when it changed something. The
@@ -171,11 +220,13 @@ fn wm_set(
     part: Option<&str>,
     value: Option<JsonbArg>,
     node_id: default!(Option<&str>, "NULL"),
+    expected_version: default!(Option<i32>, "NULL"),
 ) -> SqlResult<bool> {
     let session_id = checked_id("session_id", session_id)?;
     let part = checked_part(part)?;
     let node = node_key(node_id)?;
     let value = value.ok_or_else(|| Error::null("value")).or_report()?;
+    let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
     let changed = if part.stored_as_written() {
         // Only the JSON type to check: the jsonb goes in as it came.
         let json_type = value
@@ -184,6 +235,7 @@ fn wm_set(
             .or_report()?;
         wm::check_type(part, json_type).or_report()?;
         lock_session(session_id);
+        check_expected(session_id, node, part, expected)?;
         write_part(session_id, node, part, &value)?
     } else {
         let decoded = value
@@ -192,6 +244,7 @@ fn wm_set(
             .or_report()?;
         let clean = wm::sanitise(part, decoded, &strip_keys()).or_report()?;
         lock_session(session_id);
+        check_expected(session_id, node, part, expected)?;
         write_part(session_id, node, part, JsonB(clean))?
     };
     Ok(changed.is_some())
@@ -237,14 +290,17 @@ fn wm_patch(
     part: Option<&str>,
     patch: Option<JsonB>,
     node_id: default!(Option<&str>, "NULL"),
+    expected_version: default!(Option<i32>, "NULL"),
 ) -> SqlResult<JsonB> {
     let session_id = checked_id("session_id", session_id)?;
     let part = checked_part(part)?;
     let node = node_key(node_id)?;
     let patch = patch.ok_or_else(|| Error::null("patch")).or_report()?.0;
     wm::check_patch(part, &patch).or_report()?;
+    let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
     // Under the session's write lock the read sees every earlier writer.
     lock_session(session_id);
+    check_expected(session_id, node, part, expected)?;
     // A node's part that was never set starts from what the entry stores
     // (the global part, or nothing yet: the contract's empty value, except
     // for the parts that store only overrides, session and config).
@@ -255,6 +311,28 @@ fn wm_patch(
     let merged = wm::sanitise(part, wm::merge_patch(&base, &patch), &strip_keys()).or_report()?;
     write_part(session_id, node, part, JsonB(merged.clone()))?;
     Ok(JsonB(wm::shown(part, Some(merged))))
+}
+
+/// One part of an entry as `wm_get` shows it, with the version of the
+/// entry's own part (0: none) that a write's precondition names. Volatile,
+/// as wm_get: it reads what every earlier writer committed.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn wm_part(
+    session_id: Option<&str>,
+    part: Option<&str>,
+    node_id: default!(Option<&str>, "NULL"),
+) -> SqlResult<pgrx::JsonB> {
+    let session_id = checked_id("session_id", session_id)?;
+    let part = checked_part(part)?;
+    let node = node_key(node_id)?;
+    let stored = read_part(session_id, node, part)?;
+    let version = own_version(session_id, node, part)?;
+    Ok(pgrx::JsonB(serde_json::json!({
+        "part": part.name(),
+        "value": wm::shown(part, stored),
+        "version": version,
+    })))
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -375,6 +453,22 @@ static WRITE_CHECKED: Statement = Statement {
 static WRITE_TRUSTED: Statement = Statement {
     sql: upsert_part!("VALUES ($1, $2, $3, $4, agent_memory.caller_tenant())"),
     args: &[TEXT, TEXT, TEXT, JSONB],
+    writes: true,
+};
+
+/// The version of the entry's own part ($1 session of the caller's tenant,
+/// $2 node key, $3 part, $4 idle minutes; 0: none); no row when the
+/// session is gone. Filtered by $1 itself, as READ_PART.
+static PART_VERSION: Statement = Statement {
+    sql: concat!(
+        "SELECT coalesce((SELECT p.version FROM agent_memory.wm_parts p
+                          WHERE p.session_id = $1 AND p.tenant = s.tenant
+                            AND p.node_key = $2 AND p.part = $3), 0)
+         FROM agent_memory.sessions s
+         WHERE ",
+        callers_active_session!("$4")
+    ),
+    args: &[TEXT, TEXT, TEXT, INT4],
     writes: true,
 };
 

@@ -428,7 +428,7 @@ pub const BASES: &[Base] = &[
         calls: &[&[Some("imported"), Some(GRAPH_FILES)]],
     },
     Base {
-        function: "wm_set(text, text, jsonb, text)",
+        function: "wm_set(text, text, jsonb, text, integer)",
         calls: &[
             &[
                 Some("live"),
@@ -437,17 +437,20 @@ pub const BASES: &[Base] = &[
                     r#"{"history_length": 5, "include_context": false, "auto_refresh_interval": 10}"#,
                 ),
                 Some("atlas"),
+                None,
             ],
             &[
                 Some("live"),
                 Some("messages"),
                 Some(r#"[{"role": "user", "content": "x"}]"#),
                 None,
+                None,
             ],
             &[
                 Some("live"),
                 Some("working_history"),
                 Some(r#""summary""#),
+                None,
                 None,
             ],
             &[
@@ -457,11 +460,13 @@ pub const BASES: &[Base] = &[
                     r#"{"project_graph": {"nodes": [{"id": "a", "builder": {}}], "edges": [{"from": "a", "to": "b"}]}}"#,
                 ),
                 None,
+                None,
             ],
             &[
                 Some("live"),
                 Some("session"),
                 Some(r#"{"project_id": "proj", "active_node_id": "atlas"}"#),
+                None,
                 None,
             ],
         ],
@@ -477,17 +482,31 @@ pub const BASES: &[Base] = &[
         ]],
     },
     Base {
-        function: "wm_patch(text, text, jsonb, text)",
-        calls: &[&[
-            Some("live"),
-            Some("node_context"),
-            Some(r#"{"title": "patched", "id": null, "tags": ["x"]}"#),
-            Some("atlas"),
-        ]],
+        function: "wm_patch(text, text, jsonb, text, integer)",
+        calls: &[
+            &[
+                Some("live"),
+                Some("node_context"),
+                Some(r#"{"title": "patched", "id": null, "tags": ["x"]}"#),
+                Some("atlas"),
+                None,
+            ],
+            &[
+                Some("live"),
+                Some("fetched_context"),
+                Some(r#"{"checked": true}"#),
+                Some("atlas"),
+                Some("1"),
+            ],
+        ],
     },
     Base {
         function: "wm_get(text, text, text)",
         calls: &[&[Some("live"), Some("config"), Some("atlas")]],
+    },
+    Base {
+        function: "wm_part(text, text, text)",
+        calls: &[&[Some("live"), Some("fetched_context"), Some("atlas")]],
     },
     Base {
         function: "wm_init(text, text, text)",

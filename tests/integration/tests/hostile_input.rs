@@ -559,14 +559,20 @@ fn stored_writes() -> Vec<(String, &'static str, Vec<Option<String>>)> {
             ] {
                 out.push((
                     l(&format!("wm_set {part}")),
-                    "wm_set(text, text, jsonb, text)",
-                    vec![s("live"), s(part), s(&value), s("atlas")],
+                    "wm_set(text, text, jsonb, text, integer)",
+                    vec![s("live"), s(part), s(&value), s("atlas"), None],
                 ));
             }
             out.push((
                 l("wm_patch fetched_context"),
-                "wm_patch(text, text, jsonb, text)",
-                vec![s("live"), s("fetched_context"), s(&wrapped), s("atlas")],
+                "wm_patch(text, text, jsonb, text, integer)",
+                vec![
+                    s("live"),
+                    s("fetched_context"),
+                    s(&wrapped),
+                    s("atlas"),
+                    None,
+                ],
             ));
         }
         // The same nesting as YAML flow lists in a node's frontmatter, which

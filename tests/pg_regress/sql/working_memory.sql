@@ -78,6 +78,24 @@ SELECT wm_set('wm', NULL, '{}');
 SELECT wm_set('wm', 'node_context', NULL);
 \echo :LAST_ERROR_SQLSTATE
 
+-- Preconditions: a write naming the version of the entry's own part
+-- (0: none; wm_part reads it) happens only if the part is still at it.
+SELECT wm_part('wm', 'fetched_context', 'p1');
+SELECT wm_set('wm', 'fetched_context', '{"fares": [412]}', 'p1', expected_version => 0);
+SELECT wm_part('wm', 'fetched_context', 'p1');
+SELECT wm_set('wm', 'fetched_context', '{"fares": [388]}', 'p1', expected_version => 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT wm_patch('wm', 'fetched_context', '{"picked": 412}', 'p1', expected_version => 1);
+SELECT wm_patch('wm', 'fetched_context', '{"picked": 388}', 'p1', expected_version => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT wm_set('wm', 'fetched_context', '{}', NULL, expected_version => 5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT wm_set('wm', 'fetched_context', '{}', 'p1', expected_version => -2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT wm_get('wm', 'fetched_context', 'p1') AS unchanged;
+SELECT wm_part('nobody', 'fetched_context');
+\echo :LAST_ERROR_SQLSTATE
+
 -- Parts go with their session.
 SELECT end_session('wm');
 SELECT count(*) AS parts_left FROM wm_parts WHERE session_id = 'wm';
