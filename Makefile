@@ -43,6 +43,7 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy -p agent_memory_core -p agent_memory_integration --all-targets -- -D warnings
 	cargo clippy -p agent_memory --no-default-features --features pg$(PG) --all-targets -- -D warnings
+	cargo check --manifest-path fuzz/Cargo.toml --bins
 
 docker:     ## needs a Docker engine (not available on the development machines)
 	docker build -f docker/Dockerfile -t agent_memory:pg15 .

@@ -336,3 +336,44 @@ GRANT EXECUTE ON FUNCTION agent_memory.wm_part(text, text, text) TO agent_memory
 GRANT EXECUTE ON FUNCTION agent_memory.wm_set(text, text, jsonb, text, integer),
     agent_memory.wm_patch(text, text, jsonb, text, integer),
     agent_memory.wm_part(text, text, text) TO agent_memory_writer;
+
+-- Preconditions on graph nodes (src/graph/nodes.rs): a node's revision
+-- counts every change (its version only the versions saved); graph_read
+-- returns it, and graph_write, graph_append and graph_delete take the
+-- revision the writer expects.
+ALTER TABLE agent_memory.graph_nodes ADD COLUMN revision integer NOT NULL DEFAULT 1;
+DROP FUNCTION agent_memory.graph_write(text, text, text, text, text, text[], text);
+CREATE FUNCTION agent_memory.graph_write(
+    owner text, node_id text, title text, description text, body text, refs text[] DEFAULT NULL,
+    change_description text DEFAULT NULL, expected_revision integer DEFAULT NULL)
+RETURNS integer
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'graph_write_wrapper';
+DROP FUNCTION agent_memory.graph_append(text, text, text);
+CREATE FUNCTION agent_memory.graph_append(
+    owner text, node_id text, content text, expected_revision integer DEFAULT NULL)
+RETURNS integer
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'graph_append_wrapper';
+DROP FUNCTION agent_memory.graph_delete(text, text);
+CREATE FUNCTION agent_memory.graph_delete(owner text, node_id text, expected_revision integer DEFAULT NULL)
+RETURNS boolean
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'graph_delete_wrapper';
+COMMENT ON FUNCTION agent_memory.graph_read(text, text) IS
+    'A node as JSON: id, title, description, version, revision, createdAt, updatedAt, refs, unresolvedRefs, body; also the virtual root ''__root__''';
+COMMENT ON FUNCTION agent_memory.graph_write(text, text, text, text, text, text[], text, integer) IS
+    'Write a node (NULL keeps a field), only if it is at expected_revision when given; a change with a change_description first saves the previous state as a version; returns the version now current';
+COMMENT ON FUNCTION agent_memory.graph_append(text, text, text, integer) IS
+    'Append content to a node''s body on a new line, in place, only if it is at expected_revision when given; returns the version now current';
+COMMENT ON FUNCTION agent_memory.graph_delete(text, text, integer) IS
+    'Delete a node and its versions, only if it is at expected_revision when given (0: none); refs that named it stay, unresolved; false when there was no such node';
+REVOKE ALL ON FUNCTION agent_memory.graph_write(text, text, text, text, text, text[], text, integer),
+    agent_memory.graph_append(text, text, text, integer),
+    agent_memory.graph_delete(text, text, integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.graph_write(text, text, text, text, text, text[], text, integer),
+    agent_memory.graph_append(text, text, text, integer),
+    agent_memory.graph_delete(text, text, integer) TO agent_memory_writer;

@@ -198,9 +198,9 @@ SELECT create_distributed_function('agent_memory.wm_clear(text,text)', 'session_
 -- Group 2, by owner.
 SELECT create_distributed_function('agent_memory.graph_create(text,text,text,text,text[],text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.graph_read(text,text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
-SELECT create_distributed_function('agent_memory.graph_write(text,text,text,text,text,text[],text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
-SELECT create_distributed_function('agent_memory.graph_append(text,text,text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
-SELECT create_distributed_function('agent_memory.graph_delete(text,text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_write(text,text,text,text,text,text[],text,integer)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_append(text,text,text,integer)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.graph_delete(text,text,integer)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.graph_nodes(text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.graph_versions(text,text)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.graph_version(text,text,integer)', 'owner', colocate_with => 'agent_memory.graph_nodes', force_delegation => :force_delegation);

@@ -92,13 +92,13 @@ COMMENT ON FUNCTION agent_memory.clear_messages(text, text) IS
 COMMENT ON FUNCTION agent_memory.graph_create(text, text, text, text, text[], text) IS
     'Create a node under at least one parent (''__root__'' or node ids, each added the new id to its refs); returns its id (a generated cuid2-shaped id when node_id is NULL)';
 COMMENT ON FUNCTION agent_memory.graph_read(text, text) IS
-    'A node as JSON: id, title, description, version, createdAt, updatedAt, refs, unresolvedRefs, body; also the virtual root ''__root__''';
-COMMENT ON FUNCTION agent_memory.graph_write(text, text, text, text, text, text[], text) IS
-    'Write a node (NULL keeps a field); a change with a change_description first saves the previous state as a version; returns the version now current';
-COMMENT ON FUNCTION agent_memory.graph_append(text, text, text) IS
-    'Append content to a node''s body on a new line, in place; returns the version now current';
-COMMENT ON FUNCTION agent_memory.graph_delete(text, text) IS
-    'Delete a node and its versions; refs that named it stay, unresolved; false when there was no such node';
+    'A node as JSON: id, title, description, version, revision, createdAt, updatedAt, refs, unresolvedRefs, body; also the virtual root ''__root__''';
+COMMENT ON FUNCTION agent_memory.graph_write(text, text, text, text, text, text[], text, integer) IS
+    'Write a node (NULL keeps a field), only if it is at expected_revision when given; a change with a change_description first saves the previous state as a version; returns the version now current';
+COMMENT ON FUNCTION agent_memory.graph_append(text, text, text, integer) IS
+    'Append content to a node''s body on a new line, in place, only if it is at expected_revision when given; returns the version now current';
+COMMENT ON FUNCTION agent_memory.graph_delete(text, text, integer) IS
+    'Delete a node and its versions, only if it is at expected_revision when given (0: none); refs that named it stay, unresolved; false when there was no such node';
 COMMENT ON FUNCTION agent_memory.graph_nodes(text) IS
     'The owner''s nodes (never versions): id, title, description, version, updated_at';
 COMMENT ON FUNCTION agent_memory.graph_versions(text, text) IS

@@ -262,6 +262,10 @@ CREATE TABLE agent_memory.graph_nodes (
                     || pg_catalog.to_tsvector('english', pg_catalog.left(body, 150000))) STORED,
     embedding     real[],
     embedding_md5 text,
+    -- 1 when created, one more at each change, in place or versioned (a
+    -- parent's new child included): what a write's precondition names.
+    -- version counts only the versions saved with a change description.
+    revision      integer     NOT NULL DEFAULT 1,
     PRIMARY KEY (owner, node_id, tenant)
 );
 CREATE INDEX graph_nodes_search_idx ON agent_memory.graph_nodes USING gin (search) WHERE search IS NOT NULL;

@@ -28,10 +28,16 @@ pub fn holds(expected: Option<i32>, current: i32) -> bool {
 /// The conflict of a precondition on `item` (such as `key "goal" of session
 /// "s"`): what the writer expected and what the item is at now.
 pub fn conflict(item: &str, expected: i32, current: i32) -> Error {
+    conflict_of(item, "version", expected, current)
+}
+
+/// [`conflict`] of an item whose counter has another name (a graph node's
+/// `revision`: its `version` counts only the versions it saved).
+pub fn conflict_of(item: &str, counter: &str, expected: i32, current: i32) -> Error {
     let message = match (expected, current) {
-        (ABSENT, _) => format!("{item} already exists, at version {current}"),
-        (_, ABSENT) => format!("{item} does not exist, not at version {expected}"),
-        _ => format!("{item} is at version {current}, not {expected}"),
+        (ABSENT, _) => format!("{item} already exists, at {counter} {current}"),
+        (_, ABSENT) => format!("{item} does not exist, not at {counter} {expected}"),
+        _ => format!("{item} is at {counter} {current}, not {expected}"),
     };
     Error::new(crate::ErrorKind::VersionConflict, message)
         .with_detail("It changed since it was read. Nothing was written.")
@@ -98,6 +104,10 @@ mod tests {
         assert_eq!(
             error.detail.as_deref(),
             Some("It changed since it was read. Nothing was written.")
+        );
+        assert_eq!(
+            conflict_of(r#"graph node "n""#, "revision", 1, 4).message,
+            r#"graph node "n" is at revision 4, not 1"#
         );
     }
 

@@ -27,7 +27,7 @@ fn memory_tool(request: &Value) {
     let (echo, result) = files::parse_request(request);
     // The envelope is JSON text either way.
     let envelope = match &result {
-        Ok(_) => files::envelope_ok(&echo, &files::read_result(NOTE)),
+        Ok(_) => files::envelope_ok(&echo, &files::read_result(NOTE, 1)),
         Err(error) => files::envelope_error(&echo, error),
     };
     let parsed: Value = serde_json::from_str(&envelope).expect("the envelope is JSON");

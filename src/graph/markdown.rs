@@ -128,6 +128,7 @@ fn graph_from_markdown(
         Some(&document.body),
         Some(links),
         change_description,
+        None,
     )
 }
 

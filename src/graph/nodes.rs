@@ -14,8 +14,8 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use agent_memory_core::Error;
 use agent_memory_core::graph::{self, Content, ROOT_ID, WriteKind};
+use agent_memory_core::{Error, versions};
 
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_list, required};
 use crate::pg::datums::{JsonB, JsonbBytes};
@@ -64,10 +64,11 @@ pub fn unknown_node(owner: &str, node_id: &str) -> ErrorReport {
 // ---------------------------------------------------------------------------
 // Writing
 
-/// A locked node's current content and version.
+/// A locked node's current content, version and revision.
 pub struct Locked {
     pub content: Content,
     pub version: i32,
+    pub revision: i32,
     /// What a snapshot keeps beside the content (see SNAPSHOT_ON_CITUS).
     refs: Vec<String>,
     created_at: TimestampWithTimeZone,
@@ -93,8 +94,32 @@ pub fn lock_node(owner: &str, node_id: &str) -> SqlResult<Option<Locked>> {
             refs: row.required::<Vec<String>>(6, "refs")?,
             created_at: row.required::<TimestampWithTimeZone>(7, "created_at")?,
             updated_at: row.required::<TimestampWithTimeZone>(8, "updated_at")?,
+            revision: row.required::<i32>(9, "revision")?,
         }))
     })
+}
+
+/// Lock `node_id` and check a write's precondition on its revision (0:
+/// no such node); None when the node does not exist (and none was
+/// expected).
+pub fn lock_node_at(
+    owner: &str,
+    node_id: &str,
+    expected_revision: Option<i32>,
+) -> SqlResult<Option<Locked>> {
+    let locked = lock_node(owner, node_id)?;
+    let current = locked.as_ref().map_or(versions::ABSENT, |l| l.revision);
+    if let Some(expected) = expected_revision
+        && expected != current
+    {
+        let item = format!(
+            "graph node {} of owner {}",
+            agent_memory_core::error::quoted(node_id),
+            agent_memory_core::error::quoted(owner)
+        );
+        return Err(versions::conflict_of(&item, "revision", expected, current)).or_report();
+    }
+    Ok(locked)
 }
 
 /// Store `new` over the locked node as `kind` says; returns the version now
@@ -313,19 +338,26 @@ fn graph_read(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonbByte
         .ok_or_else(|| unknown_node(owner, node_id))
 }
 
-/// A node as `graph_read` shows it (the root's prompt for `__root__`);
-/// P0002 when the owner has no such node.
+/// A node as `graph_read` shows it (the root's prompt for `__root__`)
+/// without its revision, as a working-memory entry's node_context holds
+/// it; P0002 when the owner has no such node.
 pub fn read_node_json(owner: &str, node_id: Option<&str>) -> SqlResult<serde_json::Value> {
     if node_id == Some(ROOT_ID) {
         return Ok(graph::root_json());
     }
     let node_id = checked_node(node_id)?;
-    first_value_of::<JsonB>(&READ_NODE, &[owner.into(), node_id.into()])?
+    let mut node = first_value_of::<JsonB>(&READ_NODE, &[owner.into(), node_id.into()])?
         .map(|json| json.0)
-        .ok_or_else(|| unknown_node(owner, node_id))
+        .ok_or_else(|| unknown_node(owner, node_id))?;
+    if let Some(fields) = node.as_object_mut() {
+        fields.remove("revision");
+    }
+    Ok(node)
 }
 
 /// Write a node; NULL title, description, body or refs keep the current one.
+/// With `expected_revision`, only a node at that revision.
+#[allow(clippy::too_many_arguments)]
 pub fn write_node(
     owner: &str,
     node_id: &str,
@@ -334,6 +366,7 @@ pub fn write_node(
     body: Option<&str>,
     refs: Option<Vec<String>>,
     change_description: Option<&str>,
+    expected_revision: Option<i32>,
 ) -> SqlResult<i32> {
     if let Some(title) = title {
         graph::check_title(title).or_report()?;
@@ -342,7 +375,8 @@ pub fn write_node(
         Some(refs) => Some(graph::check_refs(&refs).or_report()?),
         None => None,
     };
-    let locked = lock_node(owner, node_id)?.ok_or_else(|| unknown_node(owner, node_id))?;
+    let locked = lock_node_at(owner, node_id, expected_revision)?
+        .ok_or_else(|| unknown_node(owner, node_id))?;
     let current = &locked.content;
     let new = Content {
         title: title.map_or_else(|| current.title.clone(), str::to_owned),
@@ -354,6 +388,8 @@ pub fn write_node(
     store_change(owner, node_id, &locked, &new, kind, change_description)
 }
 
+// The arguments are the SQL function's.
+#[allow(clippy::too_many_arguments)]
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn graph_write(
@@ -364,9 +400,12 @@ fn graph_write(
     body: Option<&str>,
     refs: default!(Option<Vec<Option<String>>>, "NULL"),
     change_description: default!(Option<&str>, "NULL"),
+    expected_revision: default!(Option<i32>, "NULL"),
 ) -> SqlResult<i32> {
     let owner = checked_owner(owner)?;
     let node_id = checked_node(node_id)?;
+    let expected =
+        versions::checked_expected("expected_revision", expected_revision).or_report()?;
     let refs = match refs {
         Some(refs) => Some(checked_list("refs", refs)?),
         None => None,
@@ -379,6 +418,7 @@ fn graph_write(
         body,
         refs,
         change_description,
+        expected,
     )
 }
 
@@ -388,11 +428,15 @@ fn graph_append(
     owner: Option<&str>,
     node_id: Option<&str>,
     content: Option<&str>,
+    expected_revision: default!(Option<i32>, "NULL"),
 ) -> SqlResult<i32> {
     let owner = checked_owner(owner)?;
     let node_id = checked_node(node_id)?;
     let addition = content.ok_or_else(|| Error::null("content")).or_report()?;
-    let locked = lock_node(owner, node_id)?.ok_or_else(|| unknown_node(owner, node_id))?;
+    let expected =
+        versions::checked_expected("expected_revision", expected_revision).or_report()?;
+    let locked =
+        lock_node_at(owner, node_id, expected)?.ok_or_else(|| unknown_node(owner, node_id))?;
     let body = graph::appended_body(&locked.content.body, addition);
     let new = Content {
         body,
@@ -404,12 +448,18 @@ fn graph_append(
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn graph_delete(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<bool> {
+fn graph_delete(
+    owner: Option<&str>,
+    node_id: Option<&str>,
+    expected_revision: default!(Option<i32>, "NULL"),
+) -> SqlResult<bool> {
     let owner = checked_owner(owner)?;
     let node_id = checked_node(node_id)?;
+    let expected =
+        versions::checked_expected("expected_revision", expected_revision).or_report()?;
     // Lock first: a snapshot a concurrent write commits meanwhile is then
     // visible to the delete, and goes with the node.
-    if lock_node(owner, node_id)?.is_none() {
+    if lock_node_at(owner, node_id, expected)?.is_none() {
         return Ok(false);
     }
     Ok(first_value_of::<i32>(&DELETE_NODE, &[owner.into(), node_id.into()])?.is_some())
@@ -550,7 +600,7 @@ macro_rules! link_parents {
              SET links = p.links || $2::text,
                  refs = p.links || $2::text
                         || pg_catalog.array_remove(p.refs[pg_catalog.cardinality(p.links) + 1:], $2::text),
-                 updated_at = pg_catalog.now() ",
+                 updated_at = pg_catalog.now(), revision = p.revision + 1 ",
             $parents,
             " AND NOT ($2 = ANY (p.links))
              RETURNING p.node_id, pg_catalog.cardinality(p.refs)"
@@ -600,7 +650,7 @@ static EXISTING: Statement = Statement {
 
 /// Lock a node for writing and read what a write compares.
 static LOCK_NODE: Statement = Statement {
-    sql: "SELECT title, description, body, links, version, refs, created_at, updated_at
+    sql: "SELECT title, description, body, links, version, refs, created_at, updated_at, revision
           FROM agent_memory.graph_nodes
           WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
           FOR NO KEY UPDATE",
@@ -612,7 +662,7 @@ static LOCK_NODE: Statement = Statement {
 static UPDATE_IN_PLACE: Statement = Statement {
     sql: "UPDATE agent_memory.graph_nodes
           SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-              updated_at = pg_catalog.now()
+              updated_at = pg_catalog.now(), revision = revision + 1
           WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
           RETURNING version",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
@@ -633,7 +683,7 @@ static UPDATE_VERSIONED: Statement = Statement {
             WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
           UPDATE agent_memory.graph_nodes
           SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-              version = version + 1, updated_at = pg_catalog.now()
+              version = version + 1, updated_at = pg_catalog.now(), revision = revision + 1
           WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
           RETURNING version",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT],
@@ -669,7 +719,7 @@ static SNAPSHOT_ON_CITUS: Statement = Statement {
 static UPDATE_VERSION_ON_CITUS: Statement = Statement {
     sql: "UPDATE agent_memory.graph_nodes
           SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-              version = version + 1, updated_at = pg_catalog.now()
+              version = version + 1, updated_at = pg_catalog.now(), revision = revision + 1
           WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
           RETURNING version",
     args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
@@ -716,11 +766,13 @@ macro_rules! node_json {
     };
 }
 
+/// A node as graph_read shows it: node_json's keys and its revision.
 static READ_NODE: Statement = Statement {
     sql: concat!(
         "SELECT ",
         node_json!(),
-        " FROM agent_memory.graph_nodes n
+        " || pg_catalog.jsonb_build_object('revision', n.revision)
+         FROM agent_memory.graph_nodes n
          WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant()"
     ),
     args: &[TEXT, TEXT],

@@ -7,7 +7,8 @@ SELECT kv_get_all('up-1');
 SELECT kv_get('up-2', 'short');
 SELECT seq > 0 AS seq, node_id, role, content, metadata FROM messages('up-1');
 SELECT seq > 0 AS seq, node_id, role, content FROM messages('up-1', 'node-a');
-SELECT graph_read('ana', 'atlas') - 'created_at' - 'updated_at';
+-- A node's revision counts its changes since the update that added it.
+SELECT graph_read('ana', 'atlas') - 'created_at' - 'updated_at' - 'revision';
 SELECT version, change_description FROM graph_versions('ana', 'atlas');
 SELECT * FROM graph_tree_rows('ana');
 SELECT wm_get('up-1', 'node_context'), wm_get('up-1', 'node_context', 'notes');

@@ -580,13 +580,31 @@ fn stored_writes() -> Vec<(String, &'static str, Vec<Option<String>>)> {
         let yaml = format!("---\nstatus: {}\n---\nbody", nested_arrays(depth));
         out.push((
             format!("graph_write body with frontmatter nested {depth} deep"),
-            "graph_write(text, text, text, text, text, text[], text)",
-            vec![s("proj"), s("atlas"), None, None, s(&yaml), None, None],
+            "graph_write(text, text, text, text, text, text[], text, integer)",
+            vec![
+                s("proj"),
+                s("atlas"),
+                None,
+                None,
+                s(&yaml),
+                None,
+                None,
+                None,
+            ],
         ));
         out.push((
             format!("graph_write projects body with frontmatter nested {depth} deep"),
-            "graph_write(text, text, text, text, text, text[], text)",
-            vec![s("proj"), s("projects"), None, None, s(&yaml), None, None],
+            "graph_write(text, text, text, text, text, text[], text, integer)",
+            vec![
+                s("proj"),
+                s("projects"),
+                None,
+                None,
+                s(&yaml),
+                None,
+                None,
+                None,
+            ],
         ));
     }
     out

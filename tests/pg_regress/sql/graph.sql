@@ -147,9 +147,10 @@ SELECT pg_temp.shown(graph_read('carol', 'trip')),
 SELECT version, change_description, created_at AT TIME ZONE 'UTC' AS saved_utc FROM graph_versions('carol', 'trip');
 -- Export then import is exact.
 SELECT graph_import('alice-copy', graph_export('alice')) AS files;
+-- The same nodes, but for their revisions: an imported node starts at 1.
 SELECT graph_export('alice') = graph_export('alice-copy') AS same_files,
-       (SELECT array_agg(graph_read('alice', node_id) ORDER BY node_id) FROM graph_nodes('alice'))
-     = (SELECT array_agg(graph_read('alice-copy', node_id) ORDER BY node_id) FROM graph_nodes('alice-copy')) AS same_nodes;
+       (SELECT array_agg(graph_read('alice', node_id) - 'revision' ORDER BY node_id) FROM graph_nodes('alice'))
+     = (SELECT array_agg(graph_read('alice-copy', node_id) - 'revision' ORDER BY node_id) FROM graph_nodes('alice-copy')) AS same_nodes;
 SELECT regexp_replace(f, '^[a-z][a-z0-9]{23}[.]', '<generated>.') AS file
 FROM jsonb_object_keys(graph_export('alice')) f ORDER BY 1;
 
@@ -270,3 +271,35 @@ SELECT graph_create('frank', 'Three', '', '', ARRAY['p'], 'c3');
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS frank_nodes FROM graph_nodes('frank');
 RESET agent_memory.max_node_refs;
+
+-- Preconditions: a node's revision counts every change, in place or
+-- versioned, a parent's new child included (its version counts only the
+-- versions saved). A write, append or delete naming the revision it read
+-- happens only if the node is still at it; otherwise 40001 and nothing
+-- changes.
+SELECT graph_create('gina', 'Plan', 'trip plan', 'day 1', ARRAY['__root__'], 'plan');
+SELECT graph_read('gina', 'plan') ->> 'revision' AS created, graph_read('gina', 'plan') ->> 'version' AS version;
+SELECT graph_append('gina', 'plan', 'day 2', expected_revision => 1) AS version_after_append;
+SELECT graph_read('gina', 'plan') ->> 'revision' AS after_append;
+SELECT graph_write('gina', 'plan', NULL, NULL, 'day 1 and 2', expected_revision => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_write('gina', 'plan', NULL, NULL, 'day 1 and 2', change_description => 'merged', expected_revision => 2) AS version_now;
+SELECT graph_read('gina', 'plan') ->> 'revision' AS after_versioned_write;
+SELECT graph_create('gina', 'Hotel', '', '', ARRAY['plan'], 'hotel');
+SELECT graph_read('gina', 'plan') ->> 'revision' AS after_a_new_child;
+SELECT graph_append('gina', 'plan', 'day 3', expected_revision => 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_delete('gina', 'plan', expected_revision => 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_read('gina', 'plan') ->> 'body' AS body_kept;
+SELECT graph_delete('gina', 'plan', expected_revision => 4) AS deleted;
+SELECT graph_delete('gina', 'plan', expected_revision => 0) AS absent_as_expected;
+SELECT graph_delete('gina', 'plan', expected_revision => 4);
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_write('gina', 'hotel', NULL, NULL, 'x', expected_revision => -1);
+\echo :LAST_ERROR_SQLSTATE
+-- A working-memory entry built from a node holds it without its revision.
+SELECT create_session('gina', session_id => 'graph-pre');
+SELECT wm_init('graph-pre', 'hotel', 'gina') IS NOT NULL AS initialised;
+SELECT wm_get('graph-pre', 'node_context', 'hotel') ? 'revision' AS has_revision;
+SELECT end_session('graph-pre');
