@@ -74,10 +74,18 @@ fn renewal_due(session_id: &str) -> bool {
     })
 }
 
-/// The stored value of `part` as the entry sees it (None: never set).
-pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<Value>> {
+/// Run `statement` on the entry's `part` ($1 session of the caller's
+/// tenant, $2 node key, $3 part, $4 idle minutes; a row while the session
+/// is active) and read its row; P0002 when the session is gone.
+fn with_part_row<T>(
+    statement: &'static Statement,
+    session_id: &str,
+    node: &str,
+    part: Part,
+    read: impl FnOnce(&pgrx::spi::SpiTupleTable<'_>) -> SqlResult<T>,
+) -> SqlResult<T> {
     Spi::connect_mut(|client| {
-        let table = READ_PART.run(
+        let table = statement.run(
             client,
             &[
                 session_id.into(),
@@ -89,27 +97,22 @@ pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<V
         if table.is_empty() {
             return Err(session_gone(session_id)).or_report();
         }
-        Ok(table.first().value::<JsonB>(2)?.map(|j| j.0))
+        read(&table.first())
+    })
+}
+
+/// The stored value of `part` as the entry sees it (None: never set).
+pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<Value>> {
+    with_part_row(&READ_PART, session_id, node, part, |row| {
+        Ok(row.value::<JsonB>(2)?.map(|j| j.0))
     })
 }
 
 /// The version of the entry's own `part` (0: the entry has none, and shows
 /// the global one or the empty value); P0002 when the session is gone.
 fn own_version(session_id: &str, node: &str, part: Part) -> SqlResult<i32> {
-    Spi::connect_mut(|client| {
-        let table = PART_VERSION.run(
-            client,
-            &[
-                session_id.into(),
-                node.into(),
-                part.name().into(),
-                idle_timeout_minutes().into(),
-            ],
-        )?;
-        if table.is_empty() {
-            return Err(session_gone(session_id)).or_report();
-        }
-        table.first().required::<i32>(1, "version")
+    with_part_row(&PART_VERSION, session_id, node, part, |row| {
+        row.required::<i32>(1, "version")
     })
 }
 

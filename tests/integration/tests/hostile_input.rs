@@ -578,34 +578,13 @@ fn stored_writes() -> Vec<(String, &'static str, Vec<Option<String>>)> {
         // The same nesting as YAML flow lists in a node's frontmatter, which
         // wm_init and set_active_node parse into node_context.meta.
         let yaml = format!("---\nstatus: {}\n---\nbody", nested_arrays(depth));
-        out.push((
-            format!("graph_write body with frontmatter nested {depth} deep"),
-            "graph_write(text, text, text, text, text, text[], text, integer)",
-            vec![
-                s("proj"),
-                s("atlas"),
-                None,
-                None,
-                s(&yaml),
-                None,
-                None,
-                None,
-            ],
-        ));
-        out.push((
-            format!("graph_write projects body with frontmatter nested {depth} deep"),
-            "graph_write(text, text, text, text, text, text[], text, integer)",
-            vec![
-                s("proj"),
-                s("projects"),
-                None,
-                None,
-                s(&yaml),
-                None,
-                None,
-                None,
-            ],
-        ));
+        for (node, label) in [("atlas", ""), ("projects", " projects")] {
+            out.push((
+                format!("graph_write{label} body with frontmatter nested {depth} deep"),
+                "graph_write(text, text, text, text, text, text[], text, integer)",
+                vec![s("proj"), s(node), None, None, s(&yaml), None, None, None],
+            ));
+        }
     }
     out
 }
