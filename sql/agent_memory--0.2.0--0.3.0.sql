@@ -377,3 +377,137 @@ REVOKE ALL ON FUNCTION agent_memory.graph_write(text, text, text, text, text, te
 GRANT EXECUTE ON FUNCTION agent_memory.graph_write(text, text, text, text, text, text[], text, integer),
     agent_memory.graph_append(text, text, text, integer),
     agent_memory.graph_delete(text, text, integer) TO agent_memory_writer;
+
+-- History (src/sessions/kv_versions.rs, src/files/versions.rs): the
+-- versions key-value entries and memory files keep while
+-- agent_memory.history_retention is above 0, with their tenant policies,
+-- grants, and the functions that list, read, restore and purge them.
+CREATE TABLE agent_memory.kv_entry_versions (
+    session_id  text        NOT NULL,
+    key         agent_memory.memory_key NOT NULL,
+    version     integer     NOT NULL,
+    value       jsonb       NOT NULL,
+    created_at  timestamptz NOT NULL,
+    updated_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    replaced_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    tenant      text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant(),
+    PRIMARY KEY (session_id, key, version, tenant),
+    FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
+);
+CREATE INDEX kv_entry_versions_expires_idx ON agent_memory.kv_entry_versions (expires_at);
+COMMENT ON TABLE agent_memory.kv_entry_versions IS
+    'Key-value memory: earlier versions of entries, kept per agent_memory.history_retention until they expire';
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.kv_entry_versions', '');
+CREATE TABLE agent_memory.memory_file_versions (
+    scope       text COLLATE "C" NOT NULL,
+    path        agent_memory.memory_path NOT NULL,
+    version     integer     NOT NULL,
+    content     text        NOT NULL,
+    created_at  timestamptz NOT NULL,
+    updated_at  timestamptz NOT NULL,
+    replaced_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    tenant      text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant(),
+    PRIMARY KEY (scope, path, version, tenant)
+);
+COMMENT ON TABLE agent_memory.memory_file_versions IS
+    'Memory tool: earlier versions of files, kept per agent_memory.history_retention';
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_file_versions', '');
+CREATE POLICY tenant_rows ON agent_memory.kv_entry_versions
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+CREATE POLICY tenant_rows ON agent_memory.memory_file_versions
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+ALTER TABLE agent_memory.kv_entry_versions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_file_versions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+GRANT SELECT ON agent_memory.kv_entry_versions, agent_memory.memory_file_versions TO agent_memory_reader;
+GRANT INSERT, UPDATE, DELETE ON agent_memory.kv_entry_versions, agent_memory.memory_file_versions
+    TO agent_memory_writer;
+
+CREATE FUNCTION agent_memory.kv_versions(session_id text, key text)
+RETURNS TABLE (version integer, value jsonb, updated_at timestamptz, replaced_at timestamptz, expires_at timestamptz)
+STRICT STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'kv_versions_wrapper';
+CREATE FUNCTION agent_memory.kv_version(session_id text, key text, version integer) RETURNS jsonb
+STRICT STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'kv_version_wrapper';
+CREATE FUNCTION agent_memory.kv_restore(
+    session_id text, key text, version integer, expected_version integer DEFAULT NULL, ttl interval DEFAULT NULL)
+RETURNS jsonb
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'kv_restore_wrapper';
+CREATE FUNCTION agent_memory.kv_purge_history(session_id text, key text DEFAULT NULL) RETURNS bigint
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'kv_purge_history_wrapper';
+CREATE FUNCTION agent_memory.memory_versions(scope text, path text)
+RETURNS TABLE (version integer, content text, updated_at timestamptz, replaced_at timestamptz)
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'memory_versions_wrapper';
+CREATE FUNCTION agent_memory.memory_version(scope text, path text, version integer) RETURNS jsonb
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'memory_version_wrapper';
+CREATE FUNCTION agent_memory.memory_restore(
+    scope text, path text, version integer, expected_version integer DEFAULT NULL)
+RETURNS jsonb
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'memory_restore_wrapper';
+CREATE FUNCTION agent_memory.memory_purge_history(scope text, path text DEFAULT NULL) RETURNS bigint
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'memory_purge_history_wrapper';
+COMMENT ON FUNCTION agent_memory.kv_versions(text, text) IS
+    'The earlier versions an entry''s history keeps (agent_memory.history_retention), newest first, with when each was written, replaced and expires';
+COMMENT ON FUNCTION agent_memory.kv_version(text, text, integer) IS
+    'One kept version of an entry as {key, value, version, createdAt, updatedAt, replacedAt, expiresAt}, or NULL';
+COMMENT ON FUNCTION agent_memory.kv_restore(text, text, integer, integer, interval) IS
+    'Write a kept version''s value back as the entry''s next version, as kv_set does (only if the entry is at expected_version when given); returns what kv_set returns';
+COMMENT ON FUNCTION agent_memory.kv_purge_history(text, text) IS
+    'Remove the kept versions of one entry (key NULL: of every entry of the session); how many were removed';
+COMMENT ON FUNCTION agent_memory.memory_versions(text, text) IS
+    'The earlier versions a memory file''s history keeps (agent_memory.history_retention), newest first';
+COMMENT ON FUNCTION agent_memory.memory_version(text, text, integer) IS
+    'One kept version of a memory file as {path, content, version, sha256, createdAt, updatedAt, replacedAt}, or NULL';
+COMMENT ON FUNCTION agent_memory.memory_restore(text, text, integer, integer) IS
+    'Write a kept version''s content back as the file''s next version, re-creating a deleted file (only if the file is at expected_version when given; 0: none); returns {path, version}';
+COMMENT ON FUNCTION agent_memory.memory_purge_history(text, text) IS
+    'Remove the kept versions of a file or directory (path NULL: of the whole scope); how many were removed';
+REVOKE ALL ON FUNCTION agent_memory.kv_versions(text, text),
+    agent_memory.kv_version(text, text, integer),
+    agent_memory.kv_restore(text, text, integer, integer, interval),
+    agent_memory.kv_purge_history(text, text),
+    agent_memory.memory_versions(text, text),
+    agent_memory.memory_version(text, text, integer),
+    agent_memory.memory_restore(text, text, integer, integer),
+    agent_memory.memory_purge_history(text, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.kv_versions(text, text),
+    agent_memory.kv_version(text, text, integer),
+    agent_memory.memory_versions(text, text),
+    agent_memory.memory_version(text, text, integer) TO agent_memory_reader;
+GRANT EXECUTE ON FUNCTION agent_memory.kv_versions(text, text),
+    agent_memory.kv_version(text, text, integer),
+    agent_memory.kv_restore(text, text, integer, integer, interval),
+    agent_memory.kv_purge_history(text, text),
+    agent_memory.memory_versions(text, text),
+    agent_memory.memory_version(text, text, integer),
+    agent_memory.memory_restore(text, text, integer, integer),
+    agent_memory.memory_purge_history(text, text) TO agent_memory_writer;
+
+-- Erasure (src/portability/erase.rs): a user's sessions, and the graph
+-- owners and file scopes the application keys by the user.
+CREATE FUNCTION agent_memory.erase_user(user_id text, owners text[] DEFAULT NULL, scopes text[] DEFAULT NULL)
+RETURNS jsonb
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'erase_user_wrapper';
+COMMENT ON FUNCTION agent_memory.erase_user(text, text[], text[]) IS
+    'Remove every session of a user with all it holds, and the graph memory of owners and the memory files of scopes, with their versions; returns how many rows of each kind went';
+REVOKE ALL ON FUNCTION agent_memory.erase_user(text, text[], text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.erase_user(text, text[], text[]) TO agent_memory_writer;

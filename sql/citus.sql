@@ -88,6 +88,8 @@ SELECT create_distributed_table('agent_memory.sessions', 'session_id', colocate_
 WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.sessions'::regclass);
 SELECT create_distributed_table('agent_memory.kv_entries', 'session_id', colocate_with => 'agent_memory.sessions')
 WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.kv_entries'::regclass);
+SELECT create_distributed_table('agent_memory.kv_entry_versions', 'session_id', colocate_with => 'agent_memory.sessions')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.kv_entry_versions'::regclass);
 SELECT create_distributed_table('agent_memory.message_threads', 'session_id', colocate_with => 'agent_memory.sessions')
 WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.message_threads'::regclass);
 SELECT create_distributed_table('agent_memory.thread_messages', 'session_id', colocate_with => 'agent_memory.sessions')
@@ -108,6 +110,8 @@ SELECT create_distributed_table('agent_memory.memory_scopes', 'scope', colocate_
 WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.memory_scopes'::regclass);
 SELECT create_distributed_table('agent_memory.memory_directories', 'scope', colocate_with => 'agent_memory.memory_files')
 WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.memory_directories'::regclass);
+SELECT create_distributed_table('agent_memory.memory_file_versions', 'scope', colocate_with => 'agent_memory.memory_files')
+WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memory.memory_file_versions'::regclass);
 
 -- cleanup_runs stays a plain local table on each node. It holds history
 -- of the node it is on, has an identity column, and nothing joins it to
@@ -135,6 +139,7 @@ WHERE NOT EXISTS (SELECT FROM pg_dist_partition WHERE logicalrelid = 'agent_memo
 -- tables.
 ALTER TABLE agent_memory.sessions OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.kv_entries OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.kv_entry_versions OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.message_threads OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.thread_messages OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.wm_parts OWNER TO agent_memory_owner;
@@ -143,6 +148,7 @@ ALTER TABLE agent_memory.graph_node_versions OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_files OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_scopes OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_directories OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_file_versions OWNER TO agent_memory_owner;
 
 -- ---------------------------------------------------------------------
 -- Functions. A call written as SELECT agent_memory.f(...), whose
@@ -272,6 +278,7 @@ DECLARE
     expected CONSTANT text[][] := ARRAY[
         ['agent_memory.sessions',            'session_id', 'agent_memory.sessions'],
         ['agent_memory.kv_entries',          'session_id', 'agent_memory.sessions'],
+        ['agent_memory.kv_entry_versions',   'session_id', 'agent_memory.sessions'],
         ['agent_memory.message_threads',     'session_id', 'agent_memory.sessions'],
         ['agent_memory.thread_messages',     'session_id', 'agent_memory.sessions'],
         ['agent_memory.wm_parts',            'session_id', 'agent_memory.sessions'],
@@ -279,7 +286,8 @@ DECLARE
         ['agent_memory.graph_node_versions', 'owner',      'agent_memory.graph_nodes'],
         ['agent_memory.memory_files',        'scope',      'agent_memory.memory_files'],
         ['agent_memory.memory_scopes',       'scope',      'agent_memory.memory_files'],
-        ['agent_memory.memory_directories',  'scope',      'agent_memory.memory_files']];
+        ['agent_memory.memory_directories',  'scope',      'agent_memory.memory_files'],
+        ['agent_memory.memory_file_versions', 'scope',     'agent_memory.memory_files']];
     i integer;
     got_column text;
     got_group integer;

@@ -41,6 +41,14 @@ COMMENT ON FUNCTION agent_memory.kv_delete(text, text, integer) IS
     'Delete one key of an active session (renewing it), only if it is at expected_version when given; whether a live entry was deleted';
 COMMENT ON FUNCTION agent_memory.kv_clear(text) IS
     'Delete every entry of an active session (renewing it); how many live entries were deleted';
+COMMENT ON FUNCTION agent_memory.kv_versions(text, text) IS
+    'The earlier versions an entry''s history keeps (agent_memory.history_retention), newest first, with when each was written, replaced and expires';
+COMMENT ON FUNCTION agent_memory.kv_version(text, text, integer) IS
+    'One kept version of an entry as {key, value, version, createdAt, updatedAt, replacedAt, expiresAt}, or NULL';
+COMMENT ON FUNCTION agent_memory.kv_restore(text, text, integer, integer, interval) IS
+    'Write a kept version''s value back as the entry''s next version, as kv_set does (only if the entry is at expected_version when given); returns what kv_set returns';
+COMMENT ON FUNCTION agent_memory.kv_purge_history(text, text) IS
+    'Remove the kept versions of one entry (key NULL: of every entry of the session); how many were removed';
 
 -- Context builder
 COMMENT ON FUNCTION agent_memory.build_context(text, text[], boolean) IS
@@ -149,6 +157,14 @@ COMMENT ON FUNCTION agent_memory.memory_scope(text, text, text) IS
     'The scope key of a memory node: global (one per node) or perThread (one per node and thread)';
 COMMENT ON FUNCTION agent_memory.memory_tool(text, jsonb) IS
     'Run one memory tool request {path, command, content?, oldContent?, query?} on a scope''s files; returns the JSON envelope, never an SQL error for a bad request';
+COMMENT ON FUNCTION agent_memory.memory_versions(text, text) IS
+    'The earlier versions a memory file''s history keeps (agent_memory.history_retention), newest first';
+COMMENT ON FUNCTION agent_memory.memory_version(text, text, integer) IS
+    'One kept version of a memory file as {path, content, version, sha256, createdAt, updatedAt, replacedAt}, or NULL';
+COMMENT ON FUNCTION agent_memory.memory_restore(text, text, integer, integer) IS
+    'Write a kept version''s content back as the file''s next version, re-creating a deleted file (only if the file is at expected_version when given; 0: none); returns {path, version}';
+COMMENT ON FUNCTION agent_memory.memory_purge_history(text, text) IS
+    'Remove the kept versions of a file or directory (path NULL: of the whole scope); how many were removed';
 COMMENT ON FUNCTION agent_memory.memory_render(text, text, integer) IS
     'A scope''s files for a prompt: tree (the paths, indented) or full (paths and contents), within max_chars, saying at the end what a cut left out';
 COMMENT ON FUNCTION agent_memory.memory_tool_definition(text, text, text, text) IS
@@ -167,3 +183,7 @@ COMMENT ON FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) IS
 -- src/memory_tool.rs.)
 ALTER FUNCTION agent_memory.claude_memory(text, jsonb) SET plan_cache_mode = force_generic_plan;
 ALTER FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) SET plan_cache_mode = force_generic_plan;
+
+-- Erasure
+COMMENT ON FUNCTION agent_memory.erase_user(text, text[], text[]) IS
+    'Remove every session of a user with all it holds, and the graph memory of owners and the memory files of scopes, with their versions; returns how many rows of each kind went';

@@ -123,6 +123,32 @@ COMMENT ON TABLE agent_memory.kv_entries IS
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.kv_entries', '');
 
+-- Earlier versions of key-value entries, kept while
+-- agent_memory.history_retention is above 0: a write or a delete of a live
+-- entry saves what it replaces, and keeps only the versions numbered
+-- within the retention of the newest. A version expires when the value it
+-- held would have, and goes with its session.
+CREATE TABLE agent_memory.kv_entry_versions (
+    session_id  text        NOT NULL,
+    key         agent_memory.memory_key NOT NULL,
+    version     integer     NOT NULL,
+    value       jsonb       NOT NULL,
+    created_at  timestamptz NOT NULL,
+    updated_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL,
+    -- When a write or a delete replaced it.
+    replaced_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    tenant      text COLLATE "C" NOT NULL,
+    PRIMARY KEY (session_id, key, version, tenant),
+    FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
+);
+CREATE INDEX kv_entry_versions_expires_idx ON agent_memory.kv_entry_versions (expires_at);
+
+COMMENT ON TABLE agent_memory.kv_entry_versions IS
+    'Key-value memory: earlier versions of entries, kept per agent_memory.history_retention until they expire';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.kv_entry_versions', '');
+
 -- Message history, bounded at write time: each (session, node) is a thread
 -- whose messages live in a ring of `keep` slots. An append writes the slot of
 -- the oldest message (position mod keep), so the table holds at most `keep`
@@ -331,6 +357,27 @@ COMMENT ON TABLE agent_memory.memory_files IS
     'Memory tool files: one row per file of a scope, at its normalised path';
 
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_files', '');
+
+-- Earlier versions of memory-tool files, kept while
+-- agent_memory.history_retention is above 0: a change or a delete of a
+-- file saves what it replaces, within the retention as for
+-- kv_entry_versions. A rename moves a file's versions with it.
+CREATE TABLE agent_memory.memory_file_versions (
+    scope       text COLLATE "C" NOT NULL,
+    path        agent_memory.memory_path NOT NULL,
+    version     integer     NOT NULL,
+    content     text        NOT NULL,
+    created_at  timestamptz NOT NULL,
+    updated_at  timestamptz NOT NULL,
+    replaced_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    tenant      text COLLATE "C" NOT NULL,
+    PRIMARY KEY (scope, path, version, tenant)
+);
+
+COMMENT ON TABLE agent_memory.memory_file_versions IS
+    'Memory tool: earlier versions of files, kept per agent_memory.history_retention';
+
+SELECT pg_catalog.pg_extension_config_dump('agent_memory.memory_file_versions', '');
 
 -- Files per scope, as an upper bound: every creation adds one, deletions
 -- leave it (they only lock the row first), and a creation that finds the

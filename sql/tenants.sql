@@ -33,12 +33,14 @@ GRANT USAGE ON SCHEMA agent_memory TO agent_memory_owner;
 
 ALTER TABLE agent_memory.sessions ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.kv_entries ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.kv_entry_versions ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.message_threads ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.thread_messages ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.wm_parts ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.graph_nodes ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.graph_node_versions ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.memory_files ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
+ALTER TABLE agent_memory.memory_file_versions ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.memory_scopes ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 ALTER TABLE agent_memory.memory_directories ALTER COLUMN tenant SET DEFAULT agent_memory.caller_tenant();
 
@@ -50,6 +52,9 @@ CREATE POLICY tenant_rows ON agent_memory.sessions
     USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
     WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.kv_entries
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+CREATE POLICY tenant_rows ON agent_memory.kv_entry_versions
     USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
     WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.message_threads
@@ -70,6 +75,9 @@ CREATE POLICY tenant_rows ON agent_memory.graph_node_versions
 CREATE POLICY tenant_rows ON agent_memory.memory_files
     USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
     WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
+CREATE POLICY tenant_rows ON agent_memory.memory_file_versions
+    USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
+    WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
 CREATE POLICY tenant_rows ON agent_memory.memory_scopes
     USING (tenant = coalesce(agent_memory.visible_tenant(), tenant))
     WITH CHECK (tenant = coalesce(agent_memory.visible_tenant(), tenant));
@@ -79,12 +87,14 @@ CREATE POLICY tenant_rows ON agent_memory.memory_directories
 
 ALTER TABLE agent_memory.sessions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.kv_entries ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.kv_entry_versions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.message_threads ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.thread_messages ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.wm_parts ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.graph_nodes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.graph_node_versions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_files ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.memory_file_versions ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_scopes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 ALTER TABLE agent_memory.memory_directories ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 -- Read by the extension as its owner only (see notify_channel()).

@@ -9,7 +9,8 @@
 //! floor under everything; `sessions` stands on it; `messages`, `files` and
 //! `graph` stand on both and never use one another; `working_memory`, on
 //! top, composes messages and graph nodes into an agent's working memory;
-//! `recall`, beside it, searches the tables of every kind.
+//! `recall`, beside it, searches the tables of every kind, and
+//! `portability` erases them by user.
 
 // Functions return pgrx's `ErrorReport` by value: pgrx raises it with its
 // own SQLSTATE, detail and hint, and any other error type would reach the
@@ -44,6 +45,9 @@ pub mod working_memory;
 
 /// Recall: every kind of memory found by its words, in one call.
 pub mod recall;
+
+/// What a user holds across every kind, as one thing: erasure.
+pub mod portability;
 
 // Tables, indexes and comments: readable DDL in sql/, emitted before the
 // generated function definitions.

@@ -56,6 +56,32 @@ pub fn sha256_hex(text: &str) -> String {
     hex
 }
 
+/// A version argument of a history function: required, and 1 or more.
+pub fn checked_version(argument: &str, version: Option<i32>) -> Result<i32> {
+    match version {
+        None => Err(Error::null(argument)),
+        Some(version) if version < 1 => Err(Error::invalid(format!(
+            "{argument} must be 1 or more, not {version}"
+        ))),
+        Some(version) => Ok(version),
+    }
+}
+
+/// The error of a restore or a read that names a version the history of
+/// `item` does not keep (never saved, trimmed, expired or purged).
+pub fn not_kept(item: &str, version: i32) -> Error {
+    Error::not_found(format!("{item} keeps no version {version}")).with_hint(
+        "History keeps the versions replaced while agent_memory.history_retention was above 0.",
+    )
+}
+
+/// The version an item written anew takes when its history already holds
+/// versions up to `newest_kept`: numbers go on past them, so a version
+/// names one content across a delete and a re-creation.
+pub fn first_version_after(newest_kept: Option<i32>) -> i32 {
+    newest_kept.map_or(1, |newest| newest.saturating_add(1).max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +152,31 @@ mod tests {
             sha256_hex("é"),
             "4a99557e4033c3539de2eb65472017cad5f9557f7a0625a09f1c3f6e2ba69c4c"
         );
+    }
+
+    #[test]
+    fn a_version_argument_is_one_or_more() {
+        assert_eq!(checked_version("version", Some(3)), Ok(3));
+        assert_eq!(
+            checked_version("version", None).unwrap_err().kind,
+            crate::ErrorKind::NullValue
+        );
+        let zero = checked_version("version", Some(0)).unwrap_err();
+        assert_eq!(zero.kind, crate::ErrorKind::InvalidParameter);
+        assert!(zero.message.contains("not 0"), "{}", zero.message);
+    }
+
+    #[test]
+    fn numbering_goes_on_past_the_history() {
+        assert_eq!(first_version_after(None), 1);
+        assert_eq!(first_version_after(Some(4)), 5);
+        assert_eq!(first_version_after(Some(i32::MAX)), i32::MAX);
+    }
+
+    #[test]
+    fn a_version_not_kept_is_not_found() {
+        let error = not_kept("key \"goal\"", 2);
+        assert_eq!(error.kind, crate::ErrorKind::NotFound);
+        assert_eq!(error.message, "key \"goal\" keeps no version 2");
     }
 }

@@ -17,6 +17,7 @@ use agent_memory_core::files::memory_tool::{self as files, Code};
 use agent_memory_core::{Error, jsonb};
 
 use crate::files::store::{self, Client, Placed};
+use crate::files::versions;
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY};
 use crate::pg::datums::{JsonB, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
@@ -77,7 +78,7 @@ fn create(client: Client, scope: &str, path: &Target, text: &str) -> SqlResult<A
         return Ok(Err(claude::already_exists(path)));
     }
     let refused = match store::place_new_file(client, scope, &path.stored, text)? {
-        Placed::Created => return Ok(Ok(claude::created(path))),
+        Placed::Created(_) => return Ok(Ok(claude::created(path))),
         Placed::Exists => return Ok(Err(claude::already_exists(path))),
         Placed::Refused(refused) => refused,
     };
@@ -117,6 +118,7 @@ fn edit(
     if edited.len() > limit as usize {
         return Ok(Err(claude::too_big(path, edited.len(), i64::from(limit))));
     }
+    versions::save_at_or_under(client, scope, &path.stored)?;
     WRITE_FILE.run(
         client,
         &[scope.into(), path.stored.as_str().into(), edited.into()],
@@ -238,6 +240,7 @@ fn move_tree(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResu
             prefix_chars.into(),
         ],
     )?;
+    versions::move_versions(client, scope, &from.stored, &to.stored)?;
     Ok(Ok(claude::renamed(from, to)))
 }
 

@@ -26,6 +26,7 @@ use crate::files::store::{
     is_directory, lock_scope, locked_file_meets, max_file_bytes, place_new_file, too_big,
     with_file,
 };
+use crate::files::versions;
 use crate::pg::args::{INT4, TEXT, TID, XID};
 use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
@@ -107,7 +108,7 @@ fn create_only(
         return Ok(Err(a_directory()));
     }
     match place_new_file(client, scope, path, content)? {
-        Placed::Created => Ok(Ok(files::append_result(1))),
+        Placed::Created(version) => Ok(Ok(files::append_result(version))),
         Placed::Refused(refused) => Ok(Err(refused)),
         Placed::Exists => {
             Ok(locked_file_meets(client, scope, path, precondition)?.and(Err(files::not_found())))
@@ -125,6 +126,7 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
     // the two (created concurrently), or went away after it was found too
     // big.
     for _ in 0..MAX_TRIES {
+        versions::save_before_append(client, scope, path, content.len(), limit)?;
         let appended = APPEND_EXISTING.run(
             client,
             &[scope.into(), path.into(), content.into(), limit.into()],
@@ -134,7 +136,7 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
             return Ok(Ok(files::append_result(version)));
         }
         match place_new_file(client, scope, path, content)? {
-            Placed::Created => return Ok(Ok(files::append_result(1))),
+            Placed::Created(version) => return Ok(Ok(files::append_result(version))),
             Placed::Refused(refused) => return Ok(Err(refused)),
             Placed::Exists => {}
         }
@@ -191,6 +193,7 @@ fn update(
             )));
         }
         let at = RowVersion::of(&row, 2, 3)?;
+        versions::save_row_version(client, scope, path, at.ctid(), at.xmin)?;
         let written = client
             .update(
                 &*write,

@@ -7,3 +7,5 @@ pub mod claude_memory;
 pub mod memory_tool;
 /// The file store both dialects share: scopes, files, directories.
 pub mod store;
+/// Earlier versions of files, kept per agent_memory.history_retention.
+pub mod versions;

@@ -141,7 +141,8 @@ pub(crate) fn locked_file_meets(
 
 /// What became of a new file.
 pub(crate) enum Placed {
-    Created,
+    /// At this version (1, or past the versions kept at its path).
+    Created(i32),
     /// A file is at the path (created concurrently, or there all along):
     /// nothing was written.
     Exists,
@@ -186,7 +187,10 @@ pub(crate) fn place_new_file(
         .is_empty();
     let refused = if created {
         match path_free(client, scope, path)? {
-            None => return Ok(Placed::Created),
+            None => {
+                let version = crate::files::versions::number_new_file(client, scope, path)?;
+                return Ok(Placed::Created(version));
+            }
             Some(refused) => {
                 REMOVE_FILE.run(client, &[scope.into(), path.into()])?;
                 Some(refused)
@@ -268,6 +272,7 @@ pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<
             range[1].as_str().into(),
         ]
     };
+    crate::files::versions::save_at_or_under(client, scope, path)?;
     let table = DELETE_FILES.run(client, &args())?;
     // SAFETY: `table` is the last result, and `paths` is not used after
     // the next statement.

@@ -48,6 +48,7 @@ pub static RECALL_KINDS: GucSetting<Option<CString>> =
 pub static MAX_RECALL_K: GucSetting<i32> = GucSetting::<i32>::new(100);
 pub static MAX_EXACT_RECALL: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 pub static RECALL_HALF_LIFE_S: GucSetting<i32> = GucSetting::<i32>::new(30 * 24 * 60 * 60);
+pub static HISTORY_RETENTION: GucSetting<i32> = GucSetting::<i32>::new(0);
 pub static MAX_TREE_ROWS: GucSetting<i32> = GucSetting::<i32>::new(10_000_000);
 pub static TENANT_ISOLATION: GucSetting<bool> = GucSetting::<bool>::new(false);
 pub static TENANT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
@@ -91,10 +92,28 @@ pub const NAMES: &[&std::ffi::CStr] = &[
     c"agent_memory.max_result_bytes",
     c"agent_memory.max_node_refs",
     c"agent_memory.max_tree_rows",
+    c"agent_memory.history_retention",
     c"agent_memory.strip_node_keys",
     c"agent_memory.tenant_isolation",
     c"agent_memory.tenant",
 ];
+
+/// How many earlier versions a key-value entry or a memory file keeps
+/// (`agent_memory.history_retention`; 0: none, and writes save nothing).
+/// History is not kept on Citus yet: a write there with a retention above
+/// 0 is refused rather than left without its history.
+pub fn history_retention() -> SqlResult<i32> {
+    let retention = HISTORY_RETENTION.get();
+    if retention > 0 && crate::pg::plans::on_citus()? {
+        return Err(Error::new(
+            agent_memory_core::ErrorKind::WrongState,
+            "history is not kept on Citus yet",
+        )
+        .with_hint("SET agent_memory.history_retention = 0 to write without history."))
+        .or_report();
+    }
+    Ok(retention)
+}
 
 /// Register every setting and reserve the prefix, so that a misspelt
 /// `agent_memory.*` name in postgresql.conf is reported instead of ignored.
@@ -307,6 +326,16 @@ pub fn define_all() {
         0,
         i32::MAX,
         GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"agent_memory.history_retention",
+        c"Previous versions kept per key-value entry and memory file; 0 keeps none.",
+        c"A replaced or deleted entry or file keeps its content as a version while its number is within this many of the newest.",
+        &HISTORY_RETENTION,
+        0,
+        1000,
+        GucContext::Userset,
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(

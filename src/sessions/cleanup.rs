@@ -40,15 +40,19 @@ pub enum Expired {
     Sessions,
     /// Key-value entries past their expiry.
     Entries,
+    /// Kept versions of key-value entries past the expiry their value had
+    /// (counted with the entries).
+    Versions,
 }
 
 impl Expired {
-    pub const ALL: [Expired; 2] = [Expired::Sessions, Expired::Entries];
+    pub const ALL: [Expired; 3] = [Expired::Sessions, Expired::Entries, Expired::Versions];
 
     pub fn name(self) -> &'static str {
         match self {
             Expired::Sessions => "sessions",
             Expired::Entries => "entries",
+            Expired::Versions => "entry versions",
         }
     }
 
@@ -58,6 +62,8 @@ impl Expired {
             (Expired::Sessions, Locking::Direct) => &DELETE_EXPIRED_SESSIONS_DIRECTLY,
             (Expired::Entries, Locking::SkipLocked) => &DELETE_EXPIRED_ENTRIES,
             (Expired::Entries, Locking::Direct) => &DELETE_EXPIRED_ENTRIES_DIRECTLY,
+            (Expired::Versions, Locking::SkipLocked) => &DELETE_EXPIRED_VERSIONS,
+            (Expired::Versions, Locking::Direct) => &DELETE_EXPIRED_VERSIONS_DIRECTLY,
         }
     }
 }
@@ -100,7 +106,7 @@ impl Cursor {
         Cursor(
             match kind {
                 Expired::Sessions => "(0,0)",
-                Expired::Entries => "-infinity",
+                Expired::Entries | Expired::Versions => "-infinity",
             }
             .to_string(),
         )
@@ -151,14 +157,18 @@ pub fn delete_batch(
                     full: picked == i64::from(batch_size),
                 })
             }
-            Expired::Entries => {
+            Expired::Entries | Expired::Versions => {
+                let next_expired = match kind {
+                    Expired::Versions => &NEXT_EXPIRED_VERSION,
+                    _ => &NEXT_EXPIRED_ENTRY,
+                };
                 let deleted = client
                     .update(&*plan, None, &[batch_size.into(), after.into()])
                     .or_report()?
                     .len() as i64;
                 let full = deleted == i64::from(batch_size);
                 if full {
-                    let next = NEXT_EXPIRED_ENTRY
+                    let next = next_expired
                         .run(client, &[after.into()])?
                         .first_value::<String>(1)
                         .or_report()?;
@@ -278,7 +288,7 @@ impl Counts {
         self.batches += 1;
         match kind {
             Expired::Sessions => self.sessions += deleted,
-            Expired::Entries => self.entries += deleted,
+            Expired::Entries | Expired::Versions => self.entries += deleted,
         }
     }
 }
@@ -446,6 +456,7 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement {
          picked_ids AS MATERIALIZED (SELECT ARRAY (SELECT session_id FROM picked) AS ids),
 ",
         locked_rows!("kv_locked", "kv_entries"),
+        locked_rows!("versions_locked", "kv_entry_versions"),
         locked_rows!("threads_locked", "message_threads"),
         locked_rows!("messages_locked", "thread_messages"),
         locked_rows!("parts_locked", "wm_parts"),
@@ -453,6 +464,8 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement {
          held AS MATERIALIZED (
            (",
         owned_rows!("kv_entries", ""),
+        " UNION ALL ",
+        owned_rows!("kv_entry_versions", ""),
         " UNION ALL ",
         owned_rows!("message_threads", ""),
         " UNION ALL ",
@@ -462,6 +475,7 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement {
         ")
            EXCEPT ALL
            (SELECT session_id, tenant FROM kv_locked
+            UNION ALL SELECT session_id, tenant FROM versions_locked
             UNION ALL SELECT session_id, tenant FROM threads_locked
             UNION ALL SELECT session_id, tenant FROM messages_locked
             UNION ALL SELECT session_id, tenant FROM parts_locked)),
@@ -492,10 +506,17 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement {
 /// for each batch.
 macro_rules! delete_expired_entries {
     ($lock:literal) => {
+        delete_expired_entries!("kv_entries", $lock)
+    };
+    ($table:literal, $lock:literal) => {
         concat!(
-            "DELETE FROM agent_memory.kv_entries
+            "DELETE FROM agent_memory.",
+            $table,
+            "
              WHERE ctid = ANY (ARRAY (
-               SELECT k.ctid FROM agent_memory.kv_entries k
+               SELECT k.ctid FROM agent_memory.",
+            $table,
+            " k
                WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $2::timestamptz
                ORDER BY k.expires_at
                LIMIT $1",
@@ -515,6 +536,28 @@ static DELETE_EXPIRED_ENTRIES: Statement = Statement {
 static DELETE_EXPIRED_ENTRIES_DIRECTLY: Statement = Statement {
     sql: delete_expired_entries!(""),
     args: &[INT4, TEXT],
+    writes: true,
+};
+
+/// Expired versions of entries, as expired entries go.
+static DELETE_EXPIRED_VERSIONS: Statement = Statement {
+    sql: delete_expired_entries!("kv_entry_versions", " FOR UPDATE SKIP LOCKED"),
+    args: &[INT4, TEXT],
+    writes: true,
+};
+
+static DELETE_EXPIRED_VERSIONS_DIRECTLY: Statement = Statement {
+    sql: delete_expired_entries!("kv_entry_versions", ""),
+    args: &[INT4, TEXT],
+    writes: true,
+};
+
+/// As NEXT_EXPIRED_ENTRY, for versions.
+static NEXT_EXPIRED_VERSION: Statement = Statement {
+    sql: "SELECT k.expires_at::text FROM agent_memory.kv_entry_versions k
+          WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $1::timestamptz
+          ORDER BY k.expires_at LIMIT 1",
+    args: &[TEXT],
     writes: true,
 };
 

@@ -29,7 +29,7 @@ use crate::pg::settings;
 use crate::sessions::{
     active, active_until, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
 };
-use crate::sessions::{cache as session_cache, sensitive};
+use crate::sessions::{cache as session_cache, kv_versions, sensitive};
 
 /// The session's state as the write statement reads it (after its own
 /// upsert, under the write lock).
@@ -255,9 +255,21 @@ pub fn write_entries(
 
     let memory_ttl = settings::MEMORY_TTL_MIN.get();
     let idle = idle_timeout_minutes();
+    let retention = kv_versions::retention()?;
 
     lock_session(session_id);
     Spi::connect_mut(|client| {
+        let keys: Vec<&str> = entries.iter().map(|(key, _)| *key).collect();
+        let newest_kept = if retention > 0 {
+            Some(kv_versions::save_entries(
+                client,
+                session_id,
+                Some(&keys),
+                retention,
+            )?)
+        } else {
+            None
+        };
         let write = EntriesWrite {
             session_id,
             entries,
@@ -268,7 +280,7 @@ pub fn write_entries(
             idle,
             expected,
         };
-        let (change, state, version) = if on_citus()? {
+        let (change, state, mut version) = if on_citus()? {
             written_on_citus(client, &write)?
         } else {
             written(client, &write)?
@@ -289,6 +301,11 @@ pub fn write_entries(
             }
             return Err(session_gone(session_id)).or_report();
         };
+        if let Some(newest_kept) = &newest_kept
+            && let Some(renumbered) = kv_versions::renumber(client, session_id, &keys, newest_kept)?
+        {
+            version = renumbered;
+        }
         if change != 0 || state.expires_sooner || state.activity_stale {
             RENEW_WRITER.run(
                 client,
@@ -376,7 +393,7 @@ fn kv_set(
 /// `{"stored": true, "key": …, "words": …, "total_words": …, "evicted": […],
 /// "version": …}`, written as jsonb directly (keys in jsonb's order: by
 /// length, then bytes).
-fn stored_document(key: &str, written: &Written) -> SqlResult<JsonbBytes> {
+pub(crate) fn stored_document(key: &str, written: &Written) -> SqlResult<JsonbBytes> {
     let mut w = JsonbWriter::with_capacity(112 + key.len());
     w.begin_object(6);
     for name in [
@@ -462,7 +479,16 @@ fn kv_has(session_id: &str, key: &str) -> SqlResult<bool> {
 /// Delete the given live keys (all when `keys` is None) of an active
 /// session, renewing its activity; 0 when the session is gone.
 pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32> {
+    let retention = kv_versions::retention()?;
     lock_session(session_id);
+    if retention > 0 {
+        let named: Option<Vec<&str>> = keys
+            .as_ref()
+            .map(|keys| keys.iter().map(String::as_str).collect());
+        Spi::connect_mut(|client| {
+            kv_versions::save_entries(client, session_id, named.as_deref(), retention)
+        })?;
+    }
     let statement = match keys {
         Some(_) if on_citus()? => &DELETE_KEYS_ON_CITUS,
         Some(_) => &DELETE_KEYS,
@@ -493,9 +519,13 @@ fn kv_delete(
     let Some(expected) = expected else {
         return Ok(delete_keys(session_id, Some(vec![key.to_owned()]))? > 0);
     };
+    let retention = kv_versions::retention()?;
     lock_session(session_id);
     let idle = idle_timeout_minutes();
     Spi::connect_mut(|client| {
+        if retention > 0 {
+            kv_versions::save_entries(client, session_id, Some(&[key]), retention)?;
+        }
         let statement = if on_citus()? {
             &DELETE_KEYS_ON_CITUS
         } else {

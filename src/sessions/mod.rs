@@ -15,6 +15,8 @@ pub mod cleanup;
 pub mod context;
 /// Key-value memory per session, within a word budget.
 pub mod kv;
+/// History of key-value entries.
+pub mod kv_versions;
 /// Sensitive-data detection and the write guard.
 pub mod sensitive;
 /// The background worker that runs the cleanup on a timer.

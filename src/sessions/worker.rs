@@ -180,6 +180,10 @@ fn report_activity(what: Option<Expired>) {
             pg_sys::BackendState::STATE_RUNNING,
             c"agent_memory cleanup: removing expired entries",
         ),
+        Some(Expired::Versions) => (
+            pg_sys::BackendState::STATE_RUNNING,
+            c"agent_memory cleanup: removing expired entry versions",
+        ),
         None => (pg_sys::BackendState::STATE_IDLE, c""),
     };
     // SAFETY: a static C string; the call only copies it into shared memory.

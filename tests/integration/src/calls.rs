@@ -39,6 +39,10 @@ pub const SCOPE: &str = r#"["M"]"#;
 pub const FIXTURE: &str = r#"
 SELECT agent_memory.create_session('hostile-user', '{"channel": "test"}', session_id => 'live');
 SELECT agent_memory.create_session('hostile-user', '{}', session_id => 'ender');
+SELECT agent_memory.create_session('leaver', '{}', session_id => 'leaving');
+SELECT agent_memory.kv_set('leaving', 'note', '"bye"');
+SELECT agent_memory.graph_create('leaver', 'Leaver', 'who erases it all', 'x', ARRAY['__root__'], node_id => 'leaver');
+SELECT agent_memory.memory_tool('leaver', '{"path": "/x", "command": "append", "content": "x"}');
 SELECT agent_memory.kv_set('live', 'goal', '"find a flight to Lisbon"');
 SELECT agent_memory.kv_set('live', 'seat', '"window"');
 SELECT agent_memory.append_message('live', 'user', 'hello');
@@ -55,6 +59,10 @@ SELECT agent_memory.memory_tool('["M"]', '{"path": "/notes/today", "command": "a
 SELECT agent_memory.claude_memory('["M"]', '{"command": "create", "path": "/memories/notes.md", "file_text": "likes tea\nmeeting on friday\n"}');
 SELECT agent_memory.claude_memory('["M"]', '{"command": "create", "path": "/memories/drafts/old.md", "file_text": "gone"}');
 SELECT agent_memory.claude_memory('["M"]', '{"command": "delete", "path": "/memories/drafts/old.md"}');
+SET agent_memory.history_retention = 5;
+SELECT agent_memory.kv_set('live', 'goal', '"find a flight to Lisbon"');
+SELECT agent_memory.memory_tool('["M"]', '{"path": "/notes/today", "command": "update", "oldContent": "hello", "content": "hello"}');
+RESET agent_memory.history_retention;
 SELECT agent_memory.recall_embed('kv', 'live', 'goal', '{0.6,0.8,0}');
 SELECT agent_memory.recall_embed('node', 'proj', 'atlas', '{0,0.8,0.6}');
 SELECT agent_memory.recall_embed('file', '["M"]', '/memories/notes.md', '{0.5,0.5,0.5}');
@@ -162,7 +170,51 @@ pub const BASES: &[Base] = &[
         function: "kv_delete(text, text, integer)",
         calls: &[
             &[Some("live"), Some("goal"), None],
-            &[Some("live"), Some("goal"), Some("1")],
+            &[Some("live"), Some("goal"), Some("2")],
+        ],
+    },
+    Base {
+        function: "kv_versions(text, text)",
+        calls: &[&[Some("live"), Some("goal")]],
+    },
+    Base {
+        function: "kv_version(text, text, integer)",
+        calls: &[&[Some("live"), Some("goal"), Some("1")]],
+    },
+    Base {
+        function: "kv_restore(text, text, integer, integer, interval)",
+        calls: &[
+            &[Some("live"), Some("goal"), Some("1"), None, None],
+            &[Some("live"), Some("goal"), Some("1"), None, Some("1 hour")],
+        ],
+    },
+    Base {
+        function: "kv_purge_history(text, text)",
+        // Not of 'goal', whose kept version the restores use.
+        calls: &[&[Some("live"), Some("seat")], &[Some("ender"), None]],
+    },
+    Base {
+        function: "memory_versions(text, text)",
+        calls: &[&[Some(SCOPE), Some("/notes/today")]],
+    },
+    Base {
+        function: "memory_version(text, text, integer)",
+        calls: &[&[Some(SCOPE), Some("/notes/today"), Some("1")]],
+    },
+    Base {
+        function: "memory_restore(text, text, integer, integer)",
+        calls: &[&[Some(SCOPE), Some("/notes/today"), Some("1"), None]],
+    },
+    Base {
+        function: "memory_purge_history(text, text)",
+        // Not of /notes/today, whose kept version the restore uses.
+        calls: &[&[Some(SCOPE), Some("/memories")], &[Some(r#"["N"]"#), None]],
+    },
+    Base {
+        function: "erase_user(text, text[], text[])",
+        calls: &[
+            &[Some("leaver"), Some("{leaver}"), Some("{leaver}")],
+            &[Some("leaver"), None, None],
         ],
     },
     Base {

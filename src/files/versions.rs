@@ -1,0 +1,499 @@
+//! History of memory-tool files: while `agent_memory.history_retention` is
+//! above 0, a change or a delete of a file first saves the file as it is
+//! (its version, content and times) in memory_file_versions, and keeps only
+//! the versions numbered within the retention of the one saved. Each save
+//! locks the files it saves and saves only what the write that follows
+//! will change, so a refused request saves nothing. A rename moves a file's
+//! versions with it; a file created where a deleted one left versions takes
+//! the version after them.
+//!
+//! The memory tool runs with the caller's search_path (see memory_tool.rs),
+//! so these statements name every function, operator and type with its
+//! schema.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+
+use agent_memory_core::Error;
+use agent_memory_core::error::quoted;
+use agent_memory_core::files::memory_tool::{self as files, Code};
+use agent_memory_core::versions;
+
+use crate::files::store::{self, Client, Placed};
+use crate::pg::args::{INT4, TEXT, TID, XID};
+use crate::pg::datums::JsonbBytes;
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Columns, Statement, first_value_of, iso};
+use crate::pg::settings;
+
+/// The retention a write applies (an error on Citus while it is above 0).
+pub(crate) fn retention() -> SqlResult<i32> {
+    settings::history_retention()
+}
+
+/// The arguments every save takes first: the scope, the file or directory
+/// at `path` (and every file under it), and the retention.
+fn at_or_under<'a>(
+    scope: &'a str,
+    path: &'a str,
+    range: &'a [String; 2],
+    retention: i32,
+) -> [pgrx::datum::DatumWithOid<'a>; 5] {
+    [
+        scope.into(),
+        path.into(),
+        range[0].as_str().into(),
+        range[1].as_str().into(),
+        retention.into(),
+    ]
+}
+
+fn range_of(path: &str) -> [String; 2] {
+    [files::under(path), files::under_end(path)]
+}
+
+/// Save the file at `path`, or every file of the directory at `path`,
+/// before a delete or an edit of what the caller has locked.
+pub(crate) fn save_at_or_under(client: Client, scope: &str, path: &str) -> SqlResult<()> {
+    let retention = retention()?;
+    if retention > 0 {
+        let range = range_of(path);
+        SAVE_AT_OR_UNDER.run(client, &at_or_under(scope, path, &range, retention))?;
+    }
+    Ok(())
+}
+
+/// Save file `path` before an append of `bytes` bytes, when the append
+/// will fit within `limit` (else the append changes nothing, and nothing
+/// is saved).
+pub(crate) fn save_before_append(
+    client: Client,
+    scope: &str,
+    path: &str,
+    bytes: usize,
+    limit: i32,
+) -> SqlResult<()> {
+    let retention = retention()?;
+    if retention > 0 {
+        let range = range_of(path);
+        let [a, b, c, d, e] = at_or_under(scope, path, &range, retention);
+        SAVE_BEFORE_APPEND.run(
+            client,
+            &[a, b, c, d, e, (bytes as i32).into(), limit.into()],
+        )?;
+    }
+    Ok(())
+}
+
+/// Save file `path` before a write at the row version the caller read
+/// (`ctid`, `xmin`): only while it is still that version, which the write
+/// that follows then finds too.
+pub(crate) fn save_row_version(
+    client: Client,
+    scope: &str,
+    path: &str,
+    ctid: pgrx::datum::DatumWithOid<'_>,
+    xmin: pg_sys::TransactionId,
+) -> SqlResult<()> {
+    let retention = retention()?;
+    if retention > 0 {
+        let range = range_of(path);
+        let [a, b, c, d, e] = at_or_under(scope, path, &range, retention);
+        SAVE_ROW_VERSION.run(client, &[a, b, c, d, e, ctid, xmin.into()])?;
+    }
+    Ok(())
+}
+
+/// After file `path` was created: when versions of a deleted file are
+/// kept at its path, it takes the version after them. Returns its version.
+pub(crate) fn number_new_file(client: Client, scope: &str, path: &str) -> SqlResult<i32> {
+    if settings::HISTORY_RETENTION.get() == 0 {
+        return Ok(1);
+    }
+    let table = NUMBER_NEW_FILE.run(client, &[scope.into(), path.into()])?;
+    if table.is_empty() {
+        return Ok(1);
+    }
+    table.first().required::<i32>(1, "version")
+}
+
+/// Move the versions kept for the file or directory `from` with it to
+/// `to` (a rename): versions left at `to` by files deleted there go first.
+pub(crate) fn move_versions(client: Client, scope: &str, from: &str, to: &str) -> SqlResult<()> {
+    let [to_under, to_end] = range_of(to);
+    DROP_AT_OR_UNDER.run(
+        client,
+        &[
+            scope.into(),
+            to.into(),
+            to_under.as_str().into(),
+            to_end.as_str().into(),
+        ],
+    )?;
+    let [from_under, from_end] = range_of(from);
+    MOVE.run(
+        client,
+        &[
+            scope.into(),
+            from.into(),
+            from_under.as_str().into(),
+            from_end.as_str().into(),
+            to.into(),
+            (from.chars().count() as i32).into(),
+        ],
+    )?;
+    Ok(())
+}
+
+fn checked_scope(scope: Option<&str>) -> SqlResult<&str> {
+    match scope {
+        None => Err(Error::null("scope")).or_report(),
+        Some("") => Err(Error::invalid("scope must not be empty")).or_report(),
+        Some(scope) => Ok(scope),
+    }
+}
+
+fn checked_path(path: Option<&str>) -> SqlResult<String> {
+    let path = path.ok_or_else(|| Error::null("path")).or_report()?;
+    files::normalise_path(path)
+        .map_err(|refused| Error::invalid(refused.message))
+        .or_report()
+}
+
+fn file_name(scope: &str, path: &str) -> String {
+    format!("file {} of scope {}", quoted(path), quoted(scope))
+}
+
+/// The versions kept of the file at `path`, newest first.
+#[allow(clippy::type_complexity)]
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn memory_versions(
+    scope: Option<&str>,
+    path: Option<&str>,
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(version, i32),
+            name!(content, String),
+            name!(updated_at, TimestampWithTimeZone),
+            name!(replaced_at, TimestampWithTimeZone),
+        ),
+    >,
+    ErrorReport,
+> {
+    let scope = checked_scope(scope)?;
+    let path = checked_path(path)?;
+    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
+        let table = LIST.read(client, &[scope.into(), path.as_str().into()])?;
+        let mut rows = Vec::with_capacity(table.len());
+        for row in table {
+            rows.push((
+                row.required::<i32>(1, "version")?,
+                row.required::<String>(2, "content")?,
+                row.required::<TimestampWithTimeZone>(3, "updated_at")?,
+                row.required::<TimestampWithTimeZone>(4, "replaced_at")?,
+            ));
+        }
+        Ok(rows)
+    })?;
+    Ok(TableIterator::new(rows))
+}
+
+/// One kept version of a file as `{path, content, version, sha256,
+/// createdAt, updatedAt, replacedAt}`, or NULL when it is not kept.
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn memory_version(
+    scope: Option<&str>,
+    path: Option<&str>,
+    version: Option<i32>,
+) -> SqlResult<Option<JsonbBytes>> {
+    let scope = checked_scope(scope)?;
+    let path = checked_path(path)?;
+    let version = versions::checked_version("version", version).or_report()?;
+    first_value_of::<JsonbBytes>(&READ, &[scope.into(), path.as_str().into(), version.into()])
+}
+
+/// Write a kept version's content back as the file's next version (itself
+/// saved in turn, so a restore can be undone), only if the file is at
+/// `expected_version` when given (0: no file). A deleted file comes back
+/// where it was. Returns `{path, version}`.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn memory_restore(
+    scope: Option<&str>,
+    path: Option<&str>,
+    version: Option<i32>,
+    expected_version: default!(Option<i32>, "NULL"),
+) -> SqlResult<JsonbBytes> {
+    let scope = checked_scope(scope)?;
+    let path = checked_path(path)?;
+    let path = path.as_str();
+    let version = versions::checked_version("version", version).or_report()?;
+    let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
+    let name = file_name(scope, path);
+    let restored = Spi::connect_mut(|client| -> SqlResult<i32> {
+        // The scope's row first, as a delete and a creation take it.
+        store::lock_scope(client, scope)?;
+        let kept = KEPT_CONTENT.run(client, &[scope.into(), path.into(), version.into()])?;
+        if kept.is_empty() {
+            return Err(versions::not_kept(&name, version)).or_report();
+        }
+        let content = kept.first().required::<String>(1, "content")?;
+        let current = LOCK_FILE.run(client, &[scope.into(), path.into()])?;
+        if !current.is_empty() {
+            let at = current.first().required::<i32>(1, "version")?;
+            if !versions::holds(expected, at) {
+                return Err(versions::conflict(&name, expected.unwrap_or_default(), at))
+                    .or_report();
+            }
+            if content.len() > store::max_file_bytes() as usize {
+                return Err(Error::limit(store::too_big(content.len() as i64).message)).or_report();
+            }
+            save_at_or_under(client, scope, path)?;
+            return WRITE
+                .run(
+                    client,
+                    &[scope.into(), path.into(), content.as_str().into()],
+                )?
+                .first()
+                .required::<i32>(1, "version");
+        }
+        if let Some(expected) = expected
+            && expected != versions::ABSENT
+        {
+            return Err(versions::conflict(&name, expected, versions::ABSENT)).or_report();
+        }
+        match store::place_new_file(client, scope, path, &content)? {
+            Placed::Created(version) => Ok(version),
+            Placed::Exists => Err(Error::internal(
+                "a file turned up at a path its scope's lock kept free",
+            ))
+            .or_report(),
+            Placed::Refused(refused) => Err(match refused.code {
+                Code::Efbig | Code::Enospc => Error::limit(refused.message),
+                _ => Error::invalid(refused.message),
+            })
+            .or_report(),
+        }
+    })?;
+    Ok(JsonbBytes::from_value(
+        serde_json::json!({"path": path, "version": restored}),
+    ))
+}
+
+/// Remove the versions kept of the file or directory at `path`, or of every
+/// file of the scope (NULL): for a request to erase what was stored.
+/// Returns how many were removed. The files themselves stay.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn memory_purge_history(
+    scope: Option<&str>,
+    path: default!(Option<&str>, "NULL"),
+) -> SqlResult<i64> {
+    let scope = checked_scope(scope)?;
+    let path = path.map(|path| checked_path(Some(path))).transpose()?;
+    let (path, range) = match &path {
+        Some(path) => (path.as_str(), range_of(path)),
+        // Every path of the scope: the root and all under it.
+        None => ("/", range_of("/")),
+    };
+    Ok(first_value_of::<i64>(
+        &PURGE,
+        &[
+            scope.into(),
+            path.into(),
+            range[0].as_str().into(),
+            range[1].as_str().into(),
+        ],
+    )?
+    .unwrap_or(0))
+}
+
+// The statements.
+
+/// The files of scope $1 at $2 or under it (the range [$3, $4)), as the
+/// index reads them.
+macro_rules! at_or_under {
+    ($alias:literal) => {
+        concat!(
+            $alias,
+            ".scope OPERATOR(pg_catalog.=) $1
+               AND ",
+            $alias,
+            ".path OPERATOR(pg_catalog.>=) $2 AND ",
+            $alias,
+            ".path OPERATOR(pg_catalog.<) $4
+               AND (",
+            $alias,
+            ".path OPERATOR(pg_catalog.=) $2 OR ",
+            $alias,
+            ".path OPERATOR(pg_catalog.>=) $3)
+               AND ",
+            $alias,
+            ".tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()"
+        )
+    };
+}
+
+/// Lock the files `at_or_under!` picks that also meet `$which`, save each
+/// (replacing a version of the same number an earlier file at its path
+/// left), and drop the versions of each path newer than the one saved
+/// (that earlier file's) or $5 or more below it.
+macro_rules! save_files {
+    ($which:literal) => {
+        concat!(
+            "WITH locked AS MATERIALIZED (
+               SELECT f.scope, f.path, f.version, f.content, f.created_at, f.updated_at, f.tenant
+               FROM agent_memory.memory_files f
+               WHERE ",
+            at_or_under!("f"),
+            $which,
+            "
+               FOR UPDATE),
+             saved AS (
+               INSERT INTO agent_memory.memory_file_versions AS v
+                   (scope, path, version, content, created_at, updated_at, tenant)
+               SELECT scope, path, version, content, created_at, updated_at, tenant FROM locked
+               ON CONFLICT (scope, path, version, tenant) DO UPDATE
+                  SET content = excluded.content, created_at = excluded.created_at,
+                      updated_at = excluded.updated_at, replaced_at = excluded.replaced_at
+               RETURNING v.path, v.version)
+           DELETE FROM agent_memory.memory_file_versions v USING saved
+           WHERE v.scope OPERATOR(pg_catalog.=) $1
+             AND v.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+             AND v.path OPERATOR(pg_catalog.=) saved.path
+             AND (v.version OPERATOR(pg_catalog.>) saved.version
+                  OR v.version OPERATOR(pg_catalog.<=) (saved.version OPERATOR(pg_catalog.-) $5))"
+        )
+    };
+}
+
+static SAVE_AT_OR_UNDER: Statement = Statement {
+    sql: save_files!(""),
+    args: &[TEXT, TEXT, TEXT, TEXT, INT4],
+    writes: true,
+};
+
+/// Only a file that an append of $6 bytes leaves within $7 bytes.
+static SAVE_BEFORE_APPEND: Statement = Statement {
+    sql: save_files!(
+        " AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) $6) OPERATOR(pg_catalog.<=) $7"
+    ),
+    args: &[TEXT, TEXT, TEXT, TEXT, INT4, INT4, INT4],
+    writes: true,
+};
+
+/// Only the row version the writer read (ctid $6, xmin $7).
+static SAVE_ROW_VERSION: Statement = Statement {
+    sql: save_files!(" AND f.ctid OPERATOR(pg_catalog.=) $6 AND f.xmin OPERATOR(pg_catalog.=) $7"),
+    args: &[TEXT, TEXT, TEXT, TEXT, INT4, TID, XID],
+    writes: true,
+};
+
+/// File $2 of scope $1, just created, takes the version after those kept
+/// at its path.
+static NUMBER_NEW_FILE: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f
+          SET version = k.newest OPERATOR(pg_catalog.+) 1
+          FROM (SELECT pg_catalog.max(v.version) AS newest FROM agent_memory.memory_file_versions v
+                WHERE v.scope OPERATOR(pg_catalog.=) $1 AND v.path OPERATOR(pg_catalog.=) $2
+                  AND v.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()) k
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+            AND k.newest OPERATOR(pg_catalog.>=) f.version
+          RETURNING f.version",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// Drop the versions kept at $2 or under it.
+static DROP_AT_OR_UNDER: Statement = Statement {
+    sql: concat!(
+        "DELETE FROM agent_memory.memory_file_versions v WHERE ",
+        at_or_under!("v")
+    ),
+    args: &[TEXT, TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// Move the versions kept at $2 or under it to $5: each path's first $6
+/// characters become $5 (as the files move).
+static MOVE: Statement = Statement {
+    sql: concat!(
+        "UPDATE agent_memory.memory_file_versions v
+         SET path = ($5 OPERATOR(pg_catalog.||) pg_catalog.substr(v.path, $6 OPERATOR(pg_catalog.+) 1))::agent_memory.memory_path
+         WHERE ",
+        at_or_under!("v")
+    ),
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
+    writes: true,
+};
+
+static LIST: Statement = Statement {
+    sql: "SELECT v.version, v.content, v.updated_at, v.replaced_at
+          FROM agent_memory.memory_file_versions v
+          WHERE v.scope = $1 AND v.path = $2 AND v.tenant = agent_memory.caller_tenant()
+          ORDER BY v.version DESC",
+    args: &[TEXT, TEXT],
+    writes: false,
+};
+
+static READ: Statement = Statement {
+    sql: concat!(
+        "SELECT pg_catalog.jsonb_build_object(
+                  'path', v.path, 'content', v.content, 'version', v.version,
+                  'sha256', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(v.content, 'UTF8')), 'hex'),
+                  'createdAt', ",
+        iso!("v.created_at"),
+        ", 'updatedAt', ",
+        iso!("v.updated_at"),
+        ", 'replacedAt', ",
+        iso!("v.replaced_at"),
+        ")
+         FROM agent_memory.memory_file_versions v
+         WHERE v.scope = $1 AND v.path = $2 AND v.version = $3 AND v.tenant = agent_memory.caller_tenant()"
+    ),
+    args: &[TEXT, TEXT, INT4],
+    writes: false,
+};
+
+static KEPT_CONTENT: Statement = Statement {
+    sql: "SELECT v.content FROM agent_memory.memory_file_versions v
+          WHERE v.scope = $1 AND v.path = $2 AND v.version = $3 AND v.tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT, INT4],
+    writes: true,
+};
+
+/// A file's version, locked for a restore.
+static LOCK_FILE: Statement = Statement {
+    sql: "SELECT f.version FROM agent_memory.memory_files f
+          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
+          FOR NO KEY UPDATE",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// A restore's write: content $3, the next version.
+static WRITE: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f
+          SET content = $3, updated_at = pg_catalog.now(), version = f.version + 1
+          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
+          RETURNING f.version",
+    args: &[TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// Remove the versions kept at $2 or under it; how many.
+static PURGE: Statement = Statement {
+    sql: concat!(
+        "WITH purged AS (DELETE FROM agent_memory.memory_file_versions v WHERE ",
+        at_or_under!("v"),
+        " RETURNING 1)
+         SELECT pg_catalog.count(*) FROM purged"
+    ),
+    args: &[TEXT, TEXT, TEXT, TEXT],
+    writes: true,
+};

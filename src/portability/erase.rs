@@ -1,0 +1,207 @@
+//! Erase a user: every session the user owns, with all it holds (entries
+//! and their versions, messages, working memory), and, when the
+//! application keys graph memory or memory files by the user, the graph
+//! owners and file scopes it names, with their versions.
+//!
+//! Sessions are locked one by one with their write locks, in id order (as
+//! two erasures of one user then queue), and deleted; the rows they own go
+//! by cascade. A session the user gets while the erasure runs is found by
+//! the next round. A scope's row is locked before its files, as every
+//! other writer of files locks it.
+
+use pgrx::prelude::*;
+
+use agent_memory_core::Error;
+
+use crate::pg::args::{TEXT, TEXT_ARRAY, checked_id};
+use crate::pg::datums::JsonbBytes;
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Columns, Statement};
+use crate::sessions::lock_session;
+
+/// What an erasure removed, by kind.
+#[derive(Default)]
+struct Erased {
+    sessions: i64,
+    entries: i64,
+    entry_versions: i64,
+    messages: i64,
+    parts: i64,
+    nodes: i64,
+    node_versions: i64,
+    files: i64,
+    file_versions: i64,
+    directories: i64,
+}
+
+fn checked_keys<'a>(
+    argument: &str,
+    keys: &'a Option<Vec<Option<String>>>,
+) -> SqlResult<Vec<&'a str>> {
+    let mut checked = Vec::new();
+    for key in keys.iter().flatten() {
+        match key.as_deref() {
+            None => {
+                return Err(Error::invalid(format!("{argument} must not hold NULL"))).or_report();
+            }
+            Some("") => {
+                return Err(Error::invalid(format!(
+                    "{argument} must not hold an empty key"
+                )))
+                .or_report();
+            }
+            Some(key) => checked.push(key),
+        }
+    }
+    checked.sort_unstable();
+    checked.dedup();
+    Ok(checked)
+}
+
+/// Remove everything user `user_id` holds in the caller's tenant: its
+/// sessions with all they hold, the graph memory of `owners` and the
+/// memory files of `scopes` (for an application that keys them by the
+/// user), with every kept version. Returns how many rows of each kind
+/// went.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn erase_user(
+    user_id: Option<&str>,
+    owners: default!(Option<Vec<Option<String>>>, "NULL"),
+    scopes: default!(Option<Vec<Option<String>>>, "NULL"),
+) -> SqlResult<JsonbBytes> {
+    let user_id = checked_id("user_id", user_id)?;
+    let owners = checked_keys("owners", &owners)?;
+    let scopes = checked_keys("scopes", &scopes)?;
+    let erased = Spi::connect_mut(|client| -> SqlResult<Erased> {
+        let mut erased = Erased::default();
+        loop {
+            let table = USER_SESSIONS.run(client, &[user_id.into()])?;
+            let mut sessions = Vec::with_capacity(table.len());
+            for row in table {
+                sessions.push(row.required::<String>(1, "session_id")?);
+            }
+            if sessions.is_empty() {
+                break;
+            }
+            for session_id in &sessions {
+                lock_session(session_id);
+            }
+            let row = DELETE_SESSIONS
+                .run(client, &[user_id.into(), sessions.into()])?
+                .first();
+            erased.sessions += row.required::<i64>(1, "sessions")?;
+            erased.entries += row.required::<i64>(2, "entries")?;
+            erased.entry_versions += row.required::<i64>(3, "entry versions")?;
+            erased.messages += row.required::<i64>(4, "messages")?;
+            erased.parts += row.required::<i64>(5, "parts")?;
+        }
+        if !owners.is_empty() {
+            let row = DELETE_GRAPHS.run(client, &[owners.clone().into()])?.first();
+            erased.nodes = row.required::<i64>(1, "nodes")?;
+            erased.node_versions = row.required::<i64>(2, "node versions")?;
+        }
+        if !scopes.is_empty() {
+            LOCK_SCOPES.run(client, &[scopes.clone().into()])?;
+            let row = DELETE_SCOPES.run(client, &[scopes.clone().into()])?.first();
+            erased.files = row.required::<i64>(1, "files")?;
+            erased.file_versions = row.required::<i64>(2, "file versions")?;
+            erased.directories = row.required::<i64>(3, "directories")?;
+        }
+        Ok(erased)
+    })?;
+    Ok(JsonbBytes::from_value(serde_json::json!({
+        "sessions": erased.sessions,
+        "entries": erased.entries,
+        "entry_versions": erased.entry_versions,
+        "messages": erased.messages,
+        "parts": erased.parts,
+        "nodes": erased.nodes,
+        "node_versions": erased.node_versions,
+        "files": erased.files,
+        "file_versions": erased.file_versions,
+        "directories": erased.directories,
+    })))
+}
+
+// The statements. Each names the caller's tenant: a superuser, whom
+// row-level security lets through, erases only that tenant's rows too.
+
+/// The sessions of user $1, in id order.
+static USER_SESSIONS: Statement = Statement {
+    sql: "SELECT s.session_id FROM agent_memory.sessions s
+          WHERE s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()
+          ORDER BY s.session_id",
+    args: &[TEXT],
+    writes: true,
+};
+
+/// Delete sessions $2 of user $1 (locked) and count what they held, which
+/// goes with them by cascade.
+static DELETE_SESSIONS: Statement = Statement {
+    sql: "WITH s AS MATERIALIZED (
+            SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+            WHERE s.session_id = ANY ($2) AND s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()),
+          held AS MATERIALIZED (
+            SELECT (SELECT count(*) FROM agent_memory.kv_entries k JOIN s USING (session_id, tenant)) AS entries,
+                   (SELECT count(*) FROM agent_memory.kv_entry_versions v JOIN s USING (session_id, tenant)) AS entry_versions,
+                   (SELECT count(*) FROM agent_memory.thread_messages m JOIN s USING (session_id, tenant)) AS messages,
+                   (SELECT count(*) FROM agent_memory.wm_parts p JOIN s USING (session_id, tenant)) AS parts),
+          gone AS (
+            DELETE FROM agent_memory.sessions x USING s
+            WHERE x.session_id = s.session_id AND x.tenant = s.tenant
+            RETURNING 1)
+          SELECT (SELECT count(*) FROM gone), h.entries, h.entry_versions, h.messages, h.parts FROM held h",
+    args: &[TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// Delete the graph memory of owners $1 with its saved versions.
+static DELETE_GRAPHS: Statement = Statement {
+    sql: "WITH versions AS (
+            DELETE FROM agent_memory.graph_node_versions v
+            WHERE v.owner = ANY ($1) AND v.tenant = agent_memory.caller_tenant()
+            RETURNING 1),
+          nodes AS (
+            DELETE FROM agent_memory.graph_nodes n
+            WHERE n.owner = ANY ($1) AND n.tenant = agent_memory.caller_tenant()
+            RETURNING 1)
+          SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM versions)",
+    args: &[TEXT_ARRAY],
+    writes: true,
+};
+
+/// Lock the rows of scopes $1, as a creation or a delete of a file does
+/// first.
+static LOCK_SCOPES: Statement = Statement {
+    sql: "SELECT FROM agent_memory.memory_scopes s
+          WHERE s.scope = ANY ($1) AND s.tenant = agent_memory.caller_tenant()
+          ORDER BY s.scope
+          FOR UPDATE",
+    args: &[TEXT_ARRAY],
+    writes: true,
+};
+
+/// Delete the files of scopes $1, their kept versions, the directories
+/// kept in them and the scopes' rows.
+static DELETE_SCOPES: Statement = Statement {
+    sql: "WITH files AS (
+            DELETE FROM agent_memory.memory_files f
+            WHERE f.scope = ANY ($1) AND f.tenant = agent_memory.caller_tenant()
+            RETURNING 1),
+          versions AS (
+            DELETE FROM agent_memory.memory_file_versions v
+            WHERE v.scope = ANY ($1) AND v.tenant = agent_memory.caller_tenant()
+            RETURNING 1),
+          directories AS (
+            DELETE FROM agent_memory.memory_directories d
+            WHERE d.scope = ANY ($1) AND d.tenant = agent_memory.caller_tenant()
+            RETURNING 1),
+          scopes AS (
+            DELETE FROM agent_memory.memory_scopes s
+            WHERE s.scope = ANY ($1) AND s.tenant = agent_memory.caller_tenant())
+          SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM versions),
+                 (SELECT count(*) FROM directories)",
+    args: &[TEXT_ARRAY],
+    writes: true,
+};

@@ -1,0 +1,309 @@
+//! History of key-value entries: while `agent_memory.history_retention` is
+//! above 0, a write or a delete of a live entry first saves the entry as it
+//! is (its version, value and times) in kv_entry_versions, and keeps only
+//! the versions numbered within the retention of the one saved. A version
+//! expires when its value would have, and goes with its session.
+//!
+//! Every writer of a session's entries holds the session's write lock
+//! (`lock_session`), so the entry saved is the one the write replaces. An
+//! entry written anew (absent or expired before) takes the version after
+//! the newest its history keeps, so a version number names one value for
+//! as long as it is kept.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+
+use agent_memory_core::error::quoted;
+use agent_memory_core::versions;
+
+use crate::pg::args::{INT4, INT4_ARRAY, TEXT, TEXT_ARRAY, checked_id, checked_positive};
+use crate::pg::datums::{JsonB, JsonbBytes};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Columns, Statement, first_value_of, iso};
+use crate::pg::settings;
+use crate::sessions::kv::{stored_document, write_entries};
+use crate::sessions::{active, idle_timeout_minutes, lock_session};
+
+type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
+
+/// Save the live entries among `keys` (every live entry when None) of
+/// session `session_id` as versions, keeping those within `retention` of
+/// each. Returns, for each of `keys`, the newest version its history held
+/// before (None: none), which an entry written anew must go past.
+pub(crate) fn save_entries(
+    client: Client,
+    session_id: &str,
+    keys: Option<&[&str]>,
+    retention: i32,
+) -> SqlResult<Vec<Option<i32>>> {
+    let table = SAVE.run(
+        client,
+        &[
+            session_id.into(),
+            keys.map(|keys| keys.to_vec()).into(),
+            retention.into(),
+        ],
+    )?;
+    let mut newest = Vec::with_capacity(table.len());
+    for row in table {
+        newest.push(row.value::<i32>(1)?);
+    }
+    Ok(newest)
+}
+
+/// Give each entry of `keys` that was just written anew the version after
+/// the newest its history keeps (`newest_kept`, as `save_entries` found
+/// it). Returns the first key's version when it changed.
+pub(crate) fn renumber(
+    client: Client,
+    session_id: &str,
+    keys: &[&str],
+    newest_kept: &[Option<i32>],
+) -> SqlResult<Option<i32>> {
+    if newest_kept.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let table = RENUMBER.run(
+        client,
+        &[
+            session_id.into(),
+            keys.to_vec().into(),
+            newest_kept.to_vec().into(),
+        ],
+    )?;
+    let mut first = None;
+    for row in table {
+        if row.value::<String>(1)?.as_deref() == keys.first().copied() {
+            first = row.value::<i32>(2)?;
+        }
+    }
+    Ok(first)
+}
+
+fn entry_name(session_id: &str, key: &str) -> String {
+    format!("key {} of session {}", quoted(key), quoted(session_id))
+}
+
+/// The versions an entry's history keeps, newest first (none when the
+/// session is gone).
+#[allow(clippy::type_complexity)]
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn kv_versions(
+    session_id: &str,
+    key: &str,
+) -> Result<
+    TableIterator<
+        'static,
+        (
+            name!(version, i32),
+            name!(value, pgrx::JsonB),
+            name!(updated_at, TimestampWithTimeZone),
+            name!(replaced_at, TimestampWithTimeZone),
+            name!(expires_at, TimestampWithTimeZone),
+        ),
+    >,
+    ErrorReport,
+> {
+    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
+        let table = LIST.read(
+            client,
+            &[session_id.into(), idle_timeout_minutes().into(), key.into()],
+        )?;
+        let mut rows = Vec::with_capacity(table.len());
+        for row in table {
+            rows.push((
+                row.required::<i32>(1, "version")?,
+                row.required::<pgrx::JsonB>(2, "value")?,
+                row.required::<TimestampWithTimeZone>(3, "updated_at")?,
+                row.required::<TimestampWithTimeZone>(4, "replaced_at")?,
+                row.required::<TimestampWithTimeZone>(5, "expires_at")?,
+            ));
+        }
+        Ok(rows)
+    })?;
+    Ok(TableIterator::new(rows))
+}
+
+/// One kept version of an entry as `{key, value, version, createdAt,
+/// updatedAt, replacedAt, expiresAt}`, or NULL when it is not kept.
+#[pg_extern(stable, parallel_safe)]
+#[search_path(pg_catalog, pg_temp)]
+fn kv_version(session_id: &str, key: &str, version: i32) -> SqlResult<Option<JsonbBytes>> {
+    first_value_of::<JsonbBytes>(
+        &READ,
+        &[
+            session_id.into(),
+            idle_timeout_minutes().into(),
+            key.into(),
+            version.into(),
+        ],
+    )
+}
+
+/// Write a kept version's value back as the entry's next version (itself
+/// saved in turn, so a restore can be undone), as kv_set writes it: only if
+/// the entry is at `expected_version` when given (0: none), with `ttl` or
+/// agent_memory.memory_ttl.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn kv_restore(
+    session_id: Option<&str>,
+    key: Option<&str>,
+    version: Option<i32>,
+    expected_version: default!(Option<i32>, "NULL"),
+    ttl: default!(Option<Interval>, "NULL"),
+) -> SqlResult<JsonbBytes> {
+    let session_id = checked_id("session_id", session_id)?;
+    let key = checked_id("key", key)?;
+    let version = versions::checked_version("version", version).or_report()?;
+    let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
+    let ttl = checked_positive("ttl", ttl)?;
+    // Taken before the read, so no write of the session trims the version
+    // between the read and the restore.
+    lock_session(session_id);
+    let value = first_value_of::<JsonB>(
+        &KEPT_VALUE,
+        &[
+            session_id.into(),
+            idle_timeout_minutes().into(),
+            key.into(),
+            version.into(),
+        ],
+    )?
+    .ok_or_else(|| versions::not_kept(&entry_name(session_id, key), version))
+    .or_report()?;
+    let written = write_entries(session_id, &[(key, &value.0)], None, ttl, expected)?;
+    stored_document(key, &written)
+}
+
+/// Remove the history of one entry (`key`), or of every entry of the
+/// session (NULL): for a request to erase what was stored. Returns how
+/// many versions were removed. The entries themselves stay.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn kv_purge_history(
+    session_id: Option<&str>,
+    key: default!(Option<&str>, "NULL"),
+) -> SqlResult<i64> {
+    let session_id = checked_id("session_id", session_id)?;
+    if let Some(key) = key {
+        checked_id("key", Some(key))?;
+    }
+    lock_session(session_id);
+    Ok(first_value_of::<i64>(&PURGE, &[session_id.into(), key.into()])?.unwrap_or(0))
+}
+
+/// The retention a write applies (an error on Citus while it is above 0).
+pub(crate) fn retention() -> SqlResult<i32> {
+    settings::history_retention()
+}
+
+// The statements.
+
+/// Save the live entries $2 (all when NULL) of session $1, replacing a
+/// version of the same number that an earlier life of the key left, and
+/// drop the versions of each that are newer than the one saved (that
+/// earlier life's) or $3 or more below it. One row per key of $2, in
+/// order: the newest version its history held before.
+static SAVE: Statement = Statement {
+    sql: "WITH saved AS (
+            INSERT INTO agent_memory.kv_entry_versions AS v
+                (session_id, key, version, value, created_at, updated_at, expires_at, tenant)
+            SELECT e.session_id, e.key, e.version, e.value, e.created_at, e.updated_at, e.expires_at, e.tenant
+            FROM agent_memory.kv_entries e
+            WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant()
+              AND ($2::text[] IS NULL OR e.key = ANY ($2))
+              AND e.expires_at > pg_catalog.now()
+            ON CONFLICT (session_id, key, version, tenant) DO UPDATE
+               SET value = excluded.value, created_at = excluded.created_at,
+                   updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+                   replaced_at = excluded.replaced_at
+            RETURNING v.key, v.version),
+          trimmed AS (
+            DELETE FROM agent_memory.kv_entry_versions v USING saved
+            WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = saved.key
+              AND (v.version > saved.version OR v.version <= saved.version - $3))
+          SELECT (SELECT max(v.version) FROM agent_memory.kv_entry_versions v
+                  WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = k.key)
+          FROM pg_catalog.unnest($2::text[]) WITH ORDINALITY AS k(key, i)
+          ORDER BY k.i",
+    args: &[TEXT, TEXT_ARRAY, INT4],
+    writes: true,
+};
+
+/// Entries $2 of session $1, just written anew, take the version after
+/// the newest their history keeps ($3, in the same order).
+static RENUMBER: Statement = Statement {
+    sql: "UPDATE agent_memory.kv_entries e SET version = f.newest + 1
+          FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::int4[])) AS f(key, newest)
+          WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant() AND e.key = f.key
+            AND f.newest IS NOT NULL AND e.version <= f.newest
+          RETURNING e.key, e.version",
+    args: &[TEXT, TEXT_ARRAY, INT4_ARRAY],
+    writes: true,
+};
+
+/// The kept versions of entry $3 of active session $1 ($2 idle minutes).
+macro_rules! kept_versions {
+    ($columns:literal, $which:literal) => {
+        concat!(
+            "SELECT ",
+            $columns,
+            " FROM agent_memory.kv_entry_versions v JOIN agent_memory.sessions s
+               ON s.session_id = v.session_id AND s.tenant = v.tenant
+             WHERE v.session_id = $1 AND v.key = $3 AND v.tenant = agent_memory.caller_tenant()
+               AND v.expires_at > pg_catalog.now() AND ",
+            active!("s", "$2"),
+            $which
+        )
+    };
+}
+
+static LIST: Statement = Statement {
+    sql: kept_versions!(
+        "v.version, v.value, v.updated_at, v.replaced_at, v.expires_at",
+        " ORDER BY v.version DESC"
+    ),
+    args: &[TEXT, INT4, TEXT],
+    writes: false,
+};
+
+static READ: Statement = Statement {
+    sql: concat!(
+        "SELECT pg_catalog.jsonb_build_object(
+                  'key', v.key, 'value', v.value, 'version', v.version,
+                  'createdAt', ",
+        iso!("v.created_at"),
+        ", 'updatedAt', ",
+        iso!("v.updated_at"),
+        ", 'replacedAt', ",
+        iso!("v.replaced_at"),
+        ", 'expiresAt', ",
+        iso!("v.expires_at"),
+        ") FROM (",
+        kept_versions!("v.*", " AND v.version = $4"),
+        ") v"
+    ),
+    args: &[TEXT, INT4, TEXT, INT4],
+    writes: false,
+};
+
+/// The value of kept version $4, read under the session's lock.
+static KEPT_VALUE: Statement = Statement {
+    sql: kept_versions!("v.value", " AND v.version = $4"),
+    args: &[TEXT, INT4, TEXT, INT4],
+    writes: true,
+};
+
+/// Remove the versions of entry $2 of session $1 (all entries: NULL).
+static PURGE: Statement = Statement {
+    sql: "WITH purged AS (
+            DELETE FROM agent_memory.kv_entry_versions v
+            WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant()
+              AND ($2::text IS NULL OR v.key = $2)
+            RETURNING 1)
+          SELECT count(*) FROM purged",
+    args: &[TEXT, TEXT],
+    writes: true,
+};

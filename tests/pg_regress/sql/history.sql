@@ -1,0 +1,124 @@
+-- History: earlier versions of key-value entries and memory files, kept
+-- while agent_memory.history_retention is above 0. Errors print their
+-- SQLSTATE on the next line.
+
+SELECT agent_memory.create_session('u1', session_id => 'h');
+
+-- Off by default: a write keeps nothing.
+SHOW agent_memory.history_retention;
+SELECT agent_memory.kv_set('h', 'goal', '"draft"') ->> 'version' AS version;
+SELECT agent_memory.kv_set('h', 'goal', '"outline"') ->> 'version' AS version;
+SELECT count(*) AS kept FROM agent_memory.kv_versions('h', 'goal');
+
+-- On: each replacement keeps what it replaced.
+SET agent_memory.history_retention = 3;
+SELECT agent_memory.kv_set('h', 'goal', '"first chapter"') ->> 'version' AS version;
+SELECT agent_memory.kv_set('h', 'goal', '"second chapter"') ->> 'version' AS version;
+SELECT version, value FROM agent_memory.kv_versions('h', 'goal');
+SELECT agent_memory.kv_version('h', 'goal', 3) - '{createdAt,updatedAt,replacedAt,expiresAt}'::text[] AS kept;
+SELECT agent_memory.kv_version('h', 'goal', 9) IS NULL AS not_kept;
+
+-- Only the versions within the retention of the newest stay.
+SELECT agent_memory.kv_set('h', 'goal', '"third chapter"') ->> 'version' AS version;
+SELECT agent_memory.kv_set('h', 'goal', '"fourth chapter"') ->> 'version' AS version;
+SELECT array_agg(version ORDER BY version) AS kept FROM agent_memory.kv_versions('h', 'goal');
+
+-- A restore writes the version back as the next one, which is kept in
+-- turn: a restore can be undone.
+SELECT agent_memory.kv_restore('h', 'goal', 4) - 'total_words' AS restored;
+SELECT agent_memory.kv_get('h', 'goal');
+SELECT agent_memory.kv_restore('h', 'goal', 6) ->> 'version' AS undone;
+SELECT agent_memory.kv_get('h', 'goal');
+-- With a precondition: only from the version read.
+SELECT agent_memory.kv_restore('h', 'goal', 5, expected_version => 2);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_restore('h', 'goal', 5, expected_version => 8) ->> 'version' AS version;
+-- A version that is not kept, or no version at all.
+SELECT agent_memory.kv_restore('h', 'goal', 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_restore('h', 'goal', 0);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_restore('h', 'goal', NULL);
+\echo :LAST_ERROR_SQLSTATE
+-- A refused restore changed nothing.
+SELECT agent_memory.kv_entry('h', 'goal') ->> 'version' AS version;
+
+-- A delete keeps the entry too, and a restore brings it back; numbers go
+-- on past the kept versions, so one number names one value.
+SELECT agent_memory.kv_delete('h', 'goal');
+SELECT agent_memory.kv_get('h', 'goal') IS NULL AS deleted;
+SELECT array_agg(version ORDER BY version) AS kept FROM agent_memory.kv_versions('h', 'goal');
+SELECT agent_memory.kv_restore('h', 'goal', 9, expected_version => 0) ->> 'version' AS version;
+SELECT agent_memory.kv_get('h', 'goal');
+SELECT agent_memory.kv_delete('h', 'goal');
+SELECT agent_memory.kv_set('h', 'goal', '"a new goal"') ->> 'version' AS written_anew;
+
+-- kv_clear keeps what it removes too.
+SELECT agent_memory.kv_set('h', 'step', '1') ->> 'version' AS version;
+SELECT agent_memory.kv_clear('h');
+SELECT version, value FROM agent_memory.kv_versions('h', 'step');
+
+-- Purge: an entry's history, or the session's.
+SELECT agent_memory.kv_purge_history('h', 'step');
+SELECT agent_memory.kv_purge_history('h');
+SELECT count(*) AS kept FROM agent_memory.kv_versions('h', 'goal');
+
+-- Expired versions are not shown, and the cleanup removes them.
+SELECT agent_memory.kv_set('h', 'brief', '"short-lived"', ttl => interval '1 second') ->> 'version' AS version;
+SELECT agent_memory.kv_set('h', 'brief', '"kept"') ->> 'version' AS version;
+SELECT count(*) AS kept FROM agent_memory.kv_versions('h', 'brief');
+SELECT pg_sleep(1.2);
+SELECT count(*) AS kept FROM agent_memory.kv_versions('h', 'brief');
+SELECT (agent_memory.cleanup_expired() ->> 'entries')::int >= 1 AS removed;
+SELECT count(*) AS rows_left FROM agent_memory.kv_entry_versions WHERE session_id = 'h' AND key = 'brief';
+
+-- The history goes with its session.
+SELECT agent_memory.kv_set('h', 'goal', '"last but one"') ->> 'version' AS version;
+SELECT agent_memory.kv_set('h', 'goal', '"last"') ->> 'version' AS version;
+SELECT count(*) > 0 AS kept FROM agent_memory.kv_entry_versions WHERE session_id = 'h';
+SELECT agent_memory.end_session('h');
+SELECT count(*) AS rows_left FROM agent_memory.kv_entry_versions WHERE session_id = 'h';
+
+-- Memory files: every change and delete keeps what it replaced.
+SELECT agent_memory.memory_tool('s', '{"command": "append", "path": "/notes.md", "content": "one"}');
+SELECT agent_memory.memory_tool('s', '{"command": "append", "path": "/notes.md", "content": " two"}');
+SELECT agent_memory.memory_tool('s', '{"command": "update", "path": "/notes.md", "oldContent": "two", "content": "2"}');
+SELECT version, content FROM agent_memory.memory_versions('s', '/notes.md');
+SELECT agent_memory.memory_version('s', '/notes.md', 1) - '{createdAt,updatedAt,replacedAt}'::text[] AS kept;
+-- A refused request keeps nothing.
+SET agent_memory.max_file_bytes = 10;
+SELECT agent_memory.memory_tool('s', '{"command": "append", "path": "/notes.md", "content": "far too long"}');
+RESET agent_memory.max_file_bytes;
+SELECT count(*) AS kept FROM agent_memory.memory_versions('s', '/notes.md');
+-- Claude's dialect too (its /memories/notes.md is the file /notes.md).
+SELECT agent_memory.claude_memory('s', '{"command": "str_replace", "path": "/memories/notes.md", "old_str": "one", "new_str": "ONE"}');
+SELECT version, content FROM agent_memory.memory_versions('s', '/notes.md');
+
+-- Restore: the next version; a deleted file comes back where it was.
+SELECT agent_memory.memory_restore('s', '/notes.md', 1);
+SELECT agent_memory.memory_tool('s', '{"command": "read", "path": "/notes.md"}') -> 'result' ->> 'content' AS content;
+SELECT agent_memory.memory_tool('s', '{"command": "delete", "path": "/notes.md"}');
+SELECT agent_memory.memory_restore('s', '/notes.md', 3, expected_version => 5);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.memory_restore('s', '/notes.md', 3, expected_version => 0);
+SELECT agent_memory.memory_tool('s', '{"command": "read", "path": "/notes.md"}') -> 'result' AS read;
+SELECT agent_memory.memory_restore('s', '/notes.md', 42);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.memory_restore('s', NULL, 1);
+\echo :LAST_ERROR_SQLSTATE
+
+-- A rename moves a file's versions with it.
+SELECT agent_memory.claude_memory('s', '{"command": "create", "path": "/memories/a/todo.md", "file_text": "x"}');
+SELECT agent_memory.claude_memory('s', '{"command": "str_replace", "path": "/memories/a/todo.md", "old_str": "x", "new_str": "y"}');
+SELECT agent_memory.claude_memory('s', '{"command": "rename", "old_path": "/memories/a", "new_path": "/memories/b"}');
+SELECT path, version FROM agent_memory.memory_file_versions WHERE scope = 's' AND path LIKE '/_/todo.md' ORDER BY path, version;
+
+-- Purge a file's versions, then the scope's.
+SELECT agent_memory.memory_purge_history('s', '/b');
+SELECT agent_memory.memory_purge_history('s');
+SELECT count(*) AS rows_left FROM agent_memory.memory_file_versions WHERE scope = 's';
+RESET agent_memory.history_retention;
+-- The scope's files go, and with them the scope.
+SELECT agent_memory.memory_tool('s', '{"command": "delete", "path": "/notes.md"}') -> 'ok' AS ok;
+SELECT agent_memory.memory_tool('s', '{"command": "delete", "path": "/b"}') -> 'ok' AS ok;
+SELECT count(*) AS scopes FROM agent_memory.memory_scopes WHERE scope = 's';
