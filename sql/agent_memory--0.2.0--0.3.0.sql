@@ -511,3 +511,32 @@ COMMENT ON FUNCTION agent_memory.erase_user(text, text[], text[]) IS
     'Remove every session of a user with all it holds, and the graph memory of owners and the memory files of scopes, with their versions; returns how many rows of each kind went';
 REVOKE ALL ON FUNCTION agent_memory.erase_user(text, text[], text[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION agent_memory.erase_user(text, text[], text[]) TO agent_memory_writer;
+
+-- A precondition through Claude's dialect (src/files/claude_memory.rs):
+-- the application passes the version or hash of the file a call changes.
+DROP FUNCTION agent_memory.claude_memory(text, jsonb);
+DROP FUNCTION agent_memory.claude_memory_tool_result(text, jsonb);
+CREATE FUNCTION agent_memory.claude_memory(
+    scope text, request jsonb, expected_version integer DEFAULT NULL, expected_sha256 text DEFAULT NULL)
+RETURNS text
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'claude_memory_wrapper';
+CREATE FUNCTION agent_memory.claude_memory_tool_result(
+    scope text, tool_use jsonb, expected_version integer DEFAULT NULL, expected_sha256 text DEFAULT NULL)
+RETURNS jsonb
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'claude_memory_tool_result_wrapper';
+COMMENT ON FUNCTION agent_memory.claude_memory(text, jsonb, integer, text) IS
+    'Run one call of Claude''s memory tool (memory_20250818: view, create, str_replace, insert, delete, rename under /memories) on a scope''s files, only if the file it changes is at expected_version or has content expected_sha256 when given; returns the tool''s text, a refusal included';
+COMMENT ON FUNCTION agent_memory.claude_memory_tool_result(text, jsonb, integer, text) IS
+    'Run the memory call of a Claude tool_use block ({id, input, ...}), with claude_memory''s precondition, and return the tool_result block to send back (is_error true when refused)';
+ALTER FUNCTION agent_memory.claude_memory(text, jsonb, integer, text) SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION agent_memory.claude_memory_tool_result(text, jsonb, integer, text) SET plan_cache_mode = force_generic_plan;
+REVOKE ALL ON FUNCTION agent_memory.claude_memory(text, jsonb, integer, text),
+    agent_memory.claude_memory_tool_result(text, jsonb, integer, text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.claude_memory(text, jsonb, integer, text),
+    agent_memory.claude_memory_tool_result(text, jsonb, integer, text) TO agent_memory_reader;
+GRANT EXECUTE ON FUNCTION agent_memory.claude_memory(text, jsonb, integer, text),
+    agent_memory.claude_memory_tool_result(text, jsonb, integer, text) TO agent_memory_writer;

@@ -220,8 +220,8 @@ SELECT create_distributed_function('agent_memory.graph_import(text,jsonb)', 'own
 -- Group 3, by scope.
 SELECT create_distributed_function('agent_memory.memory_render(text,text,integer)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.memory_tool(text,jsonb)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
-SELECT create_distributed_function('agent_memory.claude_memory(text,jsonb)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
-SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,jsonb)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.claude_memory(text,jsonb,integer,text)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,jsonb,integer,text)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
 
 -- Not delegated, and why:
 -- Its session_id may be NULL (it then makes one up), and Citus 13.2 crashes
@@ -264,8 +264,8 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- statements with generic plans (planned once per connection); Citus can
 -- route a generic plan of a statement over one table only, and refuses the
 -- others ("could not create distributed plan").
-ALTER FUNCTION agent_memory.claude_memory(text, jsonb) RESET plan_cache_mode;
-ALTER FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) RESET plan_cache_mode;
+ALTER FUNCTION agent_memory.claude_memory(text, jsonb, integer, text) RESET plan_cache_mode;
+ALTER FUNCTION agent_memory.claude_memory_tool_result(text, jsonb, integer, text) RESET plan_cache_mode;
 ALTER FUNCTION agent_memory.recall(text,text,text,text,text,text[],integer,real[],jsonb) RESET plan_cache_mode;
 
 -- ---------------------------------------------------------------------

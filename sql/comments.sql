@@ -169,10 +169,10 @@ COMMENT ON FUNCTION agent_memory.memory_render(text, text, integer) IS
     'A scope''s files for a prompt: tree (the paths, indented) or full (paths and contents), within max_chars, saying at the end what a cut left out';
 COMMENT ON FUNCTION agent_memory.memory_tool_definition(text, text, text, text) IS
     'A definition of the memory tool with the JSON Schema of its request, in Anthropic''s (name, description, input_schema) or OpenAI''s function format';
-COMMENT ON FUNCTION agent_memory.claude_memory(text, jsonb) IS
-    'Run one call of Claude''s memory tool (memory_20250818: view, create, str_replace, insert, delete, rename under /memories) on a scope''s files; returns the tool''s text, a refusal included';
-COMMENT ON FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) IS
-    'Run the memory call of a Claude tool_use block ({id, input, ...}) and return the tool_result block to send back (is_error true when refused)';
+COMMENT ON FUNCTION agent_memory.claude_memory(text, jsonb, integer, text) IS
+    'Run one call of Claude''s memory tool (memory_20250818: view, create, str_replace, insert, delete, rename under /memories) on a scope''s files, only if the file it changes is at expected_version or has content expected_sha256 when given; returns the tool''s text, a refusal included';
+COMMENT ON FUNCTION agent_memory.claude_memory_tool_result(text, jsonb, integer, text) IS
+    'Run the memory call of a Claude tool_use block ({id, input, ...}), with claude_memory''s precondition, and return the tool_result block to send back (is_error true when refused)';
 
 -- Settings the Claude memory tool's functions run with. Their statements
 -- are prepared once per backend; PostgreSQL would plan the range and CTE
@@ -181,8 +181,8 @@ COMMENT ON FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) IS
 -- for any values. The setting holds only during the call. (memory_tool
 -- sets it itself for the length of a command, without a SET clause: see
 -- src/memory_tool.rs.)
-ALTER FUNCTION agent_memory.claude_memory(text, jsonb) SET plan_cache_mode = force_generic_plan;
-ALTER FUNCTION agent_memory.claude_memory_tool_result(text, jsonb) SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION agent_memory.claude_memory(text, jsonb, integer, text) SET plan_cache_mode = force_generic_plan;
+ALTER FUNCTION agent_memory.claude_memory_tool_result(text, jsonb, integer, text) SET plan_cache_mode = force_generic_plan;
 
 -- Erasure
 COMMENT ON FUNCTION agent_memory.erase_user(text, text[], text[]) IS

@@ -6,14 +6,16 @@
 //! the memory tool's, `/memories/x` being the file `/x`.
 //!
 //! A refused call is an answer too (what Claude reads with `is_error`),
-//! never an SQL error, and changes nothing. Each call is one transaction:
+//! never an SQL error, and changes nothing. An application may add a
+//! precondition on the file a call changes (Claude's calls have no field
+//! for one); a failed one is an SQL error, 40001. Each call is one transaction:
 //! an edit locks its file before reading it, so concurrent edits apply one
 //! after the other.
 
 use pgrx::prelude::*;
 
 use agent_memory_core::files::claude_memory::{self as claude, Answer, Request, Target};
-use agent_memory_core::files::memory_tool::{self as files, Code};
+use agent_memory_core::files::memory_tool::{self as files, Code, Precondition};
 use agent_memory_core::{Error, jsonb};
 
 use crate::files::store::{self, Client, Placed};
@@ -245,7 +247,11 @@ fn move_tree(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResu
 }
 
 /// Run one request of the tool on a scope: the answer, or the refusal.
-fn answer(scope: Option<&str>, request: &serde_json::Value) -> SqlResult<Answer<String>> {
+fn answer(
+    scope: Option<&str>,
+    request: &serde_json::Value,
+    precondition: &Precondition,
+) -> SqlResult<Answer<String>> {
     let request = match claude::parse(request) {
         Ok(request) => request,
         Err(refused) => return Ok(Err(refused)),
@@ -253,7 +259,51 @@ fn answer(scope: Option<&str>, request: &serde_json::Value) -> SqlResult<Answer<
     let Some(scope) = scope.filter(|s| !s.is_empty()) else {
         return Ok(Err("No memory scope was given".to_owned()));
     };
-    Spi::connect_mut(|client| match &request {
+    Spi::connect_mut(|client| {
+        if !precondition.is_none() {
+            check_precondition(client, scope, &request, precondition)?;
+        }
+        run(client, scope, &request)
+    })
+}
+
+/// Lock the file the request changes and check the application's
+/// precondition on it: a failed one is an SQL error (40001), as the
+/// answer's text has no place for it. A delete or a rename locks the
+/// scope's row first, as they do.
+fn check_precondition(
+    client: Client,
+    scope: &str,
+    request: &Request,
+    precondition: &Precondition,
+) -> SqlResult<()> {
+    let Some(file) = request.changed_file() else {
+        return Err(Error::invalid(
+            "a view changes nothing: it takes no expected_version or expected_sha256",
+        ))
+        .or_report();
+    };
+    if matches!(request, Request::Delete { .. } | Request::Rename { .. }) {
+        store::lock_scope(client, scope)?;
+    }
+    let current = store::lock_file(client, scope, &file.stored)?;
+    let name = format!(
+        "file {} of scope {}",
+        agent_memory_core::error::quoted(&file.shown),
+        agent_memory_core::error::quoted(scope)
+    );
+    let current = current
+        .as_ref()
+        .map(|(version, content)| (*version, content.as_str()));
+    match claude::precondition_conflict(&name, precondition, current) {
+        Some(conflict) => Err(conflict).or_report(),
+        None => Ok(()),
+    }
+}
+
+/// Run a checked request on a scope.
+fn run(client: Client, scope: &str, request: &Request) -> SqlResult<Answer<String>> {
+    match request {
         Request::View { path, range } => view(client, scope, path, *range),
         Request::Create { path, text } => create(client, scope, path, text),
         Request::StrReplace { path, old, new } => edit(client, scope, path, |content| {
@@ -264,12 +314,19 @@ fn answer(scope: Option<&str>, request: &serde_json::Value) -> SqlResult<Answer<
         }),
         Request::Delete { path } => delete(client, scope, path),
         Request::Rename { from, to } => rename(client, scope, from, to),
-    })
+    }
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn claude_memory(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<String> {
+fn claude_memory(
+    scope: Option<&str>,
+    request: Option<ToolRequest>,
+    expected_version: default!(Option<i32>, "NULL"),
+    expected_sha256: default!(Option<&str>, "NULL"),
+) -> SqlResult<String> {
+    let precondition =
+        claude::checked_precondition(expected_version, expected_sha256).or_report()?;
     let request = match request.map(|r| r.decode()) {
         None => serde_json::Value::Null,
         Some(Ok(request)) => request,
@@ -280,12 +337,19 @@ fn claude_memory(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult
             ));
         }
     };
-    Ok(answer(scope, &request)?.unwrap_or_else(|refused| refused))
+    Ok(answer(scope, &request, &precondition)?.unwrap_or_else(|refused| refused))
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
-fn claude_memory_tool_result(scope: Option<&str>, tool_use: Option<JsonB>) -> SqlResult<JsonB> {
+fn claude_memory_tool_result(
+    scope: Option<&str>,
+    tool_use: Option<JsonB>,
+    expected_version: default!(Option<i32>, "NULL"),
+    expected_sha256: default!(Option<&str>, "NULL"),
+) -> SqlResult<JsonB> {
+    let precondition =
+        claude::checked_precondition(expected_version, expected_sha256).or_report()?;
     let tool_use = tool_use.map(|t| t.0).unwrap_or(serde_json::Value::Null);
     let id = tool_use
         .get("id")
@@ -295,7 +359,7 @@ fn claude_memory_tool_result(scope: Option<&str>, tool_use: Option<JsonB>) -> Sq
         .or_report()?
         .to_owned();
     let input = tool_use.get("input").unwrap_or(&serde_json::Value::Null);
-    let answer = answer(scope, input)?;
+    let answer = answer(scope, input, &precondition)?;
     let mut result = serde_json::json!({"type": "tool_result", "tool_use_id": id});
     match answer {
         Ok(text) => result["content"] = text.into(),

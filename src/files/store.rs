@@ -139,6 +139,24 @@ pub(crate) fn locked_file_meets(
     Ok(precondition.check(Some((version, content))))
 }
 
+/// Lock file `path` of `scope` until the transaction ends; its version and
+/// content, or None when there is no file.
+pub(crate) fn lock_file(
+    client: Client,
+    scope: &str,
+    path: &str,
+) -> SqlResult<Option<(i32, String)>> {
+    let table = LOCK_FILE.run(client, &[scope.into(), path.into()])?;
+    if table.is_empty() {
+        return Ok(None);
+    }
+    let row = table.first();
+    Ok(Some((
+        row.required::<i32>(2, "version")?,
+        row.required::<String>(1, "content")?,
+    )))
+}
+
 /// What became of a new file.
 pub(crate) enum Placed {
     /// At this version (1, or past the versions kept at its path).

@@ -72,6 +72,72 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// The file a precondition names: the one the request changes (a
+    /// rename's source); None for a view, which changes nothing.
+    pub fn changed_file(&self) -> Option<&Target> {
+        match self {
+            Request::View { .. } => None,
+            Request::Create { path, .. }
+            | Request::StrReplace { path, .. }
+            | Request::Insert { path, .. }
+            | Request::Delete { path } => Some(path),
+            Request::Rename { from, .. } => Some(from),
+        }
+    }
+}
+
+/// A precondition an application passes beside a request (Claude's calls
+/// have no field for one), checked: a version from 0 (no file), or the 64
+/// hex digits of a SHA-256 of the content.
+pub fn checked_precondition(
+    version: Option<i32>,
+    sha256: Option<&str>,
+) -> crate::Result<files::Precondition> {
+    let version = crate::versions::checked_expected("expected_version", version)?;
+    let sha256 = match sha256 {
+        None => None,
+        Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Some(hex.to_ascii_lowercase())
+        }
+        Some(_) => {
+            return Err(crate::Error::invalid(
+                "expected_sha256 must be the 64 hex digits of a SHA-256",
+            ));
+        }
+    };
+    Ok(files::Precondition { version, sha256 })
+}
+
+/// The error of a precondition that `file` (its version and content, or
+/// None) does not meet, named `name` (such as `file "/a" of scope "s"`).
+pub fn precondition_conflict(
+    name: &str,
+    precondition: &files::Precondition,
+    file: Option<(i32, &str)>,
+) -> Option<crate::Error> {
+    let version = file.map_or(crate::versions::ABSENT, |(version, _)| version);
+    if let Some(expected) = precondition.version
+        && expected != version
+    {
+        return Some(crate::versions::conflict(name, expected, version));
+    }
+    let expected = precondition.sha256.as_deref()?;
+    let found = files::FileVersion::of(file);
+    if found.sha256.as_deref() == Some(expected) {
+        return None;
+    }
+    let message = match file {
+        None => format!("{name} does not exist"),
+        Some(_) => format!("{name} has other content, at version {version}"),
+    };
+    Some(
+        crate::Error::new(crate::ErrorKind::VersionConflict, message)
+            .with_detail("It changed since it was read. Nothing was written.")
+            .with_hint("Read it again, and retry with the version it has then."),
+    )
+}
+
 /// The commands, in the documentation's order.
 pub const COMMANDS: [&str; 6] = [
     "view",
@@ -819,5 +885,44 @@ mod tests {
             "Invalid `insert_line` parameter: 3. It should be within the range [0, 2]."
         );
         assert!(insert_lines(&p, "a", -1, "x").is_err());
+    }
+    #[test]
+    fn a_precondition_names_the_changed_file() {
+        let p = target("/memories/a.md").unwrap();
+        let q = target("/memories/b.md").unwrap();
+        let view = Request::View {
+            path: p.clone(),
+            range: None,
+        };
+        assert_eq!(view.changed_file(), None);
+        let rename = Request::Rename {
+            from: p.clone(),
+            to: q,
+        };
+        assert_eq!(rename.changed_file(), Some(&p));
+    }
+
+    #[test]
+    fn a_precondition_is_checked_against_the_file() {
+        let by_version = checked_precondition(Some(2), None).unwrap();
+        assert!(precondition_conflict("f", &by_version, Some((2, "x"))).is_none());
+        let stale = precondition_conflict("f", &by_version, Some((3, "x"))).unwrap();
+        assert_eq!(stale.kind, crate::ErrorKind::VersionConflict);
+        assert_eq!(stale.message, "f is at version 3, not 2");
+        let hash = crate::versions::sha256_hex("x");
+        let by_hash = checked_precondition(None, Some(&hash.to_ascii_uppercase())).unwrap();
+        assert!(precondition_conflict("f", &by_hash, Some((7, "x"))).is_none());
+        assert_eq!(
+            precondition_conflict("f", &by_hash, Some((7, "y")))
+                .unwrap()
+                .message,
+            "f has other content, at version 7"
+        );
+        assert_eq!(
+            precondition_conflict("f", &by_hash, None).unwrap().message,
+            "f does not exist"
+        );
+        assert!(checked_precondition(Some(-1), None).is_err());
+        assert!(checked_precondition(None, Some("abc")).is_err());
     }
 }

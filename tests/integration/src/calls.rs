@@ -665,47 +665,68 @@ pub const BASES: &[Base] = &[
         ],
     },
     Base {
-        function: "claude_memory(text, jsonb)",
+        function: "claude_memory(text, jsonb, integer, text)",
         calls: &[
-            &[
-                Some(SCOPE),
-                Some(r#"{"command": "view", "path": "/memories/notes.md", "view_range": [1, -1]}"#),
-            ],
-            &[
-                Some(SCOPE),
-                Some(r#"{"command": "create", "path": "/memories/new.md", "file_text": "x\n"}"#),
-            ],
             &[
                 Some(SCOPE),
                 Some(
                     r#"{"command": "str_replace", "path": "/memories/notes.md", "old_str": "tea", "new_str": "green tea"}"#,
                 ),
+                None,
+                None,
+            ],
+            &[
+                Some(SCOPE),
+                Some(r#"{"command": "view", "path": "/memories/notes.md", "view_range": [1, -1]}"#),
+                None,
+                None,
+            ],
+            &[
+                Some(SCOPE),
+                Some(r#"{"command": "create", "path": "/memories/new.md", "file_text": "x\n"}"#),
+                None,
+                None,
+            ],
+            &[
+                // A precondition that holds whatever came before: no file.
+                Some(SCOPE),
+                Some(r#"{"command": "delete", "path": "/memories/ghost.md"}"#),
+                Some("0"),
+                None,
             ],
             &[
                 Some(SCOPE),
                 Some(
                     r#"{"command": "insert", "path": "/memories/notes.md", "insert_line": 1, "insert_text": "y\n"}"#,
                 ),
+                None,
+                None,
             ],
             &[
                 Some(SCOPE),
                 Some(r#"{"command": "delete", "path": "/memories/notes.md"}"#),
+                None,
+                None,
             ],
             &[
                 Some(SCOPE),
                 Some(
                     r#"{"command": "rename", "old_path": "/memories/notes.md", "new_path": "/memories/archive/notes.md"}"#,
                 ),
+                None,
+                None,
             ],
         ],
     },
     Base {
-        function: "claude_memory_tool_result(text, jsonb)",
+        function: "claude_memory_tool_result(text, jsonb, integer, text)",
         calls: &[&[
             Some(SCOPE),
             Some(
                 r#"{"type": "tool_use", "id": "toolu_01", "name": "memory", "input": {"command": "view", "path": "/memories/notes.md", "view_range": [1, 2]}}"#,
             ),
+            None,
+            None,
         ]],
     },
 ];

@@ -185,3 +185,27 @@ FROM memory_scopes s WHERE s.scope = 'c';
 DELETE FROM memory_files WHERE scope = 'c';
 DELETE FROM memory_directories WHERE scope = 'c';
 DELETE FROM memory_scopes WHERE scope = 'c';
+
+-- A precondition the application passes beside a call: on the file the
+-- call changes (a rename's source), by version or by the content's hash.
+-- A failed one is an SQL error and changes nothing.
+SELECT claude_memory('pre', '{"command": "create", "path": "/memories/a.md", "file_text": "one"}', expected_version => 0);
+SELECT claude_memory('pre', '{"command": "create", "path": "/memories/b.md", "file_text": "two"}', expected_version => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT claude_memory('pre', '{"command": "str_replace", "path": "/memories/a.md", "old_str": "one", "new_str": "uno"}',
+                     expected_sha256 => encode(sha256('one'), 'hex'));
+SELECT claude_memory('pre', '{"command": "insert", "path": "/memories/a.md", "insert_line": 1, "insert_text": "dos"}',
+                     expected_sha256 => encode(sha256('one'), 'hex'));
+\echo :LAST_ERROR_SQLSTATE
+SELECT claude_memory('pre', '{"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/c.md"}', expected_version => 1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT claude_memory_tool_result('pre', '{"type": "tool_use", "id": "t1", "name": "memory", "input": {"command": "rename", "old_path": "/memories/a.md", "new_path": "/memories/c.md"}}', expected_version => 2);
+SELECT claude_memory('pre', '{"command": "view", "path": "/memories/c.md"}', expected_version => 3);
+\echo :LAST_ERROR_SQLSTATE
+SELECT claude_memory('pre', '{"command": "delete", "path": "/memories/c.md"}', expected_sha256 => 'abc');
+\echo :LAST_ERROR_SQLSTATE
+SELECT claude_memory('pre', '{"command": "delete", "path": "/memories/c.md"}', expected_version => -1);
+\echo :LAST_ERROR_SQLSTATE
+SELECT path, content, version FROM memory_files WHERE scope = 'pre';
+SELECT claude_memory('pre', '{"command": "delete", "path": "/memories/c.md"}', expected_version => 3);
+DELETE FROM memory_scopes WHERE scope = 'pre';
