@@ -58,6 +58,7 @@ pub(crate) fn save_at_or_under(client: Client, scope: &str, path: &str) -> SqlRe
     let retention = retention()?;
     if retention > 0 {
         let range = range_of(path);
+        let _generic = settings::GenericPlans::force()?;
         SAVE_AT_OR_UNDER.run(client, &at_or_under(scope, path, &range, retention))?;
     }
     Ok(())
@@ -77,6 +78,7 @@ pub(crate) fn save_before_append(
     if retention > 0 {
         let range = range_of(path);
         let [a, b, c, d, e] = at_or_under(scope, path, &range, retention);
+        let _generic = settings::GenericPlans::force()?;
         SAVE_BEFORE_APPEND.run(
             client,
             &[a, b, c, d, e, (bytes as i32).into(), limit.into()],
@@ -99,6 +101,7 @@ pub(crate) fn save_row_version(
     if retention > 0 {
         let range = range_of(path);
         let [a, b, c, d, e] = at_or_under(scope, path, &range, retention);
+        let _generic = settings::GenericPlans::force()?;
         SAVE_ROW_VERSION.run(client, &[a, b, c, d, e, ctid, xmin.into()])?;
     }
     Ok(())

@@ -28,15 +28,20 @@ type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
 
 /// Save the live entries among `keys` (every live entry when None) of
 /// session `session_id` as versions, keeping those within `retention` of
-/// each. Returns, for each of `keys`, the newest version its history held
-/// before (None: none), which an entry written anew must go past.
+/// each. Returns, for each of `keys` with no live entry, the newest
+/// version its history holds (None: none, or the key has a live entry),
+/// which the entry written anew must go past.
 pub(crate) fn save_entries(
     client: Client,
     session_id: &str,
     keys: Option<&[&str]>,
     retention: i32,
 ) -> SqlResult<Vec<Option<i32>>> {
-    let table = SAVE.run(
+    let statement = if keys.is_some() { &SAVE } else { &SAVE_ALL };
+    // Planned once: a plan for the values would cost the save more than
+    // running it, and the index plan is the same for any values.
+    let _generic = settings::GenericPlans::force()?;
+    let table = statement.run(
         client,
         &[
             session_id.into(),
@@ -63,6 +68,7 @@ pub(crate) fn renumber(
     if newest_kept.iter().all(Option::is_none) {
         return Ok(None);
     }
+    let _generic = settings::GenericPlans::force()?;
     let table = RENUMBER.run(
         client,
         &[
@@ -201,33 +207,53 @@ pub(crate) fn retention() -> SqlResult<i32> {
 
 // The statements.
 
-/// Save the live entries $2 (all when NULL) of session $1, replacing a
-/// version of the same number that an earlier life of the key left, and
-/// drop the versions of each that are newer than the one saved (that
-/// earlier life's) or $3 or more below it. One row per key of $2, in
-/// order: the newest version its history held before.
+/// Save the live entries `$which` picks among those of session $1,
+/// replacing a version of the same number that an earlier life of the key
+/// left, and drop the versions of each that are newer than the one saved
+/// (that earlier life's) or $3 or more below it. One row per key of $2,
+/// in order: for a key with no live entry (to be written anew), the
+/// newest version its history holds; NULL for the others.
+macro_rules! save_entries {
+    ($which:literal) => {
+        concat!(
+            "WITH saved AS (
+               INSERT INTO agent_memory.kv_entry_versions AS v
+                   (session_id, key, version, value, created_at, updated_at, expires_at, tenant)
+               SELECT e.session_id, e.key, e.version, e.value, e.created_at, e.updated_at, e.expires_at, e.tenant
+               FROM agent_memory.kv_entries e
+               WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant()",
+            $which,
+            "
+                 AND e.expires_at > pg_catalog.now()
+               ON CONFLICT (session_id, key, version, tenant) DO UPDATE
+                  SET value = excluded.value, created_at = excluded.created_at,
+                      updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+                      replaced_at = excluded.replaced_at
+               RETURNING v.key, v.version),
+             trimmed AS (
+               DELETE FROM agent_memory.kv_entry_versions v USING saved
+               WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = saved.key
+                 AND (v.version > saved.version OR v.version <= saved.version - $3))
+             SELECT CASE WHEN EXISTS (SELECT FROM saved s WHERE s.key = k.key) THEN NULL
+                         ELSE (SELECT max(v.version) FROM agent_memory.kv_entry_versions v
+                               WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant()
+                                 AND v.key = k.key) END
+             FROM pg_catalog.unnest($2::text[]) WITH ORDINALITY AS k(key, i)
+             ORDER BY k.i"
+        )
+    };
+}
+
+/// The entries $2.
 static SAVE: Statement = Statement {
-    sql: "WITH saved AS (
-            INSERT INTO agent_memory.kv_entry_versions AS v
-                (session_id, key, version, value, created_at, updated_at, expires_at, tenant)
-            SELECT e.session_id, e.key, e.version, e.value, e.created_at, e.updated_at, e.expires_at, e.tenant
-            FROM agent_memory.kv_entries e
-            WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant()
-              AND ($2::text[] IS NULL OR e.key = ANY ($2))
-              AND e.expires_at > pg_catalog.now()
-            ON CONFLICT (session_id, key, version, tenant) DO UPDATE
-               SET value = excluded.value, created_at = excluded.created_at,
-                   updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-                   replaced_at = excluded.replaced_at
-            RETURNING v.key, v.version),
-          trimmed AS (
-            DELETE FROM agent_memory.kv_entry_versions v USING saved
-            WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = saved.key
-              AND (v.version > saved.version OR v.version <= saved.version - $3))
-          SELECT (SELECT max(v.version) FROM agent_memory.kv_entry_versions v
-                  WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = k.key)
-          FROM pg_catalog.unnest($2::text[]) WITH ORDINALITY AS k(key, i)
-          ORDER BY k.i",
+    sql: save_entries!(" AND e.key = ANY ($2)"),
+    args: &[TEXT, TEXT_ARRAY, INT4],
+    writes: true,
+};
+
+/// Every entry ($2 is NULL: no rows come back).
+static SAVE_ALL: Statement = Statement {
+    sql: save_entries!(""),
     args: &[TEXT, TEXT_ARRAY, INT4],
     writes: true,
 };
