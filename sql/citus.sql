@@ -172,6 +172,10 @@ SELECT create_distributed_function('agent_memory.kv_has(text,text)', 'session_id
 SELECT create_distributed_function('agent_memory.kv_entry(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.kv_delete(text,text,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.kv_clear(text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.kv_versions(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.kv_version(text,text,integer)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.kv_restore(text,text,integer,integer,interval)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.kv_purge_history(text,text)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.build_context(text,text[],boolean)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.update_context(text,jsonb)', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.clear_context_keys(text,text[])', 'session_id', colocate_with => 'agent_memory.sessions', force_delegation => :force_delegation);
@@ -219,6 +223,10 @@ SELECT create_distributed_function('agent_memory.graph_import(text,jsonb)', 'own
 
 -- Group 3, by scope.
 SELECT create_distributed_function('agent_memory.memory_render(text,text,integer)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.memory_versions(text,text)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.memory_version(text,text,integer)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.memory_restore(text,text,integer,integer)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
+SELECT create_distributed_function('agent_memory.memory_purge_history(text,text)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.memory_tool(text,jsonb)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.claude_memory(text,jsonb,integer,text)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
 SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,jsonb,integer,text)', 'scope', colocate_with => 'agent_memory.memory_files', force_delegation => :force_delegation);
@@ -244,6 +252,9 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- These cover many keys and run on the node they are called on, querying every shard:
 -- citus_check: not_delegated agent_memory.session_stats()
 -- citus_check: not_delegated agent_memory.user_sessions(text)
+-- It erases every session of a user (split by session_id) and the owners
+-- and scopes it names, each group read by its own key:
+-- citus_check: not_delegated agent_memory.erase_user(text,text[],text[])
 -- citus_check: not_delegated agent_memory.wm_refresh_structure(text)
 -- Its scope spans keys of three groups (a user's sessions, an owner, a
 -- scope); it reads each group by its key, and each snippet from the

@@ -110,7 +110,7 @@ pub(crate) fn save_row_version(
 /// After file `path` was created: when versions of a deleted file are
 /// kept at its path, it takes the version after them. Returns its version.
 pub(crate) fn number_new_file(client: Client, scope: &str, path: &str) -> SqlResult<i32> {
-    if settings::HISTORY_RETENTION.get() == 0 {
+    if retention()? == 0 {
         return Ok(1);
     }
     let table = NUMBER_NEW_FILE.run(client, &[scope.into(), path.into()])?;
