@@ -121,10 +121,7 @@ fn edit(
         return Ok(Err(claude::too_big(path, edited.len(), i64::from(limit))));
     }
     versions::save_at_or_under(client, scope, &path.stored)?;
-    WRITE_FILE.run(
-        client,
-        &[scope.into(), path.stored.as_str().into(), edited.into()],
-    )?;
+    store::write_file(client, scope, &path.stored, &edited)?;
     Ok(Ok(answer))
 }
 
@@ -379,14 +376,6 @@ static LOCK_FILE: Statement = Statement {
           WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
           FOR NO KEY UPDATE",
     args: &[TEXT, TEXT],
-    writes: true,
-};
-
-static WRITE_FILE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
-          SET content = $3, updated_at = pg_catalog.now(), version = f.version + 1
-          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, TEXT],
     writes: true,
 };
 

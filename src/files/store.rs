@@ -157,6 +157,15 @@ pub(crate) fn lock_file(
     )))
 }
 
+/// Write `content` into the file at `path` (locked by the caller) as its
+/// next version; returns that version.
+pub(crate) fn write_file(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<i32> {
+    WRITE_FILE
+        .run(client, &[scope.into(), path.into(), content.into()])?
+        .first()
+        .required::<i32>(1, "version")
+}
+
 /// What became of a new file.
 pub(crate) enum Placed {
     /// At this version (1, or past the versions kept at its path).
@@ -506,6 +515,17 @@ static PATH_FREE: Statement = Statement {
                               AND f.tenant OPERATOR(pg_catalog.=) a.tenant)"
     ),
     args: &[TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT],
+    writes: true,
+};
+
+/// Content $3 into file $2 of scope $1, as its next version.
+static WRITE_FILE: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f
+          SET content = $3, updated_at = pg_catalog.now(), version = f.version OPERATOR(pg_catalog.+) 1
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+          RETURNING f.version",
+    args: &[TEXT, TEXT, TEXT],
     writes: true,
 };
 

@@ -245,9 +245,7 @@ fn memory_restore(
             return Err(versions::not_kept(&name, version)).or_report();
         }
         let content = kept.first().required::<String>(1, "content")?;
-        let current = LOCK_FILE.run(client, &[scope.into(), path.into()])?;
-        if !current.is_empty() {
-            let at = current.first().required::<i32>(1, "version")?;
+        if let Some((at, _)) = store::lock_file(client, scope, path)? {
             if !versions::holds(expected, at) {
                 return Err(versions::conflict(&name, expected.unwrap_or_default(), at))
                     .or_report();
@@ -256,13 +254,7 @@ fn memory_restore(
                 return Err(Error::limit(store::too_big(content.len() as i64).message)).or_report();
             }
             save_at_or_under(client, scope, path)?;
-            return WRITE
-                .run(
-                    client,
-                    &[scope.into(), path.into(), content.as_str().into()],
-                )?
-                .first()
-                .required::<i32>(1, "version");
+            return store::write_file(client, scope, path, &content);
         }
         if let Some(expected) = expected
             && expected != versions::ABSENT
@@ -467,25 +459,6 @@ static KEPT_CONTENT: Statement = Statement {
     sql: "SELECT v.content FROM agent_memory.memory_file_versions v
           WHERE v.scope = $1 AND v.path = $2 AND v.version = $3 AND v.tenant = agent_memory.caller_tenant()",
     args: &[TEXT, TEXT, INT4],
-    writes: true,
-};
-
-/// A file's version, locked for a restore.
-static LOCK_FILE: Statement = Statement {
-    sql: "SELECT f.version FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
-          FOR NO KEY UPDATE",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
-
-/// A restore's write: content $3, the next version.
-static WRITE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
-          SET content = $3, updated_at = pg_catalog.now(), version = f.version + 1
-          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
-          RETURNING f.version",
-    args: &[TEXT, TEXT, TEXT],
     writes: true,
 };
 

@@ -227,7 +227,7 @@ fn current_version(
 }
 
 /// The entry a precondition names, for its conflict.
-fn entry_name(session_id: &str, key: &str) -> String {
+pub(crate) fn entry_name(session_id: &str, key: &str) -> String {
     format!("key {} of session {}", quoted(key), quoted(session_id))
 }
 

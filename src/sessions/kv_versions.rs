@@ -13,7 +13,6 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use agent_memory_core::error::quoted;
 use agent_memory_core::versions;
 
 use crate::pg::args::{INT4, INT4_ARRAY, TEXT, TEXT_ARRAY, checked_id, checked_positive};
@@ -21,7 +20,7 @@ use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, first_value_of, iso};
 use crate::pg::settings;
-use crate::sessions::kv::{stored_document, write_entries};
+use crate::sessions::kv::{entry_name, stored_document, write_entries};
 use crate::sessions::{active, idle_timeout_minutes, lock_session};
 
 type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
@@ -84,10 +83,6 @@ pub(crate) fn renumber(
         }
     }
     Ok(first)
-}
-
-fn entry_name(session_id: &str, key: &str) -> String {
-    format!("key {} of session {}", quoted(key), quoted(session_id))
 }
 
 /// The versions an entry's history keeps, newest first (none when the
