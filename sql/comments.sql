@@ -184,6 +184,10 @@ COMMENT ON FUNCTION agent_memory.claude_memory_tool_result(text, jsonb, integer,
 ALTER FUNCTION agent_memory.claude_memory(text, jsonb, integer, text) SET plan_cache_mode = force_generic_plan;
 ALTER FUNCTION agent_memory.claude_memory_tool_result(text, jsonb, integer, text) SET plan_cache_mode = force_generic_plan;
 
--- Erasure
+-- Export, import and erasure
+COMMENT ON FUNCTION agent_memory.export(text, text, text, text) IS
+    'Everything a session, a user, a graph owner or a file scope holds, as JSON lines: one item per line with its kind, key, columns and kept versions';
+COMMENT ON FUNCTION agent_memory.import(text, text, text, text, text) IS
+    'Take one line of an export, whole or refused, optionally under another session, user, owner or scope; returns what became of it';
 COMMENT ON FUNCTION agent_memory.erase_user(text, text[], text[]) IS
     'Remove every session of a user with all it holds, and the graph memory of owners and the memory files of scopes, with their versions; returns how many rows of each kind went';

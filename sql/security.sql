@@ -79,7 +79,8 @@ GRANT EXECUTE ON FUNCTION
     agent_memory.recall(text, text, text, text, text, text[], integer, real[], jsonb),
     agent_memory.recall_tool(jsonb, text, text, text, text),
     agent_memory.recall_tool_definition(text, text, text, text),
-    agent_memory.recall_outbox(text, text, text, text, text[], integer)
+    agent_memory.recall_outbox(text, text, text, text, text[], integer),
+    agent_memory.export(text, text, text, text)
 TO agent_memory_reader;
 -- recall_enable_embeddings changes recall_settings, which no role writes
 -- (see below): it needs the tables' owner, like recall_rebuild.

@@ -46,7 +46,8 @@ pub mod working_memory;
 /// Recall: every kind of memory found by its words, in one call.
 pub mod recall;
 
-/// What a user holds across every kind, as one thing: erasure.
+/// What a user holds across every kind, as one thing: export, import
+/// and erasure.
 pub mod portability;
 
 // Tables, indexes and comments: readable DDL in sql/, emitted before the

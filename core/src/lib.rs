@@ -25,6 +25,7 @@ pub mod versions;
 pub mod files;
 pub mod graph;
 pub mod messages;
+pub mod portability;
 pub mod recall;
 pub mod sessions;
 pub mod working_memory;

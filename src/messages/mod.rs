@@ -1257,3 +1257,138 @@ static CLEAR: Statement = Statement {
     args: &[TEXT, TEXT, INT4],
     writes: true,
 };
+
+/// Import message `seq` of a session as an export line holds it: appended
+/// to its thread with the seq it had, then dated as it was. The session
+/// must exist; its messages come in seq order, each after every message the
+/// session holds. A message already at that seq is unchanged when it is
+/// the same, else a conflict.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn import_message(
+    session_id: &str,
+    node_id: Option<&str>,
+    seq: i64,
+    keep: i32,
+    role: &str,
+    content: &str,
+    metadata: serde_json::Value,
+    created_at: &str,
+) -> SqlResult<agent_memory_core::portability::Outcome> {
+    use agent_memory_core::portability::Outcome;
+    let session_id = checked_id("session_id", Some(session_id))?;
+    messages::check_role(role).or_report()?;
+    let node_id = checked_node(node_id)?;
+    let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
+    let idempotency_key = messages::check_message(content, &metadata, max_bytes).or_report()?;
+    let keep = messages::resolve_keep(Some(keep), settings::MAX_MESSAGES.get()).or_report()?;
+    let key = thread_key(node_id);
+    lock_session(session_id);
+    Spi::connect_mut(|client| {
+        lock_threads_for_snapshot(client, session_id)?;
+        let state = IMPORT_STATE.run(
+            client,
+            &[session_id.into(), seq.into(), idle_timeout_minutes().into()],
+        )?;
+        if state.is_empty() {
+            return Err(Error::not_found(format!(
+                "session {} does not exist: import its session line first",
+                agent_memory_core::error::quoted(session_id)
+            )))
+            .or_report();
+        }
+        let row = state.first();
+        if !row.required::<bool>(1, "active")? {
+            return Err(session_gone(session_id)).or_report();
+        }
+        let newest = row.required::<i64>(2, "newest seq")?;
+        if let Some(held_role) = row.value::<String>(3)? {
+            let held_content = row.value::<String>(4)?;
+            let held_node = row.value::<String>(5)?;
+            if held_role == role
+                && held_content.as_deref() == Some(content)
+                && held_node.as_deref() == node_id
+            {
+                return Ok(Outcome::Unchanged);
+            }
+            return Err(Error::conflict(format!(
+                "message {seq} of session {} exists with other content",
+                agent_memory_core::error::quoted(session_id)
+            )))
+            .or_report();
+        }
+        if seq <= newest {
+            return Err(Error::invalid(format!(
+                "message {seq} is not after the session's newest message ({newest}): a session's messages import in seq order"
+            )))
+            .or_report();
+        }
+        IMPORT_NEXT_SEQ.run(client, &[session_id.into(), seq.into()])?;
+        let message = NewMessage {
+            node_id,
+            role,
+            content,
+            answers: messages::answered_call_of(role, &metadata).map(str::to_string),
+            metadata,
+            metadata_arg: None,
+            idempotency_key: idempotency_key.as_deref(),
+        };
+        let appended = append_locked(client, session_id, key, keep, &message)?;
+        if appended != seq {
+            return Err(Error::conflict(format!(
+                "message {seq}'s idempotency key is already message {appended}'s"
+            )))
+            .or_report();
+        }
+        let dated = IMPORT_DATE.run(client, &[session_id.into(), seq.into(), created_at.into()])?;
+        if dated.is_empty() {
+            // Trimmed at once, as an append trims it: a tool result whose
+            // call the thread does not hold.
+            return Err(Error::invalid(format!(
+                "message {seq} is a tool result whose call its thread does not hold"
+            )))
+            .or_report();
+        }
+        Ok(Outcome::Imported)
+    })
+}
+
+/// Before a message $2 is imported: whether the session is active (idle
+/// minutes $3), the newest seq it holds, and the role, content and node of
+/// a message it holds at $2. No row: no session.
+static IMPORT_STATE: Statement = Statement {
+    sql: concat!(
+        "SELECT coalesce(",
+        active!("s", "$3"),
+        ", false),
+                greatest(s.last_message_seq,
+                         (SELECT max(t.last_seq) FROM agent_memory.message_threads t
+                          WHERE t.session_id = $1 AND t.tenant = s.tenant)),
+                m.role::text, m.content, m.node_id
+         FROM agent_memory.sessions s
+         LEFT JOIN agent_memory.thread_messages m
+           ON m.session_id = $1 AND m.tenant = s.tenant AND m.seq = $2
+         WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()"
+    ),
+    args: &[TEXT, INT8, INT4],
+    writes: true,
+};
+
+/// Let the session's next append take seq $2: it takes one more than the
+/// largest of the session's last_message_seq and its threads' (all below
+/// $2, checked by the caller), with no previous thread to move from.
+static IMPORT_NEXT_SEQ: Statement = Statement {
+    sql: "UPDATE agent_memory.sessions SET last_message_seq = $2 - 1, last_thread_key = NULL
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
+    args: &[TEXT, INT8],
+    writes: true,
+};
+
+/// Date imported message $2 as its export did; no row when it was not
+/// stored.
+static IMPORT_DATE: Statement = Statement {
+    sql: "UPDATE agent_memory.thread_messages SET created_at = $3::timestamptz
+          WHERE session_id = $1 AND seq = $2 AND tenant = agent_memory.caller_tenant()
+          RETURNING 1",
+    args: &[TEXT, INT8, TEXT],
+    writes: true,
+};

@@ -23,5 +23,7 @@ pub mod plans;
 pub mod settings;
 /// Large query results read row by row as the executor produces them.
 pub mod stream;
+/// A body run in a subtransaction, its error caught as PL/pgSQL catches it.
+pub mod subtransaction;
 /// Tenants: whose rows a caller sees under `agent_memory.tenant_isolation`.
 pub mod tenants;

@@ -8,7 +8,6 @@
 //! decides. It runs in a subtransaction, so its failure undoes only itself.
 
 use pgrx::JsonB;
-use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 use serde_json::Value;
 
@@ -19,6 +18,7 @@ use agent_memory_core::sessions::{kv, sensitive};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::FirstRow;
 use crate::pg::settings::{CURATOR, SENSITIVE_DATA, SensitiveData};
+use crate::pg::subtransaction::in_subtransaction;
 
 /// The kinds of sensitive data found in a text (never the data itself).
 /// It runs no SQL, so it has no search_path to pin (a SET clause would
@@ -126,73 +126,12 @@ fn ask_curator(name: &str, key: &str, value: &Value) -> SqlResult<Option<bool>> 
             warning!("agent_memory.curator failed, the built-in check decides: {spi_error}");
             Ok(None)
         }
-        Err(message) => {
-            warning!("agent_memory.curator failed, the built-in check decides: {message}");
+        Err(failure) => {
+            warning!(
+                "agent_memory.curator failed, the built-in check decides: {}",
+                failure.message
+            );
             Ok(None)
         }
     }
-}
-
-/// Errors that end the caller's statement rather than the curator's
-/// opinion: they pass through the subtransaction unchanged.
-fn is_caller_limit(code: PgSqlErrorCode) -> bool {
-    matches!(
-        code,
-        PgSqlErrorCode::ERRCODE_QUERY_CANCELED | PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE
-    )
-}
-
-/// Run `body` in an internal subtransaction, as PL/pgSQL runs an
-/// EXCEPTION block: an error rolls back what it did and comes back as its
-/// message; the caller's transaction goes on. A cancel or timeout (see
-/// [`is_caller_limit`]) rolls back the subtransaction and is raised again.
-fn in_subtransaction<R>(body: impl FnOnce() -> R + std::panic::UnwindSafe) -> Result<R, String> {
-    // SAFETY: the PL/pgSQL pattern: remember the memory context and resource
-    // owner, begin, and on either outcome release or roll back the
-    // subtransaction and restore both.
-    unsafe {
-        let context = pg_sys::CurrentMemoryContext;
-        let owner = pg_sys::CurrentResourceOwner;
-        pg_sys::BeginInternalSubTransaction(std::ptr::null());
-        pg_sys::MemoryContextSwitchTo(context);
-        let outcome = PgTryBuilder::new(|| Ok(body()))
-            .catch_others(|caught| {
-                let (code, message) = match &caught {
-                    CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => {
-                        (e.sql_error_code(), e.message().to_string())
-                    }
-                    CaughtError::RustPanic { ereport, .. } => {
-                        (ereport.sql_error_code(), ereport.message().to_string())
-                    }
-                };
-                Err(if is_caller_limit(code) {
-                    Escape::Raise(Box::new(caught))
-                } else {
-                    Escape::Failed(message)
-                })
-            })
-            .execute();
-        pg_sys::MemoryContextSwitchTo(context);
-        if outcome.is_ok() {
-            pg_sys::ReleaseCurrentSubTransaction();
-        } else {
-            pg_sys::FlushErrorState();
-            pg_sys::RollbackAndReleaseCurrentSubTransaction();
-        }
-        pg_sys::MemoryContextSwitchTo(context);
-        pg_sys::CurrentResourceOwner = owner;
-        match outcome {
-            Ok(result) => Ok(result),
-            Err(Escape::Failed(message)) => Err(message),
-            Err(Escape::Raise(caught)) => caught.rethrow(),
-        }
-    }
-}
-
-/// How a body run in a subtransaction failed.
-enum Escape {
-    /// Its own error, as a message: the caller goes on.
-    Failed(String),
-    /// A cancel or timeout, raised again once the subtransaction is gone.
-    Raise(Box<CaughtError>),
 }

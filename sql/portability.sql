@@ -1,0 +1,120 @@
+-- Export: everything a session, a user, a graph owner or a file scope
+-- holds in the caller's tenant, as JSON lines that import() takes back.
+-- Each line is one item with its kind, its key, its columns by their
+-- names, and the versions kept of it. The lines come in the order import
+-- needs: each session before what it holds, a session's messages by seq,
+-- then graph nodes, files and directories. RETURN QUERY gathers them in a
+-- tuplestore, which spills to disk past work_mem: an export of any size
+-- holds at most work_mem of lines in memory. Only live items go: no expired
+-- session, entry or version.
+CREATE FUNCTION agent_memory.export(
+    session_id text DEFAULT NULL,
+    user_id    text DEFAULT NULL,
+    owner      text DEFAULT NULL,
+    scope      text DEFAULT NULL)
+RETURNS SETOF jsonb
+LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $export$
+#variable_conflict use_column
+DECLARE
+    callers_tenant text := agent_memory.caller_tenant();
+    -- Read after caller_tenant() has loaded the library that defines it.
+    default_idle interval := current_setting('agent_memory.session_idle_timeout')::interval;
+BEGIN
+    IF export.session_id IS NULL AND export.user_id IS NULL
+       AND export.owner IS NULL AND export.scope IS NULL THEN
+        RAISE EXCEPTION 'export needs a session_id, a user_id, an owner or a scope'
+            USING ERRCODE = '22004';
+    END IF;
+    RETURN QUERY
+    WITH chosen AS (
+        SELECT s.*
+        FROM agent_memory.sessions s
+        WHERE s.tenant = callers_tenant
+          AND (s.session_id = export.session_id OR s.user_id = export.user_id)
+          AND s.last_activity_at > now() - coalesce(s.idle_timeout, default_idle)),
+    lines AS (
+        SELECT s.session_id AS session_key, 0 AS rank, 0::bigint AS seq,
+               jsonb_build_object(
+                   'kind', 'session', 'session_id', s.session_id, 'user_id', s.user_id,
+                   'project_id', s.project_id, 'active_node_id', s.active_node_id,
+                   'metadata', s.metadata, 'idle_timeout', s.idle_timeout::text,
+                   'created_at', s.created_at, 'last_activity_at', s.last_activity_at) AS line
+        FROM chosen s
+        UNION ALL
+        SELECT k.session_id, 1, 0,
+               jsonb_build_object(
+                   'kind', 'kv', 'session_id', k.session_id, 'key', k.key, 'value', k.value,
+                   'version', k.version, 'created_at', k.created_at, 'updated_at', k.updated_at,
+                   'expires_at', k.expires_at,
+                   'versions', coalesce((
+                       SELECT jsonb_agg(jsonb_build_object(
+                                  'version', v.version, 'value', v.value, 'created_at', v.created_at,
+                                  'updated_at', v.updated_at, 'expires_at', v.expires_at,
+                                  'replaced_at', v.replaced_at) ORDER BY v.version)
+                       FROM agent_memory.kv_entry_versions v
+                       WHERE v.session_id = k.session_id AND v.key = k.key AND v.tenant = k.tenant
+                         AND v.expires_at > now()), '[]'))
+        FROM chosen s
+        JOIN agent_memory.kv_entries k ON k.session_id = s.session_id AND k.tenant = s.tenant
+        WHERE k.expires_at > now()
+        UNION ALL
+        SELECT p.session_id, 2, 0,
+               jsonb_build_object(
+                   'kind', 'part', 'session_id', p.session_id, 'node_id', nullif(p.node_key, ''),
+                   'part', p.part, 'value', p.value, 'version', p.version,
+                   'created_at', p.created_at, 'updated_at', p.updated_at)
+        FROM chosen s
+        JOIN agent_memory.wm_parts p ON p.session_id = s.session_id AND p.tenant = s.tenant
+        UNION ALL
+        SELECT m.session_id, 3, m.seq,
+               jsonb_build_object(
+                   'kind', 'message', 'session_id', m.session_id, 'node_id', m.node_id,
+                   'seq', m.seq, 'keep', t.keep, 'role', m.role, 'content', m.content,
+                   'metadata', m.metadata, 'created_at', m.created_at)
+        FROM chosen s
+        JOIN agent_memory.message_threads t ON t.session_id = s.session_id AND t.tenant = s.tenant
+        JOIN agent_memory.thread_messages m
+          ON m.session_id = t.session_id AND m.thread_key = t.thread_key AND m.tenant = t.tenant
+        UNION ALL
+        SELECT NULL, 4, 0,
+               jsonb_build_object(
+                   'kind', 'node', 'owner', n.owner, 'node_id', n.node_id, 'title', n.title,
+                   'description', n.description, 'body', n.body, 'links', to_jsonb(n.links),
+                   'version', n.version, 'revision', n.revision,
+                   'created_at', n.created_at, 'updated_at', n.updated_at,
+                   'versions', coalesce((
+                       SELECT jsonb_agg(jsonb_build_object(
+                                  'version', v.version, 'title', v.title, 'description', v.description,
+                                  'body', v.body, 'links', to_jsonb(v.links),
+                                  'created_at', v.created_at, 'updated_at', v.updated_at,
+                                  'change_description', v.change_description,
+                                  'saved_at', v.saved_at) ORDER BY v.version)
+                       FROM agent_memory.graph_node_versions v
+                       WHERE v.owner = n.owner AND v.node_id = n.node_id AND v.tenant = n.tenant), '[]'))
+        FROM agent_memory.graph_nodes n
+        WHERE n.owner = export.owner AND n.tenant = callers_tenant
+        UNION ALL
+        SELECT NULL, 5, 0,
+               jsonb_build_object(
+                   'kind', 'file', 'scope', f.scope, 'path', f.path, 'content', f.content,
+                   'version', f.version, 'created_at', f.created_at, 'updated_at', f.updated_at,
+                   'versions', coalesce((
+                       SELECT jsonb_agg(jsonb_build_object(
+                                  'version', v.version, 'content', v.content,
+                                  'created_at', v.created_at, 'updated_at', v.updated_at,
+                                  'replaced_at', v.replaced_at) ORDER BY v.version)
+                       FROM agent_memory.memory_file_versions v
+                       WHERE v.scope = f.scope AND v.path = f.path AND v.tenant = f.tenant), '[]'))
+        FROM agent_memory.memory_files f
+        WHERE f.scope = export.scope AND f.tenant = callers_tenant
+        UNION ALL
+        SELECT NULL, 6, 0,
+               jsonb_build_object('kind', 'directory', 'scope', d.scope, 'path', d.path)
+        FROM agent_memory.memory_directories d
+        WHERE d.scope = export.scope AND d.tenant = callers_tenant)
+    SELECT l.line FROM lines l
+    ORDER BY l.session_key COLLATE "C" NULLS LAST, l.rank, l.seq;
+END
+$export$;

@@ -1,0 +1,589 @@
+//! Import: one line of an export per call, each in its own subtransaction,
+//! so that a line is taken whole or refused whole and the caller's
+//! transaction goes on either way. A line passes the checks of the write
+//! functions of its kind (ids, sizes, paths, sensitive data, budgets and
+//! limits) before anything is written. An item already there as the line
+//! has it is unchanged, so an import run twice leaves one copy; an item
+//! there with other content is refused, never overwritten. Kept versions
+//! go in beside the item, each once.
+//!
+//! Every statement reads and writes only rows whose tenant is
+//! agent_memory.caller_tenant(): a tenant imports into its own rows only.
+
+use pgrx::prelude::*;
+use serde_json::{Value, json};
+
+use agent_memory_core::Error;
+use agent_memory_core::error::quoted;
+use agent_memory_core::files::memory_tool as files;
+use agent_memory_core::graph::{self, Content};
+use agent_memory_core::portability::{self as lines, Item, Outcome, Renames};
+use agent_memory_core::sessions::{budget, kv, words};
+use agent_memory_core::working_memory as wm;
+
+use crate::files::store::{self, Placed};
+use crate::graph::nodes::{checked_node, checked_owner, checked_size};
+use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_id};
+use crate::pg::datums::{JsonB, JsonbBytes};
+use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::plans::{Columns, Statement};
+use crate::pg::settings;
+use crate::pg::subtransaction::in_subtransaction;
+use crate::sessions::{idle_timeout_minutes, lock_session, sensitive};
+use crate::working_memory::parts::{node_key, strip_keys};
+
+/// Take one line of an export into the caller's tenant, its keys renamed
+/// as the arguments say. Returns `{"ok": true, "kind": …, "status":
+/// "imported" | "unchanged" | "expired"}`, or `{"ok": false, "kind": …,
+/// "status": "refused", "error": {"code": SQLSTATE, "message": …}}` when the
+/// line was refused and nothing of it written.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn import(
+    line: Option<&str>,
+    session_id: default!(Option<&str>, "NULL"),
+    user_id: default!(Option<&str>, "NULL"),
+    owner: default!(Option<&str>, "NULL"),
+    scope: default!(Option<&str>, "NULL"),
+) -> SqlResult<JsonbBytes> {
+    let renames = Renames {
+        session_id: session_id
+            .map(|id| checked_id("session_id", Some(id)))
+            .transpose()?,
+        user_id: user_id
+            .map(|id| checked_id("user_id", Some(id)))
+            .transpose()?,
+        owner: owner.map(|id| checked_id("owner", Some(id))).transpose()?,
+        scope: scope.map(|id| checked_id("scope", Some(id))).transpose()?,
+    };
+    let Some(line) = line else {
+        return Ok(refused(None, "22004", "line is NULL"));
+    };
+    let item = match lines::parse_line(line, &renames) {
+        Ok(item) => item,
+        Err(e) => return Ok(refused(lines::kind_of(line), e.kind.sqlstate(), &e.message)),
+    };
+    let kind = item.kind();
+    Ok(match in_subtransaction(move || import_item(&item)) {
+        Ok(outcome) => JsonbBytes::from_value(json!({
+            "ok": true,
+            "kind": kind,
+            "status": outcome.name(),
+        })),
+        Err(failure) => refused(Some(kind), &failure.sqlstate, &failure.message),
+    })
+}
+
+fn refused(kind: Option<&str>, code: &str, message: &str) -> JsonbBytes {
+    JsonbBytes::from_value(json!({
+        "ok": false,
+        "kind": kind,
+        "status": "refused",
+        "error": {"code": code, "message": message},
+    }))
+}
+
+/// Write an item; an error is raised, so that the subtransaction rolls
+/// back whatever the item wrote.
+fn import_item(item: &Item) -> Outcome {
+    let outcome = match item {
+        Item::Session(s) => import_session(s),
+        Item::Entry(e) => import_entry(e),
+        Item::Part(p) => import_part(p),
+        Item::Message(m) => crate::messages::import_message(
+            &m.session_id,
+            m.node_id.as_deref(),
+            m.seq,
+            m.keep,
+            &m.role,
+            &m.content,
+            m.metadata.clone(),
+            &m.created_at,
+        ),
+        Item::Node(n) => import_node(n),
+        Item::File(f) => import_file(f),
+        Item::Directory(d) => import_directory(d),
+    };
+    match outcome {
+        Ok(outcome) => outcome,
+        Err(report) => {
+            report.report(PgLogLevel::ERROR);
+            unreachable!("an ERROR report does not return")
+        }
+    }
+}
+
+fn exists_otherwise(what: String) -> pgrx::pg_sys::panic::ErrorReport {
+    crate::pg::error::report(Error::conflict(format!("{what} exists with other content")))
+}
+
+fn missing_session(session_id: &str) -> pgrx::pg_sys::panic::ErrorReport {
+    crate::pg::error::report(Error::not_found(format!(
+        "session {} does not exist or has expired: import its session line first",
+        quoted(session_id)
+    )))
+}
+
+fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
+    lock_session(&s.session_id);
+    Spi::connect_mut(|client| {
+        let table = IMPORT_SESSION.run(
+            client,
+            &[
+                s.session_id.as_str().into(),
+                s.user_id.as_deref().into(),
+                s.project_id.as_deref().into(),
+                s.active_node_id.as_deref().into(),
+                JsonB(s.metadata.clone()).into(),
+                s.idle_timeout.as_deref().into(),
+                s.created_at.as_str().into(),
+                s.last_activity_at.as_str().into(),
+            ],
+        )?;
+        let row = table.first();
+        if row.required::<bool>(1, "written")? {
+            return Ok(Outcome::Imported);
+        }
+        if row.value::<bool>(2)? == Some(true) {
+            return Ok(Outcome::Unchanged);
+        }
+        Err(crate::pg::error::report(Error::conflict(format!(
+            "session {} exists with another user",
+            quoted(&s.session_id)
+        ))))
+    })
+}
+
+fn import_entry(e: &lines::Entry) -> SqlResult<Outcome> {
+    kv::check_value_size(&e.key, &e.value).or_report()?;
+    sensitive::guard_write(&e.key, &e.value)?;
+    for version in &e.versions {
+        kv::check_value_size(&e.key, &version.value).or_report()?;
+        sensitive::guard_write(&e.key, &version.value)?;
+    }
+    let words = words::words_in_value(&e.value);
+    let budget = settings::KV_WORD_BUDGET.get().max(0) as u64;
+    budget::check_fits(&[(e.key.as_str(), words)], budget).or_report()?;
+    lock_session(&e.session_id);
+    Spi::connect_mut(|client| {
+        let table = IMPORT_ENTRY.run(
+            client,
+            &[
+                e.session_id.as_str().into(),
+                e.key.as_str().into(),
+                JsonB(e.value.clone()).into(),
+                (words as i32).into(),
+                e.version.into(),
+                e.created_at.as_str().into(),
+                e.updated_at.as_str().into(),
+                e.expires_at.as_str().into(),
+                idle_timeout_minutes().into(),
+            ],
+        )?;
+        let row = table.first();
+        if !row.required::<bool>(1, "session found")? {
+            return Err(missing_session(&e.session_id));
+        }
+        if row.required::<bool>(2, "expired")? {
+            return Ok(Outcome::Expired);
+        }
+        let outcome = match row.value::<i64>(3)? {
+            Some(total) if total as u64 > budget => {
+                return Err(crate::pg::error::report(Error::limit(format!(
+                    "{} would bring its session to {total} words; at most {budget} are allowed (agent_memory.kv_word_budget), and an import evicts nothing",
+                    crate::sessions::kv::entry_name(&e.session_id, &e.key)
+                ))));
+            }
+            Some(_) => Outcome::Imported,
+            None if row.value::<bool>(4)? == Some(true) => Outcome::Unchanged,
+            None => {
+                return Err(exists_otherwise(crate::sessions::kv::entry_name(
+                    &e.session_id,
+                    &e.key,
+                )));
+            }
+        };
+        if !e.versions.is_empty() {
+            IMPORT_ENTRY_VERSIONS.run(
+                client,
+                &[
+                    e.session_id.as_str().into(),
+                    e.key.as_str().into(),
+                    JsonB(serde_json::to_value(&e.versions).unwrap_or_default()).into(),
+                ],
+            )?;
+        }
+        Ok(outcome)
+    })
+}
+
+fn import_part(p: &lines::Part) -> SqlResult<Outcome> {
+    let part = wm::Part::parse(&p.part).or_report()?;
+    let node = node_key(p.node_id.as_deref())?;
+    let value = wm::sanitise(part, p.value.clone(), &strip_keys()).or_report()?;
+    lock_session(&p.session_id);
+    Spi::connect_mut(|client| {
+        let table = IMPORT_PART.run(
+            client,
+            &[
+                p.session_id.as_str().into(),
+                node.into(),
+                part.name().into(),
+                JsonB(value).into(),
+                p.version.into(),
+                p.created_at.as_str().into(),
+                p.updated_at.as_str().into(),
+                idle_timeout_minutes().into(),
+            ],
+        )?;
+        let row = table.first();
+        if !row.required::<bool>(1, "session found")? {
+            return Err(missing_session(&p.session_id));
+        }
+        if row.required::<bool>(2, "written")? {
+            return Ok(Outcome::Imported);
+        }
+        if row.value::<bool>(3)? == Some(true) {
+            return Ok(Outcome::Unchanged);
+        }
+        Err(exists_otherwise(format!(
+            "working-memory part {} of session {}",
+            quoted(part.name()),
+            quoted(&p.session_id)
+        )))
+    })
+}
+
+fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
+    let owner = checked_owner(Some(&n.owner))?;
+    let node_id = checked_node(Some(&n.node_id))?;
+    graph::check_title(&n.title).or_report()?;
+    let links = graph::check_refs(&n.links).or_report()?;
+    let content = Content {
+        title: n.title.clone(),
+        description: n.description.clone(),
+        body: n.body.clone(),
+        links,
+    };
+    checked_size(&content, None)?;
+    let item = format!("graph node {} of owner {}", quoted(node_id), quoted(owner));
+    Spi::connect_mut(|client| {
+        let table = IMPORT_NODE.run(
+            client,
+            &[
+                owner.into(),
+                node_id.into(),
+                content.title.as_str().into(),
+                content.description.as_str().into(),
+                content.body.as_str().into(),
+                content.links.clone().into(),
+                content.refs().into(),
+                n.version.into(),
+                n.revision.into(),
+                n.created_at.as_str().into(),
+                n.updated_at.as_str().into(),
+            ],
+        )?;
+        let row = table.first();
+        let outcome = if row.required::<bool>(1, "written")? {
+            Outcome::Imported
+        } else if row.value::<bool>(2)? == Some(true) {
+            Outcome::Unchanged
+        } else {
+            return Err(exists_otherwise(item));
+        };
+        let mut versions = Vec::with_capacity(n.versions.len());
+        for v in &n.versions {
+            let old = Content {
+                title: v.title.clone(),
+                description: v.description.clone(),
+                body: v.body.clone(),
+                links: graph::check_refs(&v.links).or_report()?,
+            };
+            checked_size(&old, Some(&v.change_description))?;
+            let refs = old.refs();
+            let mut version = serde_json::to_value(v).unwrap_or_default();
+            version["links"] = json!(old.links);
+            version["refs"] = json!(refs);
+            versions.push(version);
+        }
+        if !versions.is_empty() {
+            IMPORT_NODE_VERSIONS.run(
+                client,
+                &[
+                    owner.into(),
+                    node_id.into(),
+                    JsonB(Value::Array(versions)).into(),
+                ],
+            )?;
+        }
+        Ok(outcome)
+    })
+}
+
+/// A path as the memory tool stores it: normalised already.
+fn stored_path(path: &str) -> SqlResult<String> {
+    let normal = files::normalise_path(path)
+        .map_err(|e| Error::invalid(e.message))
+        .or_report()?;
+    if normal != path || normal == "/" {
+        return Err(Error::invalid(format!(
+            "path {} is not a normalised file path (the memory tool stores {})",
+            quoted(path),
+            quoted(&normal)
+        )))
+        .or_report();
+    }
+    Ok(normal)
+}
+
+fn import_file(f: &lines::File) -> SqlResult<Outcome> {
+    let path = stored_path(&f.path)?;
+    let scope = f.scope.as_str();
+    let max_bytes = store::max_file_bytes().max(0) as usize;
+    if let Some(v) = f.versions.iter().find(|v| v.content.len() > max_bytes) {
+        return Err(Error::limit(store::too_big(v.content.len() as i64).message)).or_report();
+    }
+    Spi::connect_mut(|client| {
+        store::lock_scope(client, scope)?;
+        let outcome = match store::lock_file(client, scope, &path)? {
+            Some((version, content)) if version == f.version && content == f.content => {
+                Outcome::Unchanged
+            }
+            Some(_) => {
+                return Err(exists_otherwise(format!(
+                    "file {} of scope {}",
+                    quoted(&path),
+                    quoted(scope)
+                )));
+            }
+            None => match store::place_new_file(client, scope, &path, &f.content)? {
+                Placed::Created(_) => {
+                    IMPORT_FILE_STATE.run(
+                        client,
+                        &[
+                            scope.into(),
+                            path.as_str().into(),
+                            f.version.into(),
+                            f.created_at.as_str().into(),
+                            f.updated_at.as_str().into(),
+                        ],
+                    )?;
+                    Outcome::Imported
+                }
+                Placed::Exists => {
+                    return Err(exists_otherwise(format!(
+                        "file {} of scope {}",
+                        quoted(&path),
+                        quoted(scope)
+                    )));
+                }
+                Placed::Refused(refusal) => {
+                    return Err(crate::pg::error::report(Error::invalid(refusal.message)));
+                }
+            },
+        };
+        if !f.versions.is_empty() {
+            IMPORT_FILE_VERSIONS.run(
+                client,
+                &[
+                    scope.into(),
+                    path.as_str().into(),
+                    JsonB(serde_json::to_value(&f.versions).unwrap_or_default()).into(),
+                ],
+            )?;
+        }
+        Ok(outcome)
+    })
+}
+
+fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
+    let path = stored_path(&d.path)?;
+    let scope = d.scope.as_str();
+    Spi::connect_mut(|client| {
+        store::lock_scope(client, scope)?;
+        if store::is_directory(client, scope, &path)? {
+            return Ok(Outcome::Unchanged);
+        }
+        if store::file_bytes(client, scope, &path)?.is_some() {
+            return Err(exists_otherwise(format!(
+                "path {} of scope {}",
+                quoted(&path),
+                quoted(scope)
+            )));
+        }
+        store::keep_directory(client, scope, &path)?;
+        if !store::is_directory(client, scope, &path)? {
+            return Err(crate::pg::error::report(Error::limit(format!(
+                "directory {} of scope {} was not kept: a file is above it, or the scope is full (agent_memory.max_files_per_scope)",
+                quoted(&path),
+                quoted(scope)
+            ))));
+        }
+        Ok(Outcome::Imported)
+    })
+}
+
+/// A session as exported: inserted, or claimed when an append made it
+/// without a user. Returns whether it was written, and else whether the
+/// session there has the line's user.
+static IMPORT_SESSION: Statement = Statement {
+    sql: "WITH written AS (
+            INSERT INTO agent_memory.sessions AS s
+              (session_id, user_id, project_id, active_node_id, metadata, idle_timeout,
+               created_at, last_activity_at, tenant)
+            VALUES ($1, $2, $3, $4, $5, $6::interval, $7::timestamptz, $8::timestamptz,
+                    agent_memory.caller_tenant())
+            ON CONFLICT (session_id, tenant) DO UPDATE
+            SET user_id = excluded.user_id, project_id = excluded.project_id,
+                active_node_id = excluded.active_node_id, metadata = excluded.metadata,
+                idle_timeout = excluded.idle_timeout, created_at = excluded.created_at
+            WHERE s.user_id IS NULL AND excluded.user_id IS NOT NULL
+            RETURNING 1)
+          SELECT EXISTS (SELECT FROM written),
+                 (SELECT s.user_id IS NOT DISTINCT FROM $2 FROM agent_memory.sessions s
+                  WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant())",
+    args: &[TEXT, TEXT, TEXT, TEXT, JSONB, TEXT, TEXT, TEXT],
+    writes: true,
+};
+
+/// An entry as exported, into an active session (idle minutes $9) that
+/// holds no live entry at the key: its words counted on the session.
+/// Returns whether the session was found, whether the entry has expired,
+/// the session's words when the entry was written, and else whether the
+/// live entry there has the line's value and version.
+static IMPORT_ENTRY: Statement = Statement {
+    sql: concat!(
+        "WITH s AS (
+           SELECT s.tenant FROM agent_memory.sessions s
+           WHERE ",
+        crate::sessions::callers_active_session!("$9"),
+        "),
+         old AS (
+           SELECT k.value, k.version, k.words, k.expires_at > pg_catalog.now() AS live
+           FROM agent_memory.kv_entries k, s
+           WHERE k.session_id = $1 AND k.key = $2 AND k.tenant = s.tenant),
+         written AS (
+           INSERT INTO agent_memory.kv_entries AS k
+             (session_id, key, value, words, prev_words, created_at, updated_at, expires_at, version, tenant)
+           SELECT $1, $2, $3, $4, coalesce((SELECT words FROM old), 0),
+                  $6::timestamptz, $7::timestamptz, $8::timestamptz, $5, s.tenant
+           FROM s
+           WHERE $8::timestamptz > pg_catalog.now() AND NOT EXISTS (SELECT FROM old WHERE old.live)
+           ON CONFLICT (session_id, key, tenant) DO UPDATE
+           SET value = excluded.value, words = excluded.words, prev_words = excluded.prev_words,
+               created_at = excluded.created_at, updated_at = excluded.updated_at,
+               expires_at = excluded.expires_at, version = excluded.version
+           RETURNING k.words - k.prev_words AS change),
+         counted AS (
+           UPDATE agent_memory.sessions x
+           SET kv_words = x.kv_words + w.change,
+               kv_next_expiry = least(x.kv_next_expiry, $8::timestamptz)
+           FROM written w
+           WHERE x.session_id = $1 AND x.tenant = agent_memory.caller_tenant()
+           RETURNING x.kv_words)
+         SELECT EXISTS (SELECT FROM s), $8::timestamptz <= pg_catalog.now(),
+                (SELECT kv_words FROM counted),
+                (SELECT old.value = $3 AND old.version = $5 FROM old WHERE old.live)"
+    ),
+    args: &[TEXT, TEXT, JSONB, INT4, INT4, TEXT, TEXT, TEXT, INT4],
+    writes: true,
+};
+
+/// Kept versions $3 (a jsonb array) of an entry, each once; expired ones
+/// are left out.
+static IMPORT_ENTRY_VERSIONS: Statement = Statement {
+    sql: "INSERT INTO agent_memory.kv_entry_versions
+            (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
+          SELECT $1, $2, v.version, v.value, v.created_at, v.updated_at, v.expires_at, v.replaced_at,
+                 agent_memory.caller_tenant()
+          FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, value jsonb, created_at timestamptz,
+                 updated_at timestamptz, expires_at timestamptz, replaced_at timestamptz)
+          WHERE v.expires_at > pg_catalog.now()
+          ON CONFLICT DO NOTHING",
+    args: &[TEXT, TEXT, JSONB],
+    writes: true,
+};
+
+/// A working-memory part as exported, into an active session (idle minutes
+/// $8). Returns whether the session was found, whether the part was
+/// written, and else whether the part there has the line's value and
+/// version.
+static IMPORT_PART: Statement = Statement {
+    sql: concat!(
+        "WITH s AS (
+           SELECT s.tenant FROM agent_memory.sessions s
+           WHERE ",
+        crate::sessions::callers_active_session!("$8"),
+        "),
+         written AS (
+           INSERT INTO agent_memory.wm_parts (session_id, node_key, part, value, version, created_at, updated_at, tenant)
+           SELECT $1, $2, $3, $4, $5, $6::timestamptz, $7::timestamptz, s.tenant FROM s
+           ON CONFLICT DO NOTHING
+           RETURNING 1)
+         SELECT EXISTS (SELECT FROM s), EXISTS (SELECT FROM written),
+                (SELECT p.value = $4 AND p.version = $5 FROM agent_memory.wm_parts p
+                 WHERE p.session_id = $1 AND p.node_key = $2 AND p.part = $3
+                   AND p.tenant = agent_memory.caller_tenant())"
+    ),
+    args: &[TEXT, TEXT, TEXT, JSONB, INT4, TEXT, TEXT, INT4],
+    writes: true,
+};
+
+/// A graph node as exported. Returns whether it was written, and else
+/// whether the node there has the line's content, version and revision.
+static IMPORT_NODE: Statement = Statement {
+    sql: "WITH written AS (
+            INSERT INTO agent_memory.graph_nodes
+              (owner, node_id, title, description, body, links, refs, version, revision,
+               created_at, updated_at, tenant)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz, $11::timestamptz,
+                    agent_memory.caller_tenant())
+            ON CONFLICT DO NOTHING
+            RETURNING 1)
+          SELECT EXISTS (SELECT FROM written),
+                 (SELECT n.title = $3 AND n.description = $4 AND n.body = $5 AND n.links = $6
+                         AND n.version = $8 AND n.revision = $9
+                  FROM agent_memory.graph_nodes n
+                  WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant())",
+    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, INT4, TEXT, TEXT],
+    writes: true,
+};
+
+/// Kept versions $3 (a jsonb array, with refs) of a node, each once.
+static IMPORT_NODE_VERSIONS: Statement = Statement {
+    sql: "INSERT INTO agent_memory.graph_node_versions
+            (owner, node_id, version, title, description, body, links, refs, created_at, updated_at,
+             change_description, saved_at, tenant)
+          SELECT $1, $2, v.version, v.title, v.description, v.body, v.links, v.refs, v.created_at,
+                 v.updated_at, v.change_description, v.saved_at, agent_memory.caller_tenant()
+          FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, title text, description text,
+                 body text, links text[], refs text[], created_at timestamptz, updated_at timestamptz,
+                 change_description text, saved_at timestamptz)
+          ON CONFLICT DO NOTHING",
+    args: &[TEXT, TEXT, JSONB],
+    writes: true,
+};
+
+/// Give a file just placed its exported version and dates.
+static IMPORT_FILE_STATE: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files
+          SET version = $3, created_at = $4::timestamptz, updated_at = $5::timestamptz
+          WHERE scope OPERATOR(pg_catalog.=) $1 AND path OPERATOR(pg_catalog.=) $2
+            AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT, INT4, TEXT, TEXT],
+    writes: true,
+};
+
+/// Kept versions $3 (a jsonb array) of a file, each once.
+static IMPORT_FILE_VERSIONS: Statement = Statement {
+    sql: "INSERT INTO agent_memory.memory_file_versions
+            (scope, path, version, content, created_at, updated_at, replaced_at, tenant)
+          SELECT $1, $2, v.version, v.content, v.created_at, v.updated_at, v.replaced_at,
+                 agent_memory.caller_tenant()
+          FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, content text,
+                 created_at timestamptz, updated_at timestamptz, replaced_at timestamptz)
+          ON CONFLICT DO NOTHING",
+    args: &[TEXT, TEXT, JSONB],
+    writes: true,
+};

@@ -1,0 +1,114 @@
+-- Export and import: a user's memory as JSON lines, taken back whole, once,
+-- and under other keys; lines that are refused, each alone. Errors print
+-- their SQLSTATE on the next line.
+
+SELECT set_config('agent_memory.history_retention',
+                  CASE WHEN EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN '0' ELSE '3' END,
+                  false) IS NOT NULL AS history_set;
+SELECT agent_memory.create_session('mover', session_id => 'mover-1', metadata => '{"tz": "Europe/Lisbon"}');
+SELECT agent_memory.create_session('mover', session_id => 'mover-2', idle_timeout => '3 hours');
+SELECT agent_memory.kv_set('mover-1', 'goal', '"Lisbon ✓"') ->> 'version' AS version;
+SELECT agent_memory.kv_set('mover-1', 'goal', '{"city": "Porto", "budget": 1.50, "tags": ["ü", "日本"]}') ->> 'version' AS version;
+SELECT agent_memory.kv_set('mover-2', 'plan', '["train", "hotel"]') ->> 'version' AS version;
+SELECT agent_memory.append_message('mover-1', 'user', 'Book me a hotel 🏨');
+SELECT agent_memory.append_message('mover-1', 'assistant', '', metadata => '{"tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "book", "arguments": "{}"}}]}');
+SELECT agent_memory.append_message('mover-1', 'tool', 'booked', metadata => '{"tool_call_id": "call_1"}');
+SELECT agent_memory.append_message('mover-1', 'user', 'On the trip node', node_id => 'trip', keep => 5);
+SELECT agent_memory.wm_set('mover-1', 'working_history', '"booked the hotel"');
+SELECT agent_memory.wm_set('mover-1', 'node_context', '{"stage": "planning"}', node_id => 'trip');
+SELECT agent_memory.graph_create('mover', 'Trip', 'the Porto trip', 'see [[hotel]]', ARRAY['__root__'], node_id => 'trip');
+SELECT agent_memory.graph_write('mover', 'trip', NULL, NULL, 'see [[hotel]] and [[train]]', change_description => 'add the train');
+SELECT agent_memory.memory_tool('mover', '{"command": "append", "path": "/trips/porto.md", "content": "hotel: ✓"}') ->> 'ok' AS ok;
+SELECT agent_memory.memory_tool('mover', '{"command": "append", "path": "/trips/porto.md", "content": "\ntrain: 9:05"}') ->> 'ok' AS ok;
+SELECT agent_memory.claude_memory('mover', '{"command": "create", "path": "/memories/old/x.md", "file_text": "x"}');
+SELECT agent_memory.claude_memory('mover', '{"command": "delete", "path": "/memories/old/x.md"}');
+
+-- One line per item, sessions first, a session's messages by seq.
+CREATE TEMP TABLE exported AS
+SELECT row_number() OVER () AS n, line
+FROM agent_memory.export(user_id => 'mover', owner => 'mover', scope => 'mover') AS line;
+SELECT n, line ->> 'kind' AS kind,
+       coalesce(line ->> 'session_id', line ->> 'owner', line ->> 'scope') AS key,
+       coalesce(line ->> 'key', line ->> 'part', line ->> 'seq', line ->> 'node_id', line ->> 'path') AS item,
+       jsonb_array_length(line -> 'versions') AS versions
+FROM exported ORDER BY n;
+SELECT line - 'created_at' - 'updated_at' - 'expires_at' - 'versions' AS line
+FROM exported WHERE line ->> 'kind' IN ('kv', 'message') ORDER BY n LIMIT 2;
+
+-- The round trip: everything erased, the lines imported, the export again
+-- the same (activity is renewed by the writes).
+SELECT agent_memory.erase_user('mover', owners => ARRAY['mover'], scopes => ARRAY['mover']) ->> 'sessions' AS sessions;
+SELECT n, agent_memory.import(line::text) FROM exported ORDER BY n;
+CREATE TEMP TABLE reexported AS
+SELECT line FROM agent_memory.export(user_id => 'mover', owner => 'mover', scope => 'mover') AS line;
+SELECT count(*) AS differing
+FROM (SELECT line - 'last_activity_at' AS line FROM exported) a
+FULL JOIN (SELECT line - 'last_activity_at' AS line FROM reexported) b ON a.line = b.line
+WHERE a.line IS NULL OR b.line IS NULL;
+SELECT agent_memory.kv_get('mover-1', 'goal');
+SELECT role, content FROM agent_memory.messages('mover-1');
+SELECT agent_memory.kv_versions('mover-1', 'goal') IS NOT NULL AS has_versions;
+
+-- Twice: nothing new.
+SELECT agent_memory.import(line::text) ->> 'status' AS status, count(*)
+FROM exported GROUP BY 1 ORDER BY 1;
+SELECT count(*) AS messages FROM agent_memory.messages('mover-1');
+
+-- Under other keys: one session's lines into a new session of another
+-- user, the graph under another owner, the files under another scope.
+SELECT agent_memory.import(line::text, session_id => 'copy-1', user_id => 'heir', owner => 'heir', scope => 'heir') ->> 'status' AS status,
+       count(*)
+FROM exported
+WHERE line ->> 'session_id' = 'mover-1' OR line ->> 'kind' IN ('node', 'file', 'directory')
+GROUP BY 1;
+SELECT session_id FROM agent_memory.user_sessions('heir');
+SELECT agent_memory.kv_get('copy-1', 'goal') ->> 'city' AS city;
+SELECT agent_memory.graph_read('heir', 'trip') ->> 'title' AS title;
+SELECT agent_memory.memory_tool('heir', '{"command": "read", "path": "/trips/porto.md"}') -> 'result' ->> 'content' AS content;
+
+-- Lines refused, each alone, with what was wrong: none, truncated, not an
+-- object, of no kind, with a field of another kind, of the wrong type, an
+-- empty key, no session, a bad date; an entry that has expired since;
+-- sensitive data, over the budget, another value at the key; a message
+-- at a seq taken, one before the newest, a tool result without its call,
+-- an unknown role; an unknown part, a path not normalised, a session of
+-- another user, a node with no title.
+SELECT agent_memory.import(NULL);
+SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "goal", "val');
+SELECT agent_memory.import('[1, 2]');
+SELECT agent_memory.import('{"kind": "memory", "path": "/x"}');
+SELECT agent_memory.import('{"kind": "directory", "scope": "mover", "path": "/x", "owner": "mover"}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "n", "value": 1, "version": "one", "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "nobody", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "n", "value": 1, "version": 1, "created_at": "yesterday-ish", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "gone", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2026-01-02", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "card", "value": "4111 1111 1111 1111", "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
+SELECT agent_memory.import(jsonb_build_object('kind', 'kv', 'session_id', 'mover-1', 'key', 'long', 'value', repeat('word ', 700), 'version', 1, 'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '2999-01-01', 'versions', '[]'::jsonb)::text);
+SELECT agent_memory.import(jsonb_set(line, '{value}', '"Faro"')::text) FROM exported WHERE line ->> 'key' = 'goal';
+SELECT agent_memory.import(jsonb_set(line, '{seq}', '1')::text) FROM exported WHERE line ->> 'seq' = '2';
+SELECT agent_memory.import(jsonb_set(jsonb_set(line, '{seq}', '5'), '{session_id}', '"mover-2"')::text) FROM exported WHERE line ->> 'seq' = '1';
+SELECT agent_memory.import(line::text, session_id => 'mover-2') FROM exported WHERE line ->> 'seq' = '4';
+SELECT agent_memory.import(jsonb_set(line, '{seq}', '9')::text, session_id => 'mover-2') FROM exported WHERE line ->> 'seq' = '3';
+SELECT agent_memory.import(jsonb_set(line, '{role}', '"robot"')::text) FROM exported WHERE line ->> 'seq' = '4';
+SELECT agent_memory.import(jsonb_set(line, '{part}', '"mood"')::text) FROM exported WHERE line ->> 'part' = 'working_history';
+SELECT agent_memory.import(jsonb_set(line, '{path}', '"/trips/../porto.md"')::text) FROM exported WHERE line ->> 'kind' = 'file';
+SELECT agent_memory.import(jsonb_set(line, '{user_id}', '"thief"')::text) FROM exported WHERE line ->> 'session_id' = 'mover-2' AND line ->> 'kind' = 'session';
+SELECT agent_memory.import(jsonb_set(line, '{title}', '""')::text, owner => 'other') FROM exported WHERE line ->> 'kind' = 'node';
+-- Nothing of a refused line was written.
+SELECT agent_memory.kv_has('mover-1', 'n') AS has_n, agent_memory.kv_has('mover-1', 'card') AS has_card,
+       agent_memory.kv_get('mover-1', 'goal') ->> 'city' AS city;
+SELECT seq, content FROM agent_memory.messages('mover-2');
+SELECT count(*) AS other_nodes FROM agent_memory.graph_nodes('other');
+-- A rename that is not a key is the call's error, not the line's.
+SELECT agent_memory.import(line::text, session_id => '') FROM exported WHERE n = 1;
+\echo :LAST_ERROR_SQLSTATE
+
+-- An export of what does not exist is empty; one of nothing is an error.
+SELECT count(*) FROM agent_memory.export(session_id => 'nobody', owner => 'nobody', scope => 'nobody');
+SELECT count(*) FROM agent_memory.export();
+\echo :LAST_ERROR_SQLSTATE
+
+SELECT agent_memory.erase_user('mover', owners => ARRAY['mover'], scopes => ARRAY['mover']) ->> 'sessions' AS sessions;
+SELECT agent_memory.erase_user('heir', owners => ARRAY['heir'], scopes => ARRAY['heir']) ->> 'sessions' AS sessions;
+RESET agent_memory.history_retention;
