@@ -70,6 +70,10 @@ fn import(
             "kind": kind,
             "status": outcome.name(),
         })),
+        // A bug is not the line's fault: it is raised, as anywhere else.
+        Err(failure) if failure.sqlstate == "XX000" => {
+            return Err(crate::pg::error::report(Error::internal(failure.message)));
+        }
         Err(failure) => refused(Some(kind), &failure.sqlstate, &failure.message),
     })
 }

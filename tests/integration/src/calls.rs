@@ -13,6 +13,10 @@ pub const SKIPPED: &[(&str, &str)] = &[(
 /// reason: one of those arguments is required, whichever it is.
 pub const NEED_A_DEFAULTED_ARGUMENT: &[(&str, &str)] = &[
     (
+        "export(text, text, text, text)",
+        "an export needs a key: session_id, user_id, owner or scope",
+    ),
+    (
         "recall(text, text, text, text, text, text[], integer, real[], jsonb)",
         "a recall needs a scope: session_id, user_id, owner or scope",
     ),
@@ -67,6 +71,13 @@ SELECT agent_memory.recall_embed('kv', 'live', 'goal', '{0.6,0.8,0}');
 SELECT agent_memory.recall_embed('node', 'proj', 'atlas', '{0,0.8,0.6}');
 SELECT agent_memory.recall_embed('file', '["M"]', '/memories/notes.md', '{0.5,0.5,0.5}');
 "#;
+
+/// Lines of an export, for import's calls.
+const IMPORT_ENTRY: &str = r#"{"kind": "kv", "session_id": "live", "key": "imported", "value": {"from": "export"}, "version": 2, "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-02 00:00:00+00", "expires_at": "2999-01-01 00:00:00+00", "versions": [{"version": 1, "value": "first", "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "expires_at": "2999-01-01 00:00:00+00", "replaced_at": "2026-01-02 00:00:00+00"}]}"#;
+const IMPORT_SESSION: &str = r#"{"kind": "session", "session_id": "elsewhere", "user_id": "someone", "project_id": null, "active_node_id": null, "metadata": {}, "idle_timeout": "1 day", "created_at": "2026-01-01 00:00:00+00", "last_activity_at": "2999-01-01 00:00:00+00"}"#;
+const IMPORT_MESSAGE: &str = r#"{"kind": "message", "session_id": "live", "node_id": "imported", "seq": 100000, "keep": 10, "role": "user", "content": "imported", "metadata": {}, "created_at": "2026-01-01 00:00:00+00"}"#;
+const IMPORT_NODE: &str = r#"{"kind": "node", "owner": "elsewhere", "node_id": "imported", "title": "Imported", "description": "", "body": "see [[atlas]]", "links": [], "version": 2, "revision": 2, "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "versions": [{"version": 1, "title": "Old", "description": "", "body": "", "links": [], "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "change_description": "retitle", "saved_at": "2026-01-01 00:00:00+00"}]}"#;
+const IMPORT_FILE: &str = r#"{"kind": "file", "scope": "elsewhere", "path": "/imported.md", "content": "imported", "version": 1, "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "versions": []}"#;
 
 /// One valid call of a function: a value (as text, cast server-side to the
 /// argument's type) for every argument, defaults included.
@@ -209,6 +220,36 @@ pub const BASES: &[Base] = &[
         function: "memory_purge_history(text, text)",
         // Not of /notes/today, whose kept version the restore uses.
         calls: &[&[Some(SCOPE), Some("/memories")], &[Some(r#"["N"]"#), None]],
+    },
+    Base {
+        function: "export(text, text, text, text)",
+        calls: &[
+            &[
+                Some("live"),
+                Some("hostile-user"),
+                Some("proj"),
+                Some(SCOPE),
+            ],
+            &[None, None, None, Some(SCOPE)],
+        ],
+    },
+    Base {
+        function: "import(text, text, text, text, text)",
+        // Each line is imported the first time and unchanged after (or
+        // refused, when a call before took its place): never an error.
+        calls: &[
+            &[Some(IMPORT_ENTRY), None, None, None, None],
+            &[
+                Some(IMPORT_SESSION),
+                Some("imported"),
+                Some("hostile-user"),
+                None,
+                None,
+            ],
+            &[Some(IMPORT_MESSAGE), None, None, None, None],
+            &[Some(IMPORT_NODE), None, None, Some("proj"), None],
+            &[Some(IMPORT_FILE), None, None, None, Some(SCOPE)],
+        ],
     },
     Base {
         function: "erase_user(text, text[], text[])",
