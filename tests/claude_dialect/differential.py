@@ -24,9 +24,13 @@ import json
 import random
 import sys
 import tempfile
+from pathlib import Path
 
 import psycopg
 from anthropic.tools.memory import BetaLocalFilesystemMemoryTool
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from memory_files import write_directory  # noqa: E402
 from anthropic.lib.tools._beta_functions import ToolError
 
 # Sequences written by hand: the cases the SDK is known to treat leniently
@@ -178,7 +182,27 @@ def forget(conn: psycopg.Connection, scope: str) -> None:
         conn.execute(f"DELETE FROM agent_memory.{table} WHERE scope = %s", (scope,))
 
 
+def tree(base: str) -> dict[str, bytes | None]:
+    """Every file (its bytes) and directory (None) under base/memories."""
+    root = Path(base) / "memories"
+    return {
+        p.relative_to(root).as_posix(): None if p.is_dir() else p.read_bytes()
+        for p in root.rglob("*")
+    }
+
+
+def exported_tree(conn: psycopg.Connection, scope: str) -> dict[str, bytes | None]:
+    """The scope's files as the export's directory mapping writes them."""
+    lines = [row[0] for row in conn.execute("SELECT line FROM agent_memory.export(scope => %s) AS line", (scope,))]
+    with tempfile.TemporaryDirectory() as base:
+        write_directory(lines, Path(base))
+        return tree(base)
+
+
 def run(conn: psycopg.Connection, name: str, steps: list[dict]) -> list[tuple]:
+    """The differences of a sequence's answers; then, unless one of them is
+    a departure, the scope's export written as a directory must be the
+    directory the SDK left, file for file and byte for byte."""
     differences = []
     scope = f"dialect-{name}"
     forget(conn, scope)
@@ -189,8 +213,19 @@ def run(conn: psycopg.Connection, name: str, steps: list[dict]) -> list[tuple]:
             ours = our_answer(conn, scope, step)
             if theirs != ours:
                 differences.append((name, i, step, theirs, ours, departure(step, theirs, ours)))
+        if not any(d[5] and d[5] != "directory sizes" for d in differences) and Path(base, "memories").is_dir():
+            sdk_files, exported = tree(base), exported_tree(conn, scope)
+            if sdk_files != exported:
+                step = {"command": "export"}
+                differences.append((name, len(steps), step, (False, repr(sdk_files)), (False, repr(exported)), None))
+            else:
+                EXPORTS_COMPARED[0] += 1
     forget(conn, scope)
     return differences
+
+
+# Sequences whose export was compared with the SDK's directory.
+EXPORTS_COMPARED = [0]
 
 
 def main() -> int:
@@ -224,7 +259,8 @@ def main() -> int:
     print(f"  unexplained: {len(unexplained)} {dict(by_command)}")
     if unexplained:
         return 1
-    print(f"ok {steps} steps answered as the SDK answers, but for documented departures")
+    print(f"ok {steps} steps answered as the SDK answers, but for documented departures;"
+          f" {EXPORTS_COMPARED[0]} exports written as the SDK's directories")
     return 0
 
 
