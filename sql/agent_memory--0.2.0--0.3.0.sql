@@ -677,5 +677,5 @@ COMMENT ON FUNCTION agent_memory.import(text, text, text, text, text) IS
     'Take one line of an export, whole or refused, optionally under another session, user, owner or scope; returns what became of it';
 REVOKE ALL ON FUNCTION agent_memory.export(text, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION agent_memory.import(text, text, text, text, text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION agent_memory.export(text, text, text, text) TO agent_memory_reader;
+GRANT EXECUTE ON FUNCTION agent_memory.export(text, text, text, text) TO agent_memory_reader, agent_memory_writer;
 GRANT EXECUTE ON FUNCTION agent_memory.import(text, text, text, text, text) TO agent_memory_writer;
