@@ -548,10 +548,10 @@ GRANT EXECUTE ON FUNCTION agent_memory.claude_memory(text, jsonb, integer, text)
 -- Each line is one item with its kind, its key, its columns by their
 -- names, and the versions kept of it. The lines come in the order import
 -- needs: each session before what it holds, a session's messages by seq,
--- then graph nodes, files and directories. RETURN QUERY gathers them in a
--- tuplestore, which spills to disk past work_mem: an export of any size
--- holds at most work_mem of lines in memory. Only live items go: no expired
--- session, entry or version.
+-- then graph nodes, files and directories; items of a kind by their key.
+-- RETURN QUERY gathers them in a tuplestore, which spills to disk past
+-- work_mem: an export of any size holds at most work_mem of lines in
+-- memory. Only live items go: no expired session, entry or version.
 CREATE FUNCTION agent_memory.export(
     session_id text DEFAULT NULL,
     user_id    text DEFAULT NULL,
@@ -580,7 +580,7 @@ BEGIN
           AND (s.session_id = export.session_id OR s.user_id = export.user_id)
           AND s.last_activity_at > now() - coalesce(s.idle_timeout, default_idle)),
     lines AS (
-        SELECT s.session_id AS session_key, 0 AS rank, 0::bigint AS seq,
+        SELECT s.session_id AS session_key, 0 AS rank, 0::bigint AS seq, '' AS item_key,
                jsonb_build_object(
                    'kind', 'session', 'session_id', s.session_id, 'user_id', s.user_id,
                    'project_id', s.project_id, 'active_node_id', s.active_node_id,
@@ -588,7 +588,7 @@ BEGIN
                    'created_at', s.created_at, 'last_activity_at', s.last_activity_at) AS line
         FROM chosen s
         UNION ALL
-        SELECT k.session_id, 1, 0,
+        SELECT k.session_id, 1, 0, k.key::text,
                jsonb_build_object(
                    'kind', 'kv', 'session_id', k.session_id, 'key', k.key, 'value', k.value,
                    'version', k.version, 'created_at', k.created_at, 'updated_at', k.updated_at,
@@ -605,7 +605,7 @@ BEGIN
         JOIN agent_memory.kv_entries k ON k.session_id = s.session_id AND k.tenant = s.tenant
         WHERE k.expires_at > now()
         UNION ALL
-        SELECT p.session_id, 2, 0,
+        SELECT p.session_id, 2, 0, p.node_key || '/' || p.part,
                jsonb_build_object(
                    'kind', 'part', 'session_id', p.session_id, 'node_id', nullif(p.node_key, ''),
                    'part', p.part, 'value', p.value, 'version', p.version,
@@ -613,7 +613,7 @@ BEGIN
         FROM chosen s
         JOIN agent_memory.wm_parts p ON p.session_id = s.session_id AND p.tenant = s.tenant
         UNION ALL
-        SELECT m.session_id, 3, m.seq,
+        SELECT m.session_id, 3, m.seq, '',
                jsonb_build_object(
                    'kind', 'message', 'session_id', m.session_id, 'node_id', m.node_id,
                    'seq', m.seq, 'keep', t.keep, 'role', m.role, 'content', m.content,
@@ -623,7 +623,7 @@ BEGIN
         JOIN agent_memory.thread_messages m
           ON m.session_id = t.session_id AND m.thread_key = t.thread_key AND m.tenant = t.tenant
         UNION ALL
-        SELECT NULL, 4, 0,
+        SELECT NULL, 4, 0, n.node_id::text,
                jsonb_build_object(
                    'kind', 'node', 'owner', n.owner, 'node_id', n.node_id, 'title', n.title,
                    'description', n.description, 'body', n.body, 'links', to_jsonb(n.links),
@@ -641,7 +641,7 @@ BEGIN
         FROM agent_memory.graph_nodes n
         WHERE n.owner = export.owner AND n.tenant = callers_tenant
         UNION ALL
-        SELECT NULL, 5, 0,
+        SELECT NULL, 5, 0, f.path::text,
                jsonb_build_object(
                    'kind', 'file', 'scope', f.scope, 'path', f.path, 'content', f.content,
                    'version', f.version, 'created_at', f.created_at, 'updated_at', f.updated_at,
@@ -655,12 +655,12 @@ BEGIN
         FROM agent_memory.memory_files f
         WHERE f.scope = export.scope AND f.tenant = callers_tenant
         UNION ALL
-        SELECT NULL, 6, 0,
+        SELECT NULL, 6, 0, d.path::text,
                jsonb_build_object('kind', 'directory', 'scope', d.scope, 'path', d.path)
         FROM agent_memory.memory_directories d
         WHERE d.scope = export.scope AND d.tenant = callers_tenant)
     SELECT l.line FROM lines l
-    ORDER BY l.session_key COLLATE "C" NULLS LAST, l.rank, l.seq;
+    ORDER BY l.session_key COLLATE "C" NULLS LAST, l.rank, l.seq, l.item_key COLLATE "C";
 END
 $export$;
 
