@@ -292,6 +292,19 @@ fn check_version(what: &str, version: i64) -> Result<()> {
     Ok(())
 }
 
+/// Kept versions: each from 1, each older than the item's `current`.
+fn check_kept(kept: impl Iterator<Item = i32>, current: i32, item: &str) -> Result<()> {
+    for version in kept {
+        check_version("a kept version", version.into())?;
+        if version >= current {
+            return Err(Error::invalid(format!(
+                "a kept version must be older than the {item}'s version"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The keys and version numbers of an item, as the write functions check
 /// theirs.
 fn check_keys(item: &Item) -> Result<()> {
@@ -309,14 +322,7 @@ fn check_keys(item: &Item) -> Result<()> {
             check_id("session_id", Some(&e.session_id))?;
             check_id("key", Some(&e.key))?;
             check_version("version", e.version.into())?;
-            for v in &e.versions {
-                check_version("a kept version", v.version.into())?;
-                if v.version >= e.version {
-                    return Err(Error::invalid(
-                        "a kept version must be older than the entry's version",
-                    ));
-                }
-            }
+            check_kept(e.versions.iter().map(|v| v.version), e.version, "entry")?;
         }
         Item::Part(p) => {
             check_id("session_id", Some(&p.session_id))?;
@@ -340,26 +346,12 @@ fn check_keys(item: &Item) -> Result<()> {
             check_id("node_id", Some(&n.node_id))?;
             check_version("version", n.version.into())?;
             check_version("revision", n.revision.into())?;
-            for v in &n.versions {
-                check_version("a kept version", v.version.into())?;
-                if v.version >= n.version {
-                    return Err(Error::invalid(
-                        "a kept version must be older than the node's version",
-                    ));
-                }
-            }
+            check_kept(n.versions.iter().map(|v| v.version), n.version, "node")?;
         }
         Item::File(f) => {
             check_id("scope", Some(&f.scope))?;
             check_version("version", f.version.into())?;
-            for v in &f.versions {
-                check_version("a kept version", v.version.into())?;
-                if v.version >= f.version {
-                    return Err(Error::invalid(
-                        "a kept version must be older than the file's version",
-                    ));
-                }
-            }
+            check_kept(f.versions.iter().map(|v| v.version), f.version, "file")?;
         }
         Item::Directory(d) => {
             check_id("scope", Some(&d.scope))?;
