@@ -30,7 +30,7 @@ use crate::files::versions;
 use crate::pg::args::{INT4, TEXT, TID, XID};
 use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{self, Columns, Statement, prepared_plan};
+use crate::pg::plans::{self, Columns, Statement};
 
 use crate::pg::settings::{self, GenericPlans, NoNotices};
 use crate::pg::stream::{StreamStatement, for_each_row};
@@ -167,7 +167,6 @@ fn update(
     new: &str,
 ) -> SqlResult<ToolResult<String>> {
     let limit = max_file_bytes();
-    let write = prepared_plan(client, &WRITE_VERSION).or_report()?;
     // The file is read, its new content made here, and written at the
     // version read: the count of replacements is then that of the content
     // the write replaced (PostgreSQL 15's RETURNING sees only the new row).
@@ -194,19 +193,16 @@ fn update(
         }
         let at = RowVersion::of(&row, 2, 3)?;
         versions::save_row_version(client, scope, path, at.ctid(), at.xmin)?;
-        let written = client
-            .update(
-                &*write,
-                None,
-                &[
-                    at.ctid(),
-                    at.xmin.into(),
-                    scope.into(),
-                    path.into(),
-                    replacement.as_str().into(),
-                ],
-            )
-            .or_report()?;
+        let written = WRITE_VERSION.run(
+            client,
+            &[
+                at.ctid(),
+                at.xmin.into(),
+                scope.into(),
+                path.into(),
+                replacement.as_str().into(),
+            ],
+        )?;
         if !written.is_empty() {
             let version = written.first().required::<i32>(1, "version")?;
             return Ok(Ok(files::update_result(replaced, version)));

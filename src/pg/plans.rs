@@ -3,7 +3,10 @@
 //! Parse and plan, not SPI, dominate the cost of a short statement, so hot
 //! paths prepare each statement once per backend (`SPI_keepplan`) and reuse
 //! it. PostgreSQL's plan cache re-plans a kept statement by itself when a
-//! table it uses changes, so a kept plan never goes stale.
+//! table it uses changes, so a kept plan never goes stale. Statements plan
+//! and run with sequential scans ruled out (see
+//! [`NoSequentialScans`]), so that a plan kept from statistics of an
+//! empty or smaller table still reaches rows by their keys.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -14,6 +17,7 @@ use pgrx::spi::{OwnedPreparedStatement, SpiClient, SpiHeapTupleData, SpiResult, 
 use pgrx::{FromDatum, IntoDatum, PgOid};
 
 use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::settings::NoSequentialScans;
 
 // Timestamps as JavaScript's toISOString() writes them .
 macro_rules! iso {
@@ -105,7 +109,7 @@ pub fn on_citus() -> SqlResult<bool> {
 
 /// The plan of `statement`, prepared on first use in this backend and kept
 /// for the life of the backend.
-pub fn prepared_plan(
+fn prepared_plan(
     client: &SpiClient<'_>,
     statement: &'static Statement,
 ) -> SpiResult<Rc<OwnedPreparedStatement>> {
@@ -145,6 +149,7 @@ pub fn read_built<'conn>(
             plan
         }
     };
+    let _by_index = NoSequentialScans::hold();
     client.select(&*plan, None, args).or_report()
 }
 
@@ -158,6 +163,7 @@ impl Statement {
         args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
         let plan = prepared_plan(client, self).or_report()?;
+        let _by_index = NoSequentialScans::hold();
         client.update(&*plan, None, args).or_report()
     }
 
@@ -169,6 +175,7 @@ impl Statement {
         args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
         let plan = prepared_plan(client, self).or_report()?;
+        let _by_index = NoSequentialScans::hold();
         client.select(&*plan, None, args).or_report()
     }
 }

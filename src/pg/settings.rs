@@ -465,6 +465,41 @@ impl Drop for NoSorts {
     }
 }
 
+/// `enable_seqscan = off` for as long as it lives, restored when dropped
+/// (also when an error unwinds through it), as GenericPlans sets
+/// plan_cache_mode.
+///
+/// Held while a kept statement plans and runs. Every statement of the
+/// extension reaches its rows through a key, but the planner may find a
+/// sequential scan cheaper: its statistics may have been taken while the
+/// table was empty, or before a key grew. A plan kept from then scans the
+/// whole table on every call until the next ANALYZE, and in a long
+/// transaction that keeps updating the same rows each scan also walks
+/// every version left behind. With sequential scans ruled out, a statement
+/// that has an index to use uses it, whatever the statistics say. Bitmap
+/// scans stay allowed: they too go through an index, and recall's
+/// full-text search needs them.
+pub struct NoSequentialScans(bool);
+
+impl NoSequentialScans {
+    pub fn hold() -> NoSequentialScans {
+        // SAFETY: a plain read and write of a backend-local setting; the
+        // old value comes back in drop.
+        unsafe {
+            let old = pg_sys::enable_seqscan;
+            pg_sys::enable_seqscan = false;
+            NoSequentialScans(old)
+        }
+    }
+}
+
+impl Drop for NoSequentialScans {
+    fn drop(&mut self) {
+        // SAFETY: as in hold.
+        unsafe { pg_sys::enable_seqscan = self.0 }
+    }
+}
+
 /// Set `name` to `value` until the end of the transaction, as
 /// `set_config(name, value, true)` does (an error rolls it back).
 pub fn set_for_transaction(name: &str, value: &str) -> SqlResult<()> {

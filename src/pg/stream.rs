@@ -246,7 +246,9 @@ pub fn for_each_row(
                 dest: (&mut receiver as *mut Receiver).cast(),
                 owner: std::ptr::null_mut(),
             };
+            let by_index = crate::pg::settings::NoSequentialScans::hold();
             let status = pg_sys::SPI_execute_plan_extended(plan, &options);
+            drop(by_index);
             pg_sys::MemoryContextDelete(receiver.row_context);
             if let Some(failure) = receiver.failure.take() {
                 return Err(failure);

@@ -90,15 +90,6 @@ fn refused(kind: Option<&str>, code: &str, message: &str) -> JsonbBytes {
 /// Write an item; an error is raised, so that the subtransaction rolls
 /// back whatever the item wrote.
 fn import_item(item: &Item) -> Outcome {
-    // An import is a bulk write, often into tables emptied or filled since
-    // they were last analysed, in one transaction: its statements reach
-    // rows by index. A plan made while a table was empty scans it whole,
-    // and a scan of rows this transaction keeps updating grows with each
-    // line; so the plans kept before the transaction's first import are
-    // made anew, under these settings.
-    forget_plans_once_per_transaction();
-    settings::set_until_level_ends(c"enable_seqscan", c"off");
-    settings::set_until_level_ends(c"enable_bitmapscan", c"off");
     let outcome = match item {
         Item::Session(s) => import_session(s),
         Item::Entry(e) => import_entry(e),
@@ -122,23 +113,6 @@ fn import_item(item: &Item) -> Outcome {
         Err(report) => {
             report.report(PgLogLevel::ERROR);
             unreachable!("an ERROR report does not return")
-        }
-    }
-}
-
-thread_local! {
-    /// The start of the transaction whose first import forgot the plans.
-    static PLANS_FORGOTTEN_IN: std::cell::Cell<i64> = const { std::cell::Cell::new(0) };
-}
-
-fn forget_plans_once_per_transaction() {
-    // SAFETY: reads the start time of the current transaction; marks every
-    // kept plan of the backend to be planned again on its next use.
-    unsafe {
-        let started = pg_sys::GetCurrentTransactionStartTimestamp();
-        if PLANS_FORGOTTEN_IN.get() != started {
-            PLANS_FORGOTTEN_IN.set(started);
-            pg_sys::ResetPlanCache();
         }
     }
 }

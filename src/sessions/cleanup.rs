@@ -29,7 +29,7 @@ use agent_memory_core::Error;
 
 use crate::pg::args::{INT4, INT8, TEXT, required};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, FirstRow, Statement, first_value_of, on_citus, prepared_plan};
+use crate::pg::plans::{Columns, FirstRow, Statement, first_value_of, on_citus};
 use crate::pg::settings;
 use crate::sessions::idle_timeout_minutes;
 
@@ -131,21 +131,19 @@ pub fn delete_batch(
     cursor: &mut Cursor,
 ) -> SqlResult<Batch> {
     Spi::connect_mut(|client| {
-        let plan = prepared_plan(client, kind.statement(locking)).or_report()?;
+        let statement = kind.statement(locking);
         let after = cursor.0.as_str();
         match kind {
             Expired::Sessions => {
-                let row = client
-                    .update(
-                        &*plan,
-                        None,
+                let row = statement
+                    .run(
+                        client,
                         &[
                             batch_size.into(),
                             after.into(),
                             idle_timeout_minutes().into(),
                         ],
-                    )
-                    .or_report()?
+                    )?
                     .first();
                 let picked = row.value::<i64>(1)?.unwrap_or(0);
                 let deleted = row.value::<i64>(2)?.unwrap_or(0);
@@ -162,9 +160,8 @@ pub fn delete_batch(
                     Expired::Versions => &NEXT_EXPIRED_VERSION,
                     _ => &NEXT_EXPIRED_ENTRY,
                 };
-                let deleted = client
-                    .update(&*plan, None, &[batch_size.into(), after.into()])
-                    .or_report()?
+                let deleted = statement
+                    .run(client, &[batch_size.into(), after.into()])?
                     .len() as i64;
                 let full = deleted == i64::from(batch_size);
                 if full {

@@ -24,7 +24,7 @@ use crate::pg::args::{
 };
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of, iso, on_citus, prepared_plan};
+use crate::pg::plans::{Columns, Statement, first_value_of, iso, on_citus};
 use crate::pg::settings;
 use crate::sessions::{
     active, active_until, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
@@ -96,7 +96,6 @@ type WriteOutcome = (i64, Option<Vec<i64>>, i32);
 fn written(client: &mut pgrx::spi::SpiClient<'_>, write: &EntriesWrite) -> SqlResult<WriteOutcome> {
     let rows = match write.entries {
         [(key, value)] => {
-            let plan = prepared_plan(client, &WRITE_ONE).or_report()?;
             let value = match write.received {
                 Some(datum) => datum.into(),
                 None => JsonB((*value).clone()).into(),
@@ -111,7 +110,7 @@ fn written(client: &mut pgrx::spi::SpiClient<'_>, write: &EntriesWrite) -> SqlRe
                 write.idle.into(),
                 write.expected.into(),
             ];
-            client.update(&*plan, None, &args).or_report()?
+            WRITE_ONE.run(client, &args)?
         }
         _ => {
             let keys: Vec<&str> = write.entries.iter().map(|(k, _)| *k).collect();

@@ -22,7 +22,7 @@ use agent_memory_core::Error;
 use crate::pg::args::{INT4, TEXT, checked_id};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, iso, prepared_plan};
+use crate::pg::plans::{Columns, Statement, iso};
 use crate::sessions::{callers_active_session, idle_timeout_minutes, session_gone};
 use crate::working_memory::parts::node_key;
 
@@ -340,18 +340,16 @@ fn compose(
 ) -> SqlResult<(JsonbBytes, Option<String>)> {
     let statement = for_entry(statements, node);
     Spi::connect_mut(|client| {
-        let plan = prepared_plan(client, statement).or_report()?;
         let args = [
             session_id.into(),
             node.into(),
             idle_timeout_minutes().into(),
         ];
         let table = if statement.writes {
-            client.update(&*plan, None, &args)
+            statement.run(client, &args)?
         } else {
-            client.select(&*plan, None, &args)
-        }
-        .or_report()?;
+            statement.read(client, &args)?
+        };
         if table.is_empty() {
             return Err(session_gone(session_id)).or_report();
         }

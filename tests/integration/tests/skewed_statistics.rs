@@ -473,3 +473,137 @@ fn recall_reads_only_its_scope_whatever_the_statistics_say() {
     drop(client);
     drop_database(DB);
 }
+
+/// Sequential scans this transaction has begun on the extension's tables.
+fn sequential_scans(tx: &mut Transaction<'_>) -> Vec<(String, i64)> {
+    tx.query(
+        "SELECT relname::text, seq_scan FROM pg_stat_xact_user_tables
+         WHERE schemaname = 'agent_memory' ORDER BY relname",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|row| (row.get(0), row.get(1)))
+    .collect()
+}
+
+#[test]
+fn writes_reach_rows_by_index_in_tables_analysed_while_empty() {
+    // Statistics taken while every table was empty make a sequential scan
+    // the cheapest plan; a plan kept from then scans the whole table on
+    // each call, long after the table has grown (nothing invalidates it
+    // until the next ANALYZE). A bulk load in one transaction, then the
+    // same connection's writes, must still reach rows by their keys.
+    const DB: &str = "agent_memory_empty_statistics";
+    let mut client = fresh_database(DB);
+    client
+        .batch_execute(
+            "SET agent_memory.max_files_per_scope = 1000000;
+             SET agent_memory.kv_word_budget = 10000000;",
+        )
+        .unwrap();
+    client
+        .batch_execute(
+            "DO $$ DECLARE t regclass; BEGIN
+               FOR t IN SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                        WHERE n.nspname = 'agent_memory' AND c.relkind = 'r' LOOP
+                 EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = false)', t);
+               END LOOP;
+             END $$;
+             ANALYZE;",
+        )
+        .unwrap();
+    const GROWN: i32 = 2_000;
+    client
+        .batch_execute(&format!(
+            "BEGIN;
+             SELECT agent_memory.create_session('u', session_id => 'grows');
+             SELECT count(agent_memory.kv_set('grows', 'k' || i, to_jsonb(i))) FROM generate_series(0, {GROWN}) i;
+             SELECT count(agent_memory.append_message('grows', 'user', 'message ' || i, keep => 10000))
+             FROM generate_series(0, {GROWN}) i;
+             SELECT count(agent_memory.memory_tool('grows', jsonb_build_object(
+               'command', 'append', 'path', '/d' || (i % 30) || '/f' || i, 'content', 'notes of file ' || i)))
+             FROM generate_series(0, {GROWN}) i;
+             SELECT count(agent_memory.graph_create('grows', 'node ' || i, '', 'notes', ARRAY['__root__'], 'g' || i))
+             FROM generate_series(0, {GROWN}) i;
+             COMMIT;"
+        ))
+        .unwrap();
+    let calls = [
+        (
+            "kv_set",
+            "agent_memory.kv_entries",
+            "SELECT agent_memory.kv_set('grows', 'k8', '1') IS NOT NULL",
+        ),
+        (
+            "kv_get",
+            "agent_memory.kv_entries",
+            "SELECT agent_memory.kv_get('grows', 'k7') = '7'",
+        ),
+        (
+            "kv_delete",
+            "agent_memory.kv_entries",
+            "SELECT agent_memory.kv_delete('grows', 'k9')",
+        ),
+        (
+            "append_message",
+            "agent_memory.thread_messages",
+            "SELECT agent_memory.append_message('grows', 'user', 'one more', keep => 10000) IS NOT NULL",
+        ),
+        (
+            "memory_tool append",
+            "agent_memory.memory_files",
+            r#"SELECT (agent_memory.memory_tool('grows', '{"command": "append", "path": "/d7/f7", "content": "x"}')::jsonb ->> 'ok')::bool"#,
+        ),
+        (
+            "memory_tool update",
+            "agent_memory.memory_files",
+            r#"SELECT (agent_memory.memory_tool('grows', '{"command": "update", "path": "/d8/f8", "oldContent": "notes", "content": "facts"}')::jsonb ->> 'ok')::bool"#,
+        ),
+        (
+            "graph_write",
+            "agent_memory.graph_nodes",
+            "SELECT agent_memory.graph_write('grows', 'g30', NULL, NULL, 'changed') >= 1",
+        ),
+        (
+            "graph_create",
+            "agent_memory.graph_nodes",
+            "SELECT agent_memory.graph_create('grows', 'new', '', '', ARRAY['g20'], 'new') = 'new'",
+        ),
+    ];
+    for (what, table, call) in calls {
+        let mut tx = client.transaction().unwrap();
+        let scans_before = sequential_scans(&mut tx);
+        let read_before = tuples_read(&mut tx, table);
+        let done: bool = tx
+            .query_one(call, &[])
+            .unwrap_or_else(|e| panic!("{call}: {e}"))
+            .get(0);
+        assert!(done, "the call did not do its work: {call}");
+        let read = tuples_read(&mut tx, table) - read_before;
+        let scans_after = sequential_scans(&mut tx);
+        tx.rollback().unwrap();
+        println!("{what}: {read} tuples read of {table}");
+        let scanned: Vec<String> = scans_after
+            .iter()
+            .filter(|(name, after)| {
+                let before = scans_before
+                    .iter()
+                    .find(|(b, _)| b == name)
+                    .map_or(0, |(_, n)| *n);
+                *after > before
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        assert!(
+            scanned.is_empty(),
+            "{what} scanned {scanned:?} whole, planned from statistics of empty tables"
+        );
+        assert!(
+            read <= MOST_READ,
+            "{what} read {read} tuples of {table} and its indexes (the key holds over {GROWN})"
+        );
+    }
+    drop(client);
+    drop_database(DB);
+}
