@@ -136,15 +136,14 @@ fn append_message(
     let keep = messages::resolve_keep(keep, settings::MAX_MESSAGES.get()).or_report()?;
     let key = thread_key(node_id);
 
-    let message = NewMessage {
+    let message = NewMessage::new(
         node_id,
         role,
         content,
-        answers: messages::answered_call_of(role, &metadata).map(str::to_string),
         metadata,
-        metadata_arg: metadata_arg.as_ref(),
-        idempotency_key: idempotency_key.as_deref(),
-    };
+        metadata_arg.as_ref(),
+        idempotency_key.as_deref(),
+    );
 
     lock_session(session_id);
     Spi::connect_mut(|client| {
@@ -209,15 +208,14 @@ fn append_messages(
             }
             let one = &batch[seqs.len()];
             let metadata = one.metadata.cloned().unwrap_or_else(|| json!({}));
-            let message = NewMessage {
+            let message = NewMessage::new(
                 node_id,
-                role: one.role,
-                content: one.content,
-                answers: messages::answered_call_of(one.role, &metadata).map(str::to_string),
+                one.role,
+                one.content,
                 metadata,
-                metadata_arg: None,
-                idempotency_key: one.idempotency_key.as_deref(),
-            };
+                None,
+                one.idempotency_key.as_deref(),
+            );
             seqs.push(append_locked(client, session_id, key, keep, &message)?);
         }
         Ok(seqs)
@@ -404,7 +402,28 @@ struct NewMessage<'a> {
     answers: Option<String>,
 }
 
-impl NewMessage<'_> {
+impl<'a> NewMessage<'a> {
+    /// A message of `role` with `content` and `metadata` (as the caller
+    /// passed it: `metadata_arg`, None for a NULL), already checked.
+    fn new(
+        node_id: Option<&'a str>,
+        role: &'a str,
+        content: &'a str,
+        metadata: serde_json::Value,
+        metadata_arg: Option<&'a JsonbArg>,
+        idempotency_key: Option<&'a str>,
+    ) -> NewMessage<'a> {
+        NewMessage {
+            node_id,
+            role,
+            content,
+            answers: messages::answered_call_of(role, &metadata).map(str::to_string),
+            metadata,
+            metadata_arg,
+            idempotency_key,
+        }
+    }
+
     fn metadata_datum(&self) -> pgrx::datum::DatumWithOid<'_> {
         match self.metadata_arg {
             Some(arg) => arg.into(),
@@ -1323,15 +1342,14 @@ pub(crate) fn import_message(
             .or_report();
         }
         IMPORT_NEXT_SEQ.run(client, &[session_id.into(), seq.into()])?;
-        let message = NewMessage {
+        let message = NewMessage::new(
             node_id,
             role,
             content,
-            answers: messages::answered_call_of(role, &metadata).map(str::to_string),
             metadata,
-            metadata_arg: None,
-            idempotency_key: idempotency_key.as_deref(),
-        };
+            None,
+            idempotency_key.as_deref(),
+        );
         let appended = append_locked(client, session_id, key, keep, &message)?;
         if appended != seq {
             return Err(Error::conflict(format!(
