@@ -85,6 +85,14 @@ def per_call(statement: str, types: list[str], args: list[str]) -> dict[str, flo
     return {k: (big.get(k, 0) - small.get(k, 0)) / (N2 - N1) for k in big}
 
 
+def earlier_section() -> list[str]:
+    """The lines the profile section of BENCHMARKS.md holds now."""
+    text = bench.BENCHMARKS_MD.read_text() if bench.BENCHMARKS_MD.exists() else ""
+    if START not in text:
+        return []
+    return text.split(START, 1)[1].split(END, 1)[0].strip().splitlines()
+
+
 def main() -> int:
     calls = tomllib.loads(CALLS.read_text())["call"]
     wanted = [c for c in os.environ.get("PROFILE_CALLS", "").split(",") if c]
@@ -114,22 +122,41 @@ def main() -> int:
                 f"calling it {calling / 1000:.1f}k, per statement {fixed / 1000:.1f}k)")
             print(f"   {call['name']:<26} {ext['total'] / 1000:8.1f}k instructions per call{split}; "
                   f"baseline {base['total'] / 1000:.1f}k; ratio {base['total'] / ext['total']:.2f}", flush=True)
+    write_table(rows, bool(wanted), server)
+    print(f"wrote the profile table into {bench.BENCHMARKS_MD.relative_to(bench.ROOT)}")
+    return 0
+
+
+def write_table(rows: list[tuple], partial: bool, server: str) -> None:
+    """Write the counted rows into BENCHMARKS.md's profile section."""
     when = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = [f"Counted {when} by `make profile` on PostgreSQL {server}: "
-             f"the cost of one more call, (count at {N2} calls - count at {N1}) / {N2 - N1}, in thousands of instructions.",
+
+    def thousands(count: float | None) -> str:
+        return "" if count is None else f"{count / 1000:,.1f}k"
+
+    fresh = {}
+    for name, total, *split, base in rows:
+        cells = " | ".join(thousands(c) for c in [total, *split, base])
+        fresh[name] = f"| {name} | {cells} | {base / total:.2f} |"
+    # A run of some calls (PROFILE_CALLS) replaces only their rows and says
+    # when it counted them; the others keep the count and date they had.
+    earlier = earlier_section()
+    kept = {line.split("|")[1].strip(): line for line in earlier if line.startswith("| ") and "---" not in line}
+    counted = [line for line in earlier if line.startswith(("Counted ", "Re-counted "))]
+    if partial and counted:
+        header = [*counted, f"Re-counted {when}: {', '.join(fresh)}."]
+    else:
+        header = [f"Counted {when} by `make profile` on PostgreSQL {server}: "
+                  f"the cost of one more call, (count at {N2} calls - count at {N1}) / {N2 - N1}, "
+                  "in thousands of instructions."]
+    lines = [*header,
              "Ratio = baseline / extension (above 1: the extension does less). A floor row counts a plain "
              "statement with one condition of the extension's against the same statement without it.",
              "", "| call | extension | its statements | its own work | calling it | per statement | baseline | ratio |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    def thousands(count: float | None) -> str:
-        return "" if count is None else f"{count / 1000:,.1f}k"
-
-    for name, total, *split, base in rows:
-        cells = " | ".join(thousands(c) for c in [total, *split, base])
-        lines.append(f"| {name} | {cells} | {base / total:.2f} |")
+    every = [c["name"] for c in tomllib.loads(CALLS.read_text())["call"]]
+    lines += [fresh.get(name) or kept[name] for name in every if name in fresh or (partial and name in kept)]
     bench.write_section(START, END, "Instructions per call", lines)
-    print(f"wrote the profile table into {bench.BENCHMARKS_MD.relative_to(bench.ROOT)}")
-    return 0
 
 
 if __name__ == "__main__":
