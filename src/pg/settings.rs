@@ -465,9 +465,9 @@ impl Drop for NoSorts {
     }
 }
 
-/// `enable_seqscan = off` for as long as it lives, restored when dropped
-/// (also when an error unwinds through it), as GenericPlans sets
-/// plan_cache_mode.
+/// `enable_seqscan = off` and `jit = off` for as long as it lives, both
+/// restored when dropped (also when an error unwinds through it), as
+/// GenericPlans sets plan_cache_mode.
 ///
 /// Held while a kept statement plans and runs. Every statement of the
 /// extension reaches its rows through a key, but the planner may find a
@@ -479,16 +479,28 @@ impl Drop for NoSorts {
 /// that has an index to use uses it, whatever the statistics say. Bitmap
 /// scans stay allowed: they too go through an index, and recall's
 /// full-text search needs them.
-pub struct NoSequentialScans(bool);
+///
+/// JIT is off because a table with no index to use (the one-row recall
+/// settings) is still read by a sequential scan, which PostgreSQL 15 then
+/// prices at over 10^10: far above jit_above_cost, so the statement would
+/// be compiled on every run. These short statements never gain from JIT.
+pub struct NoSequentialScans {
+    seqscan: bool,
+    jit: bool,
+}
 
 impl NoSequentialScans {
     pub fn hold() -> NoSequentialScans {
-        // SAFETY: a plain read and write of a backend-local setting; the
-        // old value comes back in drop.
+        // SAFETY: plain reads and writes of backend-local settings; the
+        // old values come back in drop.
         unsafe {
-            let old = pg_sys::enable_seqscan;
+            let held = NoSequentialScans {
+                seqscan: pg_sys::enable_seqscan,
+                jit: pg_sys::jit_enabled,
+            };
             pg_sys::enable_seqscan = false;
-            NoSequentialScans(old)
+            pg_sys::jit_enabled = false;
+            held
         }
     }
 }
@@ -496,7 +508,10 @@ impl NoSequentialScans {
 impl Drop for NoSequentialScans {
     fn drop(&mut self) {
         // SAFETY: as in hold.
-        unsafe { pg_sys::enable_seqscan = self.0 }
+        unsafe {
+            pg_sys::enable_seqscan = self.seqscan;
+            pg_sys::jit_enabled = self.jit;
+        }
     }
 }
 
