@@ -379,8 +379,10 @@ DECLARE
                  LIMIT %s FOR UPDATE SKIP LOCKED))
                RETURNING 1)
              SELECT pg_catalog.count(*) FROM gone$cmd$, size);
-    kinds CONSTANT text[][] := ARRAY[['agent_memory.sessions', 'sessions'], ['agent_memory.kv_entries', 'entries']];
-    deleted bigint[] := ARRAY[0, 0];
+    -- Expired kept versions of entries count as entries, as the worker counts them.
+    kinds CONSTANT text[][] := ARRAY[['agent_memory.sessions', 'sessions'], ['agent_memory.kv_entries', 'entries'],
+                                     ['agent_memory.kv_entry_versions', 'entry versions']];
+    deleted bigint[] := ARRAY[0, 0, 0];
     batches integer := 0;
     failure text;
     round_deleted bigint;
@@ -393,7 +395,7 @@ BEGIN
         RAISE EXCEPTION 'batch_size must be at least 1, not %', size;
     END IF;
     <<kinds_loop>>
-    FOR k IN 1 .. 2 LOOP
+    FOR k IN 1 .. 3 LOOP
         FOR r IN 1 .. max_rounds LOOP
             SELECT coalesce(sum(CASE WHEN c.success THEN c.result::bigint END), 0),
                    coalesce(max(CASE WHEN c.success THEN c.result::bigint END), 0),
@@ -412,22 +414,22 @@ BEGIN
         END LOOP;
     END LOOP;
     -- Like the worker: runs that removed nothing and failed nowhere are not recorded.
-    IF failure IS NOT NULL OR deleted[1] > 0 OR deleted[2] > 0 THEN
+    IF failure IS NOT NULL OR deleted[1] > 0 OR deleted[2] > 0 OR deleted[3] > 0 THEN
         INSERT INTO agent_memory.cleanup_runs
             (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches, error)
-        VALUES (started, clock_timestamp(), 'manual', deleted[1], deleted[2], batches, failure)
+        VALUES (started, clock_timestamp(), 'manual', deleted[1], deleted[2] + deleted[3], batches, failure)
         RETURNING run_id INTO run;
     END IF;
     IF failure IS NOT NULL THEN
         RAISE WARNING 'agent_memory per-shard cleanup stopped: %', failure;
     END IF;
-    RETURN jsonb_build_object('sessions', deleted[1], 'entries', deleted[2],
+    RETURN jsonb_build_object('sessions', deleted[1], 'entries', deleted[2] + deleted[3],
                               'batches', batches, 'run_id', run, 'error', failure);
 END
 $fn$;
 
 COMMENT ON FUNCTION agent_memory_citus.cleanup_expired_shards(integer, integer) IS
-    'Citus: remove expired sessions and key-value entries shard by shard (run_command_on_shards), batch_size rows per shard and transaction; records the run in the local agent_memory.cleanup_runs';
+    'Citus: remove expired sessions, key-value entries and their kept versions shard by shard (run_command_on_shards), batch_size rows per shard and transaction; records the run in the local agent_memory.cleanup_runs';
 REVOKE ALL ON FUNCTION agent_memory_citus.cleanup_expired_shards(integer, integer) FROM PUBLIC;
 
 -- ---------------------------------------------------------------------

@@ -20,14 +20,14 @@ use agent_memory_core::files::memory_tool::{self as files, Code};
 use agent_memory_core::versions;
 
 use crate::files::store::{self, Client, Placed};
-use crate::pg::args::{INT4, TEXT, TID, XID};
+use crate::pg::args::{INT4, TEXT, TID, TIMESTAMPTZ, XID};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, first_value_of, iso};
 use crate::pg::settings;
 
-/// The retention a write applies (an error on Citus while it is above 0).
-pub(crate) fn retention() -> SqlResult<i32> {
+/// The retention a write applies.
+pub(crate) fn retention() -> i32 {
     settings::history_retention()
 }
 
@@ -55,13 +55,7 @@ fn range_of(path: &str) -> [String; 2] {
 /// Save the file at `path`, or every file of the directory at `path`,
 /// before a delete or an edit of what the caller has locked.
 pub(crate) fn save_at_or_under(client: Client, scope: &str, path: &str) -> SqlResult<()> {
-    let retention = retention()?;
-    if retention > 0 {
-        let range = range_of(path);
-        let _generic = settings::GenericPlans::force()?;
-        SAVE_AT_OR_UNDER.run(client, &at_or_under(scope, path, &range, retention))?;
-    }
-    Ok(())
+    save(client, Which::AtOrUnder, scope, path, Vec::new())
 }
 
 /// Save file `path` before an append of `bytes` bytes, when the append
@@ -74,17 +68,8 @@ pub(crate) fn save_before_append(
     bytes: usize,
     limit: i32,
 ) -> SqlResult<()> {
-    let retention = retention()?;
-    if retention > 0 {
-        let range = range_of(path);
-        let [a, b, c, d, e] = at_or_under(scope, path, &range, retention);
-        let _generic = settings::GenericPlans::force()?;
-        SAVE_BEFORE_APPEND.run(
-            client,
-            &[a, b, c, d, e, (bytes as i32).into(), limit.into()],
-        )?;
-    }
-    Ok(())
+    let fits = vec![(bytes as i32).into(), limit.into()];
+    save(client, Which::BeforeAppend, scope, path, fits)
 }
 
 /// Save file `path` before a write at the row version the caller read
@@ -97,12 +82,113 @@ pub(crate) fn save_row_version(
     ctid: pgrx::datum::DatumWithOid<'_>,
     xmin: pg_sys::TransactionId,
 ) -> SqlResult<()> {
-    let retention = retention()?;
-    if retention > 0 {
-        let range = range_of(path);
-        let [a, b, c, d, e] = at_or_under(scope, path, &range, retention);
-        let _generic = settings::GenericPlans::force()?;
-        SAVE_ROW_VERSION.run(client, &[a, b, c, d, e, ctid, xmin.into()])?;
+    save(
+        client,
+        Which::RowVersion,
+        scope,
+        path,
+        vec![ctid, xmin.into()],
+    )
+}
+
+/// Which files of the scope a save takes, at or under its path.
+#[derive(Clone, Copy)]
+enum Which {
+    /// Every one.
+    AtOrUnder,
+    /// The one an append will fit ($6 bytes more, within $7).
+    BeforeAppend,
+    /// The one at a row version ($6 ctid, $7 xmin).
+    RowVersion,
+}
+
+impl Which {
+    fn statement(self) -> &'static Statement {
+        match self {
+            Which::AtOrUnder => &SAVE_AT_OR_UNDER,
+            Which::BeforeAppend => &SAVE_BEFORE_APPEND,
+            Which::RowVersion => &SAVE_ROW_VERSION,
+        }
+    }
+
+    fn locked_on_citus(self) -> &'static Statement {
+        match self {
+            Which::AtOrUnder => &LOCKED_AT_OR_UNDER_ON_CITUS,
+            Which::BeforeAppend => &LOCKED_BEFORE_APPEND_ON_CITUS,
+            Which::RowVersion => &LOCKED_ROW_VERSION_ON_CITUS,
+        }
+    }
+}
+
+/// Save the files `which` picks at or under `path`, keeping the versions
+/// within the retention, when history is on. `picking` are the arguments
+/// of `which`, after those every save takes first (see at_or_under).
+fn save(
+    client: Client,
+    which: Which,
+    scope: &str,
+    path: &str,
+    picking: Vec<pgrx::datum::DatumWithOid<'_>>,
+) -> SqlResult<()> {
+    let retention = retention();
+    if retention == 0 {
+        return Ok(());
+    }
+    let range = range_of(path);
+    let mut args = Vec::from(at_or_under(scope, path, &range, retention));
+    args.extend(picking);
+    if crate::pg::plans::on_citus()? {
+        return save_on_citus(client, which, scope, &args, retention);
+    }
+    // Planned once: a plan for the values would cost the save more than
+    // running it, and the index plan is the same for any values.
+    let _generic = settings::GenericPlans::force()?;
+    which.statement().run(client, &args)?;
+    Ok(())
+}
+
+/// As `save`, in the statements Citus routes inside a delegated function:
+/// it refuses an INSERT that selects from a distributed table, or one in
+/// a CTE. The files are locked and read, then each is saved as values and
+/// its history trimmed.
+fn save_on_citus(
+    client: Client,
+    which: Which,
+    scope: &str,
+    args: &[pgrx::datum::DatumWithOid<'_>],
+    retention: i32,
+) -> SqlResult<()> {
+    let mut locked = Vec::new();
+    for row in which.locked_on_citus().run(client, args)? {
+        locked.push((
+            row.required::<String>(1, "path")?,
+            row.required::<i32>(2, "version")?,
+            row.required::<String>(3, "content")?,
+            row.required::<TimestampWithTimeZone>(4, "created_at")?,
+            row.required::<TimestampWithTimeZone>(5, "updated_at")?,
+        ));
+    }
+    for (path, version, content, created_at, updated_at) in &locked {
+        SAVE_ONE_ON_CITUS.run(
+            client,
+            &[
+                scope.into(),
+                path.as_str().into(),
+                (*version).into(),
+                content.as_str().into(),
+                (*created_at).into(),
+                (*updated_at).into(),
+            ],
+        )?;
+        TRIM_ON_CITUS.run(
+            client,
+            &[
+                scope.into(),
+                path.as_str().into(),
+                (*version).into(),
+                retention.into(),
+            ],
+        )?;
     }
     Ok(())
 }
@@ -110,10 +196,21 @@ pub(crate) fn save_row_version(
 /// After file `path` was created: when versions of a deleted file are
 /// kept at its path, it takes the version after them. Returns its version.
 pub(crate) fn number_new_file(client: Client, scope: &str, path: &str) -> SqlResult<i32> {
-    if retention()? == 0 {
+    if retention() == 0 {
         return Ok(1);
     }
-    let table = NUMBER_NEW_FILE.run(client, &[scope.into(), path.into()])?;
+    let table = if crate::pg::plans::on_citus()? {
+        let newest = NEWEST_ON_CITUS
+            .run(client, &[scope.into(), path.into()])?
+            .first()
+            .value::<i32>(1)?;
+        let Some(newest) = newest else {
+            return Ok(1);
+        };
+        NUMBER_NEW_FILE_ON_CITUS.run(client, &[scope.into(), path.into(), newest.into()])?
+    } else {
+        NUMBER_NEW_FILE.run(client, &[scope.into(), path.into()])?
+    };
     if table.is_empty() {
         return Ok(1);
     }
@@ -390,6 +487,93 @@ static SAVE_ROW_VERSION: Statement = Statement {
 
 /// File $2 of scope $1, just created, takes the version after those kept
 /// at its path.
+/// On Citus: lock and read the files of scope $1 at or under $2 that
+/// `$which` picks, with the columns a version keeps.
+macro_rules! locked_on_citus {
+    ($which:literal) => {
+        concat!(
+            "SELECT f.path::pg_catalog.text, f.version, f.content, f.created_at, f.updated_at
+             FROM agent_memory.memory_files f
+             WHERE ",
+            at_or_under!("f"),
+            $which,
+            "
+             FOR UPDATE"
+        )
+    };
+}
+
+static LOCKED_AT_OR_UNDER_ON_CITUS: Statement = Statement {
+    sql: locked_on_citus!(""),
+    args: &[TEXT, TEXT, TEXT, TEXT, INT4],
+    writes: true,
+};
+
+static LOCKED_BEFORE_APPEND_ON_CITUS: Statement = Statement {
+    sql: locked_on_citus!(
+        " AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) $6) OPERATOR(pg_catalog.<=) $7"
+    ),
+    args: &[TEXT, TEXT, TEXT, TEXT, INT4, INT4, INT4],
+    writes: true,
+};
+
+static LOCKED_ROW_VERSION_ON_CITUS: Statement = Statement {
+    sql: locked_on_citus!(
+        " AND f.ctid OPERATOR(pg_catalog.=) $6 AND f.xmin OPERATOR(pg_catalog.=) $7"
+    ),
+    args: &[TEXT, TEXT, TEXT, TEXT, INT4, TID, XID],
+    writes: true,
+};
+
+/// On Citus: save file $2 of scope $1 as version $3 (content $4, dates $5
+/// and $6), replacing a version of that number an earlier file at the
+/// path left.
+static SAVE_ONE_ON_CITUS: Statement = Statement {
+    sql: "INSERT INTO agent_memory.memory_file_versions AS v
+              (scope, path, version, content, created_at, updated_at, tenant)
+          VALUES ($1, $2::agent_memory.memory_path, $3, $4, $5, $6, agent_memory.caller_tenant())
+          ON CONFLICT (scope, path, version, tenant) DO UPDATE
+             SET content = excluded.content, created_at = excluded.created_at,
+                 updated_at = excluded.updated_at, replaced_at = excluded.replaced_at",
+    args: &[TEXT, TEXT, INT4, TEXT, TIMESTAMPTZ, TIMESTAMPTZ],
+    writes: true,
+};
+
+/// On Citus: drop the versions of file $2 of scope $1 newer than the one
+/// just saved ($3, an earlier file's) or $4 or more below it.
+static TRIM_ON_CITUS: Statement = Statement {
+    sql: "DELETE FROM agent_memory.memory_file_versions v
+          WHERE v.scope OPERATOR(pg_catalog.=) $1
+            AND v.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+            AND v.path OPERATOR(pg_catalog.=) $2
+            AND (v.version OPERATOR(pg_catalog.>) $3
+                 OR v.version OPERATOR(pg_catalog.<=) ($3 OPERATOR(pg_catalog.-) $4))",
+    args: &[TEXT, TEXT, INT4, INT4],
+    writes: true,
+};
+
+/// On Citus: the newest version kept at path $2 of scope $1.
+static NEWEST_ON_CITUS: Statement = Statement {
+    sql: "SELECT pg_catalog.max(v.version) FROM agent_memory.memory_file_versions v
+          WHERE v.scope OPERATOR(pg_catalog.=) $1 AND v.path OPERATOR(pg_catalog.=) $2
+            AND v.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    args: &[TEXT, TEXT],
+    writes: true,
+};
+
+/// On Citus: file $2 of scope $1, just created, takes the version after
+/// $3, the newest kept at its path.
+static NUMBER_NEW_FILE_ON_CITUS: Statement = Statement {
+    sql: "UPDATE agent_memory.memory_files f
+          SET version = $3 OPERATOR(pg_catalog.+) 1
+          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
+            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+            AND f.version OPERATOR(pg_catalog.<=) $3
+          RETURNING f.version",
+    args: &[TEXT, TEXT, INT4],
+    writes: true,
+};
+
 static NUMBER_NEW_FILE: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f
           SET version = k.newest OPERATOR(pg_catalog.+) 1

@@ -100,19 +100,8 @@ pub const NAMES: &[&std::ffi::CStr] = &[
 
 /// How many earlier versions a key-value entry or a memory file keeps
 /// (`agent_memory.history_retention`; 0: none, and writes save nothing).
-/// History is not kept on Citus yet: a write there with a retention above
-/// 0 is refused rather than left without its history.
-pub fn history_retention() -> SqlResult<i32> {
-    let retention = HISTORY_RETENTION.get();
-    if retention > 0 && crate::pg::plans::on_citus()? {
-        return Err(Error::new(
-            agent_memory_core::ErrorKind::WrongState,
-            "history is not kept on Citus yet",
-        )
-        .with_hint("SET agent_memory.history_retention = 0 to write without history."))
-        .or_report();
-    }
-    Ok(retention)
+pub fn history_retention() -> i32 {
+    HISTORY_RETENTION.get()
 }
 
 /// Register every setting and reserve the prefix, so that a misspelt

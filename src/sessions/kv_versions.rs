@@ -15,10 +15,12 @@ use pgrx::prelude::*;
 
 use agent_memory_core::versions;
 
-use crate::pg::args::{INT4, INT4_ARRAY, TEXT, TEXT_ARRAY, checked_id, checked_positive};
+use crate::pg::args::{
+    INT4, INT4_ARRAY, JSONB, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_id, checked_positive,
+};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of, iso};
+use crate::pg::plans::{Columns, Statement, first_value_of, iso, on_citus};
 use crate::pg::settings;
 use crate::sessions::kv::{entry_name, stored_document, write_entries};
 use crate::sessions::{active, idle_timeout_minutes, lock_session};
@@ -36,6 +38,9 @@ pub(crate) fn save_entries(
     keys: Option<&[&str]>,
     retention: i32,
 ) -> SqlResult<Vec<Option<i32>>> {
+    if on_citus()? {
+        return save_entries_on_citus(client, session_id, keys, retention);
+    }
     let statement = if keys.is_some() { &SAVE } else { &SAVE_ALL };
     // Planned once: a plan for the values would cost the save more than
     // running it, and the index plan is the same for any values.
@@ -55,6 +60,75 @@ pub(crate) fn save_entries(
     Ok(newest)
 }
 
+/// As `save_entries`, in the statements Citus routes inside a delegated
+/// function: it refuses an INSERT that selects from a distributed table,
+/// or one in a CTE. The live entries are read, then each is saved as
+/// values and its history trimmed.
+fn save_entries_on_citus(
+    client: Client,
+    session_id: &str,
+    keys: Option<&[&str]>,
+    retention: i32,
+) -> SqlResult<Vec<Option<i32>>> {
+    let mut live = Vec::new();
+    for row in LIVE_ON_CITUS.run(
+        client,
+        &[session_id.into(), keys.map(|k| k.to_vec()).into()],
+    )? {
+        live.push((
+            row.required::<String>(1, "key")?,
+            row.required::<i32>(2, "version")?,
+            row.required::<JsonB>(3, "value")?,
+            row.required::<TimestampWithTimeZone>(4, "created_at")?,
+            row.required::<TimestampWithTimeZone>(5, "updated_at")?,
+            row.required::<TimestampWithTimeZone>(6, "expires_at")?,
+        ));
+    }
+    for (key, version, value, created_at, updated_at, expires_at) in &live {
+        SAVE_ONE_ON_CITUS.run(
+            client,
+            &[
+                session_id.into(),
+                key.as_str().into(),
+                (*version).into(),
+                JsonB(value.0.clone()).into(),
+                (*created_at).into(),
+                (*updated_at).into(),
+                (*expires_at).into(),
+            ],
+        )?;
+        TRIM_ON_CITUS.run(
+            client,
+            &[
+                session_id.into(),
+                key.as_str().into(),
+                (*version).into(),
+                retention.into(),
+            ],
+        )?;
+    }
+    let Some(keys) = keys else {
+        return Ok(Vec::new());
+    };
+    let mut newest = std::collections::HashMap::new();
+    for row in NEWEST_ON_CITUS.run(client, &[session_id.into(), keys.to_vec().into()])? {
+        newest.insert(
+            row.required::<String>(1, "key")?,
+            row.required::<i32>(2, "version")?,
+        );
+    }
+    Ok(keys
+        .iter()
+        .map(|key| {
+            if live.iter().any(|(saved, ..)| saved == key) {
+                None
+            } else {
+                newest.get(*key).copied()
+            }
+        })
+        .collect())
+}
+
 /// Give each entry of `keys` that was just written anew the version after
 /// the newest its history keeps (`newest_kept`, as `save_entries` found
 /// it). Returns the first key's version when it changed.
@@ -66,6 +140,20 @@ pub(crate) fn renumber(
 ) -> SqlResult<Option<i32>> {
     if newest_kept.iter().all(Option::is_none) {
         return Ok(None);
+    }
+    if on_citus()? {
+        let mut first = None;
+        for (key, newest) in keys.iter().zip(newest_kept) {
+            let Some(newest) = newest else { continue };
+            let table = RENUMBER_ONE_ON_CITUS.run(
+                client,
+                &[session_id.into(), (*key).into(), (*newest).into()],
+            )?;
+            if Some(*key) == keys.first().copied() && !table.is_empty() {
+                first = table.first().value::<i32>(1)?;
+            }
+        }
+        return Ok(first);
     }
     let _generic = settings::GenericPlans::force()?;
     let table = RENUMBER.run(
@@ -195,8 +283,8 @@ fn kv_purge_history(
     Ok(first_value_of::<i64>(&PURGE, &[session_id.into(), key.into()])?.unwrap_or(0))
 }
 
-/// The retention a write applies (an error on Citus while it is above 0).
-pub(crate) fn retention() -> SqlResult<i32> {
+/// The retention a write applies.
+pub(crate) fn retention() -> i32 {
     settings::history_retention()
 }
 
@@ -250,6 +338,72 @@ static SAVE: Statement = Statement {
 static SAVE_ALL: Statement = Statement {
     sql: save_entries!(""),
     args: &[TEXT, TEXT_ARRAY, INT4],
+    writes: true,
+};
+
+/// On Citus: the live entries $2 of session $1 (every one when NULL),
+/// with the columns a version keeps.
+static LIVE_ON_CITUS: Statement = Statement {
+    sql: "SELECT e.key, e.version, e.value, e.created_at, e.updated_at, e.expires_at
+          FROM agent_memory.kv_entries e
+          WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant()
+            AND ($2::text[] IS NULL OR e.key = ANY ($2))
+            AND e.expires_at > pg_catalog.now()",
+    args: &[TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// On Citus: save entry $2 of session $1 as version $3 (value $4, dates
+/// $5 to $7), replacing a version of that number an earlier life of the
+/// key left.
+static SAVE_ONE_ON_CITUS: Statement = Statement {
+    sql: "INSERT INTO agent_memory.kv_entry_versions AS v
+              (session_id, key, version, value, created_at, updated_at, expires_at, tenant)
+          VALUES ($1, $2, $3, $4, $5, $6, $7, agent_memory.caller_tenant())
+          ON CONFLICT (session_id, key, version, tenant) DO UPDATE
+             SET value = excluded.value, created_at = excluded.created_at,
+                 updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+                 replaced_at = excluded.replaced_at",
+    args: &[
+        TEXT,
+        TEXT,
+        INT4,
+        JSONB,
+        TIMESTAMPTZ,
+        TIMESTAMPTZ,
+        TIMESTAMPTZ,
+    ],
+    writes: true,
+};
+
+/// On Citus: drop the versions of entry $2 of session $1 newer than the
+/// one just saved ($3, an earlier life's) or $4 or more below it.
+static TRIM_ON_CITUS: Statement = Statement {
+    sql: "DELETE FROM agent_memory.kv_entry_versions v
+          WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = $2
+            AND (v.version > $3 OR v.version <= $3 - $4)",
+    args: &[TEXT, TEXT, INT4, INT4],
+    writes: true,
+};
+
+/// On Citus: the newest version the history of each entry $2 of session
+/// $1 keeps.
+static NEWEST_ON_CITUS: Statement = Statement {
+    sql: "SELECT v.key, pg_catalog.max(v.version) FROM agent_memory.kv_entry_versions v
+          WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = ANY ($2)
+          GROUP BY v.key",
+    args: &[TEXT, TEXT_ARRAY],
+    writes: true,
+};
+
+/// On Citus: entry $2 of session $1, just written anew, takes the version
+/// after $3, the newest its history keeps.
+static RENUMBER_ONE_ON_CITUS: Statement = Statement {
+    sql: "UPDATE agent_memory.kv_entries e SET version = $3 + 1
+          WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant() AND e.key = $2
+            AND e.version <= $3
+          RETURNING e.version",
+    args: &[TEXT, TEXT, INT4],
     writes: true,
 };
 

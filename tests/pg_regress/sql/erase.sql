@@ -2,10 +2,8 @@
 -- owners and file scopes the application keys by the user. Errors print
 -- their SQLSTATE on the next line.
 
--- History is kept where it can be (not on Citus), so versions go too.
-SELECT set_config('agent_memory.history_retention',
-                  CASE WHEN EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN '0' ELSE '2' END,
-                  false) IS NOT NULL AS history_set;
+-- History is kept, so versions go too.
+SELECT set_config('agent_memory.history_retention', '2', false) IS NOT NULL AS history_set;
 SELECT agent_memory.create_session('leaver', session_id => 'leaver-1');
 SELECT agent_memory.create_session('leaver', session_id => 'leaver-2');
 SELECT agent_memory.create_session('stayer', session_id => 'stayer-1');

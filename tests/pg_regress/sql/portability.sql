@@ -2,9 +2,7 @@
 -- and under other keys; lines that are refused, each alone. Errors print
 -- their SQLSTATE on the next line.
 
-SELECT set_config('agent_memory.history_retention',
-                  CASE WHEN EXISTS (SELECT FROM pg_extension WHERE extname = 'citus') THEN '0' ELSE '3' END,
-                  false) IS NOT NULL AS history_set;
+SELECT set_config('agent_memory.history_retention', '3', false) IS NOT NULL AS history_set;
 SELECT agent_memory.create_session('mover', session_id => 'mover-1', metadata => '{"tz": "Europe/Lisbon"}');
 SELECT agent_memory.create_session('mover', session_id => 'mover-2', idle_timeout => '3 hours');
 SELECT agent_memory.kv_set('mover-1', 'goal', '"Lisbon ✓"') ->> 'version' AS version;
