@@ -98,6 +98,10 @@ def main() -> int:
     wanted = [c for c in os.environ.get("PROFILE_CALLS", "").split(",") if c]
     if wanted:
         calls = [c for c in calls if c["name"] in wanted]
+        unknown = set(wanted) - {c["name"] for c in calls}
+        if unknown:
+            sys.exit(f"bench/profile.toml has no call named {', '.join(sorted(unknown))} "
+                     "(PROFILE_CALLS is a comma-separated list of names)")
     bench.prepare_database()
     server = bench.psql("SHOW server_version", db="postgres")
     rows = []
