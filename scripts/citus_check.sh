@@ -519,11 +519,16 @@ BEGIN
     UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 day' WHERE session_id = 'old-1';
     UPDATE agent_memory.kv_entries SET expires_at = now() - interval '1 hour'
      WHERE session_id = 'live-1' AND key = 'stale';
+    -- A kept version of 'keep' that expired an hour ago.
+    INSERT INTO agent_memory.kv_entry_versions
+        (session_id, key, version, value, created_at, updated_at, expires_at, tenant)
+    VALUES ('live-1', 'keep', 1, '"older"', now() - interval '2 hours', now() - interval '2 hours',
+            now() - interval '1 hour', agent_memory.caller_tenant());
 
     first := agent_memory_citus.cleanup_expired_shards(1);
-    ok := (first->>'sessions')::int = 1 AND (first->>'entries')::int = 1 AND first->>'error' IS NULL
-          AND (first->>'batches')::int = 4;
-    what := format('per-shard cleanup, batch size 1: %s (expected 1 session, 1 entry, 4 shard batches)', first);
+    ok := (first->>'sessions')::int = 1 AND (first->>'entries')::int = 2 AND first->>'error' IS NULL
+          AND (first->>'batches')::int = 6;
+    what := format('per-shard cleanup, batch size 1: %s (expected 1 session, 2 entries (one a kept version), 6 shard batches)', first);
     RETURN NEXT;
 
     SELECT string_agg(format('%s:%s', t, n), ' ' ORDER BY t) INTO survivors FROM (
@@ -537,7 +542,7 @@ BEGIN
     RETURN NEXT;
 
     SELECT count(*) INTO runs FROM agent_memory.cleanup_runs
-     WHERE triggered_by = 'manual' AND sessions_deleted = 1 AND entries_deleted = 1 AND batches = 4 AND error IS NULL;
+     WHERE triggered_by = 'manual' AND sessions_deleted = 1 AND entries_deleted = 2 AND batches = 6 AND error IS NULL;
     ok := runs = 1;
     what := format('the run is recorded in the local cleanup_runs (%s matching row)', runs);
     RETURN NEXT;
@@ -549,8 +554,8 @@ BEGIN
     RETURN NEXT;
 
     ok := NOT EXISTS (SELECT FROM citus_stub.shard_commands c WHERE NOT c.success OR c.command LIKE '%\%%')
-          AND (SELECT count(DISTINCT c.table_name) FROM citus_stub.shard_commands c) = 2;
-    what := format('%s shard commands on sessions and kv_entries, every one succeeded, shard name filled in',
+          AND (SELECT count(DISTINCT c.table_name) FROM citus_stub.shard_commands c) = 3;
+    what := format('%s shard commands on sessions, kv_entries and kv_entry_versions, every one succeeded, shard name filled in',
                    (SELECT count(*) FROM citus_stub.shard_commands));
     RETURN NEXT;
 END

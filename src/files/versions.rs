@@ -430,12 +430,26 @@ macro_rules! at_or_under {
     };
 }
 
+/// Only a file that an append of $6 bytes leaves within $7 bytes.
+macro_rules! fits_append {
+    () => {
+        " AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) $6) OPERATOR(pg_catalog.<=) $7"
+    };
+}
+
+/// Only the row version the writer read (ctid $6, xmin $7).
+macro_rules! at_row_version {
+    () => {
+        " AND f.ctid OPERATOR(pg_catalog.=) $6 AND f.xmin OPERATOR(pg_catalog.=) $7"
+    };
+}
+
 /// Lock the files `at_or_under!` picks that also meet `$which`, save each
 /// (replacing a version of the same number an earlier file at its path
 /// left), and drop the versions of each path newer than the one saved
 /// (that earlier file's) or $5 or more below it.
 macro_rules! save_files {
-    ($which:literal) => {
+    ($which:expr) => {
         concat!(
             "WITH locked AS MATERIALIZED (
                SELECT f.scope, f.path, f.version, f.content, f.created_at, f.updated_at, f.tenant
@@ -469,28 +483,22 @@ static SAVE_AT_OR_UNDER: Statement = Statement {
     writes: true,
 };
 
-/// Only a file that an append of $6 bytes leaves within $7 bytes.
 static SAVE_BEFORE_APPEND: Statement = Statement {
-    sql: save_files!(
-        " AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) $6) OPERATOR(pg_catalog.<=) $7"
-    ),
+    sql: save_files!(fits_append!()),
     args: &[TEXT, TEXT, TEXT, TEXT, INT4, INT4, INT4],
     writes: true,
 };
 
-/// Only the row version the writer read (ctid $6, xmin $7).
 static SAVE_ROW_VERSION: Statement = Statement {
-    sql: save_files!(" AND f.ctid OPERATOR(pg_catalog.=) $6 AND f.xmin OPERATOR(pg_catalog.=) $7"),
+    sql: save_files!(at_row_version!()),
     args: &[TEXT, TEXT, TEXT, TEXT, INT4, TID, XID],
     writes: true,
 };
 
-/// File $2 of scope $1, just created, takes the version after those kept
-/// at its path.
 /// On Citus: lock and read the files of scope $1 at or under $2 that
 /// `$which` picks, with the columns a version keeps.
 macro_rules! locked_on_citus {
-    ($which:literal) => {
+    ($which:expr) => {
         concat!(
             "SELECT f.path::pg_catalog.text, f.version, f.content, f.created_at, f.updated_at
              FROM agent_memory.memory_files f
@@ -510,17 +518,13 @@ static LOCKED_AT_OR_UNDER_ON_CITUS: Statement = Statement {
 };
 
 static LOCKED_BEFORE_APPEND_ON_CITUS: Statement = Statement {
-    sql: locked_on_citus!(
-        " AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) $6) OPERATOR(pg_catalog.<=) $7"
-    ),
+    sql: locked_on_citus!(fits_append!()),
     args: &[TEXT, TEXT, TEXT, TEXT, INT4, INT4, INT4],
     writes: true,
 };
 
 static LOCKED_ROW_VERSION_ON_CITUS: Statement = Statement {
-    sql: locked_on_citus!(
-        " AND f.ctid OPERATOR(pg_catalog.=) $6 AND f.xmin OPERATOR(pg_catalog.=) $7"
-    ),
+    sql: locked_on_citus!(at_row_version!()),
     args: &[TEXT, TEXT, TEXT, TEXT, INT4, TID, XID],
     writes: true,
 };
@@ -574,6 +578,8 @@ static NUMBER_NEW_FILE_ON_CITUS: Statement = Statement {
     writes: true,
 };
 
+/// File $2 of scope $1, just created, takes the version after those kept
+/// at its path.
 static NUMBER_NEW_FILE: Statement = Statement {
     sql: "UPDATE agent_memory.memory_files f
           SET version = k.newest OPERATOR(pg_catalog.+) 1

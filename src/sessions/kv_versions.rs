@@ -78,23 +78,25 @@ fn save_entries_on_citus(
         live.push((
             row.required::<String>(1, "key")?,
             row.required::<i32>(2, "version")?,
-            row.required::<JsonB>(3, "value")?,
+            // The stored bytes, handed back unchanged.
+            row.required::<JsonbBytes>(3, "value")?,
             row.required::<TimestampWithTimeZone>(4, "created_at")?,
             row.required::<TimestampWithTimeZone>(5, "updated_at")?,
             row.required::<TimestampWithTimeZone>(6, "expires_at")?,
         ));
     }
-    for (key, version, value, created_at, updated_at, expires_at) in &live {
+    let mut saved = Vec::with_capacity(live.len());
+    for (key, version, value, created_at, updated_at, expires_at) in live {
         SAVE_ONE_ON_CITUS.run(
             client,
             &[
                 session_id.into(),
                 key.as_str().into(),
-                (*version).into(),
-                JsonB(value.0.clone()).into(),
-                (*created_at).into(),
-                (*updated_at).into(),
-                (*expires_at).into(),
+                version.into(),
+                value.into(),
+                created_at.into(),
+                updated_at.into(),
+                expires_at.into(),
             ],
         )?;
         TRIM_ON_CITUS.run(
@@ -102,25 +104,34 @@ fn save_entries_on_citus(
             &[
                 session_id.into(),
                 key.as_str().into(),
-                (*version).into(),
+                version.into(),
                 retention.into(),
             ],
         )?;
+        saved.push(key);
     }
+    // Only a write needs the newest kept version of a key it writes anew.
     let Some(keys) = keys else {
         return Ok(Vec::new());
     };
+    let anew: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|key| !saved.iter().any(|saved| saved == key))
+        .collect();
     let mut newest = std::collections::HashMap::new();
-    for row in NEWEST_ON_CITUS.run(client, &[session_id.into(), keys.to_vec().into()])? {
-        newest.insert(
-            row.required::<String>(1, "key")?,
-            row.required::<i32>(2, "version")?,
-        );
+    if !anew.is_empty() {
+        for row in NEWEST_ON_CITUS.run(client, &[session_id.into(), anew.into()])? {
+            newest.insert(
+                row.required::<String>(1, "key")?,
+                row.required::<i32>(2, "version")?,
+            );
+        }
     }
     Ok(keys
         .iter()
         .map(|key| {
-            if live.iter().any(|(saved, ..)| saved == key) {
+            if saved.iter().any(|saved| saved == key) {
                 None
             } else {
                 newest.get(*key).copied()
@@ -342,13 +353,17 @@ static SAVE_ALL: Statement = Statement {
 };
 
 /// On Citus: the live entries $2 of session $1 (every one when NULL),
-/// with the columns a version keeps.
+/// with the columns a version keeps, locked: a call Citus does not
+/// delegate takes the session's write lock on the coordinator, one it
+/// delegates on the worker, so the row lock is what keeps two writers
+/// from saving the same version.
 static LIVE_ON_CITUS: Statement = Statement {
     sql: "SELECT e.key, e.version, e.value, e.created_at, e.updated_at, e.expires_at
           FROM agent_memory.kv_entries e
           WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant()
             AND ($2::text[] IS NULL OR e.key = ANY ($2))
-            AND e.expires_at > pg_catalog.now()",
+            AND e.expires_at > pg_catalog.now()
+          FOR UPDATE",
     args: &[TEXT, TEXT_ARRAY],
     writes: true,
 };
