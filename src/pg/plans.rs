@@ -167,6 +167,18 @@ impl Statement {
         client.update(&*plan, None, args).or_report()
     }
 
+    /// As `read`, for a statement that reads a whole table (every session
+    /// of a tenant): without the guard, since a sequential scan is its
+    /// best plan.
+    pub fn read_whole_table<'conn>(
+        &'static self,
+        client: &SpiClient<'conn>,
+        args: &[DatumWithOid<'_>],
+    ) -> SqlResult<SpiTupleTable<'conn>> {
+        let plan = prepared_plan(client, self).or_report()?;
+        client.select(&*plan, None, args).or_report()
+    }
+
     /// Run the statement read-only with `args`, prepared once per backend:
     /// it reads the calling statement's snapshot.
     pub fn read<'conn>(

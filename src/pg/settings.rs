@@ -458,8 +458,9 @@ impl Drop for NoSorts {
 /// restored when dropped (also when an error unwinds through it), as
 /// GenericPlans sets plan_cache_mode.
 ///
-/// Held while a kept statement plans and runs. Every statement of the
-/// extension reaches its rows through a key, but the planner may find a
+/// Held while a kept statement plans and runs. The extension's statements
+/// reach their rows through a key (the one that reads a whole table runs
+/// without it: `Statement::read_whole_table`), but the planner may find a
 /// sequential scan cheaper: its statistics may have been taken while the
 /// table was empty, or before a key grew. A plan kept from then scans the
 /// whole table on every call until the next ANALYZE, and in a long

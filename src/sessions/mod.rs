@@ -207,10 +207,13 @@ fn end_session(session_id: &str) -> SqlResult<bool> {
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn session_stats() -> SqlResult<JsonbBytes> {
-    required(
-        first_value_of::<JsonbBytes>(&STATS, &[idle_timeout_minutes().into()])?,
-        "session statistics",
-    )
+    let stats = Spi::connect(|client| {
+        STATS
+            .read_whole_table(client, &[idle_timeout_minutes().into()])?
+            .first()
+            .value::<JsonbBytes>(1)
+    })?;
+    required(stats, "session statistics")
 }
 
 #[pg_extern(stable, parallel_safe)]
