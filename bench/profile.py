@@ -148,7 +148,14 @@ def write_table(rows: list[tuple], partial: bool, server: str) -> None:
     kept = {line.split("|")[1].strip(): line for line in earlier if line.startswith("| ") and "---" not in line}
     counted = [line for line in earlier if line.startswith(("Counted ", "Re-counted "))]
     if partial and counted:
-        header = [*counted, f"Re-counted {when}: {', '.join(fresh)}."]
+        # An earlier re-count keeps only the names not counted again now.
+        header = [counted[0]]
+        for line in counted[1:]:
+            stamp, names = line.rstrip(".").split(": ", 1)
+            left = [name for name in names.split(", ") if name not in fresh]
+            if left:
+                header.append(f"{stamp}: {', '.join(left)}.")
+        header.append(f"Re-counted {when} on PostgreSQL {server}: {', '.join(fresh)}.")
     else:
         header = [f"Counted {when} by `make profile` on PostgreSQL {server}: "
                   f"the cost of one more call, (count at {N2} calls - count at {N1}) / {N2 - N1}, "
