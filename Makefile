@@ -41,7 +41,7 @@ fmt:
 
 lint:
 	cargo fmt --all -- --check
-	cargo clippy -p agent_memory_core -p agent_memory_integration --all-targets -- -D warnings
+	cargo clippy -p agent_memory_core -p agent_memory_integration -p agent_memory_mcp --all-targets -- -D warnings
 	cargo clippy -p agent_memory --no-default-features --features pg$(PG) --all-targets -- -D warnings
 	cargo check --manifest-path fuzz/Cargo.toml --bins
 

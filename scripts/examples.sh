@@ -6,9 +6,12 @@
 # comparison of claude_memory with Anthropic's SDK memory tool, answer by
 # answer (tests/claude_dialect); and the check of sql/citus.sql against
 # stand-ins of Citus's functions (scripts/citus_check.sh, which makes its
-# own databases). Installs what they need first: virtualenvs with
-# examples/python/requirements.txt and tests/claude_dialect/requirements.txt,
-# Node.js and npm (Debian), and examples/node's locked packages.
+# own databases); and the MCP server (mcp/) driven by the official Python
+# and TypeScript MCP SDKs (tests/mcp). Installs what they need first:
+# virtualenvs with examples/python/requirements.txt,
+# tests/claude_dialect/requirements.txt and tests/mcp/requirements.txt,
+# Node.js and npm (Debian), the locked packages of examples/node and
+# tests/mcp/node, and a build of the server.
 #
 #   PG=15 scripts/examples.sh [name ...]     (all examples by default)
 #
@@ -19,6 +22,7 @@ cd "$REPO_ROOT"
 
 PYTHON="$EXAMPLES_VENV/bin/python"
 DIALECT_VENV="${AGENT_MEMORY_DIALECT_VENV:-/opt/agent_memory/dialect-venv}"
+MCP_VENV="${AGENT_MEMORY_MCP_VENV:-/opt/agent_memory/mcp-venv}"
 
 # name | directory | command (run with PGDATABASE set to a fresh database)
 EXAMPLES=(
@@ -29,11 +33,14 @@ EXAMPLES=(
   "openai|examples/llm|$PYTHON openai_wiring.py"
   "dialect|tests/claude_dialect|$DIALECT_VENV/bin/python differential.py --steps 1000 --seed 1"
   "citus|.|scripts/citus_check.sh"
+  "mcp_python|tests/mcp|$MCP_VENV/bin/python python_client.py"
+  "mcp_node|tests/mcp/node|node client.mjs"
 )
 
 setup_python() {
   setup_venv "$EXAMPLES_VENV" examples/python/requirements.txt
   setup_venv "$DIALECT_VENV" tests/claude_dialect/requirements.txt
+  setup_venv "$MCP_VENV" tests/mcp/requirements.txt
 }
 
 setup_node() {
@@ -44,11 +51,20 @@ setup_node() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
   fi
   # npm ci only when the lock file changed since the last install.
-  local stamp=examples/node/node_modules/.package-lock.json
-  if [ ! -f "$stamp" ] || [ examples/node/package-lock.json -nt "$stamp" ]; then
-    say "npm ci in examples/node"
-    (cd examples/node && npm ci --no-audit --no-fund --loglevel=error)
-  fi
+  local dir
+  for dir in examples/node tests/mcp/node; do
+    if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+      say "npm ci in $dir"
+      (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    fi
+  done
+}
+
+# The MCP server the tests in tests/mcp start (MCP_SERVER names it).
+build_mcp_server() {
+  say "building the MCP server (cargo build -p agent_memory_mcp)"
+  cargo build -q -p agent_memory_mcp
+  export MCP_SERVER="$REPO_ROOT/target/debug/agent-memory-mcp"
 }
 
 selected=("$@")
@@ -60,6 +76,7 @@ wanted() {
 
 setup_python
 setup_node
+if wanted mcp_python || wanted mcp_node; then build_mcp_server; fi
 
 "$REPO_ROOT/scripts/cluster.sh" start clients --fresh
 trap '"$REPO_ROOT/scripts/cluster.sh" stop clients' EXIT

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Every test layer of agent_memory against PostgreSQL $PG, stopping at the
 # first red one, ending with one summary line:
-#   1. unit        plain Rust tests of the pure core (no server)
+#   1. unit        plain Rust tests of the pure core and the MCP server (no database)
 #   2. pg_test     #[pg_test] functions inside a server (cargo pgrx test)
 #   3. regress     pg_regress suites: SQL in, exact output out
 #   4. integration real client connections to a running, preloaded cluster
-#   5. examples    the client examples (psycopg, SQLAlchemy, Node.js pg) and
+#   5. examples    the client examples (psycopg, SQLAlchemy, Node.js pg), the
+#                  MCP server through the Python and TypeScript MCP SDKs, and
 #                  the LLM wiring examples, each against a fresh database
 #
 #   PG=15 scripts/test.sh [layer ...]     (all layers by default)
@@ -55,7 +56,7 @@ run_cargo_layer() { # layer log-name command...
 }
 
 layer_unit() {
-  run_cargo_layer unit unit cargo test -p agent_memory_core
+  run_cargo_layer unit unit cargo test -p agent_memory_core -p agent_memory_mcp
 }
 
 layer_pg_test() {

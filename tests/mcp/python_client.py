@@ -1,0 +1,248 @@
+"""agent-memory-mcp driven by the official Python MCP SDK (`mcp` on PyPI).
+
+Starts the server binary over stdio and over streamable HTTP, lists its
+tools and resources, runs the travel assistant of examples/SCENARIO.md
+through its tools, and checks what the database holds afterwards. Then the
+failures an operator meets: a tool argument that names another scope, a
+write over the size limit, malformed JSON-RPC, a database restart while the
+server runs, and a database that is down.
+
+Run it against a fresh database where `CREATE EXTENSION agent_memory` was
+done, named by PGHOST, PGPORT, PGUSER (a superuser: the test restarts the
+server) and PGDATABASE; MCP_SERVER names the binary (default: the debug
+build), PG_BINDIR the directory of pg_ctl:
+
+    PGDATABASE=mydb python tests/mcp/python_client.py
+
+It prints `ok - <check>` per check and exits with 1 at the first failure.
+"""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+from mcp import Client, StdioServerParameters
+
+REPO = Path(__file__).resolve().parents[2]
+SERVER = os.environ.get("MCP_SERVER", str(REPO / "target/debug/agent-memory-mcp"))
+USER = "alice"
+SESSION_ID = "trip-mcp"
+NODE = "travel-agent"
+DSN = "host={PGHOST} port={PGPORT} user={PGUSER} dbname={PGDATABASE}".format(**os.environ)
+
+TOOLS = ["memory", "recall", "remember", "forget", "graph_read", "graph_create", "graph_write", "graph_tree"]
+
+
+def check(condition, what, got=None):
+    if not condition:
+        print(f"FAILED - {what}" + ("" if got is None else f": got {got!r}"))
+        sys.exit(1)
+    print(f"ok - {what}")
+
+
+def sql(query, *args):
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        return conn.execute(query, args).fetchone()[0]
+
+
+SCOPE = sql("SELECT agent_memory.memory_scope(%s)", NODE)
+
+
+def server_args(dsn=DSN, scope=SCOPE):
+    return ["--dsn", dsn, "--scope", scope, "--session", SESSION_ID, "--user", USER, "--owner", USER]
+
+
+def envelope(result):
+    """The extension's envelope of a tool result, as its text content."""
+    return json.loads(result.content[0].text)
+
+
+async def call(client, tool, arguments):
+    result = await client.call_tool(tool, arguments)
+    return result, envelope(result)
+
+
+async def scenario(client):
+    tools = await client.list_tools()
+    names = [tool.name for tool in tools.tools]
+    check(names == TOOLS, "stdio: the server lists the tools its options enable", names)
+    memory = next(tool for tool in tools.tools if tool.name == "memory")
+    definition = sql("SELECT agent_memory.memory_tool_definition()")
+    check(memory.input_schema == definition["input_schema"] and memory.description == definition["description"],
+          "the memory tool's definition is memory_tool_definition()'s")
+    recall_tool = next(tool for tool in tools.tools if tool.name == "recall")
+    check(recall_tool.input_schema == sql("SELECT agent_memory.recall_tool_definition()")["input_schema"],
+          "the recall tool's definition is recall_tool_definition()'s")
+
+    resources = await client.list_resources()
+    uris = sorted(resource.uri for resource in resources.resources)
+    check(uris == sorted([f"graph://{USER}/tree", "memory://" + quote(SCOPE, safe="-_.~") + "/tree"]),
+          "the server lists the memory tree and the graph tree of its own scope and owner", uris)
+
+    # Turn 1: alice asks for a flight and states a preference.
+    result, answer = await call(client, "recall", {"query": "I'd like to fly to Lisbon next week. I prefer a window seat."})
+    check(not result.is_error and answer["ok"] and answer["result"]["memories"] == [],
+          "turn 1: recall finds nothing yet", answer)
+    result, answer = await call(client, "memory", {"command": "list", "path": "/"})
+    check(not result.is_error and answer["ok"], "turn 1: memory list / answers ok", answer)
+    result, answer = await call(client, "memory", {"command": "append", "path": "/preferences.md", "content": "- seat: window\n"})
+    check(not result.is_error and answer["result"]["version"] == 1, "turn 1: memory append creates /preferences.md", answer)
+    for key, value in [("destination", "Lisbon"), ("seat", "window")]:
+        result, answer = await call(client, "remember", {"key": key, "value": value})
+        check(not result.is_error and answer["result"]["stored"] is True, f"turn 1: remember {key} (the session is made for alice)", answer)
+
+    # Turn 2: she asks what she likes, and adds a fact.
+    result, answer = await call(client, "recall", {"query": "Remind me which seat I like", "k": 3})
+    found = {(memory["kind"], memory["ref"]) for memory in answer["result"]["memories"]}
+    check(("kv", "seat") in found and ("file", "/preferences.md") in found,
+          "turn 2: recall finds the remembered seat and the preferences file", found)
+    result, answer = await call(client, "memory", {"command": "read", "path": "/preferences.md"})
+    check(answer["result"]["content"] == "- seat: window\n", "turn 2: memory read gives the file back", answer)
+    result, answer = await call(client, "memory", {"command": "append", "path": "/preferences.md", "content": "- meal: vegetarian\n"})
+    check(not result.is_error and answer["ok"], "turn 2: memory append adds the meal", answer)
+    result, answer = await call(client, "remember", {"key": "meal", "value": "vegetarian", "ttl_seconds": 3600})
+    check(not result.is_error, "turn 2: remember meal with a TTL", answer)
+    result, answer = await call(client, "forget", {"key": "destination"})
+    check(answer == {"ok": True, "result": {"deleted": True}}, "forget deletes a key", answer)
+
+    # The graph tools, on alice's graph.
+    result, answer = await call(client, "graph_create", {"title": "Trips", "description": "Where alice goes", "body": "Lisbon"})
+    node = answer["result"]["id"]
+    check(not result.is_error, "graph_create makes a node under the root", answer)
+    result, answer = await call(client, "graph_write", {"node_id": node, "body": "Lisbon, next week", "change_description": "dates", "expected_revision": 1})
+    check(answer == {"ok": True, "result": {"version": 2}}, "graph_write with a change description makes version 2", answer)
+    result, answer = await call(client, "graph_write", {"node_id": node, "body": "stale", "expected_revision": 1})
+    check(result.is_error and answer["error"]["code"] == "ECONFLICT", "graph_write at a stale revision is refused with ECONFLICT", answer)
+    result, answer = await call(client, "graph_read", {"node_id": node})
+    check(answer["result"]["body"] == "Lisbon, next week", "graph_read reads the node", answer)
+    result, answer = await call(client, "graph_tree", {})
+    check([child["id"] for child in answer["result"]["children"]["__root__"]] == [node], "graph_tree has the node under the root", answer)
+
+    # What the database holds is what the tools said.
+    check(sql("SELECT agent_memory.memory_tool(%s, '{\"command\": \"read\", \"path\": \"/preferences.md\"}')::jsonb", SCOPE)["result"]["content"]
+          == "- seat: window\n- meal: vegetarian\n", "the file holds both lines")
+    check(sql("SELECT agent_memory.kv_get(%s, 'meal')", SESSION_ID) == "vegetarian"
+          and sql("SELECT agent_memory.kv_get(%s, 'destination')", SESSION_ID) is None,
+          "key-value memory holds meal and no destination")
+
+    tree = await client.read_resource([uri for uri in uris if uri.startswith("memory://")][0])
+    check("preferences.md" in tree.contents[0].text, "the memory tree resource lists preferences.md", tree.contents[0].text)
+    graph = await client.read_resource(f"graph://{USER}/tree")
+    check(json.loads(graph.contents[0].text)["children"]["__root__"][0]["title"] == "Trips", "the graph tree resource has the node")
+
+
+async def refusals(client):
+    # Bob's node, by the same id alice's tools could name.
+    sql("SELECT agent_memory.graph_create('bob', 'Secret', '', 'bob only', ARRAY['__root__'], 'bob-secret')")
+    result, answer = await call(client, "graph_read", {"node_id": "bob-secret", "owner": "bob"})
+    check(result.is_error and answer["error"]["code"] == "ENOENT",
+          "an owner among a tool's arguments reaches nothing: alice's graph has no bob-secret", answer)
+    sql("SELECT agent_memory.memory_tool('other', '{\"command\": \"append\", \"path\": \"/secret.md\", \"content\": \"x\"}')")
+    result, answer = await call(client, "memory", {"command": "read", "path": "/secret.md", "scope": "other"})
+    check(result.is_error and answer["error"]["code"] == "ENOENT",
+          "a scope among the memory tool's arguments reaches nothing: the own scope has no /secret.md", answer)
+    limit = int(sql("SELECT setting FROM pg_settings WHERE name = 'agent_memory.max_file_bytes'"))
+    result, answer = await call(client, "memory", {"command": "append", "path": "/big.md", "content": "x" * (limit + 1)})
+    check(result.is_error and answer["error"]["code"] == "EFBIG", "a file over max_file_bytes is refused with EFBIG", answer)
+    result, answer = await call(client, "remember", {"key": "k"})
+    check(result.is_error and answer["error"]["code"] == "EINVAL", "remember without a value is refused with EINVAL", answer)
+    result, answer = await call(client, "memory", {"command": "read", "path": "/missing.md"})
+    check(result.is_error and answer["error"]["code"] == "ENOENT", "a read of a missing file is a tool error, not a protocol error", answer)
+
+
+def pg_ctl(*args):
+    data = sql("SHOW data_directory") if args[0] != "start" else pg_ctl.data
+    pg_ctl.data = data
+    command = [os.path.join(os.environ["PG_BINDIR"], "pg_ctl"), *args, "-D", data, "-w", "-l", os.path.join(os.path.dirname(data), "server.log")]
+    if os.geteuid() == 0:
+        command = ["runuser", "-u", "postgres", "--", *command]
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+
+
+async def outages(client):
+    pg_ctl("restart", "-m", "fast")
+    result, answer = await call(client, "memory", {"command": "read", "path": "/preferences.md"})
+    check(not result.is_error and answer["ok"], "after a database restart the next call reconnects and succeeds", answer)
+    pg_ctl("stop", "-m", "fast")
+    try:
+        result, answer = await call(client, "memory", {"command": "read", "path": "/preferences.md"})
+        check(result.is_error and answer["error"]["code"] == "EUNAVAILABLE" and "unavailable" in answer["error"]["message"],
+              "with the database down a call is a clear tool error", answer)
+        result, answer = await call(client, "remember", {"key": "k", "value": 1})
+        check(result.is_error and answer["error"]["code"] == "EUNAVAILABLE", "and so is the next one: the server keeps serving", answer)
+    finally:
+        pg_ctl("start")
+    result, answer = await call(client, "memory", {"command": "read", "path": "/preferences.md"})
+    check(not result.is_error, "once the database is back, calls succeed again", answer)
+
+
+def malformed_json_rpc():
+    """Raw lines on the server's stdin: stdout must carry only JSON-RPC."""
+    lines = [
+        "this is not json",
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"id": 2, "method": "tools/list"}),
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "memory", "arguments": {"command": "append", "path": "/huge.md", "content": "x" * (17 << 20)}}}),
+        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+    ]
+    process = subprocess.run([SERVER, *server_args()], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
+    answers = [json.loads(line) for line in process.stdout.splitlines()]
+    check(process.returncode == 0, "the server ends cleanly when its stdin ends", process.stderr)
+    check(answers[0].get("error", {}).get("code") == -32700, "a line that is not JSON gets a parse error", answers[0])
+    check(answers[1]["id"] == 1 and "result" in answers[1], "the server keeps serving after it", answers[1])
+    check(answers[2].get("error", {}).get("code") == -32600, "a message that is not JSON-RPC gets an invalid request error", answers[2])
+    check(answers[3]["id"] == 3 and answers[3]["error"]["code"] == -32600,
+          "a message longer than the server reads gets an invalid request error with its id", answers[3].get("error"))
+    check(answers[4]["id"] == 4 and len(answers[4]["result"]["tools"]) == len(TOOLS), "and the next request is answered")
+
+
+def free_port():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        return listener.getsockname()[1]
+
+
+async def over_http():
+    port = free_port()
+    server = subprocess.Popen([SERVER, *server_args(), "--http", f"127.0.0.1:{port}"], stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            tools = await client.list_tools()
+            check([tool.name for tool in tools.tools] == TOOLS, "HTTP: the server lists the same tools")
+            result, answer = await call(client, "memory", {"command": "read", "path": "/preferences.md"})
+            check(answer["result"]["content"] == "- seat: window\n- meal: vegetarian\n", "HTTP: memory read gives the file", answer)
+            resources = await client.list_resources()
+            check(len(resources.resources) == 2, "HTTP: the server lists its two resources")
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+async def main():
+    params = StdioServerParameters(command=SERVER, args=server_args())
+    async with Client(params) as client:
+        await scenario(client)
+        await refusals(client)
+        await outages(client)
+    malformed_json_rpc()
+    await over_http()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
