@@ -260,7 +260,11 @@ fn answer(
         if !precondition.is_none() {
             check_precondition(client, scope, &request, precondition)?;
         }
-        run(client, scope, &request)
+        let answer = run(client, scope, &request)?;
+        if answer.is_ok() && request.changed_file().is_some() {
+            crate::pg::notify::queue_files_change(scope)?;
+        }
+        Ok(answer)
     })
 }
 

@@ -380,7 +380,11 @@ fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<J
         (_, Err(error)) => Err(error),
         (None, Ok(_)) | (Some(""), Ok(_)) => Err(ToolError::new(Code::Einval, "scope is required")),
         (Some(scope), Ok((command, path, precondition))) => {
-            run(scope, &command, &path, &precondition)?
+            let answer = run(scope, &command, &path, &precondition)?;
+            if answer.is_ok() && command.writes() {
+                crate::pg::notify::queue_files_change(scope)?;
+            }
+            answer
         }
     };
     Ok(JsonText(files::envelope(&echo, answer)))

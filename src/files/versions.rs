@@ -371,6 +371,7 @@ fn memory_restore(
             .or_report(),
         }
     })?;
+    crate::pg::notify::queue_files_change(scope)?;
     Ok(JsonbBytes::from_value(
         serde_json::json!({"path": path, "version": restored}),
     ))

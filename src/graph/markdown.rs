@@ -193,6 +193,9 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
         }
         Ok(())
     })?;
+    if !nodes.is_empty() {
+        crate::pg::notify::queue_graph_change(owner)?;
+    }
     Ok(import.len() as i32)
 }
 

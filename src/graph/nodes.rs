@@ -20,6 +20,7 @@ use agent_memory_core::{Error, versions};
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_list, required};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::notify;
 use crate::pg::plans::{self, Columns, Statement, first_value_of, iso};
 use crate::pg::settings;
 
@@ -179,8 +180,9 @@ pub fn store_change(
     } else if kind == WriteKind::Versioned {
         args.push(description.into());
     }
-    let version = first_value_of::<i32>(statement, &args)?;
-    required(version, "version")
+    let version = required(first_value_of::<i32>(statement, &args)?, "version")?;
+    notify::queue_graph_change(owner)?;
+    Ok(version)
 }
 
 /// A new node; returns its id.
@@ -228,6 +230,7 @@ pub fn create_node(
         },
     };
     link_parents(owner, &id, parents)?;
+    notify::queue_graph_change(owner)?;
     Ok(id)
 }
 
@@ -462,7 +465,11 @@ fn graph_delete(
     if lock_node_at(owner, node_id, expected)?.is_none() {
         return Ok(false);
     }
-    Ok(first_value_of::<i32>(&DELETE_NODE, &[owner.into(), node_id.into()])?.is_some())
+    let deleted = first_value_of::<i32>(&DELETE_NODE, &[owner.into(), node_id.into()])?.is_some();
+    if deleted {
+        notify::queue_graph_change(owner)?;
+    }
+    Ok(deleted)
 }
 
 // The column list is spelled out: pgrx reads RETURNS TABLE from it.

@@ -71,26 +71,49 @@ static LISTENING: PgAtomic<Listening> = unsafe { PgAtomic::new(c"agent_memory_li
 /// Whether LISTENING exists (the library was preloaded).
 static COUNTING: AtomicBool = AtomicBool::new(false);
 
-/// A change to announce: (channel, session, node key, part, version).
+/// A change to announce on the writer's tenant's channel.
 struct Change {
     subxact: pg_sys::SubTransactionId,
     /// The writer's tenant's channel.
     channel: String,
-    session_id: String,
-    node_key: String,
-    part: Option<&'static str>,
-    version: Option<i32>,
+    subject: Subject,
+}
+
+/// What changed.
+enum Subject {
+    /// A working-memory entry (node '' is the global entry; part and
+    /// version None: the whole entry was cleared).
+    WorkingMemory {
+        session_id: String,
+        node_key: String,
+        part: Option<&'static str>,
+        version: Option<i32>,
+    },
+    /// Some file of a memory tool scope.
+    Files { scope: String },
+    /// Some node of an owner's graph.
+    Graph { owner: String },
 }
 
 impl Change {
-    /// The JSON payload; built only when someone listens.
+    /// The JSON payload; built only when someone listens. Working memory's
+    /// has no "kind" (its shape predates the others).
     fn payload(&self) -> String {
-        serde_json::json!({
-            "session_id": self.session_id,
-            "node_id": if self.node_key.is_empty() { None } else { Some(&self.node_key) },
-            "part": self.part,
-            "version": self.version,
-        })
+        match &self.subject {
+            Subject::WorkingMemory {
+                session_id,
+                node_key,
+                part,
+                version,
+            } => serde_json::json!({
+                "session_id": session_id,
+                "node_id": if node_key.is_empty() { None } else { Some(node_key) },
+                "part": part,
+                "version": version,
+            }),
+            Subject::Files { scope } => serde_json::json!({"kind": "files", "scope": scope}),
+            Subject::Graph { owner } => serde_json::json!({"kind": "graph", "owner": owner}),
+        }
         .to_string()
     }
 }
@@ -132,14 +155,38 @@ pub fn init(preloading: bool) {
     }
 }
 
-/// Announce a change to an entry (node '' is the global entry; part and
-/// version None: the whole entry was cleared) when the transaction commits.
+/// Announce a change to a working-memory entry (node '' is the global
+/// entry; part and version None: the whole entry was cleared) when the
+/// transaction commits.
 pub fn queue_change(
     session_id: &str,
     node_key: &str,
     part: Option<&'static str>,
     version: Option<i32>,
 ) -> SqlResult<()> {
+    queue(Subject::WorkingMemory {
+        session_id: session_id.to_owned(),
+        node_key: node_key.to_owned(),
+        part,
+        version,
+    })
+}
+
+/// Announce that a scope's files changed when the transaction commits.
+pub fn queue_files_change(scope: &str) -> SqlResult<()> {
+    queue(Subject::Files {
+        scope: scope.to_owned(),
+    })
+}
+
+/// Announce that an owner's graph changed when the transaction commits.
+pub fn queue_graph_change(owner: &str) -> SqlResult<()> {
+    queue(Subject::Graph {
+        owner: owner.to_owned(),
+    })
+}
+
+fn queue(subject: Subject) -> SqlResult<()> {
     // Named now, while statements can run (not at commit, which has no
     // snapshot); a cache makes it one lookup after a tenant's first change.
     let channel = notify_channel()?;
@@ -149,10 +196,7 @@ pub fn queue_change(
         pending.borrow_mut().push(Change {
             subxact,
             channel,
-            session_id: session_id.to_owned(),
-            node_key: node_key.to_owned(),
-            part,
-            version,
+            subject,
         })
     });
     Ok(())

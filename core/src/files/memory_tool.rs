@@ -312,6 +312,14 @@ impl Command {
             Command::Search { .. } => "search",
         }
     }
+
+    /// Whether the command changes files (when it succeeds).
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            Command::Append { .. } | Command::Update { .. } | Command::Delete
+        )
+    }
 }
 
 /// What a request names, as given: echoed in the envelope even when the
@@ -890,6 +898,28 @@ pub fn tool_definition(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_append_update_and_delete_write() {
+        use super::Command;
+        let writing: Vec<&str> = [
+            Command::Read,
+            Command::List,
+            Command::Append {
+                content: String::new(),
+            },
+            Command::Update {
+                old: String::new(),
+                new: String::new(),
+            },
+            Command::Delete,
+        ]
+        .iter()
+        .filter(|command| command.writes())
+        .map(Command::name)
+        .collect();
+        assert_eq!(writing, ["append", "update", "delete"]);
+    }
+
     #[test]
     fn json_strings_are_escaped_as_serde_json_escapes_them() {
         let mut every_ascii = String::new();
