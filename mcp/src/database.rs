@@ -53,25 +53,31 @@ pub struct Database {
     pool: Pool,
 }
 
+/// The connection `options` describe: `--dsn`, named as this server, with
+/// `--tenant` as a setting of every session.
+pub fn connection_config(options: &Options) -> Result<tokio_postgres::Config, String> {
+    let mut config: tokio_postgres::Config = options
+        .dsn
+        .parse()
+        .map_err(|error| format!("--dsn: {error}"))?;
+    if config.get_application_name().is_none() {
+        config.application_name("agent-memory-mcp");
+    }
+    if let Some(tenant) = &options.tenant {
+        let mut settings = config.get_options().map(str::to_owned).unwrap_or_default();
+        settings.push_str(&format!(
+            " -c agent_memory.tenant={}",
+            escape_option(tenant)
+        ));
+        config.options(settings.trim_start());
+    }
+    Ok(config)
+}
+
 impl Database {
-    /// A pool for `options.dsn`, connecting lazily: the server starts, and
+    /// A pool for `config`, connecting lazily: the server starts, and
     /// answers, while the database is down.
-    pub fn new(options: &Options) -> Result<Database, String> {
-        let mut config: tokio_postgres::Config = options
-            .dsn
-            .parse()
-            .map_err(|error| format!("--dsn: {error}"))?;
-        if config.get_application_name().is_none() {
-            config.application_name("agent-memory-mcp");
-        }
-        if let Some(tenant) = &options.tenant {
-            let mut settings = config.get_options().map(str::to_owned).unwrap_or_default();
-            settings.push_str(&format!(
-                " -c agent_memory.tenant={}",
-                escape_option(tenant)
-            ));
-            config.options(settings.trim_start());
-        }
+    pub fn new(config: tokio_postgres::Config, options: &Options) -> Result<Database, String> {
         let manager = Manager::from_config(
             config,
             NoTls,

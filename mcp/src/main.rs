@@ -2,6 +2,7 @@
 //! over stdio (the default) or streamable HTTP (`--http ADDR`, path /mcp).
 //! It logs to stderr only: on stdio, stdout is the protocol.
 
+mod changes;
 mod database;
 mod options;
 mod resources;
@@ -17,6 +18,7 @@ use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use crate::changes::Changes;
 use crate::database::Database;
 use crate::options::Options;
 use crate::server::MemoryServer;
@@ -37,17 +39,24 @@ async fn main() -> ExitCode {
             "none of --scope, --session, --user, --owner is set: only recall is offered, and it refuses"
         );
     }
-    let database = match Database::new(&options) {
-        Ok(database) => Arc::new(database),
+    let started = database::connection_config(&options)
+        .and_then(|config| Ok((Database::new(config.clone(), &options)?, config)));
+    let (database, config) = match started {
+        Ok(started) => started,
         Err(message) => {
             eprintln!("agent-memory-mcp: {message}");
             return ExitCode::FAILURE;
         }
     };
     let options = Arc::new(options);
+    let server = MemoryServer::new(
+        Arc::new(database),
+        options.clone(),
+        Arc::new(Changes::new(config, options.clone())),
+    );
     let served = match options.http {
-        None => serve_stdio(MemoryServer::new(database, options)).await,
-        Some(address) => serve_http(address, MemoryServer::new(database, options)).await,
+        None => serve_stdio(server).await,
+        Some(address) => serve_http(address, server).await,
     };
     match served {
         Ok(()) => ExitCode::SUCCESS,
@@ -72,7 +81,7 @@ async fn serve_stdio(server: MemoryServer) -> Result<(), String> {
 
 async fn serve_http(address: std::net::SocketAddr, server: MemoryServer) -> Result<(), String> {
     let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
+        move || Ok(server.for_new_session()),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );

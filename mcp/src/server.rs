@@ -8,10 +8,18 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
     ServerCapabilities, ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::model::{
+    ResourceUpdatedNotificationParam, SubscribeRequestParams, SubscriptionFilter,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, SubscriptionContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::Value;
-use tokio::sync::OnceCell;
+use std::collections::HashMap;
+use tokio::sync::{Mutex, OnceCell, broadcast};
+use tokio::task::JoinHandle;
+
+use crate::changes::Changes;
 
 use crate::database::Database;
 use crate::options::Options;
@@ -25,14 +33,47 @@ pub struct MemoryServer {
     /// The tool list, read from the extension once it is reachable; shared
     /// by every HTTP session.
     tools: Arc<OnceCell<Vec<Tool>>>,
+    changes: Arc<Changes>,
+    /// This session's resources/subscribe subscriptions: the task that
+    /// forwards each one's changes.
+    subscribed: Arc<Mutex<HashMap<String, JoinHandle<()>>>>,
 }
 
 impl MemoryServer {
-    pub fn new(database: Arc<Database>, options: Arc<Options>) -> MemoryServer {
+    pub fn new(
+        database: Arc<Database>,
+        options: Arc<Options>,
+        changes: Arc<Changes>,
+    ) -> MemoryServer {
         MemoryServer {
             database,
             options,
             tools: Arc::new(OnceCell::new()),
+            changes,
+            subscribed: Arc::default(),
+        }
+    }
+
+    /// The server for another client's session: the same database, tools
+    /// and changes, none of the subscriptions.
+    pub fn for_new_session(&self) -> MemoryServer {
+        MemoryServer {
+            subscribed: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    fn offered(&self, uri: &str) -> Result<(), ErrorData> {
+        if resources::offered(&self.options)
+            .iter()
+            .any(|resource| resource.uri() == uri)
+        {
+            Ok(())
+        } else {
+            Err(ErrorData::resource_not_found(
+                format!("no resource {uri}"),
+                None,
+            ))
         }
     }
 }
@@ -46,6 +87,7 @@ impl ServerHandler for MemoryServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .build(),
         )
         .with_server_info(implementation)
@@ -112,6 +154,9 @@ impl ServerHandler for MemoryServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        // A client that lists resources may subscribe next: listen for
+        // changes from now on.
+        self.changes.start().await;
         Ok(ListResourcesResult::with_all_items(
             resources::offered(&self.options)
                 .into_iter()
@@ -142,5 +187,106 @@ impl ServerHandler for MemoryServer {
         let contents =
             ResourceContents::text(text, request.uri).with_mime_type(resource.mime_type());
         Ok(ReadResourceResult::new(vec![contents]).into())
+    }
+
+    /// Clients of protocol 2026-07-28 and later: one stream per listen
+    /// request, for the resources it names among this server's.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        let offered: Vec<String> = resources::offered(&self.options)
+            .iter()
+            .map(|resource| resource.uri())
+            .collect();
+        let mut accepted = SubscriptionFilter::new();
+        accepted.resource_subscriptions = Some(
+            requested
+                .resource_subscriptions
+                .iter()
+                .flatten()
+                .filter(|uri| offered.contains(uri))
+                .cloned()
+                .collect(),
+        );
+        Some(accepted)
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let wanted = context
+            .accepted()
+            .resource_subscriptions
+            .clone()
+            .unwrap_or_default();
+        let mut changes = self.changes.subscribe().await;
+        loop {
+            tokio::select! {
+                _ = context.cancelled() => return Ok(()),
+                change = changes.recv() => match change {
+                    Ok(uri) if wanted.contains(&uri) => {
+                        if context.sink().notify_resource_updated(uri).await.is_err() {
+                            return Ok(());
+                        }
+                    }
+                    Ok(_) => {}
+                    // Some changes were missed: each resource may have changed.
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        for uri in &wanted {
+                            if context.sink().notify_resource_updated(uri.clone()).await.is_err() {
+                                return Ok(());
+                            }
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+
+    /// Clients of earlier protocols: resources/subscribe and unsubscribe.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.offered(&request.uri)?;
+        let uri = request.uri;
+        let peer = context.peer;
+        let mut changes = self.changes.subscribe().await;
+        let forwarded = uri.clone();
+        let forwarding = tokio::spawn(async move {
+            loop {
+                match changes.recv().await {
+                    Ok(changed) if changed != forwarded => continue,
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+                let notified = peer
+                    .notify_resource_updated(ResourceUpdatedNotificationParam::new(
+                        forwarded.clone(),
+                    ))
+                    .await;
+                if notified.is_err() {
+                    return;
+                }
+            }
+        });
+        if let Some(earlier) = self.subscribed.lock().await.insert(uri, forwarding) {
+            earlier.abort();
+        }
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Some(forwarding) = self.subscribed.lock().await.remove(&request.uri) {
+            forwarding.abort();
+        }
+        Ok(())
     }
 }

@@ -138,6 +138,23 @@ async def scenario(client):
     check(json.loads(graph.contents[0].text)["children"]["__root__"][0]["title"] == "Trips", "the graph tree resource has the node")
 
 
+async def notifications(client):
+    """A subscriber hears of each change of its resources, whoever writes."""
+    memory_uri = "memory://" + quote(SCOPE, safe="-_.~") + "/tree"
+    graph_uri = f"graph://{USER}/tree"
+    async with client.listen(resource_subscriptions=[memory_uri, graph_uri, "memory://other/tree"]) as subscription:
+        check(sorted(subscription.honored.resource_subscriptions) == sorted([memory_uri, graph_uri]),
+              "a subscription holds the server's own resources only", subscription.honored)
+        events = aiter(subscription)
+        await call(client, "memory", {"command": "append", "path": "/trips.md", "content": "- Lisbon\n"})
+        event = await asyncio.wait_for(anext(events), 10)
+        check(event.uri == memory_uri, "a file written through the server announces the memory tree", event)
+        # Another agent's write, straight to SQL.
+        sql("SELECT agent_memory.graph_create(%s, 'Hotels', '', '', ARRAY['__root__'])", USER)
+        event = await asyncio.wait_for(anext(events), 10)
+        check(event.uri == graph_uri, "a graph write by another connection announces the graph tree", event)
+
+
 async def refusals(client):
     # Bob's node, by the same id alice's tools could name.
     sql("SELECT agent_memory.graph_create('bob', 'Secret', '', 'bob only', ARRAY['__root__'], 'bob-secret')")
@@ -238,6 +255,7 @@ async def main():
     params = StdioServerParameters(command=SERVER, args=server_args())
     async with Client(params) as client:
         await scenario(client)
+        await notifications(client)
         await refusals(client)
         await outages(client)
     malformed_json_rpc()

@@ -1,7 +1,7 @@
 // agent-memory-mcp driven over stdio by the official TypeScript MCP SDK
 // (@modelcontextprotocol/sdk): the tools it lists, the memory scenario of
-// examples/SCENARIO.md through them, a refusal as a tool error, and the
-// resources. Against a fresh database with the extension, named by PGHOST,
+// examples/SCENARIO.md through them, a refusal as a tool error, the
+// resources, and a subscription to one. Against a fresh database with the extension, named by PGHOST,
 // PGPORT, PGUSER and PGDATABASE; MCP_SERVER names the binary (default: the
 // debug build).
 //
@@ -14,6 +14,7 @@ import path from "node:path";
 
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import pg from "pg";
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../..");
@@ -81,6 +82,19 @@ const { resources } = await client.listResources();
 check(resources.length === 1 && resources[0].uri.startsWith("memory://"), "the memory tree is the one resource", resources);
 const tree = await client.readResource({ uri: resources[0].uri });
 check(tree.contents[0].text.includes("preferences.md"), "the memory tree lists preferences.md", tree.contents[0].text);
+
+// resources/subscribe: a write by another connection is announced.
+const updated = [];
+client.setNotificationHandler(ResourceUpdatedNotificationSchema, (notification) => {
+  updated.push(notification.params.uri);
+});
+await client.subscribeResource({ uri: resources[0].uri });
+await sql(`SELECT agent_memory.memory_tool($1, '{"command": "append", "path": "/trips.md", "content": "- Lisbon\\n"}')::text`, [scope]);
+for (let waited = 0; !updated.includes(resources[0].uri) && waited < 10000; waited += 50) {
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+check(updated.includes(resources[0].uri), "a subscriber hears that the memory tree changed", updated);
+await client.unsubscribeResource({ uri: resources[0].uri });
 
 await client.close();
 await db.end();
