@@ -269,7 +269,10 @@ def run_peer(spec: dict, rounds: int) -> list[dict]:
     which prints one JSON row per line."""
     python = os.environ.get("BENCH_PYTHON", "/opt/agent_memory/bench-venv/bin/python")
     env = dict(os.environ, BENCH_DB=DB, BENCH_ROUNDS=str(rounds))
-    out = subprocess.run([python, ROOT / spec["script"]], check=True, capture_output=True, text=True, env=env)
+    out = subprocess.run([python, ROOT / spec["script"]], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.stderr.write(out.stderr)
+        raise SystemExit(f"{spec['script']} failed (exit {out.returncode})")
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 

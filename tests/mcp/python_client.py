@@ -5,7 +5,7 @@ tools and resources, runs the travel assistant of examples/SCENARIO.md
 through its tools, and checks what the database holds afterwards. Then the
 failures an operator meets: a tool argument that names another scope, a
 write over the size limit, malformed JSON-RPC, a database restart while the
-server runs, and a database that is down.
+server runs, a database that is down, and a server confined to a tenant.
 
 Run it against a fresh database where `CREATE EXTENSION agent_memory` was
 done, named by PGHOST, PGPORT, PGUSER (a superuser: the test restarts the
@@ -50,6 +50,11 @@ def check(condition, what, got=None):
 def sql(query, *args):
     with psycopg.connect(DSN, autocommit=True) as conn:
         return conn.execute(query, args).fetchone()[0]
+
+
+def run(statement):
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(statement)
 
 
 SCOPE = sql("SELECT agent_memory.memory_scope(%s)", NODE)
@@ -251,6 +256,27 @@ async def over_http():
         server.wait(timeout=30)
 
 
+async def tenants():
+    """--tenant: the server's writes land in its tenant, which others cannot read."""
+    run(f"ALTER DATABASE {os.environ['PGDATABASE']} SET agent_memory.tenant_isolation = on")
+    try:
+        params = StdioServerParameters(command=SERVER, args=["--dsn", DSN, "--scope", "shared", "--tenant", "acme corp"])
+        async with Client(params) as client:
+            result, answer = await call(client, "memory", {"command": "append", "path": "/plan.md", "content": "acme's plan"})
+            check(not result.is_error, "a server with --tenant writes a file", answer)
+
+        def read_as(tenant):
+            with psycopg.connect(DSN, autocommit=True) as conn:
+                conn.execute("SELECT set_config('agent_memory.tenant', %s, false)", (tenant,))
+                return conn.execute(
+                    """SELECT agent_memory.memory_tool('shared', '{"command": "read", "path": "/plan.md"}')::jsonb""").fetchone()[0]
+
+        check(read_as("acme corp")["result"]["content"] == "acme's plan", "the file is the tenant's")
+        check(read_as("globex")["error"]["code"] == "ENOENT", "and another tenant of the same role cannot read it")
+    finally:
+        run(f"ALTER DATABASE {os.environ['PGDATABASE']} RESET agent_memory.tenant_isolation")
+
+
 async def main():
     params = StdioServerParameters(command=SERVER, args=server_args())
     async with Client(params) as client:
@@ -260,6 +286,7 @@ async def main():
         await outages(client)
     malformed_json_rpc()
     await over_http()
+    await tenants()
 
 
 if __name__ == "__main__":
