@@ -260,13 +260,16 @@ async fn remember(
     session: &String,
     arguments: &Arguments,
 ) -> Answer {
-    let (key, value, ttl) = match (
-        arguments.text("key"),
-        arguments.required("value"),
-        arguments.optional_number("ttl_seconds"),
-    ) {
-        (Ok(key), Ok(value), Ok(ttl)) => (key, value.clone(), ttl),
-        (Err(answer), ..) | (_, Err(answer), _) | (.., Err(answer)) => return answer,
+    let parsed = (|| {
+        Ok((
+            arguments.text("key")?,
+            arguments.required("value")?.clone(),
+            arguments.optional_number("ttl_seconds")?,
+        ))
+    })();
+    let (key, value, ttl) = match parsed {
+        Ok(parsed) => parsed,
+        Err(answer) => return answer,
     };
     const SET: &str =
         "SELECT agent_memory.kv_set($1, $2, $3::jsonb, $4 * interval '1 second')::text";
@@ -295,20 +298,18 @@ async fn remember(
 }
 
 async fn graph_create(database: &Database, owner: &String, arguments: &Arguments) -> Answer {
-    let fields = (
-        arguments.text("title"),
-        arguments.optional_text("description"),
-        arguments.optional_text("body"),
-        arguments.optional_texts("parents"),
-        arguments.optional_text("node_id"),
-    );
-    let (title, description, body, parents, node) = match fields {
-        (Ok(a), Ok(b), Ok(c), Ok(d), Ok(e)) => (a, b, c, d, e),
-        (Err(answer), ..)
-        | (_, Err(answer), ..)
-        | (_, _, Err(answer), ..)
-        | (.., Err(answer), _)
-        | (.., Err(answer)) => return answer,
+    let parsed = (|| {
+        Ok((
+            arguments.text("title")?,
+            arguments.optional_text("description")?,
+            arguments.optional_text("body")?,
+            arguments.optional_texts("parents")?,
+            arguments.optional_text("node_id")?,
+        ))
+    })();
+    let (title, description, body, parents, node) = match parsed {
+        Ok(parsed) => parsed,
+        Err(answer) => return answer,
     };
     let parents = parents.unwrap_or_else(|| vec!["__root__".to_owned()]);
     result_of(
@@ -323,24 +324,20 @@ async fn graph_create(database: &Database, owner: &String, arguments: &Arguments
 }
 
 async fn graph_write(database: &Database, owner: &String, arguments: &Arguments) -> Answer {
-    let fields = (
-        arguments.text("node_id"),
-        arguments.optional_text("title"),
-        arguments.optional_text("description"),
-        arguments.optional_text("body"),
-        arguments.optional_texts("refs"),
-        arguments.optional_text("change_description"),
-        arguments.optional_integer("expected_revision"),
-    );
-    let (node, title, description, body, refs, change, expected) = match fields {
-        (Ok(a), Ok(b), Ok(c), Ok(d), Ok(e), Ok(f), Ok(g)) => (a, b, c, d, e, f, g),
-        (Err(answer), ..)
-        | (_, Err(answer), ..)
-        | (_, _, Err(answer), ..)
-        | (_, _, _, Err(answer), ..)
-        | (.., Err(answer), _, _)
-        | (.., Err(answer), _)
-        | (.., Err(answer)) => return answer,
+    let parsed = (|| {
+        Ok((
+            arguments.text("node_id")?,
+            arguments.optional_text("title")?,
+            arguments.optional_text("description")?,
+            arguments.optional_text("body")?,
+            arguments.optional_texts("refs")?,
+            arguments.optional_text("change_description")?,
+            arguments.optional_integer("expected_revision")?,
+        ))
+    })();
+    let (node, title, description, body, refs, change, expected) = match parsed {
+        Ok(parsed) => parsed,
+        Err(answer) => return answer,
     };
     result_of(
         database
