@@ -256,3 +256,29 @@ pub fn table_digests(
         })
         .collect()
 }
+
+/// (channel, payload) of every notification that reaches `client` within
+/// half a second; a payload that is not JSON is null.
+pub fn received_notifications(client: &mut Client) -> Vec<(String, serde_json::Value)> {
+    use postgres::fallible_iterator::FallibleIterator;
+    let mut received = Vec::new();
+    let mut notifications = client.notifications();
+    let mut waiting = notifications.timeout_iter(std::time::Duration::from_millis(500));
+    while let Some(note) = waiting.next().expect("notifications") {
+        let payload = serde_json::from_str(note.payload()).unwrap_or(serde_json::Value::Null);
+        received.push((note.channel().to_string(), payload));
+    }
+    received
+}
+
+/// The payloads of every notification that reaches `client` within half a
+/// second, each of which must be on `channel`.
+pub fn received_payloads(client: &mut Client, channel: &str) -> Vec<serde_json::Value> {
+    received_notifications(client)
+        .into_iter()
+        .map(|(on, payload)| {
+            assert_eq!(on, channel, "a notification on another channel");
+            payload
+        })
+        .collect()
+}

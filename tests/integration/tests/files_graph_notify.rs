@@ -4,23 +4,8 @@
 //! transaction and subject. Reads, refusals, writes that change nothing
 //! and rolled back transactions announce nothing.
 
-use std::time::Duration;
-
-use agent_memory_integration::{connect, drop_database, fresh_database};
-use postgres::fallible_iterator::FallibleIterator;
+use agent_memory_integration::{connect, drop_database, fresh_database, received_payloads};
 use serde_json::json;
-
-/// Every notification that reaches `client` within half a second.
-fn received(client: &mut postgres::Client) -> Vec<serde_json::Value> {
-    let mut payloads = Vec::new();
-    let mut notifications = client.notifications();
-    let mut waiting = notifications.timeout_iter(Duration::from_millis(500));
-    while let Some(note) = waiting.next().unwrap() {
-        assert_eq!(note.channel(), "agent_memory");
-        payloads.push(serde_json::from_str(note.payload()).unwrap());
-    }
-    payloads
-}
 
 #[test]
 fn file_and_graph_changes_are_announced_after_commit() {
@@ -43,7 +28,10 @@ fn file_and_graph_changes_are_announced_after_commit() {
                COMMIT;"#,
         )
         .unwrap();
-    assert_eq!(received(&mut listener), vec![files.clone()]);
+    assert_eq!(
+        received_payloads(&mut listener, "agent_memory"),
+        vec![files.clone()]
+    );
 
     // A read, a search and a refused write change nothing.
     writer
@@ -54,7 +42,10 @@ fn file_and_graph_changes_are_announced_after_commit() {
                SELECT agent_memory.claude_memory('notes', '{"command": "view", "path": "/memories"}');"#,
         )
         .unwrap();
-    assert_eq!(received(&mut listener), Vec::<serde_json::Value>::new());
+    assert_eq!(
+        received_payloads(&mut listener, "agent_memory"),
+        Vec::<serde_json::Value>::new()
+    );
 
     // Claude's dialect writes files too.
     writer
@@ -62,7 +53,10 @@ fn file_and_graph_changes_are_announced_after_commit() {
             r#"SELECT agent_memory.claude_memory('notes', '{"command": "create", "path": "/memories/b.md", "file_text": "b"}');"#,
         )
         .unwrap();
-    assert_eq!(received(&mut listener), vec![files.clone()]);
+    assert_eq!(
+        received_payloads(&mut listener, "agent_memory"),
+        vec![files.clone()]
+    );
 
     // A graph: a creation, a write that changes nothing, a real one, a
     // delete, each in its own transaction.
@@ -73,7 +67,10 @@ fn file_and_graph_changes_are_announced_after_commit() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(received(&mut listener), vec![graph.clone()]);
+    assert_eq!(
+        received_payloads(&mut listener, "agent_memory"),
+        vec![graph.clone()]
+    );
     writer
         .execute(
             "SELECT agent_memory.graph_write('al', $1, 'Trips', NULL, NULL)",
@@ -81,7 +78,7 @@ fn file_and_graph_changes_are_announced_after_commit() {
         )
         .unwrap();
     assert_eq!(
-        received(&mut listener),
+        received_payloads(&mut listener, "agent_memory"),
         Vec::<serde_json::Value>::new(),
         "a write that changes nothing is not announced"
     );
@@ -91,11 +88,17 @@ fn file_and_graph_changes_are_announced_after_commit() {
             &[&node],
         )
         .unwrap();
-    assert_eq!(received(&mut listener), vec![graph.clone()]);
+    assert_eq!(
+        received_payloads(&mut listener, "agent_memory"),
+        vec![graph.clone()]
+    );
     writer
         .execute("SELECT agent_memory.graph_delete('al', $1)", &[&node])
         .unwrap();
-    assert_eq!(received(&mut listener), vec![graph.clone()]);
+    assert_eq!(
+        received_payloads(&mut listener, "agent_memory"),
+        vec![graph.clone()]
+    );
 
     // Nothing of a rolled back transaction.
     writer
@@ -106,7 +109,10 @@ fn file_and_graph_changes_are_announced_after_commit() {
                ROLLBACK;"#,
         )
         .unwrap();
-    assert_eq!(received(&mut listener), Vec::<serde_json::Value>::new());
+    assert_eq!(
+        received_payloads(&mut listener, "agent_memory"),
+        Vec::<serde_json::Value>::new()
+    );
 
     drop(writer);
     drop(listener);

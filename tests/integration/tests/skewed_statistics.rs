@@ -40,12 +40,33 @@ fn tuples_read(tx: &mut Transaction<'_>, table: &str) -> i64 {
     .get(0)
 }
 
+/// Sequential scans this transaction has begun on the extension's tables.
+fn sequential_scans(tx: &mut Transaction<'_>) -> Vec<(String, i64)> {
+    tx.query(
+        "SELECT relname::text, seq_scan FROM pg_stat_xact_user_tables
+         WHERE schemaname = 'agent_memory' ORDER BY relname",
+        &[],
+    )
+    .unwrap()
+    .iter()
+    .map(|row| (row.get(0), row.get(1)))
+    .collect()
+}
+
+/// What one call did: the tuples it read from a table and its indexes,
+/// and the extension's tables it began a sequential scan of.
+struct Measured {
+    read: i64,
+    scanned: Vec<String>,
+}
+
 /// Run `call` (a query of one boolean: whether the call did its work) in
-/// a transaction of its own, rolled back after; the tuples it read from
-/// `table` and its indexes. A call that did not do its work fails the test
-/// (reading nothing proves nothing).
-fn read_by(client: &mut Client, table: &str, call: &str) -> i64 {
+/// a transaction of its own, rolled back after, and measure it against
+/// `table`. A call that did not do its work fails the test (reading
+/// nothing proves nothing).
+fn measure(client: &mut Client, table: &str, call: &str) -> Measured {
     let mut tx = client.transaction().unwrap();
+    let scans_before = sequential_scans(&mut tx);
     let before = tuples_read(&mut tx, table);
     let done: bool = tx
         .query_one(call, &[])
@@ -53,8 +74,25 @@ fn read_by(client: &mut Client, table: &str, call: &str) -> i64 {
         .get(0);
     assert!(done, "the call did not do its work: {call}");
     let read = tuples_read(&mut tx, table) - before;
+    let scans_after = sequential_scans(&mut tx);
     tx.rollback().unwrap();
-    read
+    let scanned = scans_after
+        .into_iter()
+        .filter(|(name, after)| {
+            let before = scans_before
+                .iter()
+                .find(|(b, _)| b == name)
+                .map_or(0, |(_, n)| *n);
+            *after > before
+        })
+        .map(|(name, _)| name)
+        .collect();
+    Measured { read, scanned }
+}
+
+/// The tuples `call` reads from `table` and its indexes (see measure).
+fn read_by(client: &mut Client, table: &str, call: &str) -> i64 {
+    measure(client, table, call).read
 }
 
 /// Every call reads at most MOST_READ tuples of `table`.
@@ -474,19 +512,6 @@ fn recall_reads_only_its_scope_whatever_the_statistics_say() {
     drop_database(DB);
 }
 
-/// Sequential scans this transaction has begun on the extension's tables.
-fn sequential_scans(tx: &mut Transaction<'_>) -> Vec<(String, i64)> {
-    tx.query(
-        "SELECT relname::text, seq_scan FROM pg_stat_xact_user_tables
-         WHERE schemaname = 'agent_memory' ORDER BY relname",
-        &[],
-    )
-    .unwrap()
-    .iter()
-    .map(|row| (row.get(0), row.get(1)))
-    .collect()
-}
-
 #[test]
 fn writes_reach_rows_by_index_in_tables_analysed_while_empty() {
     // Statistics taken while every table was empty make a sequential scan
@@ -572,29 +597,8 @@ fn writes_reach_rows_by_index_in_tables_analysed_while_empty() {
         ),
     ];
     for (what, table, call) in calls {
-        let mut tx = client.transaction().unwrap();
-        let scans_before = sequential_scans(&mut tx);
-        let read_before = tuples_read(&mut tx, table);
-        let done: bool = tx
-            .query_one(call, &[])
-            .unwrap_or_else(|e| panic!("{call}: {e}"))
-            .get(0);
-        assert!(done, "the call did not do its work: {call}");
-        let read = tuples_read(&mut tx, table) - read_before;
-        let scans_after = sequential_scans(&mut tx);
-        tx.rollback().unwrap();
+        let Measured { read, scanned } = measure(&mut client, table, call);
         println!("{what}: {read} tuples read of {table}");
-        let scanned: Vec<String> = scans_after
-            .iter()
-            .filter(|(name, after)| {
-                let before = scans_before
-                    .iter()
-                    .find(|(b, _)| b == name)
-                    .map_or(0, |(_, n)| *n);
-                *after > before
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
         assert!(
             scanned.is_empty(),
             "{what} scanned {scanned:?} whole, planned from statistics of empty tables"

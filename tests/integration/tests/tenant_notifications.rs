@@ -8,11 +8,8 @@
 //! and a payload one sends on the shared channel reaches no other tenant's
 //! listener. Prints `notify: N payloads checked, 0 of another tenant`.
 
-use std::time::Duration;
-
-use agent_memory_integration::{connect, drop_database, fresh_database};
+use agent_memory_integration::{connect, drop_database, fresh_database, received_notifications};
 use postgres::Client;
-use postgres::fallible_iterator::FallibleIterator;
 
 const DB: &str = "am_it_tenant_notify";
 const ALICE: &str = "it_notify_alice";
@@ -33,18 +30,6 @@ fn channel(client: &mut Client) -> String {
         .query_one("SELECT agent_memory.notify_channel()", &[])
         .expect("notify_channel")
         .get(0)
-}
-
-/// (channel, payload) of every notification that arrives within 500 ms.
-fn received(client: &mut Client) -> Vec<(String, serde_json::Value)> {
-    let mut notes = Vec::new();
-    let mut notifications = client.notifications();
-    let mut waiting = notifications.timeout_iter(Duration::from_millis(500));
-    while let Some(note) = waiting.next().expect("notifications") {
-        let payload = serde_json::from_str(note.payload()).unwrap_or(serde_json::Value::Null);
-        notes.push((note.channel().to_string(), payload));
-    }
-    notes
 }
 
 #[test]
@@ -125,8 +110,8 @@ fn a_tenant_hears_only_its_own_changes_on_a_channel_no_other_can_name() {
         )
         .unwrap();
 
-    let heard_a = received(&mut alice);
-    let heard_b = received(&mut bob);
+    let heard_a = received_notifications(&mut alice);
+    let heard_b = received_notifications(&mut bob);
     let mut checked = 0;
     let mut foreign = 0;
     for (who, heard, own_channel, own_session, other_session) in [

@@ -2,10 +2,7 @@
 //! channel agent_memory, after commit; a write equal to what is stored
 //! sends none.
 
-use std::time::Duration;
-
-use agent_memory_integration::{connect, drop_database, fresh_database};
-use postgres::fallible_iterator::FallibleIterator;
+use agent_memory_integration::{connect, drop_database, fresh_database, received_payloads};
 
 #[test]
 fn one_notification_per_real_change_and_none_for_a_no_op() {
@@ -39,15 +36,7 @@ fn one_notification_per_real_change_and_none_for_a_no_op() {
         )
         .unwrap();
 
-    let mut payloads: Vec<serde_json::Value> = Vec::new();
-    {
-        let mut notifications = client.notifications();
-        let mut waiting = notifications.timeout_iter(Duration::from_millis(500));
-        while let Some(note) = waiting.next().unwrap() {
-            assert_eq!(note.channel(), "agent_memory");
-            payloads.push(serde_json::from_str(note.payload()).unwrap());
-        }
-    }
+    let payloads = received_payloads(&mut client, "agent_memory");
     assert_eq!(
         payloads,
         vec![
@@ -57,18 +46,6 @@ fn one_notification_per_real_change_and_none_for_a_no_op() {
     );
     drop(client);
     drop_database(db);
-}
-
-/// Every notification that reaches `client` within half a second.
-fn received(client: &mut postgres::Client) -> Vec<serde_json::Value> {
-    let mut payloads = Vec::new();
-    let mut notifications = client.notifications();
-    let mut waiting = notifications.timeout_iter(Duration::from_millis(500));
-    while let Some(note) = waiting.next().unwrap() {
-        assert_eq!(note.channel(), "agent_memory");
-        payloads.push(serde_json::from_str(note.payload()).unwrap());
-    }
-    payloads
 }
 
 /// Notifications are sent at commit, only while someone listens: a
@@ -118,7 +95,7 @@ fn listeners_in_other_connections_get_committed_changes_only() {
 
     let part = |part: &str, version: i32| serde_json::json!({"session_id": "wm", "node_id": null, "part": part, "version": version});
     assert_eq!(
-        received(&mut listener),
+        received_payloads(&mut listener, "agent_memory"),
         vec![
             part("working_history", 2),
             part("last_user_message", 1),
@@ -135,7 +112,10 @@ fn listeners_in_other_connections_get_committed_changes_only() {
     writer
         .batch_execute("SELECT agent_memory.wm_set('wm', 'working_history', '\"again\"')")
         .unwrap();
-    assert_eq!(received(&mut second), vec![part("working_history", 1)]);
+    assert_eq!(
+        received_payloads(&mut second, "agent_memory"),
+        vec![part("working_history", 1)]
+    );
     drop(second);
     drop(writer);
     drop_database(db);
