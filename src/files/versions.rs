@@ -26,11 +26,6 @@ use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, first_value_of, iso};
 use crate::pg::settings;
 
-/// The retention a write applies.
-pub(crate) fn retention() -> i32 {
-    settings::history_retention()
-}
-
 /// The arguments every save takes first: the scope, the file or directory
 /// at `path` (and every file under it), and the retention.
 fn at_or_under<'a>(
@@ -130,7 +125,7 @@ fn save(
     path: &str,
     picking: Vec<pgrx::datum::DatumWithOid<'_>>,
 ) -> SqlResult<()> {
-    let retention = retention();
+    let retention = settings::history_retention();
     if retention == 0 {
         return Ok(());
     }
@@ -196,7 +191,7 @@ fn save_on_citus(
 /// After file `path` was created: when versions of a deleted file are
 /// kept at its path, it takes the version after them. Returns its version.
 pub(crate) fn number_new_file(client: Client, scope: &str, path: &str) -> SqlResult<i32> {
-    if retention() == 0 {
+    if settings::history_retention() == 0 {
         return Ok(1);
     }
     let table = if crate::pg::plans::on_citus()? {

@@ -254,7 +254,7 @@ pub fn write_entries(
 
     let memory_ttl = settings::MEMORY_TTL_MIN.get();
     let idle = idle_timeout_minutes();
-    let retention = kv_versions::retention();
+    let retention = settings::history_retention();
 
     lock_session(session_id);
     Spi::connect_mut(|client| {
@@ -478,7 +478,7 @@ fn kv_has(session_id: &str, key: &str) -> SqlResult<bool> {
 /// Delete the given live keys (all when `keys` is None) of an active
 /// session, renewing its activity; 0 when the session is gone.
 pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32> {
-    let retention = kv_versions::retention();
+    let retention = settings::history_retention();
     lock_session(session_id);
     if retention > 0 {
         let named: Option<Vec<&str>> = keys
@@ -518,7 +518,7 @@ fn kv_delete(
     let Some(expected) = expected else {
         return Ok(delete_keys(session_id, Some(vec![key.to_owned()]))? > 0);
     };
-    let retention = kv_versions::retention();
+    let retention = settings::history_retention();
     lock_session(session_id);
     let idle = idle_timeout_minutes();
     Spi::connect_mut(|client| {

@@ -294,11 +294,6 @@ fn kv_purge_history(
     Ok(first_value_of::<i64>(&PURGE, &[session_id.into(), key.into()])?.unwrap_or(0))
 }
 
-/// The retention a write applies.
-pub(crate) fn retention() -> i32 {
-    settings::history_retention()
-}
-
 // The statements.
 
 /// Save the live entries `$which` picks among those of session $1,
