@@ -9,7 +9,9 @@ staging table, then `import(line)` in order, 1,000 lines per transaction,
 after the user was erased; against `COPY` of the same lines into a jsonb
 column, which reads them and writes no item. The floor of an import that
 checks each item as its write does: the same items made by the write
-functions, one transaction per session, after the same erasure.
+functions, one transaction per session, after the same erasure. The floor
+of any import: the items' rows written as they are into copies of the
+tables, one INSERT ... SELECT per table.
 
 Prints one JSON object per line for bench/run.py. Database in BENCH_DB.
 """
@@ -107,8 +109,46 @@ def write_items(conn) -> float:
     return time.perf_counter() - start
 
 
+# The user's rows of every table an import writes, for the floor below.
+USER_ROWS = [
+    ("sessions", "SELECT s.* FROM agent_memory.sessions s WHERE s.user_id = 'porter'"),
+    ("kv_entries", "SELECT k.* FROM agent_memory.sessions s JOIN agent_memory.kv_entries k USING (session_id, tenant) WHERE s.user_id = 'porter'"),
+    ("kv_entry_versions", "SELECT v.* FROM agent_memory.sessions s JOIN agent_memory.kv_entry_versions v USING (session_id, tenant) WHERE s.user_id = 'porter'"),
+    ("message_threads", "SELECT t.* FROM agent_memory.sessions s JOIN agent_memory.message_threads t USING (session_id, tenant) WHERE s.user_id = 'porter'"),
+    ("thread_messages", "SELECT m.* FROM agent_memory.sessions s JOIN agent_memory.thread_messages m USING (session_id, tenant) WHERE s.user_id = 'porter'"),
+    ("wm_parts", "SELECT p.* FROM agent_memory.sessions s JOIN agent_memory.wm_parts p USING (session_id, tenant) WHERE s.user_id = 'porter'"),
+    ("graph_nodes", "SELECT n.* FROM agent_memory.graph_nodes n WHERE n.owner = 'porter'"),
+    ("memory_scopes", "SELECT c.* FROM agent_memory.memory_scopes c WHERE c.scope = 'porter'"),
+    ("memory_directories", "SELECT d.* FROM agent_memory.memory_directories d WHERE d.scope = 'porter'"),
+    ("memory_files", "SELECT f.* FROM agent_memory.memory_files f WHERE f.scope = 'porter'"),
+]
+
+
+def insert_rows(conn) -> float:
+    """Seconds to write the user's rows, as they are, into empty copies of
+    the tables (their indexes, search columns and checks, not their
+    foreign keys), one INSERT ... SELECT per table in one transaction: the
+    least any import must do, with no line read and no item checked."""
+    columns = {}
+    for table, _ in USER_ROWS:
+        conn.execute(f"DROP TABLE IF EXISTS bench_floor_{table}")
+        conn.execute(f"CREATE TABLE bench_floor_{table} (LIKE agent_memory.{table} INCLUDING ALL)")
+        columns[table] = conn.execute(
+            """SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute
+               WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''""",
+            (f"agent_memory.{table}",)).fetchone()[0]
+    start = time.perf_counter()
+    with conn.transaction():
+        for table, rows in USER_ROWS:
+            conn.execute(f"INSERT INTO bench_floor_{table} ({columns[table]}) SELECT {columns[table]} FROM ({rows}) r")
+    elapsed = time.perf_counter() - start
+    for table, _ in USER_ROWS:
+        conn.execute(f"DROP TABLE bench_floor_{table}")
+    return elapsed
+
+
 def main() -> None:
-    results = {k: [] for k in ("export", "copy_out", "import", "copy_in", "floor_import", "writes")}
+    results = {k: [] for k in ("export", "copy_out", "import", "copy_in", "floor_import", "writes", "rows")}
     with psycopg.connect(f"dbname={DB}", autocommit=True) as conn:
         count = conn.execute("SELECT count(*) FROM bench_lines").fetchone()[0]
         for r in range(ROUNDS):
@@ -128,6 +168,7 @@ def main() -> None:
             results["writes"].append(count / write_items(conn))
             erase(conn)
             results["floor_import"].append(count / import_lines(conn, lines, count))
+            results["rows"].append(count / insert_rows(conn))
     med = {k: statistics.median(v) for k, v in results.items()}
 
     def row(kind, ext, base, baseline):
@@ -138,6 +179,8 @@ def main() -> None:
     row(f"import of {count:,} items, {BATCH:,} lines per transaction", "import", "copy_in", "COPY of the lines")
     row("floor: import against the write functions making the same items", "floor_import", "writes",
         "the write functions, a transaction per session")
+    row("floor: the items' rows inserted as they are into copies of the tables, one statement per table, "
+        "against COPY of the lines", "rows", "copy_in", "COPY of the lines")
 
 
 if __name__ == "__main__":
