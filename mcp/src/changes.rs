@@ -1,88 +1,80 @@
 //! Which resources changed: the extension announces each committed change
 //! of a scope's files or an owner's graph on its channel
-//! (`notify_channel()`); one connection of the server LISTENs there, from
-//! the first time a client lists or subscribes to resources, and passes on
-//! the URIs of the resources that changed.
+//! (`notify_channel()`); while some client is subscribed, one connection
+//! of the server LISTENs there and passes on the URIs of the resources
+//! that changed. With no subscriber left it closes: a listener makes every
+//! writer of the cluster send its notifications, which costs their
+//! commits, so nobody listens for nothing.
 //!
-//! Each time LISTEN takes effect (the first time, and again after the
-//! connection broke and was opened again), every resource is announced as
-//! changed: whatever changed while nobody listened reaches the subscribers
-//! that were already there.
+//! Each time LISTEN takes effect (for the first subscriber, and again
+//! after the connection broke or closed), every resource is announced as
+//! changed: whatever changed while nobody listened, or between a
+//! subscription and its LISTEN, reaches the subscribers.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{StreamExt, stream};
 use serde_json::Value;
-use tokio::sync::{OnceCell, broadcast};
+use tokio::sync::{Notify, broadcast};
 use tokio_postgres::{AsyncMessage, NoTls};
 
 use crate::options::Options;
 use crate::resources::{self, Resource};
 
 pub struct Changes {
+    shared: Arc<Shared>,
+}
+
+/// What the listening task and the subscribers share.
+struct Shared {
     config: tokio_postgres::Config,
-    options: Arc<Options>,
-    /// The URIs of changed resources; started with the first subscriber.
-    sender: OnceCell<broadcast::Sender<String>>,
+    offered: Vec<Resource>,
+    /// The URIs of changed resources, to every subscriber.
+    sender: broadcast::Sender<String>,
+    /// Wakes the listening task when a subscriber comes.
+    subscribed: Notify,
 }
 
 impl Changes {
-    pub fn new(config: tokio_postgres::Config, options: Arc<Options>) -> Changes {
-        Changes {
+    /// The changes of the resources `options` offer; the listening task
+    /// starts now and waits for a subscriber.
+    pub fn new(config: tokio_postgres::Config, options: &Options) -> Changes {
+        let shared = Arc::new(Shared {
             config,
-            options,
-            sender: OnceCell::new(),
-        }
+            offered: resources::offered(options),
+            sender: broadcast::channel(256).0,
+            subscribed: Notify::new(),
+        });
+        tokio::spawn(listen(shared.clone()));
+        Changes { shared }
     }
 
-    /// A receiver of the URIs of changed resources, starting the listening
-    /// connection if it is not running yet.
-    pub async fn subscribe(&self) -> broadcast::Receiver<String> {
-        self.sender().await.subscribe()
-    }
-
-    /// Start the listening connection, so that a subscription that
-    /// follows finds it listening.
-    pub async fn start(&self) {
-        if !resources::offered(&self.options).is_empty() {
-            self.sender().await;
-        }
-    }
-
-    async fn sender(&self) -> &broadcast::Sender<String> {
-        self.sender
-            .get_or_init(|| async {
-                let (sender, _) = broadcast::channel(256);
-                tokio::spawn(listen(
-                    self.config.clone(),
-                    self.options.clone(),
-                    sender.clone(),
-                ));
-                sender
-            })
-            .await
+    /// A receiver of the URIs of changed resources; the listening
+    /// connection opens if it is not open yet.
+    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+        let receiver = self.shared.sender.subscribe();
+        self.shared.subscribed.notify_one();
+        receiver
     }
 }
 
-/// LISTEN on the extension's channel for as long as the server runs,
+/// LISTEN on the extension's channel while there are subscribers,
 /// connecting again after any failure, at most every 30 seconds.
-async fn listen(
-    config: tokio_postgres::Config,
-    options: Arc<Options>,
-    sender: broadcast::Sender<String>,
-) {
-    let offered = resources::offered(&options);
+async fn listen(shared: Arc<Shared>) {
     let mut pause = Duration::from_millis(500);
     loop {
-        match listen_once(&config, &offered, &sender).await {
+        while shared.sender.receiver_count() == 0 {
+            shared.subscribed.notified().await;
+        }
+        match listen_once(&shared).await {
             Listened::Never(message) => {
                 tracing::warn!("listening for changes: {message}; trying again in {pause:?}");
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(30));
             }
             Listened::Until(message) => {
-                tracing::warn!("listening for changes: {message}; connecting again");
+                tracing::info!("listening for changes: {message}");
                 pause = Duration::from_millis(500);
             }
         }
@@ -95,12 +87,8 @@ enum Listened {
     Until(String),
 }
 
-async fn listen_once(
-    config: &tokio_postgres::Config,
-    offered: &[Resource],
-    sender: &broadcast::Sender<String>,
-) -> Listened {
-    let (client, mut connection) = match config.connect(NoTls).await {
+async fn listen_once(shared: &Shared) -> Listened {
+    let (client, mut connection) = match shared.config.connect(NoTls).await {
         Ok(connected) => connected,
         Err(error) => return Listened::Never(error.to_string()),
     };
@@ -140,16 +128,30 @@ async fn listen_once(
         }
     };
     tracing::info!("listening for changes on channel {channel}");
-    for resource in offered {
-        let _ = sender.send(resource.uri());
+    for resource in &shared.offered {
+        let _ = shared.sender.send(resource.uri());
     }
-    while let Some(payload) = received.recv().await {
-        for uri in changed(offered, &payload) {
-            let _ = sender.send(uri);
+    // Subscribers leave by dropping their receivers: look each second.
+    let mut look = tokio::time::interval(Duration::from_secs(1));
+    let ended = loop {
+        tokio::select! {
+            payload = received.recv() => match payload {
+                Some(payload) => {
+                    for uri in changed(&shared.offered, &payload) {
+                        let _ = shared.sender.send(uri);
+                    }
+                }
+                None => break "the connection ended",
+            },
+            _ = look.tick() => {
+                if shared.sender.receiver_count() == 0 {
+                    break "no subscriber left; closed";
+                }
+            }
         }
-    }
+    };
     driver.abort();
-    Listened::Until("the connection ended".into())
+    Listened::Until(ended.into())
 }
 
 /// The URIs of the offered resources a notification's payload names.

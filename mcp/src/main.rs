@@ -52,7 +52,7 @@ async fn main() -> ExitCode {
     let server = MemoryServer::new(
         Arc::new(database),
         options.clone(),
-        Arc::new(Changes::new(config, options.clone())),
+        Arc::new(Changes::new(config, &options)),
     );
     let served = match options.http {
         None => serve_stdio(server).await,

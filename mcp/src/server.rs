@@ -154,9 +154,6 @@ impl ServerHandler for MemoryServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        // A client that lists resources may subscribe next: listen for
-        // changes from now on.
-        self.changes.start().await;
         Ok(ListResourcesResult::with_all_items(
             resources::offered(&self.options)
                 .into_iter()
@@ -218,7 +215,7 @@ impl ServerHandler for MemoryServer {
             .resource_subscriptions
             .clone()
             .unwrap_or_default();
-        let mut changes = self.changes.subscribe().await;
+        let mut changes = self.changes.subscribe();
         loop {
             tokio::select! {
                 _ = context.cancelled() => return Ok(()),
@@ -253,7 +250,7 @@ impl ServerHandler for MemoryServer {
         self.offered(&request.uri)?;
         let uri = request.uri;
         let peer = context.peer;
-        let mut changes = self.changes.subscribe().await;
+        let mut changes = self.changes.subscribe();
         let forwarded = uri.clone();
         let forwarding = tokio::spawn(async move {
             loop {

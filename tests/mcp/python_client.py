@@ -143,14 +143,25 @@ async def scenario(client):
     check(json.loads(graph.contents[0].text)["children"]["__root__"][0]["title"] == "Trips", "the graph tree resource has the node")
 
 
+def listening_connections():
+    return sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'agent-memory-mcp'"
+               " AND query LIKE 'LISTEN %%'")
+
+
 async def notifications(client):
-    """A subscriber hears of each change of its resources, whoever writes."""
+    """A subscriber hears of each change of its resources, whoever writes;
+    the server listens only while someone is subscribed."""
     memory_uri = "memory://" + quote(SCOPE, safe="-_.~") + "/tree"
     graph_uri = f"graph://{USER}/tree"
+    check(listening_connections() == 0, "with no subscriber the server does not LISTEN")
     async with client.listen(resource_subscriptions=[memory_uri, graph_uri, "memory://other/tree"]) as subscription:
         check(sorted(subscription.honored.resource_subscriptions) == sorted([memory_uri, graph_uri]),
               "a subscription holds the server's own resources only", subscription.honored)
         events = aiter(subscription)
+        # Once LISTEN takes effect, each resource may have changed meanwhile.
+        first = {(await asyncio.wait_for(anext(events), 10)).uri for _ in range(2)}
+        check(first == {memory_uri, graph_uri}, "once listening, the server announces both resources", first)
+        check(listening_connections() == 1, "with a subscriber it LISTENs on one connection")
         await call(client, "memory", {"command": "append", "path": "/trips.md", "content": "- Lisbon\n"})
         event = await asyncio.wait_for(anext(events), 10)
         check(event.uri == memory_uri, "a file written through the server announces the memory tree", event)
@@ -158,6 +169,11 @@ async def notifications(client):
         sql("SELECT agent_memory.graph_create(%s, 'Hotels', '', '', ARRAY['__root__'])", USER)
         event = await asyncio.wait_for(anext(events), 10)
         check(event.uri == graph_uri, "a graph write by another connection announces the graph tree", event)
+    for _ in range(50):
+        if listening_connections() == 0:
+            break
+        await asyncio.sleep(0.1)
+    check(listening_connections() == 0, "when the last subscriber leaves, the server stops listening")
 
 
 async def refusals(client):
