@@ -671,11 +671,22 @@ RETURNS jsonb
 VOLATILE PARALLEL UNSAFE
 SET search_path TO pg_catalog, pg_temp
 LANGUAGE c AS 'MODULE_PATHNAME', 'import_wrapper';
+CREATE FUNCTION agent_memory.import_lines(
+    lines text[], session_id text DEFAULT NULL, user_id text DEFAULT NULL,
+    owner text DEFAULT NULL, scope text DEFAULT NULL)
+RETURNS SETOF jsonb
+VOLATILE PARALLEL UNSAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'import_lines_wrapper';
 COMMENT ON FUNCTION agent_memory.export(text, text, text, text) IS
     'Everything a session, a user, a graph owner or a file scope holds, as JSON lines: one item per line with its kind, key, columns and kept versions';
 COMMENT ON FUNCTION agent_memory.import(text, text, text, text, text) IS
     'Take one line of an export, whole or refused, optionally under another session, user, owner or scope; returns what became of it';
 REVOKE ALL ON FUNCTION agent_memory.export(text, text, text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION agent_memory.import(text, text, text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION agent_memory.import_lines(text[], text, text, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION agent_memory.export(text, text, text, text) TO agent_memory_reader, agent_memory_writer;
 GRANT EXECUTE ON FUNCTION agent_memory.import(text, text, text, text, text) TO agent_memory_writer;
+GRANT EXECUTE ON FUNCTION agent_memory.import_lines(text[], text, text, text, text) TO agent_memory_writer;
+COMMENT ON FUNCTION agent_memory.import_lines(text[], text, text, text, text) IS
+    'Take the lines of an export in order, as import takes each, writing runs of entries and of messages together; returns import''s result for each line, in order';

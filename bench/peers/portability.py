@@ -5,9 +5,10 @@ The case's setup (bench/cases/portability.toml) made the user: 88,000
 items of every kind. Export streams `export(...)` to the client with
 `COPY ... TO STDOUT`, against `COPY` of the same rows, each as JSON, out of
 their tables. Import takes the lines as the reference shows: `COPY` into a
-staging table, then `import(line)` in order, 1,000 lines per transaction,
-after the user was erased; against `COPY` of the same lines into a jsonb
-column, which reads them and writes no item. The floor of an import that
+staging table, then `import_lines(...)` of 1,000 lines at a time, a
+transaction each, after the user was erased; against `COPY` of the same
+lines into a jsonb column, which reads them and writes no item, and
+against `import(line)` called for each line. The floor of an import that
 checks each item as its write does: the same items made by the write
 functions, one transaction per session, after the same erasure. The floor
 of any import: the items' rows written as they are into copies of the
@@ -55,7 +56,15 @@ def erase(conn) -> None:
     conn.execute("SELECT agent_memory.erase_user('porter', owners => ARRAY['porter'], scopes => ARRAY['porter'])")
 
 
-def import_lines(conn, lines: bytes, count: int) -> float:
+IMPORT_BATCH = """
+  SELECT count(*) FILTER (WHERE (r ->> 'ok')::bool)
+  FROM agent_memory.import_lines(ARRAY(SELECT line FROM staged WHERE n > %s AND n <= %s ORDER BY n)) AS r"""
+IMPORT_EACH = """
+  SELECT count(*) FILTER (WHERE (agent_memory.import(line) ->> 'ok')::bool)
+  FROM (SELECT line FROM staged WHERE n > %s AND n <= %s ORDER BY n) AS batch"""
+
+
+def import_lines(conn, lines: bytes, count: int, query: str = IMPORT_BATCH) -> float:
     """Seconds to take the lines in: COPY into staging, then import in
     order, a transaction per batch; every line must be taken."""
     start = time.perf_counter()
@@ -65,10 +74,7 @@ def import_lines(conn, lines: bytes, count: int) -> float:
     taken = 0
     for first in range(0, count, BATCH):
         with conn.transaction():
-            taken += conn.execute(
-                "SELECT count(*) FILTER (WHERE (agent_memory.import(line) ->> 'ok')::bool)"
-                " FROM (SELECT line FROM staged WHERE n > %s AND n <= %s ORDER BY n) AS batch",
-                (first, first + BATCH)).fetchone()[0]
+            taken += conn.execute(query, (first, first + BATCH)).fetchone()[0]
     elapsed = time.perf_counter() - start
     conn.execute("DROP TABLE staged")
     assert taken == count, f"{count - taken} lines refused"
@@ -148,7 +154,8 @@ def insert_rows(conn) -> float:
 
 
 def main() -> None:
-    results = {k: [] for k in ("export", "copy_out", "import", "copy_in", "floor_import", "writes", "rows")}
+    results = {k: [] for k in ("export", "copy_out", "import", "import_each", "copy_in", "floor_import", "writes",
+                               "rows")}
     with psycopg.connect(f"dbname={DB}", autocommit=True) as conn:
         count = conn.execute("SELECT count(*) FROM bench_lines").fetchone()[0]
         for r in range(ROUNDS):
@@ -165,6 +172,8 @@ def main() -> None:
             results["copy_in"].append(count / copy_lines(conn, lines))
             results["import"].append(count / import_lines(conn, lines, count))
             erase(conn)
+            results["import_each"].append(count / import_lines(conn, lines, count, IMPORT_EACH))
+            erase(conn)
             results["writes"].append(count / write_items(conn))
             erase(conn)
             results["floor_import"].append(count / import_lines(conn, lines, count))
@@ -177,6 +186,8 @@ def main() -> None:
 
     row(f"export of {count:,} items to the client", "export", "copy_out", "COPY of the rows as JSON")
     row(f"import of {count:,} items, {BATCH:,} lines per transaction", "import", "copy_in", "COPY of the lines")
+    row(f"import of {count:,} items, {BATCH:,} lines per transaction", "import", "import_each",
+        "import(line) for each line")
     row("floor: import against the write functions making the same items", "floor_import", "writes",
         "the write functions, a transaction per session")
     row("floor: the items' rows inserted as they are into copies of the tables, one statement per table, "

@@ -360,6 +360,121 @@ fn check_keys(item: &Item) -> Result<()> {
     Ok(())
 }
 
+/// A run of lines that import can write together: consecutive lines of
+/// one kind and one place, which one statement per table can take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunKind {
+    /// Entries of one session, no key twice.
+    Entries,
+    /// Plain messages (no tool call or result, no idempotency key) of one
+    /// session's thread with one keep, each seq one more than the line
+    /// before.
+    Messages,
+    /// Other lines that read, of any kinds, each written as it would be
+    /// alone but all in one subtransaction.
+    Lines,
+}
+
+/// Where a line's run may continue: lines in one run have equal places.
+#[derive(PartialEq)]
+enum Place<'a> {
+    Entries(&'a str),
+    Messages(&'a str, Option<&'a str>, i32),
+}
+
+fn place(item: &Item) -> Option<Place<'_>> {
+    match item {
+        Item::Entry(e) => Some(Place::Entries(&e.session_id)),
+        Item::Message(m) if is_plain(m) => {
+            Some(Place::Messages(&m.session_id, m.node_id.as_deref(), m.keep))
+        }
+        _ => None,
+    }
+}
+
+/// A message an append can write with others: no tool call or result, no
+/// idempotency key (see `messages::BatchMessage::is_plain`).
+fn is_plain(m: &Message) -> bool {
+    m.role != "tool"
+        && m.metadata.get("tool_calls").is_none()
+        && m.metadata.get("idempotency_key").is_none()
+}
+
+/// Split lines, in order, into runs `(kind, start..end)` of two or more
+/// lines that can be written together: runs of entries or of messages,
+/// and between them runs of the other lines. A line that did not parse
+/// ends a run and is in none; so is a line alone between two runs.
+pub fn runs<E>(items: &[std::result::Result<Item, E>]) -> Vec<(RunKind, std::ops::Range<usize>)> {
+    let mut found = Vec::new();
+    let mut lines_from = 0;
+    for (kind, range) in runs_of_one_place(items) {
+        lines_runs(items, lines_from..range.start, &mut found);
+        lines_from = range.end;
+        found.push((kind, range));
+    }
+    lines_runs(items, lines_from..items.len(), &mut found);
+    found
+}
+
+/// The runs of lines that read within `within`, two or more long.
+fn lines_runs<E>(
+    items: &[std::result::Result<Item, E>],
+    within: std::ops::Range<usize>,
+    found: &mut Vec<(RunKind, std::ops::Range<usize>)>,
+) {
+    let mut start = within.start;
+    while start < within.end {
+        let end = (start..within.end)
+            .find(|&at| items[at].is_err())
+            .unwrap_or(within.end);
+        if end - start >= 2 {
+            found.push((RunKind::Lines, start..end));
+        }
+        start = end + 1;
+    }
+}
+
+fn runs_of_one_place<E>(
+    items: &[std::result::Result<Item, E>],
+) -> Vec<(RunKind, std::ops::Range<usize>)> {
+    let mut found = Vec::new();
+    let mut start = 0;
+    while start < items.len() {
+        let mut end = start + 1;
+        if let Ok(first) = &items[start]
+            && let Some(at) = place(first)
+        {
+            let mut keys = std::collections::HashSet::new();
+            if let Item::Entry(e) = first {
+                keys.insert(e.key.as_str());
+            }
+            while let Some(Ok(next)) = items.get(end) {
+                let continues = place(next).is_some_and(|p| p == at)
+                    && match (&items[end - 1], next) {
+                        (Ok(Item::Message(before)), Item::Message(m)) => {
+                            before.seq.checked_add(1) == Some(m.seq)
+                        }
+                        (_, Item::Entry(e)) => keys.insert(e.key.as_str()),
+                        _ => false,
+                    };
+                if !continues {
+                    break;
+                }
+                end += 1;
+            }
+            if end - start >= 2 {
+                let kind = match first {
+                    Item::Entry(_) => RunKind::Entries,
+                    _ => RunKind::Messages,
+                };
+                found.push((kind, start..end));
+            }
+        }
+        start = end;
+    }
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -448,5 +563,115 @@ mod tests {
         assert_eq!(kind_of(r#"{"kind": "node", "x": 1}"#), Some("node"));
         assert_eq!(kind_of(r#"{"kind": "graph"}"#), None);
         assert_eq!(kind_of("{\"kind\": \"kv\""), None);
+    }
+    fn entry(session: &str, key: &str) -> Item {
+        let mut line: Value = serde_json::from_str(ENTRY).unwrap();
+        line["session_id"] = session.into();
+        line["key"] = key.into();
+        parse_line(&line.to_string(), &Renames::default()).unwrap()
+    }
+
+    fn message(session: &str, seq: i64, keep: i32) -> Item {
+        Item::Message(Message {
+            session_id: session.to_string(),
+            node_id: None,
+            seq,
+            keep,
+            role: "user".to_string(),
+            content: "hello".to_string(),
+            metadata: serde_json::json!({}),
+            created_at: "2026-01-01 00:00:00+00".to_string(),
+        })
+    }
+
+    #[test]
+    fn runs_group_consecutive_lines_of_one_place() {
+        let items: Vec<std::result::Result<Item, ()>> = vec![
+            Ok(entry("s1", "a")),
+            Ok(entry("s1", "b")),
+            Ok(entry("s1", "c")),
+            Ok(message("s1", 1, 50)),
+            Ok(message("s1", 2, 50)),
+            Ok(entry("s2", "a")),
+            Ok(message("s1", 3, 50)),
+        ];
+        assert_eq!(
+            runs(&items),
+            vec![
+                (RunKind::Entries, 0..3),
+                (RunKind::Messages, 3..5),
+                (RunKind::Lines, 5..7)
+            ]
+        );
+    }
+
+    #[test]
+    fn runs_end_where_a_line_could_not_join() {
+        let items: Vec<std::result::Result<Item, ()>> = vec![
+            // A key twice: the second starts a new run.
+            Ok(entry("s1", "a")),
+            Ok(entry("s1", "b")),
+            Ok(entry("s1", "a")),
+            Ok(entry("s1", "c")),
+            // Another session, a refused line, a seq gap, another keep.
+            Ok(entry("s2", "a")),
+            Err(()),
+            Ok(message("s1", 1, 50)),
+            Ok(message("s1", 3, 50)),
+            Ok(message("s1", 4, 20)),
+            Ok(message("s1", 5, 20)),
+            Ok(message("s1", 6, 20)),
+        ];
+        assert_eq!(
+            runs(&items),
+            vec![
+                (RunKind::Entries, 0..2),
+                (RunKind::Entries, 2..4),
+                // Line 4 is alone before the refused line 5.
+                (RunKind::Lines, 6..8),
+                (RunKind::Messages, 8..11),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_tool_call_or_result_ends_a_run_of_messages() {
+        let mut call = message("s1", 3, 50);
+        if let Item::Message(m) = &mut call {
+            m.metadata = serde_json::json!({"tool_calls": [{"id": "c1"}]});
+        }
+        let mut result = message("s1", 4, 50);
+        if let Item::Message(m) = &mut result {
+            m.role = "tool".to_string();
+        }
+        let items: Vec<std::result::Result<Item, ()>> = vec![
+            Ok(message("s1", 1, 50)),
+            Ok(message("s1", 2, 50)),
+            Ok(call),
+            Ok(result),
+            Ok(message("s1", 5, 50)),
+            Ok(message("s1", 6, 50)),
+        ];
+        assert_eq!(
+            runs(&items),
+            vec![
+                (RunKind::Messages, 0..2),
+                (RunKind::Lines, 2..4),
+                (RunKind::Messages, 4..6)
+            ]
+        );
+    }
+
+    #[test]
+    fn runs_of_other_kinds_are_lines() {
+        let session = parse_line(
+            r#"{"kind": "directory", "scope": "s", "path": "/a"}"#,
+            &Renames::default(),
+        )
+        .unwrap();
+        let items: Vec<std::result::Result<Item, ()>> =
+            vec![Ok(session.clone()), Ok(session), Ok(entry("s1", "a"))];
+        assert_eq!(runs(&items), vec![(RunKind::Lines, 0..3)]);
+        assert_eq!(runs(&items[2..]), vec![]);
     }
 }

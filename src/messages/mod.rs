@@ -873,8 +873,9 @@ static APPEND_FAST: Statement = Statement {
 /// append, and whether the session's recorded activity is over a second
 /// old; no row when nothing could go (nothing was written). The ring's
 /// scan is materialized: inlined, it would run once for each use of n.
-static APPEND_BATCH: Statement = Statement {
-    sql: concat!(
+macro_rules! append_batch {
+    ($created_at:literal) => {
+        concat!(
         "WITH ring AS MATERIALIZED (
            SELECT least($8, coalesce(
                     -- the tool call nearest the ring's position: the
@@ -911,7 +912,9 @@ static APPEND_BATCH: Statement = Statement {
                   r.message ->> 'role', r.message ->> 'content',
                   CASE WHEN pg_catalog.jsonb_typeof(r.message -> 'metadata') = 'object'
                        THEN r.message -> 'metadata' ELSE '{}' END,
-                  pg_catalog.now()
+                  ",
+            $created_at,
+            "
            FROM claimed c, run r
            ON CONFLICT (session_id, thread_key, slot, tenant) DO UPDATE
            SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
@@ -919,7 +922,20 @@ static APPEND_BATCH: Statement = Statement {
                idempotency_key = NULL, created_at = excluded.created_at)
          SELECT first_seq, n, moved, last_activity_at < pg_catalog.now() - interval '1 second'
          FROM claimed"
-    ),
+        )
+    };
+}
+
+static APPEND_BATCH: Statement = Statement {
+    sql: append_batch!("pg_catalog.now()"),
+    args: &[TEXT, TEXT, INT4, INT4, TEXT, JSONB, INT4, INT4],
+    writes: true,
+};
+
+/// APPEND_BATCH for an import: each message is dated by its
+/// `created_at`.
+static IMPORT_BATCH: Statement = Statement {
+    sql: append_batch!("(r.message ->> 'created_at')::pg_catalog.timestamptz"),
     args: &[TEXT, TEXT, INT4, INT4, TEXT, JSONB, INT4, INT4],
     writes: true,
 };
@@ -1367,6 +1383,116 @@ pub(crate) fn import_message(
             .or_report();
         }
         Ok(Outcome::Imported)
+    })
+}
+
+/// Import a run of message lines of one thread, seqs one apart (see
+/// `agent_memory_core::portability::runs`), into a session that holds
+/// none of them yet: in one statement that appends them as
+/// append_messages does, dated as their lines say, after making the
+/// thread's ring as an append does. Returns false when the run cannot go
+/// this way (a message that is not plain, a check that fails, a message
+/// there already, or the append stopped short at a tool call); it may
+/// have written part of the run, so the caller rolls back and imports
+/// line by line, which says what each line meets.
+pub(crate) fn import_message_run(
+    run: &[&agent_memory_core::portability::Message],
+) -> SqlResult<bool> {
+    let Some(first) = run.first() else {
+        return Ok(false);
+    };
+    if on_citus()? {
+        return Ok(false);
+    }
+    let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
+    let (Ok(keep), Ok(node_id), Ok(count)) = (
+        messages::resolve_keep(Some(first.keep), settings::MAX_MESSAGES.get()),
+        checked_node(first.node_id.as_deref()),
+        i32::try_from(run.len()),
+    ) else {
+        return Ok(false);
+    };
+    let Ok(session_id) = checked_id("session_id", Some(&first.session_id)) else {
+        return Ok(false);
+    };
+    let mut batch = Vec::with_capacity(run.len());
+    for m in run {
+        let Ok(idempotency_key) = messages::check_message(&m.content, &m.metadata, max_bytes)
+        else {
+            return Ok(false);
+        };
+        let message = messages::BatchMessage {
+            role: &m.role,
+            content: &m.content,
+            metadata: Some(&m.metadata),
+            idempotency_key,
+        };
+        if messages::check_role(&m.role).is_err() || !message.is_plain() {
+            return Ok(false);
+        }
+        batch.push(
+            json!({"role": m.role, "content": m.content, "metadata": m.metadata,
+                          "created_at": m.created_at}),
+        );
+    }
+    let batch = serde_json::Value::Array(batch);
+    let key = thread_key(node_id);
+    lock_session(session_id);
+    Spi::connect_mut(|client| {
+        lock_threads_for_snapshot(client, session_id)?;
+        let state = IMPORT_STATE.run(
+            client,
+            &[
+                session_id.into(),
+                first.seq.into(),
+                idle_timeout_minutes().into(),
+            ],
+        )?;
+        if state.is_empty() {
+            return Ok(false);
+        }
+        let row = state.first();
+        let fresh = row.required::<bool>(1, "active")?
+            && row.value::<String>(3)?.is_none()
+            && row.required::<i64>(2, "newest seq")? < first.seq;
+        if !fresh {
+            return Ok(false);
+        }
+        IMPORT_NEXT_SEQ.run(client, &[session_id.into(), first.seq.into()])?;
+        let mut ring_made = false;
+        let rows = loop {
+            let rows = IMPORT_BATCH.run(
+                client,
+                &[
+                    session_id.into(),
+                    key.into(),
+                    keep.into(),
+                    idle_timeout_minutes().into(),
+                    node_id.into(),
+                    JsonB(batch.clone()).into(),
+                    0i32.into(),
+                    count.into(),
+                ],
+            )?;
+            if !rows.is_empty() || ring_made {
+                break rows;
+            }
+            // No thread yet, or one with another keep: its ring first.
+            repack(client, session_id, key, keep)?;
+            ring_made = true;
+        };
+        if rows.is_empty() {
+            return Ok(false);
+        }
+        let row = rows.first();
+        let seq = row.required::<i64>(1, "seq")?;
+        if seq != first.seq || row.required::<i32>(2, "count")? != count {
+            return Ok(false);
+        }
+        let moved = row.value::<bool>(3)?.unwrap_or(true);
+        let stale = row.value::<bool>(4)?.unwrap_or(false);
+        record_append_on_session(client, session_id, key, seq, moved, stale)?;
+        Ok(true)
     })
 }
 

@@ -17,7 +17,7 @@ use agent_memory_core::Error;
 use agent_memory_core::error::quoted;
 use agent_memory_core::files::memory_tool as files;
 use agent_memory_core::graph::{self, Content};
-use agent_memory_core::portability::{self as lines, Item, Outcome, Renames};
+use agent_memory_core::portability::{self as lines, Item, Outcome, Renames, RunKind};
 use agent_memory_core::sessions::{budget, kv, words};
 use agent_memory_core::working_memory as wm;
 
@@ -46,30 +46,91 @@ fn import(
     owner: default!(Option<&str>, "NULL"),
     scope: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
-    let renames = Renames {
-        session_id: session_id
-            .map(|id| checked_id("session_id", Some(id)))
-            .transpose()?,
-        user_id: user_id
-            .map(|id| checked_id("user_id", Some(id)))
-            .transpose()?,
-        owner: owner.map(|id| checked_id("owner", Some(id))).transpose()?,
-        scope: scope.map(|id| checked_id("scope", Some(id))).transpose()?,
-    };
+    let renames = checked_renames(session_id, user_id, owner, scope)?;
+    Ok(JsonbBytes::from_value(import_line(parsed(line, &renames))?))
+}
+
+/// Take the lines of an export, in order, as `import` takes each one, and
+/// return `import`'s result for each, in the same order. A run of
+/// entries of one session, or of plain messages of one thread, goes in a
+/// few statements, and a run of other lines one by one, each run in one
+/// subtransaction; when a line of a run would be refused, the run is
+/// rolled back and taken line by line.
+#[pg_extern(volatile, parallel_unsafe)]
+#[search_path(pg_catalog, pg_temp)]
+fn import_lines(
+    lines: Option<Vec<Option<String>>>,
+    session_id: default!(Option<&str>, "NULL"),
+    user_id: default!(Option<&str>, "NULL"),
+    owner: default!(Option<&str>, "NULL"),
+    scope: default!(Option<&str>, "NULL"),
+) -> Result<SetOfIterator<'static, pgrx::JsonB>, pgrx::pg_sys::panic::ErrorReport> {
+    let renames = checked_renames(session_id, user_id, owner, scope)?;
+    let lines = lines.ok_or_else(|| Error::null("lines")).or_report()?;
+    let parsed: Vec<Parsed> = lines
+        .iter()
+        .map(|line| parsed(line.as_deref(), &renames))
+        .collect();
+    let mut runs = lines::runs(&parsed).into_iter().peekable();
+    let mut results = Vec::with_capacity(parsed.len());
+    let mut at = 0;
+    while at < parsed.len() {
+        if let Some((kind, range)) = runs.next_if(|(_, range)| range.start == at) {
+            let items: Vec<&Item> = parsed[range.clone()].iter().flatten().collect();
+            if let Some(outcomes) = import_run(kind, &items) {
+                for (item, outcome) in items.iter().zip(outcomes) {
+                    results.push(pgrx::JsonB(taken(item.kind(), outcome)));
+                }
+                at = range.end;
+                continue;
+            }
+        }
+        results.push(pgrx::JsonB(import_line(parsed[at].clone())?));
+        at += 1;
+    }
+    Ok(SetOfIterator::new(results))
+}
+
+fn checked_renames<'a>(
+    session_id: Option<&'a str>,
+    user_id: Option<&'a str>,
+    owner: Option<&'a str>,
+    scope: Option<&'a str>,
+) -> SqlResult<Renames<'a>> {
+    let checked = |name, id: Option<&'a str>| id.map(|id| checked_id(name, Some(id))).transpose();
+    Ok(Renames {
+        session_id: checked("session_id", session_id)?,
+        user_id: checked("user_id", user_id)?,
+        owner: checked("owner", owner)?,
+        scope: checked("scope", scope)?,
+    })
+}
+
+/// A line read, or its refusal: (the kind it names, SQLSTATE, message).
+type Parsed = Result<Item, (Option<&'static str>, String, String)>;
+
+fn parsed(line: Option<&str>, renames: &Renames<'_>) -> Parsed {
     let Some(line) = line else {
-        return Ok(refused(None, "22004", "line is NULL"));
+        return Err((None, "22004".into(), "line is NULL".into()));
     };
-    let item = match lines::parse_line(line, &renames) {
+    lines::parse_line(line, renames).map_err(|e| {
+        (
+            lines::kind_of(line),
+            e.kind.sqlstate().to_string(),
+            e.message,
+        )
+    })
+}
+
+/// Import one line in its own subtransaction: its result.
+fn import_line(parsed: Parsed) -> SqlResult<Value> {
+    let item = match parsed {
         Ok(item) => item,
-        Err(e) => return Ok(refused(lines::kind_of(line), e.kind.sqlstate(), &e.message)),
+        Err((kind, code, message)) => return Ok(refused(kind, &code, &message)),
     };
     let kind = item.kind();
     Ok(match in_subtransaction(move || import_item(&item)) {
-        Ok(outcome) => JsonbBytes::from_value(json!({
-            "ok": true,
-            "kind": kind,
-            "status": outcome.name(),
-        })),
+        Ok(outcome) => taken(kind, outcome),
         // A bug is not the line's fault: it is raised, as anywhere else.
         Err(failure) if failure.sqlstate == "XX000" => {
             return Err(crate::pg::error::report(Error::internal(failure.message)));
@@ -78,19 +139,76 @@ fn import(
     })
 }
 
-fn refused(kind: Option<&str>, code: &str, message: &str) -> JsonbBytes {
-    JsonbBytes::from_value(json!({
+fn taken(kind: &str, outcome: Outcome) -> Value {
+    json!({"ok": true, "kind": kind, "status": outcome.name()})
+}
+
+/// Write a run of lines in one subtransaction: the outcome of each, or
+/// None when the run was rolled back (or never written) because a line
+/// of it would not go as the others do.
+fn import_run(kind: RunKind, items: &[&Item]) -> Option<Vec<Outcome>> {
+    in_subtransaction(|| {
+        let written = match kind {
+            // Each line as alone, none in a subtransaction of its own: a
+            // row the run writes twice (a session's, a scope's) is then
+            // written by one subtransaction, not locked across many.
+            RunKind::Lines => items
+                .iter()
+                .map(|item| write_item(item))
+                .collect::<SqlResult<Vec<Outcome>>>()
+                .map(Some),
+            RunKind::Entries => import_entries(items),
+            RunKind::Messages => {
+                let run: Vec<&lines::Message> = items
+                    .iter()
+                    .filter_map(|item| match item {
+                        Item::Message(m) => Some(m),
+                        _ => None,
+                    })
+                    .collect();
+                crate::messages::import_message_run(&run)
+                    .map(|done| done.then(|| vec![Outcome::Imported; run.len()]))
+            }
+        };
+        match written {
+            Ok(Some(outcomes)) if outcomes.len() == items.len() => outcomes,
+            Ok(_) => raise(Error::conflict("the run goes line by line")),
+            Err(report) => raise_report(report),
+        }
+    })
+    .ok()
+}
+
+fn raise(error: Error) -> ! {
+    raise_report(crate::pg::error::report(error))
+}
+
+fn raise_report(report: pgrx::pg_sys::panic::ErrorReport) -> ! {
+    report.report(PgLogLevel::ERROR);
+    unreachable!("an ERROR report does not return")
+}
+
+fn refused(kind: Option<&str>, code: &str, message: &str) -> Value {
+    json!({
         "ok": false,
         "kind": kind,
         "status": "refused",
         "error": {"code": code, "message": message},
-    }))
+    })
 }
 
 /// Write an item; an error is raised, so that the subtransaction rolls
 /// back whatever the item wrote.
 fn import_item(item: &Item) -> Outcome {
-    let outcome = match item {
+    match write_item(item) {
+        Ok(outcome) => outcome,
+        Err(report) => raise_report(report),
+    }
+}
+
+/// Write an item, or say why not (having written part of it, perhaps).
+fn write_item(item: &Item) -> SqlResult<Outcome> {
+    match item {
         Item::Session(s) => import_session(s),
         Item::Entry(e) => import_entry(e),
         Item::Part(p) => import_part(p),
@@ -107,13 +225,6 @@ fn import_item(item: &Item) -> Outcome {
         Item::Node(n) => import_node(n),
         Item::File(f) => import_file(f),
         Item::Directory(d) => import_directory(d),
-    };
-    match outcome {
-        Ok(outcome) => outcome,
-        Err(report) => {
-            report.report(PgLogLevel::ERROR);
-            unreachable!("an ERROR report does not return")
-        }
     }
 }
 
@@ -218,6 +329,107 @@ fn import_entry(e: &lines::Entry) -> SqlResult<Outcome> {
             )?;
         }
         Ok(outcome)
+    })
+}
+
+/// A run of entries of one session, no key twice, in one statement (and
+/// one more for their kept versions). None, with nothing written, when a
+/// check of the write functions fails for one of them; an error when the
+/// statement finds one that import would refuse (the caller rolls back).
+fn import_entries(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
+    let entries: Vec<&lines::Entry> = items
+        .iter()
+        .filter_map(|item| match item {
+            Item::Entry(e) => Some(e),
+            _ => None,
+        })
+        .collect();
+    let Some(first) = entries.first() else {
+        return Ok(None);
+    };
+    let session_id = first.session_id.as_str();
+    let budget = settings::KV_WORD_BUDGET.get().max(0) as u64;
+    let mut rows = Vec::with_capacity(entries.len());
+    for (at, e) in entries.iter().enumerate() {
+        let values = std::iter::once(&e.value).chain(e.versions.iter().map(|v| &v.value));
+        for value in values {
+            if kv::check_value_size(&e.key, value).is_err()
+                || sensitive::guard_write(&e.key, value).is_err()
+            {
+                return Ok(None);
+            }
+        }
+        let words = words::words_in_value(&e.value);
+        if e.session_id != session_id
+            || budget::check_fits(&[(e.key.as_str(), words)], budget).is_err()
+        {
+            return Ok(None);
+        }
+        rows.push(json!({
+            "at": at,
+            "key": e.key,
+            "value": e.value,
+            "words": words,
+            "version": e.version,
+            "created_at": e.created_at,
+            "updated_at": e.updated_at,
+            "expires_at": e.expires_at,
+        }));
+    }
+    lock_session(session_id);
+    Spi::connect_mut(|client| {
+        let table = IMPORT_ENTRIES.run(
+            client,
+            &[
+                session_id.into(),
+                JsonB(Value::Array(rows)).into(),
+                idle_timeout_minutes().into(),
+            ],
+        )?;
+        let row = table.first();
+        if !row.required::<bool>(1, "session found")? {
+            return Err(missing_session(session_id));
+        }
+        // Line by line, each total must fit: the highest is at most the
+        // total before the run plus every rise in it.
+        if let Some(total) = row.value::<i64>(2)? {
+            let change = row.required::<i64>(3, "change")?;
+            let rises = row.required::<i64>(4, "rises")?;
+            if (total - change + rises).max(0) as u64 > budget {
+                return Err(crate::pg::error::report(Error::limit(
+                    "over the word budget",
+                )));
+            }
+        }
+        let statuses = row.required::<Vec<String>>(5, "statuses")?;
+        let mut outcomes = Vec::with_capacity(statuses.len());
+        let mut versions = Vec::new();
+        for (e, status) in entries.iter().zip(&statuses) {
+            outcomes.push(match status.as_str() {
+                "imported" => Outcome::Imported,
+                "unchanged" => Outcome::Unchanged,
+                "expired" => Outcome::Expired,
+                _ => {
+                    return Err(exists_otherwise(crate::sessions::kv::entry_name(
+                        session_id, &e.key,
+                    )));
+                }
+            });
+            if status != "expired" {
+                for v in &e.versions {
+                    let mut version = serde_json::to_value(v).unwrap_or_default();
+                    version["key"] = json!(e.key);
+                    versions.push(version);
+                }
+            }
+        }
+        if !versions.is_empty() {
+            IMPORT_RUN_VERSIONS.run(
+                client,
+                &[session_id.into(), JsonB(Value::Array(versions)).into()],
+            )?;
+        }
+        Ok(Some(outcomes))
     })
 }
 
@@ -506,6 +718,79 @@ static IMPORT_ENTRY_VERSIONS: Statement = Statement {
           WHERE v.expires_at > pg_catalog.now()
           ON CONFLICT DO NOTHING",
     args: &[TEXT, TEXT, JSONB],
+    writes: true,
+};
+
+/// A run of entries as exported ($2, a jsonb array in the run's order),
+/// into an active session (idle minutes $3), as IMPORT_ENTRY takes each:
+/// written where the session holds no live entry at the key, their words
+/// counted on the session once. Returns whether the session was found,
+/// the session's words when any entry was written, the sum of the words'
+/// changes and of their rises, and each line's status in order:
+/// expired, imported, unchanged (the live entry there has the line's
+/// value and version) or conflict.
+static IMPORT_ENTRIES: Statement = Statement {
+    sql: concat!(
+        "WITH s AS (
+           SELECT s.tenant FROM agent_memory.sessions s
+           WHERE ",
+        crate::sessions::callers_active_session!("$3"),
+        "),
+         line AS (
+           SELECT * FROM pg_catalog.jsonb_to_recordset($2) AS l(at int4, key text, value jsonb,
+                    words int4, version int4, created_at timestamptz, updated_at timestamptz,
+                    expires_at timestamptz)),
+         old AS (
+           SELECT k.key, k.value, k.version, k.words, k.expires_at > pg_catalog.now() AS live
+           FROM line l, s, agent_memory.kv_entries k
+           WHERE k.session_id = $1 AND k.key = l.key AND k.tenant = s.tenant),
+         written AS (
+           INSERT INTO agent_memory.kv_entries AS k
+             (session_id, key, value, words, prev_words, created_at, updated_at, expires_at, version, tenant)
+           SELECT $1, l.key, l.value, l.words, coalesce(o.words, 0),
+                  l.created_at, l.updated_at, l.expires_at, l.version, s.tenant
+           FROM line l CROSS JOIN s LEFT JOIN old o ON o.key = l.key
+           WHERE l.expires_at > pg_catalog.now() AND o.live IS NOT TRUE
+           ON CONFLICT (session_id, key, tenant) DO UPDATE
+           SET value = excluded.value, words = excluded.words, prev_words = excluded.prev_words,
+               created_at = excluded.created_at, updated_at = excluded.updated_at,
+               expires_at = excluded.expires_at, version = excluded.version
+           RETURNING k.key, k.words - k.prev_words AS change, k.expires_at),
+         counted AS (
+           UPDATE agent_memory.sessions x
+           SET kv_words = x.kv_words + w.change,
+               kv_next_expiry = least(x.kv_next_expiry, w.expiry)
+           FROM (SELECT sum(change) AS change, min(expires_at) AS expiry FROM written
+                 HAVING count(*) > 0) w
+           WHERE x.session_id = $1 AND x.tenant = agent_memory.caller_tenant()
+           RETURNING x.kv_words)
+         SELECT EXISTS (SELECT FROM s), (SELECT kv_words FROM counted),
+                (SELECT coalesce(sum(change), 0) FROM written),
+                (SELECT coalesce(sum(greatest(change, 0)), 0) FROM written),
+                (SELECT pg_catalog.array_agg(
+                          CASE WHEN l.expires_at <= pg_catalog.now() THEN 'expired'
+                               WHEN w.key IS NOT NULL THEN 'imported'
+                               WHEN o.live AND o.value = l.value AND o.version = l.version THEN 'unchanged'
+                               ELSE 'conflict' END ORDER BY l.at)
+                 FROM line l LEFT JOIN old o ON o.key = l.key LEFT JOIN written w ON w.key = l.key)"
+    ),
+    args: &[TEXT, JSONB, INT4],
+    writes: true,
+};
+
+/// Kept versions $2 (a jsonb array, each with its entry's key) of a run
+/// of entries, each once; expired ones are left out.
+static IMPORT_RUN_VERSIONS: Statement = Statement {
+    sql: "INSERT INTO agent_memory.kv_entry_versions
+            (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
+          SELECT $1, v.key, v.version, v.value, v.created_at, v.updated_at, v.expires_at, v.replaced_at,
+                 agent_memory.caller_tenant()
+          FROM pg_catalog.jsonb_to_recordset($2) AS v(key text, version int4, value jsonb,
+                 created_at timestamptz, updated_at timestamptz, expires_at timestamptz,
+                 replaced_at timestamptz)
+          WHERE v.expires_at > pg_catalog.now()
+          ON CONFLICT DO NOTHING",
+    args: &[TEXT, JSONB],
     writes: true,
 };
 

@@ -78,6 +78,9 @@ const IMPORT_SESSION: &str = r#"{"kind": "session", "session_id": "elsewhere", "
 const IMPORT_MESSAGE: &str = r#"{"kind": "message", "session_id": "live", "node_id": "imported", "seq": 100000, "keep": 10, "role": "user", "content": "imported", "metadata": {}, "created_at": "2026-01-01 00:00:00+00"}"#;
 const IMPORT_NODE: &str = r#"{"kind": "node", "owner": "elsewhere", "node_id": "imported", "title": "Imported", "description": "", "body": "see [[atlas]]", "links": [], "version": 2, "revision": 2, "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "versions": [{"version": 1, "title": "Old", "description": "", "body": "", "links": [], "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "change_description": "retitle", "saved_at": "2026-01-01 00:00:00+00"}]}"#;
 const IMPORT_FILE: &str = r#"{"kind": "file", "scope": "elsewhere", "path": "/imported.md", "content": "imported", "version": 1, "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "versions": []}"#;
+/// Lines for import_lines, as a text[] literal: a run of two entries and
+/// a run of two messages.
+const IMPORT_LINES: &str = r#"{"{\"kind\": \"kv\", \"session_id\": \"live\", \"key\": \"bulk-a\", \"value\": {\"from\": \"lines\"}, \"version\": 1, \"created_at\": \"2026-01-01 00:00:00+00\", \"updated_at\": \"2026-01-01 00:00:00+00\", \"expires_at\": \"2999-01-01 00:00:00+00\", \"versions\": []}","{\"kind\": \"kv\", \"session_id\": \"live\", \"key\": \"bulk-b\", \"value\": \"second\", \"version\": 1, \"created_at\": \"2026-01-01 00:00:00+00\", \"updated_at\": \"2026-01-01 00:00:00+00\", \"expires_at\": \"2999-01-01 00:00:00+00\", \"versions\": []}","{\"kind\": \"message\", \"session_id\": \"live\", \"node_id\": \"bulk\", \"seq\": 200000, \"keep\": 10, \"role\": \"user\", \"content\": \"first of a run\", \"metadata\": {}, \"created_at\": \"2026-01-01 00:00:00+00\"}","{\"kind\": \"message\", \"session_id\": \"live\", \"node_id\": \"bulk\", \"seq\": 200001, \"keep\": 10, \"role\": \"assistant\", \"content\": \"second of a run\", \"metadata\": {}, \"created_at\": \"2026-01-01 00:00:00+00\"}"}"#;
 
 /// One valid call of a function: a value (as text, cast server-side to the
 /// argument's type) for every argument, defaults included.
@@ -249,6 +252,13 @@ pub const BASES: &[Base] = &[
             &[Some(IMPORT_MESSAGE), None, None, None, None],
             &[Some(IMPORT_NODE), None, None, Some("proj"), None],
             &[Some(IMPORT_FILE), None, None, None, Some(SCOPE)],
+        ],
+    },
+    Base {
+        function: "import_lines(text[], text, text, text, text)",
+        calls: &[
+            &[Some(IMPORT_LINES), None, None, None, None],
+            &[Some(IMPORT_LINES), Some("imported"), None, None, None],
         ],
     },
     Base {

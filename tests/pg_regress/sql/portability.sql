@@ -107,6 +107,61 @@ SELECT count(*) FROM agent_memory.export(session_id => 'nobody', owner => 'nobod
 SELECT count(*) FROM agent_memory.export();
 \echo :LAST_ERROR_SQLSTATE
 
+-- import_lines: the lines in one call, each line's result in order. Runs
+-- of entries of a session and of plain messages of a thread go together;
+-- the others (the tool call and its result here) one by one.
+SELECT agent_memory.erase_user('mover', owners => ARRAY['mover'], scopes => ARRAY['mover']) ->> 'sessions' AS sessions;
+SELECT r.n, r.result
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM exported)) WITH ORDINALITY AS r (result, n)
+ORDER BY r.n;
+SELECT count(*) AS differing
+FROM (SELECT line - 'last_activity_at' AS line FROM exported) a
+FULL JOIN (SELECT line - 'last_activity_at' AS line
+           FROM agent_memory.export(user_id => 'mover', owner => 'mover', scope => 'mover') AS line) b ON a.line = b.line
+WHERE a.line IS NULL OR b.line IS NULL;
+
+-- A session of runs: five entries, six messages on a ring of four, three
+-- on a node. Round trip, then twice: nothing new.
+SELECT agent_memory.create_session('bulk', session_id => 'bulk-1') IS NOT NULL AS created;
+SELECT count(agent_memory.kv_set('bulk-1', 'k' || i, to_jsonb('value ' || i))) FROM generate_series(1, 5) i;
+SELECT count(agent_memory.append_message('bulk-1', CASE WHEN i % 2 = 1 THEN 'user' ELSE 'assistant' END,
+                                         'message ' || i, keep => 4)) FROM generate_series(1, 6) i;
+SELECT count(agent_memory.append_message('bulk-1', 'user', 'on the node ' || i, node_id => 'n1')) FROM generate_series(1, 3) i;
+CREATE TEMP TABLE bulk AS
+SELECT row_number() OVER () AS n, line FROM agent_memory.export(user_id => 'bulk') AS line;
+SELECT agent_memory.erase_user('bulk') ->> 'sessions' AS sessions;
+SELECT r.n, r.result ->> 'kind' AS kind, r.result ->> 'status' AS status
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM bulk)) WITH ORDINALITY AS r (result, n)
+ORDER BY r.n;
+SELECT count(*) AS differing
+FROM (SELECT line - 'last_activity_at' AS line FROM bulk) a
+FULL JOIN (SELECT line - 'last_activity_at' AS line FROM agent_memory.export(user_id => 'bulk') AS line) b ON a.line = b.line
+WHERE a.line IS NULL OR b.line IS NULL;
+SELECT seq, node_id, content FROM agent_memory.messages('bulk-1', lim => 20);
+SELECT r ->> 'status' AS status, count(*)
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM bulk)) AS r
+GROUP BY 1 ORDER BY 1;
+
+-- A refused line in a run: the run is taken line by line, and the rest
+-- of it goes in as import takes each line.
+SELECT agent_memory.erase_user('bulk') ->> 'sessions' AS sessions;
+SELECT r.n, r.result ->> 'status' AS status, r.result -> 'error' ->> 'code' AS code
+FROM agent_memory.import_lines((
+       SELECT array_agg(CASE WHEN line ->> 'key' = 'k3' THEN jsonb_set(line, '{value}', '"4111 1111 1111 1111"')
+                             WHEN line ->> 'seq' = '5' THEN jsonb_set(line, '{role}', '"robot"')
+                             ELSE line END::text ORDER BY n)
+       FROM bulk)) WITH ORDINALITY AS r (result, n)
+ORDER BY r.n;
+SELECT agent_memory.kv_get_all('bulk-1');
+SELECT seq, content FROM agent_memory.messages('bulk-1');
+
+-- No array is the call's error; a NULL or broken line is refused alone.
+SELECT * FROM agent_memory.import_lines(NULL);
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.import_lines(ARRAY[NULL, '[1]', '{"kind": "kv"}']);
+SELECT count(*) FROM agent_memory.import_lines('{}');
+SELECT agent_memory.erase_user('bulk') ->> 'sessions' AS sessions;
+
 SELECT agent_memory.erase_user('mover', owners => ARRAY['mover'], scopes => ARRAY['mover']) ->> 'sessions' AS sessions;
 SELECT agent_memory.erase_user('heir', owners => ARRAY['heir'], scopes => ARRAY['heir']) ->> 'sessions' AS sessions;
 RESET agent_memory.history_retention;
