@@ -24,7 +24,9 @@ use agent_memory_core::jsonb::JsonbWriter;
 use agent_memory_core::messages::{self, Stored};
 use agent_memory_core::{Error, ErrorKind};
 
-use crate::pg::args::{INT4, INT4_ARRAY, INT8, JSONB, TEXT, TEXT_ARRAY, checked_id, required};
+use crate::pg::args::{
+    INT4, INT4_ARRAY, INT8, JSONB, TEXT, TEXT_ARRAY, checked_id, checked_optional_id, required,
+};
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, first_value_of, on_citus};
@@ -42,7 +44,7 @@ fn thread_key(node_id: Option<&str>) -> &str {
 
 /// An optional node id: absent, or a valid id.
 fn checked_node(node_id: Option<&str>) -> SqlResult<Option<&str>> {
-    node_id.map(|n| checked_id("node_id", Some(n))).transpose()
+    checked_optional_id("node_id", node_id)
 }
 
 /// Checked `lim` of the reads.
@@ -239,31 +241,83 @@ fn append_plain_run(
     let (Ok(done), Ok(run)) = (i32::try_from(done), i32::try_from(run)) else {
         return Ok(None);
     };
-    let rows = APPEND_BATCH.run(
-        client,
-        &[
-            session_id.into(),
-            key.into(),
-            keep.into(),
-            idle_timeout_minutes().into(),
-            node_id.into(),
-            messages.into(),
-            done.into(),
-            run.into(),
-        ],
-    )?;
-    if rows.is_empty() {
+    let batch = Batch {
+        session_id,
+        key,
+        keep,
+        node_id,
+        done,
+        run,
+    };
+    let Some(appended) = batch.append(client, &APPEND_BATCH, messages.into())? else {
         return Ok(None);
-    }
-    let row = rows.first();
-    let first = row.required::<i64>(1, "seq")?;
-    let count = row.required::<i32>(2, "count")?;
-    let moved = row.value::<bool>(3)?.unwrap_or(true);
-    let stale = row.value::<bool>(4)?.unwrap_or(false);
+    };
     // One by one, only the first of them would have moved the session to
     // this thread: the session records that one's seq.
-    record_append_on_session(client, session_id, key, first, moved, stale)?;
+    record_append_on_session(
+        client,
+        session_id,
+        key,
+        appended.first,
+        appended.moved,
+        appended.stale,
+    )?;
+    let (first, count) = (appended.first, appended.count);
     Ok(Some((first, count)))
+}
+
+/// Messages `done + 1 ..= done + run` of a jsonb array, for APPEND_BATCH or
+/// IMPORT_BATCH to append to a session's thread.
+struct Batch<'a> {
+    session_id: &'a str,
+    key: &'a str,
+    keep: i32,
+    node_id: Option<&'a str>,
+    done: i32,
+    run: i32,
+}
+
+/// What a batch statement appended: the first seq, how many, whether they
+/// moved the session to another thread, whether its activity is stale.
+struct Appended {
+    first: i64,
+    count: i32,
+    moved: bool,
+    stale: bool,
+}
+
+impl Batch<'_> {
+    /// None when nothing could go (nothing was written).
+    fn append(
+        &self,
+        client: &mut pgrx::spi::SpiClient<'_>,
+        statement: &'static Statement,
+        messages: pgrx::datum::DatumWithOid<'_>,
+    ) -> SqlResult<Option<Appended>> {
+        let rows = statement.run(
+            client,
+            &[
+                self.session_id.into(),
+                self.key.into(),
+                self.keep.into(),
+                idle_timeout_minutes().into(),
+                self.node_id.into(),
+                messages,
+                self.done.into(),
+                self.run.into(),
+            ],
+        )?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let row = rows.first();
+        Ok(Some(Appended {
+            first: row.required::<i64>(1, "seq")?,
+            count: row.required::<i32>(2, "count")?,
+            moved: row.value::<bool>(3)?.unwrap_or(true),
+            stale: row.value::<bool>(4)?.unwrap_or(false),
+        }))
+    }
 }
 
 /// Under REPEATABLE READ or SERIALIZABLE, lock the session's row and
@@ -1319,26 +1373,18 @@ pub(crate) fn import_message(
     let key = thread_key(node_id);
     lock_session(session_id);
     Spi::connect_mut(|client| {
-        lock_threads_for_snapshot(client, session_id)?;
-        let state = IMPORT_STATE.run(
-            client,
-            &[session_id.into(), seq.into(), idle_timeout_minutes().into()],
-        )?;
-        if state.is_empty() {
+        let Some(state) = import_state(client, session_id, seq)? else {
             return Err(Error::not_found(format!(
                 "session {} does not exist: import its session line first",
                 agent_memory_core::error::quoted(session_id)
             )))
             .or_report();
-        }
-        let row = state.first();
-        if !row.required::<bool>(1, "active")? {
+        };
+        if !state.active {
             return Err(session_gone(session_id)).or_report();
         }
-        let newest = row.required::<i64>(2, "newest seq")?;
-        if let Some(held_role) = row.value::<String>(3)? {
-            let held_content = row.value::<String>(4)?;
-            let held_node = row.value::<String>(5)?;
+        let newest = state.newest;
+        if let Some((held_role, held_content, held_node)) = state.held {
             if held_role == role
                 && held_content.as_deref() == Some(content)
                 && held_node.as_deref() == node_id
@@ -1435,65 +1481,81 @@ pub(crate) fn import_message_run(
                           "created_at": m.created_at}),
         );
     }
-    let batch = serde_json::Value::Array(batch);
+    let lines = serde_json::Value::Array(batch);
     let key = thread_key(node_id);
     lock_session(session_id);
     Spi::connect_mut(|client| {
-        lock_threads_for_snapshot(client, session_id)?;
-        let state = IMPORT_STATE.run(
-            client,
-            &[
-                session_id.into(),
-                first.seq.into(),
-                idle_timeout_minutes().into(),
-            ],
-        )?;
-        if state.is_empty() {
-            return Ok(false);
-        }
-        let row = state.first();
-        let fresh = row.required::<bool>(1, "active")?
-            && row.value::<String>(3)?.is_none()
-            && row.required::<i64>(2, "newest seq")? < first.seq;
+        let fresh = import_state(client, session_id, first.seq)?
+            .is_some_and(|state| state.active && state.held.is_none() && state.newest < first.seq);
         if !fresh {
             return Ok(false);
         }
         IMPORT_NEXT_SEQ.run(client, &[session_id.into(), first.seq.into()])?;
-        let mut ring_made = false;
-        let rows = loop {
-            let rows = IMPORT_BATCH.run(
-                client,
-                &[
-                    session_id.into(),
-                    key.into(),
-                    keep.into(),
-                    idle_timeout_minutes().into(),
-                    node_id.into(),
-                    JsonB(batch.clone()).into(),
-                    0i32.into(),
-                    count.into(),
-                ],
-            )?;
-            if !rows.is_empty() || ring_made {
-                break rows;
-            }
+        let batch = Batch {
+            session_id,
+            key,
+            keep,
+            node_id,
+            done: 0,
+            run: count,
+        };
+        let mut appended = batch.append(client, &IMPORT_BATCH, JsonB(lines.clone()).into())?;
+        if appended.is_none() {
             // No thread yet, or one with another keep: its ring first.
             repack(client, session_id, key, keep)?;
-            ring_made = true;
+            appended = batch.append(client, &IMPORT_BATCH, JsonB(lines).into())?;
+        }
+        let Some(Appended {
+            first: seq,
+            count: went,
+            moved,
+            stale,
+        }) = appended
+        else {
+            return Ok(false);
         };
-        if rows.is_empty() {
+        if seq != first.seq || went != count {
             return Ok(false);
         }
-        let row = rows.first();
-        let seq = row.required::<i64>(1, "seq")?;
-        if seq != first.seq || row.required::<i32>(2, "count")? != count {
-            return Ok(false);
-        }
-        let moved = row.value::<bool>(3)?.unwrap_or(true);
-        let stale = row.value::<bool>(4)?.unwrap_or(false);
         record_append_on_session(client, session_id, key, seq, moved, stale)?;
         Ok(true)
     })
+}
+
+/// A session as an imported message `seq` finds it, under the session's
+/// write lock.
+struct ImportState {
+    active: bool,
+    /// The newest seq the session holds.
+    newest: i64,
+    /// The role, content and node of a message it holds at `seq`.
+    held: Option<(String, Option<String>, Option<String>)>,
+}
+
+/// None: no session.
+fn import_state(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    seq: i64,
+) -> SqlResult<Option<ImportState>> {
+    lock_threads_for_snapshot(client, session_id)?;
+    let state = IMPORT_STATE.run(
+        client,
+        &[session_id.into(), seq.into(), idle_timeout_minutes().into()],
+    )?;
+    if state.is_empty() {
+        return Ok(None);
+    }
+    let row = state.first();
+    let held = match row.value::<String>(3)? {
+        Some(role) => Some((role, row.value::<String>(4)?, row.value::<String>(5)?)),
+        None => None,
+    };
+    Ok(Some(ImportState {
+        active: row.required::<bool>(1, "active")?,
+        newest: row.required::<i64>(2, "newest seq")?,
+        held,
+    }))
 }
 
 /// Before a message $2 is imported: whether the session is active (idle

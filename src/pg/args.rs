@@ -28,6 +28,11 @@ pub fn checked_id<'a>(what: &str, value: Option<&'a str>) -> SqlResult<&'a str> 
     args::check_id(what, value).or_report()
 }
 
+/// An id that may be NULL, checked as `checked_id` checks it when given.
+pub fn checked_optional_id<'a>(what: &str, value: Option<&'a str>) -> SqlResult<Option<&'a str>> {
+    value.map(|id| checked_id(what, Some(id))).transpose()
+}
+
 /// A column that cannot be NULL, read without panicking if it somehow is.
 pub fn required<T>(value: Option<T>, column: &str) -> SqlResult<T> {
     value

@@ -23,7 +23,7 @@ use agent_memory_core::working_memory as wm;
 
 use crate::files::store::{self, Placed};
 use crate::graph::nodes::{checked_node, checked_owner, checked_size};
-use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_id};
+use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_optional_id};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement};
@@ -97,12 +97,11 @@ fn checked_renames<'a>(
     owner: Option<&'a str>,
     scope: Option<&'a str>,
 ) -> SqlResult<Renames<'a>> {
-    let checked = |name, id: Option<&'a str>| id.map(|id| checked_id(name, Some(id))).transpose();
     Ok(Renames {
-        session_id: checked("session_id", session_id)?,
-        user_id: checked("user_id", user_id)?,
-        owner: checked("owner", owner)?,
-        scope: checked("scope", scope)?,
+        session_id: checked_optional_id("session_id", session_id)?,
+        user_id: checked_optional_id("user_id", user_id)?,
+        owner: checked_optional_id("owner", owner)?,
+        scope: checked_optional_id("scope", scope)?,
     })
 }
 
@@ -270,112 +269,76 @@ fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
 }
 
 fn import_entry(e: &lines::Entry) -> SqlResult<Outcome> {
-    kv::check_value_size(&e.key, &e.value).or_report()?;
-    sensitive::guard_write(&e.key, &e.value)?;
-    for version in &e.versions {
-        kv::check_value_size(&e.key, &version.value).or_report()?;
-        sensitive::guard_write(&e.key, &version.value)?;
-    }
-    let words = words::words_in_value(&e.value);
-    let budget = settings::KV_WORD_BUDGET.get().max(0) as u64;
-    budget::check_fits(&[(e.key.as_str(), words)], budget).or_report()?;
-    lock_session(&e.session_id);
-    Spi::connect_mut(|client| {
-        let table = IMPORT_ENTRY.run(
-            client,
-            &[
-                e.session_id.as_str().into(),
-                e.key.as_str().into(),
-                JsonB(e.value.clone()).into(),
-                (words as i32).into(),
-                e.version.into(),
-                e.created_at.as_str().into(),
-                e.updated_at.as_str().into(),
-                e.expires_at.as_str().into(),
-                idle_timeout_minutes().into(),
-            ],
-        )?;
-        let row = table.first();
-        if !row.required::<bool>(1, "session found")? {
-            return Err(missing_session(&e.session_id));
-        }
-        if row.required::<bool>(2, "expired")? {
-            return Ok(Outcome::Expired);
-        }
-        let outcome = match row.value::<i64>(3)? {
-            Some(total) if total as u64 > budget => {
-                return Err(crate::pg::error::report(Error::limit(format!(
-                    "{} would bring its session to {total} words; at most {budget} are allowed (agent_memory.kv_word_budget), and an import evicts nothing",
-                    crate::sessions::kv::entry_name(&e.session_id, &e.key)
-                ))));
-            }
-            Some(_) => Outcome::Imported,
-            None if row.value::<bool>(4)? == Some(true) => Outcome::Unchanged,
-            None => {
-                return Err(exists_otherwise(crate::sessions::kv::entry_name(
-                    &e.session_id,
-                    &e.key,
-                )));
-            }
-        };
-        if !e.versions.is_empty() {
-            IMPORT_ENTRY_VERSIONS.run(
-                client,
-                &[
-                    e.session_id.as_str().into(),
-                    e.key.as_str().into(),
-                    JsonB(serde_json::to_value(&e.versions).unwrap_or_default()).into(),
-                ],
-            )?;
-        }
-        Ok(outcome)
-    })
+    let words = checked_entry(e)?;
+    let outcomes = write_entries(&e.session_id, &[(e, words)])?;
+    outcomes
+        .first()
+        .copied()
+        .ok_or_else(|| Error::internal("no outcome for the entry"))
+        .or_report()
 }
 
-/// A run of entries of one session, no key twice, in one statement (and
-/// one more for their kept versions). None, with nothing written, when a
-/// check of the write functions fails for one of them; an error when the
-/// statement finds one that import would refuse (the caller rolls back).
+/// A run of entries of one session, no key twice (see `import_entry`).
+/// None, with nothing written, when a check of the write functions fails
+/// for one of them; an error when the statement finds one that import
+/// would refuse (the caller rolls back).
 fn import_entries(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
-    let entries: Vec<&lines::Entry> = items
-        .iter()
-        .filter_map(|item| match item {
-            Item::Entry(e) => Some(e),
-            _ => None,
-        })
-        .collect();
-    let Some(first) = entries.first() else {
+    let mut entries = Vec::with_capacity(items.len());
+    for item in items {
+        let Item::Entry(e) = item else {
+            return Ok(None);
+        };
+        match checked_entry(e) {
+            Ok(words) => entries.push((e, words)),
+            Err(_) => return Ok(None),
+        }
+    }
+    let Some((first, _)) = entries.first() else {
         return Ok(None);
     };
     let session_id = first.session_id.as_str();
-    let budget = settings::KV_WORD_BUDGET.get().max(0) as u64;
-    let mut rows = Vec::with_capacity(entries.len());
-    for (at, e) in entries.iter().enumerate() {
-        let values = std::iter::once(&e.value).chain(e.versions.iter().map(|v| &v.value));
-        for value in values {
-            if kv::check_value_size(&e.key, value).is_err()
-                || sensitive::guard_write(&e.key, value).is_err()
-            {
-                return Ok(None);
-            }
-        }
-        let words = words::words_in_value(&e.value);
-        if e.session_id != session_id
-            || budget::check_fits(&[(e.key.as_str(), words)], budget).is_err()
-        {
-            return Ok(None);
-        }
-        rows.push(json!({
-            "at": at,
-            "key": e.key,
-            "value": e.value,
-            "words": words,
-            "version": e.version,
-            "created_at": e.created_at,
-            "updated_at": e.updated_at,
-            "expires_at": e.expires_at,
-        }));
+    if entries.iter().any(|(e, _)| e.session_id != session_id) {
+        return Ok(None);
     }
+    write_entries(session_id, &entries).map(Some)
+}
+
+/// Check an entry as kv_set checks a write (its size, sensitive data, its
+/// words against the budget) and its kept versions: its words.
+fn checked_entry(e: &lines::Entry) -> SqlResult<u64> {
+    for value in std::iter::once(&e.value).chain(e.versions.iter().map(|v| &v.value)) {
+        kv::check_value_size(&e.key, value).or_report()?;
+        sensitive::guard_write(&e.key, value)?;
+    }
+    let words = words::words_in_value(&e.value);
+    budget::check_fits(&[(e.key.as_str(), words)], word_budget()).or_report()?;
+    Ok(words)
+}
+
+fn word_budget() -> u64 {
+    settings::KV_WORD_BUDGET.get().max(0) as u64
+}
+
+/// Write checked entries of a session (with their words) in one statement
+/// and their kept versions in another, as import takes each line in turn:
+/// the outcome of each.
+fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResult<Vec<Outcome>> {
+    let rows: Vec<Value> = entries
+        .iter()
+        .enumerate()
+        .map(|(at, (e, words))| {
+            json!({
+                "at": at,
+                "key": e.key,
+                "value": e.value,
+                "words": words,
+                "version": e.version,
+                "created_at": e.created_at,
+                "updated_at": e.updated_at,
+                "expires_at": e.expires_at,
+            })
+        })
+        .collect();
     lock_session(session_id);
     Spi::connect_mut(|client| {
         let table = IMPORT_ENTRIES.run(
@@ -390,21 +353,27 @@ fn import_entries(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
         if !row.required::<bool>(1, "session found")? {
             return Err(missing_session(session_id));
         }
-        // Line by line, each total must fit: the highest is at most the
-        // total before the run plus every rise in it.
+        // Each line checks the session's words after it, when it wrote:
+        // the highest of those is the words before the lines plus the
+        // highest running sum of the changes.
         if let Some(total) = row.value::<i64>(2)? {
             let change = row.required::<i64>(3, "change")?;
-            let rises = row.required::<i64>(4, "rises")?;
-            if (total - change + rises).max(0) as u64 > budget {
-                return Err(crate::pg::error::report(Error::limit(
-                    "over the word budget",
-                )));
+            let highest = total - change + row.required::<i64>(4, "highest running change")?;
+            let budget = word_budget();
+            if highest.max(0) as u64 > budget {
+                // Lines of a run that break the budget are taken one by
+                // one, so only a line alone reports this, with its name.
+                let (e, _) = entries[0];
+                return Err(crate::pg::error::report(Error::limit(format!(
+                    "{} would bring its session to {highest} words; at most {budget} are allowed (agent_memory.kv_word_budget), and an import evicts nothing",
+                    crate::sessions::kv::entry_name(session_id, &e.key)
+                ))));
             }
         }
         let statuses = row.required::<Vec<String>>(5, "statuses")?;
         let mut outcomes = Vec::with_capacity(statuses.len());
         let mut versions = Vec::new();
-        for (e, status) in entries.iter().zip(&statuses) {
+        for ((e, _), status) in entries.iter().zip(&statuses) {
             outcomes.push(match status.as_str() {
                 "imported" => Outcome::Imported,
                 "unchanged" => Outcome::Unchanged,
@@ -416,21 +385,29 @@ fn import_entries(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
                 }
             });
             if status != "expired" {
-                for v in &e.versions {
-                    let mut version = serde_json::to_value(v).unwrap_or_default();
-                    version["key"] = json!(e.key);
-                    versions.push(version);
-                }
+                versions.extend(keyed_versions(e));
             }
         }
         if !versions.is_empty() {
-            IMPORT_RUN_VERSIONS.run(
+            IMPORT_ENTRY_VERSIONS.run(
                 client,
                 &[session_id.into(), JsonB(Value::Array(versions)).into()],
             )?;
         }
-        Ok(Some(outcomes))
+        Ok(outcomes)
     })
+}
+
+/// An entry's kept versions, each with the entry's key.
+fn keyed_versions(e: &lines::Entry) -> Vec<Value> {
+    e.versions
+        .iter()
+        .map(|v| {
+            let mut version = serde_json::to_value(v).unwrap_or_default();
+            version["key"] = json!(e.key);
+            version
+        })
+        .collect()
 }
 
 fn import_part(p: &lines::Part) -> SqlResult<Outcome> {
@@ -663,70 +640,12 @@ static IMPORT_SESSION: Statement = Statement {
     writes: true,
 };
 
-/// An entry as exported, into an active session (idle minutes $9) that
-/// holds no live entry at the key: its words counted on the session.
-/// Returns whether the session was found, whether the entry has expired,
-/// the session's words when the entry was written, and else whether the
-/// live entry there has the line's value and version.
-static IMPORT_ENTRY: Statement = Statement {
-    sql: concat!(
-        "WITH s AS (
-           SELECT s.tenant FROM agent_memory.sessions s
-           WHERE ",
-        crate::sessions::callers_active_session!("$9"),
-        "),
-         old AS (
-           SELECT k.value, k.version, k.words, k.expires_at > pg_catalog.now() AS live
-           FROM agent_memory.kv_entries k, s
-           WHERE k.session_id = $1 AND k.key = $2 AND k.tenant = s.tenant),
-         written AS (
-           INSERT INTO agent_memory.kv_entries AS k
-             (session_id, key, value, words, prev_words, created_at, updated_at, expires_at, version, tenant)
-           SELECT $1, $2, $3, $4, coalesce((SELECT words FROM old), 0),
-                  $6::timestamptz, $7::timestamptz, $8::timestamptz, $5, s.tenant
-           FROM s
-           WHERE $8::timestamptz > pg_catalog.now() AND NOT EXISTS (SELECT FROM old WHERE old.live)
-           ON CONFLICT (session_id, key, tenant) DO UPDATE
-           SET value = excluded.value, words = excluded.words, prev_words = excluded.prev_words,
-               created_at = excluded.created_at, updated_at = excluded.updated_at,
-               expires_at = excluded.expires_at, version = excluded.version
-           RETURNING k.words - k.prev_words AS change),
-         counted AS (
-           UPDATE agent_memory.sessions x
-           SET kv_words = x.kv_words + w.change,
-               kv_next_expiry = least(x.kv_next_expiry, $8::timestamptz)
-           FROM written w
-           WHERE x.session_id = $1 AND x.tenant = agent_memory.caller_tenant()
-           RETURNING x.kv_words)
-         SELECT EXISTS (SELECT FROM s), $8::timestamptz <= pg_catalog.now(),
-                (SELECT kv_words FROM counted),
-                (SELECT old.value = $3 AND old.version = $5 FROM old WHERE old.live)"
-    ),
-    args: &[TEXT, TEXT, JSONB, INT4, INT4, TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
-
-/// Kept versions $3 (a jsonb array) of an entry, each once; expired ones
-/// are left out.
-static IMPORT_ENTRY_VERSIONS: Statement = Statement {
-    sql: "INSERT INTO agent_memory.kv_entry_versions
-            (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
-          SELECT $1, $2, v.version, v.value, v.created_at, v.updated_at, v.expires_at, v.replaced_at,
-                 agent_memory.caller_tenant()
-          FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, value jsonb, created_at timestamptz,
-                 updated_at timestamptz, expires_at timestamptz, replaced_at timestamptz)
-          WHERE v.expires_at > pg_catalog.now()
-          ON CONFLICT DO NOTHING",
-    args: &[TEXT, TEXT, JSONB],
-    writes: true,
-};
-
-/// A run of entries as exported ($2, a jsonb array in the run's order),
-/// into an active session (idle minutes $3), as IMPORT_ENTRY takes each:
-/// written where the session holds no live entry at the key, their words
-/// counted on the session once. Returns whether the session was found,
-/// the session's words when any entry was written, the sum of the words'
-/// changes and of their rises, and each line's status in order:
+/// Entries as exported ($2, a jsonb array in the lines' order), into an
+/// active session (idle minutes $3): each written where the session holds
+/// no live entry at its key, their words counted on the session once.
+/// Returns whether the session was found, the session's words when any
+/// entry was written, the sum of the words' changes and their highest
+/// running sum in the lines' order, and each line's status in order:
 /// expired, imported, unchanged (the live entry there has the line's
 /// value and version) or conflict.
 static IMPORT_ENTRIES: Statement = Statement {
@@ -766,7 +685,9 @@ static IMPORT_ENTRIES: Statement = Statement {
            RETURNING x.kv_words)
          SELECT EXISTS (SELECT FROM s), (SELECT kv_words FROM counted),
                 (SELECT coalesce(sum(change), 0) FROM written),
-                (SELECT coalesce(sum(greatest(change, 0)), 0) FROM written),
+                (SELECT coalesce(max(r.running), 0)
+                 FROM (SELECT sum(w.change) OVER (ORDER BY l.at) AS running
+                       FROM written w JOIN line l ON l.key = w.key) r),
                 (SELECT pg_catalog.array_agg(
                           CASE WHEN l.expires_at <= pg_catalog.now() THEN 'expired'
                                WHEN w.key IS NOT NULL THEN 'imported'
@@ -778,9 +699,9 @@ static IMPORT_ENTRIES: Statement = Statement {
     writes: true,
 };
 
-/// Kept versions $2 (a jsonb array, each with its entry's key) of a run
-/// of entries, each once; expired ones are left out.
-static IMPORT_RUN_VERSIONS: Statement = Statement {
+/// Kept versions $2 (a jsonb array, each with its entry's key) of entries
+/// of session $1, each once; expired ones are left out.
+static IMPORT_ENTRY_VERSIONS: Statement = Statement {
     sql: "INSERT INTO agent_memory.kv_entry_versions
             (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
           SELECT $1, v.key, v.version, v.value, v.created_at, v.updated_at, v.expires_at, v.replaced_at,

@@ -18,12 +18,12 @@ use pgrx::iter::TableIterator;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
+use agent_memory_core::Error;
 use agent_memory_core::recall::{
     self, Candidate, Kind, Query, Ranked, Scope, Weights, checked_k, checked_kinds,
 };
-use agent_memory_core::{Error, args};
 
-use crate::pg::args::{FLOAT4_ARRAY, INT4, INT4_ARRAY, TEXT, TEXT_ARRAY};
+use crate::pg::args::{FLOAT4_ARRAY, INT4, INT4_ARRAY, TEXT, TEXT_ARRAY, checked_optional_id};
 use crate::pg::datums::{JsonB, iso_of};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{self, Columns, Statement};
@@ -643,17 +643,11 @@ fn checked_scope<'a>(
     owner: Option<&'a str>,
     scope: Option<&'a str>,
 ) -> SqlResult<Scope<'a>> {
-    let optional = |what: &str, value: Option<&'a str>| -> SqlResult<Option<&'a str>> {
-        match value {
-            Some(_) => Ok(Some(args::check_id(what, value).or_report()?)),
-            None => Ok(None),
-        }
-    };
     let scope = Scope {
-        session_id: optional("session_id", session_id)?,
-        user_id: optional("user_id", user_id)?,
-        owner: optional("owner", owner)?,
-        scope: optional("scope", scope)?,
+        session_id: checked_optional_id("session_id", session_id)?,
+        user_id: checked_optional_id("user_id", user_id)?,
+        owner: checked_optional_id("owner", owner)?,
+        scope: checked_optional_id("scope", scope)?,
     };
     scope.check().or_report()?;
     Ok(scope)
