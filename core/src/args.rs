@@ -25,6 +25,16 @@ pub fn check_id<'a>(what: &str, value: Option<&'a str>) -> Result<&'a str> {
     Ok(value)
 }
 
+/// The four keys memory is held under: a session, every session of a
+/// user, a graph owner, a file scope. Each may be absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Keys<'a> {
+    pub session_id: Option<&'a str>,
+    pub user_id: Option<&'a str>,
+    pub owner: Option<&'a str>,
+    pub scope: Option<&'a str>,
+}
+
 /// A list argument named `what` without NULL elements.
 pub fn check_list(what: &str, items: Vec<Option<String>>) -> Result<Vec<String>> {
     items

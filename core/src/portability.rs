@@ -13,13 +13,7 @@ use crate::args::check_id;
 use crate::{Error, Result};
 
 /// The keys an import puts its items under instead of the line's own.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Renames<'a> {
-    pub session_id: Option<&'a str>,
-    pub user_id: Option<&'a str>,
-    pub owner: Option<&'a str>,
-    pub scope: Option<&'a str>,
-}
+pub type Renames<'a> = crate::args::Keys<'a>;
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -370,6 +364,8 @@ pub enum RunKind {
     /// session's thread with one keep, each seq one more than the line
     /// before.
     Messages,
+    /// Files of one scope, no path twice and none under another.
+    Files,
     /// Other lines that read, of any kinds, each written as it would be
     /// alone but all in one subtransaction.
     Lines,
@@ -380,6 +376,7 @@ pub enum RunKind {
 enum Place<'a> {
     Entries(&'a str),
     Messages(&'a str, Option<&'a str>, i32),
+    Files(&'a str),
 }
 
 fn place(item: &Item) -> Option<Place<'_>> {
@@ -388,6 +385,7 @@ fn place(item: &Item) -> Option<Place<'_>> {
         Item::Message(m) if is_plain(m) => {
             Some(Place::Messages(&m.session_id, m.node_id.as_deref(), m.keep))
         }
+        Item::File(f) => Some(Place::Files(&f.scope)),
         _ => None,
     }
 }
@@ -444,18 +442,32 @@ fn runs_of_one_place<E>(
         if let Ok(first) = &items[start]
             && let Some(at) = place(first)
         {
-            let mut keys = std::collections::HashSet::new();
-            if let Item::Entry(e) = first {
-                keys.insert(e.key.as_str());
-            }
+            // An entry's key, or a file's path with the directories above
+            // it: what no later line of the run may have again.
+            let mut taken = std::collections::HashSet::new();
+            let mut take = |item: &'_ Item| -> bool {
+                match item {
+                    Item::Entry(e) => taken.insert(e.key.clone()),
+                    Item::File(f) => {
+                        let above = crate::files::memory_tool::ancestors(&f.path);
+                        let free = !taken.contains(&f.path)
+                            && !taken.contains(&format!("{}/", f.path))
+                            && above.iter().all(|dir| !taken.contains(*dir));
+                        taken.insert(f.path.clone());
+                        taken.extend(above.iter().map(|dir| format!("{dir}/")));
+                        free
+                    }
+                    _ => true,
+                }
+            };
+            take(first);
             while let Some(Ok(next)) = items.get(end) {
                 let continues = place(next).is_some_and(|p| p == at)
                     && match (&items[end - 1], next) {
                         (Ok(Item::Message(before)), Item::Message(m)) => {
                             before.seq.checked_add(1) == Some(m.seq)
                         }
-                        (_, Item::Entry(e)) => keys.insert(e.key.as_str()),
-                        _ => false,
+                        (_, item) => take(item),
                     };
                 if !continues {
                     break;
@@ -465,6 +477,7 @@ fn runs_of_one_place<E>(
             if end - start >= 2 {
                 let kind = match first {
                     Item::Entry(_) => RunKind::Entries,
+                    Item::File(_) => RunKind::Files,
                     _ => RunKind::Messages,
                 };
                 found.push((kind, start..end));
@@ -658,6 +671,44 @@ mod tests {
                 (RunKind::Messages, 0..2),
                 (RunKind::Lines, 2..4),
                 (RunKind::Messages, 4..6)
+            ]
+        );
+    }
+
+    fn file(scope: &str, path: &str) -> Item {
+        Item::File(File {
+            scope: scope.to_string(),
+            path: path.to_string(),
+            content: "x".to_string(),
+            version: 1,
+            created_at: "2026-01-01 00:00:00+00".to_string(),
+            updated_at: "2026-01-01 00:00:00+00".to_string(),
+            versions: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn a_run_of_files_has_no_path_twice_or_under_another() {
+        let items: Vec<std::result::Result<Item, ()>> = vec![
+            Ok(file("s", "/a/b.md")),
+            Ok(file("s", "/a/c.md")),
+            // A file where the run has a directory: a new run.
+            Ok(file("s", "/a")),
+            Ok(file("s", "/d.md")),
+            // A file under a file of the run: a new run.
+            Ok(file("s", "/d.md/e.md")),
+            Ok(file("s", "/f.md")),
+            // The same path again, then another scope.
+            Ok(file("s", "/f.md")),
+            Ok(file("t", "/f.md")),
+        ];
+        assert_eq!(
+            runs(&items),
+            vec![
+                (RunKind::Files, 0..2),
+                (RunKind::Files, 2..4),
+                (RunKind::Files, 4..6),
+                (RunKind::Lines, 6..8),
             ]
         );
     }

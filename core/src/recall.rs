@@ -86,15 +86,9 @@ fn known_kinds_hint() -> String {
 /// searched only where its rows can be: key-value entries, messages and
 /// working-memory parts belong to sessions (`session_id`, or every session
 /// of `user_id`), graph nodes to an `owner`, files to a `scope`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Scope<'a> {
-    pub session_id: Option<&'a str>,
-    pub user_id: Option<&'a str>,
-    pub owner: Option<&'a str>,
-    pub scope: Option<&'a str>,
-}
+pub type Scope<'a> = crate::args::Keys<'a>;
 
-impl Scope<'_> {
+impl crate::args::Keys<'_> {
     /// 22023 when nothing scopes the call: recall never scans every
     /// session, owner and scope.
     pub fn check(&self) -> Result<()> {

@@ -252,6 +252,20 @@ fn count_new_file(client: Client, scope: &str) -> SqlResult<bool> {
         .is_empty())
 }
 
+/// Count `count` new files in the scope at once (an import's), locking its
+/// row as `count_new_file` does; false, counting none, when they would
+/// bring it past its limit (the bound may be above the files there: one
+/// by one, `count_new_file` counts them exactly).
+pub(crate) fn count_new_files(client: Client, scope: &str, count: i32) -> SqlResult<bool> {
+    let max_files = settings::MAX_FILES_PER_SCOPE.get();
+    if count > max_files {
+        return Ok(false);
+    }
+    Ok(!COUNT_NEW_FILES
+        .run(client, &[scope.into(), count.into(), max_files.into()])?
+        .is_empty())
+}
+
 /// Why a new file's path is not free, if it is not.
 fn path_free(client: Client, scope: &str, path: &str) -> SqlResult<Option<ToolError>> {
     let table = PATH_FREE.run(
@@ -491,6 +505,18 @@ static COUNT_NEW_FILE: Statement = Statement {
           ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
             WHERE s.files OPERATOR(pg_catalog.<) $2",
     args: &[TEXT, INT4],
+    writes: true,
+};
+
+/// Count $2 more files in scope $1 when that leaves it at most $3, as
+/// COUNT_NEW_FILE counts one.
+static COUNT_NEW_FILES: Statement = Statement {
+    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
+          VALUES ($1, $2, agent_memory.caller_tenant())
+          ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) $2
+            WHERE s.files OPERATOR(pg_catalog.+) $2 OPERATOR(pg_catalog.<=) $3
+          RETURNING 1",
+    args: &[TEXT, INT4, INT4],
     writes: true,
 };
 

@@ -33,6 +33,22 @@ pub fn checked_optional_id<'a>(what: &str, value: Option<&'a str>) -> SqlResult<
     value.map(|id| checked_id(what, Some(id))).transpose()
 }
 
+/// The keys memory is held under, each checked as `checked_id` checks it
+/// when given.
+pub fn checked_keys<'a>(
+    session_id: Option<&'a str>,
+    user_id: Option<&'a str>,
+    owner: Option<&'a str>,
+    scope: Option<&'a str>,
+) -> SqlResult<args::Keys<'a>> {
+    Ok(args::Keys {
+        session_id: checked_optional_id("session_id", session_id)?,
+        user_id: checked_optional_id("user_id", user_id)?,
+        owner: checked_optional_id("owner", owner)?,
+        scope: checked_optional_id("scope", scope)?,
+    })
+}
+
 /// A column that cannot be NULL, read without panicking if it somehow is.
 pub fn required<T>(value: Option<T>, column: &str) -> SqlResult<T> {
     value

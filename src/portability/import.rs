@@ -23,7 +23,7 @@ use agent_memory_core::working_memory as wm;
 
 use crate::files::store::{self, Placed};
 use crate::graph::nodes::{checked_node, checked_owner, checked_size};
-use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_optional_id};
+use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_keys};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement};
@@ -46,7 +46,7 @@ fn import(
     owner: default!(Option<&str>, "NULL"),
     scope: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
-    let renames = checked_renames(session_id, user_id, owner, scope)?;
+    let renames = checked_keys(session_id, user_id, owner, scope)?;
     Ok(JsonbBytes::from_value(import_line(parsed(line, &renames))?))
 }
 
@@ -65,7 +65,7 @@ fn import_lines(
     owner: default!(Option<&str>, "NULL"),
     scope: default!(Option<&str>, "NULL"),
 ) -> Result<SetOfIterator<'static, pgrx::JsonB>, pgrx::pg_sys::panic::ErrorReport> {
-    let renames = checked_renames(session_id, user_id, owner, scope)?;
+    let renames = checked_keys(session_id, user_id, owner, scope)?;
     let lines = lines.ok_or_else(|| Error::null("lines")).or_report()?;
     let parsed: Vec<Parsed> = lines
         .iter()
@@ -89,20 +89,6 @@ fn import_lines(
         at += 1;
     }
     Ok(SetOfIterator::new(results))
-}
-
-fn checked_renames<'a>(
-    session_id: Option<&'a str>,
-    user_id: Option<&'a str>,
-    owner: Option<&'a str>,
-    scope: Option<&'a str>,
-) -> SqlResult<Renames<'a>> {
-    Ok(Renames {
-        session_id: checked_optional_id("session_id", session_id)?,
-        user_id: checked_optional_id("user_id", user_id)?,
-        owner: checked_optional_id("owner", owner)?,
-        scope: checked_optional_id("scope", scope)?,
-    })
 }
 
 /// A line read, or its refusal: (the kind it names, SQLSTATE, message).
@@ -157,6 +143,7 @@ fn import_run(kind: RunKind, items: &[&Item]) -> Option<Vec<Outcome>> {
                 .collect::<SqlResult<Vec<Outcome>>>()
                 .map(Some),
             RunKind::Entries => import_entries(items),
+            RunKind::Files => import_files(items),
             RunKind::Messages => {
                 let run: Vec<&lines::Message> = items
                     .iter()
@@ -576,18 +563,93 @@ fn import_file(f: &lines::File) -> SqlResult<Outcome> {
                 }
             },
         };
-        if !f.versions.is_empty() {
-            IMPORT_FILE_VERSIONS.run(
-                client,
-                &[
-                    scope.into(),
-                    path.as_str().into(),
-                    JsonB(serde_json::to_value(&f.versions).unwrap_or_default()).into(),
-                ],
-            )?;
-        }
+        import_file_versions(client, scope, &[f])?;
         Ok(outcome)
     })
+}
+
+/// A run of new files of one scope, no path twice or under another (see
+/// `import_file`): counted in the scope at once, then written in one
+/// statement that finds their paths free. None, with nothing written, when
+/// a file is too big or the scope has no room for them all; an error when
+/// a path is not free or a file is there (the caller rolls back).
+fn import_files(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
+    let max_bytes = store::max_file_bytes().max(0) as usize;
+    let mut files = Vec::with_capacity(items.len());
+    let mut rows = Vec::with_capacity(items.len());
+    for item in items {
+        let Item::File(f) = item else {
+            return Ok(None);
+        };
+        let too_big = std::iter::once(&f.content)
+            .chain(f.versions.iter().map(|v| &v.content))
+            .any(|content| content.len() > max_bytes);
+        let Ok(path) = stored_path(&f.path) else {
+            return Ok(None);
+        };
+        if too_big {
+            return Ok(None);
+        }
+        rows.push(json!({
+            "path": path,
+            "content": f.content,
+            "version": f.version,
+            "created_at": f.created_at,
+            "updated_at": f.updated_at,
+            "under": files::under(&path),
+            "under_end": files::under_end(&path),
+            "above": files::ancestors(&path),
+        }));
+        files.push(f);
+    }
+    let Some(first) = files.first() else {
+        return Ok(None);
+    };
+    let scope = first.scope.as_str();
+    let Ok(count) = i32::try_from(files.len()) else {
+        return Ok(None);
+    };
+    if files.iter().any(|f| f.scope != scope) {
+        return Ok(None);
+    }
+    Spi::connect_mut(|client| {
+        if !store::count_new_files(client, scope, count)? {
+            return Ok(None);
+        }
+        let table = IMPORT_FILES.run(client, &[scope.into(), JsonB(Value::Array(rows)).into()])?;
+        let row = table.first();
+        if !row.required::<bool>(1, "paths free")? || row.required::<i32>(2, "written")? != count {
+            return Err(exists_otherwise(format!(
+                "a file of scope {}",
+                quoted(scope)
+            )));
+        }
+        import_file_versions(client, scope, &files)?;
+        Ok(Some(vec![Outcome::Imported; files.len()]))
+    })
+}
+
+/// The kept versions of files of a scope, each once.
+fn import_file_versions(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    scope: &str,
+    files: &[&lines::File],
+) -> SqlResult<()> {
+    let mut versions = Vec::new();
+    for f in files {
+        for v in &f.versions {
+            let mut version = serde_json::to_value(v).unwrap_or_default();
+            version["path"] = json!(f.path);
+            versions.push(version);
+        }
+    }
+    if !versions.is_empty() {
+        IMPORT_FILE_VERSIONS.run(
+            client,
+            &[scope.into(), JsonB(Value::Array(versions)).into()],
+        )?;
+    }
+    Ok(())
 }
 
 fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
@@ -785,15 +847,53 @@ static IMPORT_FILE_STATE: Statement = Statement {
     writes: true,
 };
 
-/// Kept versions $3 (a jsonb array) of a file, each once.
+/// Kept versions $2 (a jsonb array, each with its file's path) of files of
+/// scope $1, each once.
 static IMPORT_FILE_VERSIONS: Statement = Statement {
     sql: "INSERT INTO agent_memory.memory_file_versions
             (scope, path, version, content, created_at, updated_at, replaced_at, tenant)
-          SELECT $1, $2, v.version, v.content, v.created_at, v.updated_at, v.replaced_at,
+          SELECT $1, v.path, v.version, v.content, v.created_at, v.updated_at, v.replaced_at,
                  agent_memory.caller_tenant()
-          FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, content text,
+          FROM pg_catalog.jsonb_to_recordset($2) AS v(path text, version int4, content text,
                  created_at timestamptz, updated_at timestamptz, replaced_at timestamptz)
           ON CONFLICT DO NOTHING",
-    args: &[TEXT, TEXT, JSONB],
+    args: &[TEXT, JSONB],
+    writes: true,
+};
+
+/// New files of scope $1 as exported ($2, a jsonb array, each with the
+/// range of paths under it and the directories above it), when every
+/// path is free as PATH_FREE finds a new file's: no file or kept
+/// directory at it or under it, no file above it. Read after the files
+/// were counted in the scope, whose row lock orders creations in it.
+/// Returns whether every path was free, and how many files were written.
+static IMPORT_FILES: Statement = Statement {
+    sql: "WITH line AS (
+            SELECT * FROM pg_catalog.jsonb_to_recordset($2) AS l(path text, content text, version int4,
+                     created_at timestamptz, updated_at timestamptz, under text, under_end text,
+                     above text[])),
+          taken AS (
+            SELECT FROM line l
+            WHERE EXISTS (SELECT FROM agent_memory.memory_files f
+                          WHERE f.scope = $1 AND f.path >= l.path AND f.path < l.under_end
+                            AND (f.path = l.path OR f.path >= l.under)
+                            AND f.tenant = agent_memory.caller_tenant())
+               OR EXISTS (SELECT FROM agent_memory.memory_directories d
+                          WHERE d.scope = $1 AND d.path >= l.path AND d.path < l.under_end
+                            AND (d.path = l.path OR d.path >= l.under)
+                            AND d.tenant = agent_memory.caller_tenant())
+               OR EXISTS (SELECT FROM pg_catalog.unnest(l.above) AS a(path)
+                          JOIN agent_memory.memory_files f
+                            ON f.scope = $1 AND f.path = a.path AND f.tenant = agent_memory.caller_tenant())),
+          written AS (
+            INSERT INTO agent_memory.memory_files AS f
+              (scope, path, content, version, created_at, updated_at, tenant)
+            SELECT $1, l.path, l.content, l.version, l.created_at, l.updated_at, agent_memory.caller_tenant()
+            FROM line l
+            WHERE NOT EXISTS (SELECT FROM taken)
+            ON CONFLICT (scope, path, tenant) DO NOTHING
+            RETURNING 1)
+          SELECT NOT EXISTS (SELECT FROM taken), (SELECT pg_catalog.count(*) FROM written)::int4",
+    args: &[TEXT, JSONB],
     writes: true,
 };

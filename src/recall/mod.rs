@@ -23,7 +23,7 @@ use agent_memory_core::recall::{
     self, Candidate, Kind, Query, Ranked, Scope, Weights, checked_k, checked_kinds,
 };
 
-use crate::pg::args::{FLOAT4_ARRAY, INT4, INT4_ARRAY, TEXT, TEXT_ARRAY, checked_optional_id};
+use crate::pg::args::{FLOAT4_ARRAY, INT4, INT4_ARRAY, TEXT, TEXT_ARRAY, checked_keys};
 use crate::pg::datums::{JsonB, iso_of};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{self, Columns, Statement};
@@ -643,12 +643,7 @@ fn checked_scope<'a>(
     owner: Option<&'a str>,
     scope: Option<&'a str>,
 ) -> SqlResult<Scope<'a>> {
-    let scope = Scope {
-        session_id: checked_optional_id("session_id", session_id)?,
-        user_id: checked_optional_id("user_id", user_id)?,
-        owner: checked_optional_id("owner", owner)?,
-        scope: checked_optional_id("scope", scope)?,
-    };
+    let scope = checked_keys(session_id, user_id, owner, scope)?;
     scope.check().or_report()?;
     Ok(scope)
 }

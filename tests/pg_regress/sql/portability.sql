@@ -155,6 +155,33 @@ ORDER BY r.n;
 SELECT agent_memory.kv_get_all('bulk-1');
 SELECT seq, content FROM agent_memory.messages('bulk-1');
 
+-- A scope's files go together too. A path taken sends the run line by
+-- line; so does a scope without room for them all.
+SELECT count(agent_memory.memory_tool('bulk', jsonb_build_object('command', 'append', 'path', '/notes/' || i || '.md', 'content', 'note ' || i)))
+FROM generate_series(1, 4) i;
+CREATE TEMP TABLE bulk_files AS
+SELECT row_number() OVER () AS n, line FROM agent_memory.export(scope => 'bulk') AS line;
+SELECT agent_memory.erase_user('nobody', scopes => ARRAY['bulk']) ->> 'files' AS files;
+SELECT r ->> 'status' AS status, count(*)
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM bulk_files)) AS r
+GROUP BY 1;
+SELECT count(*) AS differing
+FROM (SELECT line - 'last_activity_at' AS line FROM bulk_files) a
+FULL JOIN (SELECT line FROM agent_memory.export(scope => 'bulk') AS line) b ON a.line = b.line
+WHERE a.line IS NULL OR b.line IS NULL;
+SELECT agent_memory.erase_user('nobody', scopes => ARRAY['bulk']) ->> 'files' AS files;
+SELECT agent_memory.memory_tool('bulk', '{"command": "append", "path": "/notes/3.md/in-the-way.md", "content": "x"}') ->> 'ok' AS ok;
+SELECT r.n, r.result ->> 'status' AS status, r.result -> 'error' ->> 'code' AS code
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM bulk_files)) WITH ORDINALITY AS r (result, n)
+ORDER BY r.n;
+SELECT agent_memory.erase_user('nobody', scopes => ARRAY['bulk']) ->> 'files' AS files;
+SET agent_memory.max_files_per_scope = 3;
+SELECT r.n, r.result ->> 'status' AS status, r.result -> 'error' ->> 'message' AS message
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM bulk_files)) WITH ORDINALITY AS r (result, n)
+ORDER BY r.n;
+RESET agent_memory.max_files_per_scope;
+SELECT agent_memory.erase_user('nobody', scopes => ARRAY['bulk']) ->> 'files' AS files;
+
 -- No array is the call's error; a NULL or broken line is refused alone.
 SELECT * FROM agent_memory.import_lines(NULL);
 \echo :LAST_ERROR_SQLSTATE
