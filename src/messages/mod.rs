@@ -1373,7 +1373,7 @@ pub(crate) fn import_message(
     let key = thread_key(node_id);
     lock_session(session_id);
     Spi::connect_mut(|client| {
-        let Some(state) = import_state(client, session_id, seq)? else {
+        let Some(state) = import_state(client, session_id, key, seq)? else {
             return Err(Error::not_found(format!(
                 "session {} does not exist: import its session line first",
                 agent_memory_core::error::quoted(session_id)
@@ -1485,9 +1485,10 @@ pub(crate) fn import_message_run(
     let key = thread_key(node_id);
     lock_session(session_id);
     Spi::connect_mut(|client| {
-        let fresh = import_state(client, session_id, first.seq)?
-            .is_some_and(|state| state.active && state.held.is_none() && state.newest < first.seq);
-        if !fresh {
+        let Some(state) = import_state(client, session_id, key, first.seq)? else {
+            return Ok(false);
+        };
+        if !state.active || state.held.is_some() || state.newest >= first.seq {
             return Ok(false);
         }
         IMPORT_NEXT_SEQ.run(client, &[session_id.into(), first.seq.into()])?;
@@ -1499,18 +1500,26 @@ pub(crate) fn import_message_run(
             done: 0,
             run: count,
         };
-        let mut appended = batch.append(client, &IMPORT_BATCH, JsonB(lines.clone()).into())?;
-        if appended.is_none() {
-            // No thread yet, or one with another keep: its ring first.
-            repack(client, session_id, key, keep)?;
-            appended = batch.append(client, &IMPORT_BATCH, JsonB(lines).into())?;
+        // The thread's ring first, as an append makes it: a new one, or
+        // one repacked to this keep.
+        match state.thread_keep {
+            None => {
+                SET_THREAD.run(
+                    client,
+                    &[session_id.into(), key.into(), keep.into(), 0i64.into()],
+                )?;
+            }
+            Some(thread_keep) if thread_keep != keep => {
+                repack(client, session_id, key, keep)?;
+            }
+            Some(_) => {}
         }
         let Some(Appended {
             first: seq,
             count: went,
             moved,
             stale,
-        }) = appended
+        }) = batch.append(client, &IMPORT_BATCH, JsonB(lines).into())?
         else {
             return Ok(false);
         };
@@ -1530,18 +1539,26 @@ struct ImportState {
     newest: i64,
     /// The role, content and node of a message it holds at `seq`.
     held: Option<(String, Option<String>, Option<String>)>,
+    /// The keep of the message's thread, when the session has it.
+    thread_keep: Option<i32>,
 }
 
 /// None: no session.
 fn import_state(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
+    key: &str,
     seq: i64,
 ) -> SqlResult<Option<ImportState>> {
     lock_threads_for_snapshot(client, session_id)?;
     let state = IMPORT_STATE.run(
         client,
-        &[session_id.into(), seq.into(), idle_timeout_minutes().into()],
+        &[
+            session_id.into(),
+            seq.into(),
+            idle_timeout_minutes().into(),
+            key.into(),
+        ],
     )?;
     if state.is_empty() {
         return Ok(None);
@@ -1555,12 +1572,14 @@ fn import_state(
         active: row.required::<bool>(1, "active")?,
         newest: row.required::<i64>(2, "newest seq")?,
         held,
+        thread_keep: row.value::<i32>(6)?,
     }))
 }
 
 /// Before a message $2 is imported: whether the session is active (idle
-/// minutes $3), the newest seq it holds, and the role, content and node of
-/// a message it holds at $2. No row: no session.
+/// minutes $3), the newest seq it holds, the role, content and node of a
+/// message it holds at $2, and the keep of its thread $4. No row: no
+/// session.
 static IMPORT_STATE: Statement = Statement {
     sql: concat!(
         "SELECT coalesce(",
@@ -1569,13 +1588,15 @@ static IMPORT_STATE: Statement = Statement {
                 greatest(s.last_message_seq,
                          (SELECT max(t.last_seq) FROM agent_memory.message_threads t
                           WHERE t.session_id = $1 AND t.tenant = s.tenant)),
-                m.role::text, m.content, m.node_id
+                m.role::text, m.content, m.node_id,
+                (SELECT t.keep FROM agent_memory.message_threads t
+                 WHERE t.session_id = $1 AND t.thread_key = $4 AND t.tenant = s.tenant)
          FROM agent_memory.sessions s
          LEFT JOIN agent_memory.thread_messages m
            ON m.session_id = $1 AND m.tenant = s.tenant AND m.seq = $2
          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()"
     ),
-    args: &[TEXT, INT8, INT4],
+    args: &[TEXT, INT8, INT4, TEXT],
     writes: true,
 };
 
