@@ -52,10 +52,11 @@ fn import(
 
 /// Take the lines of an export, in order, as `import` takes each one, and
 /// return `import`'s result for each, in the same order. A run of
-/// entries of one session, or of plain messages of one thread, goes in a
-/// few statements, and a run of other lines one by one, each run in one
-/// subtransaction; when a line of a run would be refused, the run is
-/// rolled back and taken line by line.
+/// entries of one session, of plain messages of one thread or of new files
+/// of one scope goes in a few statements, and the other lines one by one,
+/// all in one subtransaction. When a line would be refused, that is rolled
+/// back and each run goes in a subtransaction of its own; a run with the
+/// refused line is taken line by line.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn import_lines(
@@ -71,24 +72,65 @@ fn import_lines(
         .iter()
         .map(|line| parsed(line.as_deref(), &renames))
         .collect();
-    let mut runs = lines::runs(&parsed).into_iter().peekable();
+    let runs = lines::runs(&parsed);
+    // All lines in one subtransaction first; when one would be refused,
+    // that is rolled back and each run goes in a subtransaction of its own.
+    let results = match in_subtransaction(|| import_together(&parsed, &runs)) {
+        Ok(results) => results,
+        Err(_) => import_by_runs(&parsed, runs)?,
+    };
+    Ok(SetOfIterator::new(results.into_iter().map(pgrx::JsonB)))
+}
+
+/// The lines' results, `runs` written together and every other line alone,
+/// all or none: an error is raised when a line would be refused, so that
+/// the caller's subtransaction rolls back what the others wrote.
+fn import_together(parsed: &[Parsed], runs: &[(RunKind, std::ops::Range<usize>)]) -> Vec<Value> {
+    let mut results = Vec::with_capacity(parsed.len());
+    let mut runs = runs.iter().peekable();
+    let mut at = 0;
+    while at < parsed.len() {
+        if let Some((kind, range)) = runs.next_if(|(_, range)| range.start == at) {
+            let items: Vec<&Item> = parsed[range.clone()].iter().flatten().collect();
+            for (item, outcome) in items.iter().zip(write_run(*kind, &items)) {
+                results.push(taken(item.kind(), outcome));
+            }
+            at = range.end;
+            continue;
+        }
+        results.push(match &parsed[at] {
+            Ok(item) => taken(item.kind(), import_item(item)),
+            Err((kind, code, message)) => refused(*kind, code, message),
+        });
+        at += 1;
+    }
+    results
+}
+
+/// The lines' results, each run in a subtransaction, taken line by line
+/// when a line of it would be refused.
+fn import_by_runs(
+    parsed: &[Parsed],
+    runs: Vec<(RunKind, std::ops::Range<usize>)>,
+) -> SqlResult<Vec<Value>> {
+    let mut runs = runs.into_iter().peekable();
     let mut results = Vec::with_capacity(parsed.len());
     let mut at = 0;
     while at < parsed.len() {
         if let Some((kind, range)) = runs.next_if(|(_, range)| range.start == at) {
             let items: Vec<&Item> = parsed[range.clone()].iter().flatten().collect();
-            if let Some(outcomes) = import_run(kind, &items) {
+            if let Ok(outcomes) = in_subtransaction(|| write_run(kind, &items)) {
                 for (item, outcome) in items.iter().zip(outcomes) {
-                    results.push(pgrx::JsonB(taken(item.kind(), outcome)));
+                    results.push(taken(item.kind(), outcome));
                 }
                 at = range.end;
                 continue;
             }
         }
-        results.push(pgrx::JsonB(import_line(parsed[at].clone())?));
+        results.push(import_line(parsed[at].clone())?);
         at += 1;
     }
-    Ok(SetOfIterator::new(results))
+    Ok(results)
 }
 
 /// A line read, or its refusal: (the kind it names, SQLSTATE, message).
@@ -128,41 +170,38 @@ fn taken(kind: &str, outcome: Outcome) -> Value {
     json!({"ok": true, "kind": kind, "status": outcome.name()})
 }
 
-/// Write a run of lines in one subtransaction: the outcome of each, or
-/// None when the run was rolled back (or never written) because a line
-/// of it would not go as the others do.
-fn import_run(kind: RunKind, items: &[&Item]) -> Option<Vec<Outcome>> {
-    in_subtransaction(|| {
-        let written = match kind {
-            // Each line as alone, none in a subtransaction of its own: a
-            // row the run writes twice (a session's, a scope's) is then
-            // written by one subtransaction, not locked across many.
-            RunKind::Lines => items
+/// Write a run of lines: the outcome of each. An error is raised when a
+/// line of the run would be refused or would not go as the others do,
+/// so that the caller's subtransaction rolls back what the run wrote.
+fn write_run(kind: RunKind, items: &[&Item]) -> Vec<Outcome> {
+    let written = match kind {
+        // Each line as alone, none in a subtransaction of its own: a row
+        // the run writes twice (a session's, a scope's) is then written by
+        // one subtransaction, not locked across many.
+        RunKind::Lines => items
+            .iter()
+            .map(|item| write_item(item))
+            .collect::<SqlResult<Vec<Outcome>>>()
+            .map(Some),
+        RunKind::Entries => import_entries(items),
+        RunKind::Files => import_files(items),
+        RunKind::Messages => {
+            let run: Vec<&lines::Message> = items
                 .iter()
-                .map(|item| write_item(item))
-                .collect::<SqlResult<Vec<Outcome>>>()
-                .map(Some),
-            RunKind::Entries => import_entries(items),
-            RunKind::Files => import_files(items),
-            RunKind::Messages => {
-                let run: Vec<&lines::Message> = items
-                    .iter()
-                    .filter_map(|item| match item {
-                        Item::Message(m) => Some(m),
-                        _ => None,
-                    })
-                    .collect();
-                crate::messages::import_message_run(&run)
-                    .map(|done| done.then(|| vec![Outcome::Imported; run.len()]))
-            }
-        };
-        match written {
-            Ok(Some(outcomes)) if outcomes.len() == items.len() => outcomes,
-            Ok(_) => raise(Error::conflict("the run goes line by line")),
-            Err(report) => raise_report(report),
+                .filter_map(|item| match item {
+                    Item::Message(m) => Some(m),
+                    _ => None,
+                })
+                .collect();
+            crate::messages::import_message_run(&run)
+                .map(|done| done.then(|| vec![Outcome::Imported; run.len()]))
         }
-    })
-    .ok()
+    };
+    match written {
+        Ok(Some(outcomes)) if outcomes.len() == items.len() => outcomes,
+        Ok(_) => raise(Error::conflict("the run goes line by line")),
+        Err(report) => raise_report(report),
+    }
 }
 
 fn raise(error: Error) -> ! {
