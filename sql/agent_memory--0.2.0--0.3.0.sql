@@ -689,4 +689,4 @@ GRANT EXECUTE ON FUNCTION agent_memory.export(text, text, text, text) TO agent_m
 GRANT EXECUTE ON FUNCTION agent_memory.import(text, text, text, text, text) TO agent_memory_writer;
 GRANT EXECUTE ON FUNCTION agent_memory.import_lines(text[], text, text, text, text) TO agent_memory_writer;
 COMMENT ON FUNCTION agent_memory.import_lines(text[], text, text, text, text) IS
-    'Take the lines of an export in order, as import takes each, writing runs of entries and of messages together; returns import''s result for each line, in order';
+    'Take the lines of an export in order, as import takes each, writing runs of entries, messages and files together; returns import''s result for each line, in order';

@@ -190,6 +190,6 @@ COMMENT ON FUNCTION agent_memory.export(text, text, text, text) IS
 COMMENT ON FUNCTION agent_memory.import(text, text, text, text, text) IS
     'Take one line of an export, whole or refused, optionally under another session, user, owner or scope; returns what became of it';
 COMMENT ON FUNCTION agent_memory.import_lines(text[], text, text, text, text) IS
-    'Take the lines of an export in order, as import takes each, writing runs of entries and of messages together; returns import''s result for each line, in order';
+    'Take the lines of an export in order, as import takes each, writing runs of entries, messages and files together; returns import''s result for each line, in order';
 COMMENT ON FUNCTION agent_memory.erase_user(text, text[], text[]) IS
     'Remove every session of a user with all it holds, and the graph memory of owners and the memory files of scopes, with their versions; returns how many rows of each kind went';
