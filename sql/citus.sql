@@ -257,8 +257,10 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- citus_check: not_delegated agent_memory.erase_user(text,text[],text[])
 -- An export spans the keys of three groups too, and reads each by its key:
 -- citus_check: not_delegated agent_memory.export(text,text,text,text)
--- An import line names its own key, which the call's arguments may rename:
+-- An import line names its own key, which the call's arguments may rename;
+-- import_lines takes lines of many keys:
 -- citus_check: not_delegated agent_memory.import(text,text,text,text,text)
+-- citus_check: not_delegated agent_memory.import_lines(text[],text,text,text,text)
 -- citus_check: not_delegated agent_memory.wm_refresh_structure(text)
 -- Its scope spans keys of three groups (a user's sessions, an owner, a
 -- scope); it reads each group by its key, and each snippet from the

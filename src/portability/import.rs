@@ -26,7 +26,7 @@ use crate::graph::nodes::{checked_node, checked_owner, checked_size};
 use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_keys};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement};
+use crate::pg::plans::{Columns, Statement, on_citus};
 use crate::pg::settings;
 use crate::pg::subtransaction::in_subtransaction;
 use crate::sessions::{idle_timeout_minutes, lock_session, sensitive};
@@ -72,6 +72,15 @@ fn import_lines(
         .iter()
         .map(|line| parsed(line.as_deref(), &renames))
         .collect();
+    // Citus routes a statement to one key's shard: there the lines go one
+    // by one, each statement naming its line's key, as import's do.
+    if on_citus()? {
+        return Ok(SetOfIterator::new(
+            import_by_runs(&parsed, Vec::new())?
+                .into_iter()
+                .map(pgrx::JsonB),
+        ));
+    }
     let runs = lines::runs(&parsed);
     // All lines in one subtransaction first; when one would be refused,
     // that is rolled back and each run goes in a subtransaction of its own.
