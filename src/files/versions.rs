@@ -23,7 +23,7 @@ use crate::files::store::{self, Client, Placed};
 use crate::pg::args::{INT4, TEXT, TID, TIMESTAMPTZ, XID};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of, iso};
+use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso};
 use crate::pg::settings;
 
 /// The arguments every save takes first: the scope, the file or directory
@@ -153,16 +153,19 @@ fn save_on_citus(
     args: &[pgrx::datum::DatumWithOid<'_>],
     retention: i32,
 ) -> SqlResult<()> {
-    let mut locked = Vec::new();
-    for row in which.locked_on_citus().run(client, args)? {
-        locked.push((
-            row.required::<String>(1, "path")?,
-            row.required::<i32>(2, "version")?,
-            row.required::<String>(3, "content")?,
-            row.required::<TimestampWithTimeZone>(4, "created_at")?,
-            row.required::<TimestampWithTimeZone>(5, "updated_at")?,
-        ));
-    }
+    let locked: Vec<(
+        String,
+        i32,
+        String,
+        TimestampWithTimeZone,
+        TimestampWithTimeZone,
+    )> = which.locked_on_citus().run(client, args)?.rows(&[
+        "path",
+        "version",
+        "content",
+        "created_at",
+        "updated_at",
+    ])?;
     for (path, version, content, created_at, updated_at) in &locked {
         SAVE_ONE_ON_CITUS.run(
             client,
@@ -281,17 +284,8 @@ fn memory_versions(
     let scope = checked_scope(scope)?;
     let path = checked_path(path)?;
     let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        let table = LIST.read(client, &[scope.into(), path.as_str().into()])?;
-        let mut rows = Vec::with_capacity(table.len());
-        for row in table {
-            rows.push((
-                row.required::<i32>(1, "version")?,
-                row.required::<String>(2, "content")?,
-                row.required::<TimestampWithTimeZone>(3, "updated_at")?,
-                row.required::<TimestampWithTimeZone>(4, "replaced_at")?,
-            ));
-        }
-        Ok(rows)
+        LIST.read(client, &[scope.into(), path.as_str().into()])?
+            .rows(&["version", "content", "updated_at", "replaced_at"])
     })?;
     Ok(TableIterator::new(rows))
 }

@@ -21,7 +21,7 @@ use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_list, require
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
-use crate::pg::plans::{self, Columns, Statement, first_value_of, iso};
+use crate::pg::plans::{self, Columns, Rows, Statement, first_value_of, iso};
 use crate::pg::settings;
 
 // ---------------------------------------------------------------------------
@@ -493,18 +493,13 @@ fn graph_nodes(
 > {
     let owner = checked_owner(owner)?;
     let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        let table = LIST_NODES.read(client, &[owner.into()])?;
-        let mut rows = Vec::with_capacity(table.len());
-        for row in table {
-            rows.push((
-                row.required::<String>(1, "node_id")?,
-                row.required::<String>(2, "title")?,
-                row.required::<String>(3, "description")?,
-                row.required::<i32>(4, "version")?,
-                row.required::<TimestampWithTimeZone>(5, "updated_at")?,
-            ));
-        }
-        Ok(rows)
+        LIST_NODES.read(client, &[owner.into()])?.rows(&[
+            "node_id",
+            "title",
+            "description",
+            "version",
+            "updated_at",
+        ])
     })?;
     Ok(TableIterator::new(rows))
 }
@@ -532,16 +527,9 @@ fn graph_versions(
     }
     let node_id = checked_node(node_id)?;
     let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        let table = LIST_VERSIONS.read(client, &[owner.into(), node_id.into()])?;
-        let mut rows = Vec::with_capacity(table.len());
-        for row in table {
-            rows.push((
-                row.required::<i32>(1, "version")?,
-                row.required::<String>(2, "change_description")?,
-                row.required::<TimestampWithTimeZone>(3, "saved_at")?,
-            ));
-        }
-        Ok(rows)
+        LIST_VERSIONS
+            .read(client, &[owner.into(), node_id.into()])?
+            .rows(&["version", "change_description", "saved_at"])
     })?;
     if rows.is_empty()
         && first_value_of::<i32>(&CURRENT_VERSION, &[owner.into(), node_id.into()])?.is_none()

@@ -712,6 +712,23 @@ fn json_timestamptz(
     }
 }
 
+/// Column 1 of the first row of `statement` run on one thread of a live
+/// session (None: no row, or NULL).
+fn on_thread<T: FromDatum + IntoDatum>(
+    statement: &'static Statement,
+    session_id: &str,
+    node_id: Option<&str>,
+) -> SqlResult<Option<T>> {
+    first_value_of::<T>(
+        statement,
+        &[
+            session_id.into(),
+            node_id.into(),
+            idle_timeout_minutes().into(),
+        ],
+    )
+}
+
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn pop_message(
@@ -721,14 +738,7 @@ fn pop_message(
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
     lock_session(session_id);
-    first_value_of::<JsonbBytes>(
-        &POP,
-        &[
-            session_id.into(),
-            node_id.into(),
-            idle_timeout_minutes().into(),
-        ],
-    )
+    on_thread(&POP, session_id, node_id)
 }
 
 #[pg_extern(stable, parallel_safe)]
@@ -739,14 +749,7 @@ fn last_user_message(
 ) -> SqlResult<Option<String>> {
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
-    first_value_of::<String>(
-        &LAST_USER,
-        &[
-            session_id.into(),
-            node_id.into(),
-            idle_timeout_minutes().into(),
-        ],
-    )
+    on_thread(&LAST_USER, session_id, node_id)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -758,15 +761,7 @@ fn clear_messages(
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
     lock_session(session_id);
-    let cleared = first_value_of::<i32>(
-        &CLEAR,
-        &[
-            session_id.into(),
-            node_id.into(),
-            idle_timeout_minutes().into(),
-        ],
-    )?;
-    Ok(cleared.unwrap_or(0))
+    Ok(on_thread(&CLEAR, session_id, node_id)?.unwrap_or(0))
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -219,6 +219,59 @@ impl Columns for SpiHeapTupleData<'_> {
     }
 }
 
+/// A result row read as a tuple of typed columns, 1 to n in order, none of
+/// which the statement leaves NULL. `names` name the columns for the
+/// internal error a NULL would raise.
+pub trait Row: Sized {
+    fn read_from(row: &impl Columns, names: &[&str]) -> SqlResult<Self>;
+}
+
+macro_rules! tuple_row {
+    ($($column:ident $index:tt),+) => {
+        impl<$($column: FromDatum + IntoDatum),+> Row for ($($column,)+) {
+            fn read_from(row: &impl Columns, names: &[&str]) -> SqlResult<Self> {
+                Ok(($(row.required::<$column>(
+                    $index + 1,
+                    names.get($index).copied().unwrap_or("unnamed"),
+                )?,)+))
+            }
+        }
+    };
+}
+tuple_row!(A 0);
+tuple_row!(A 0, B 1);
+tuple_row!(A 0, B 1, C 2);
+tuple_row!(A 0, B 1, C 2, D 3);
+tuple_row!(A 0, B 1, C 2, D 3, E 4);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5);
+tuple_row!(A 0, B 1, C 2, D 3, E 4, F 5, G 6);
+
+/// A whole result read as tuples of required columns (see [`Row`]), so
+/// that a call site reads a statement's rows in one line.
+pub trait Rows {
+    /// Every row.
+    fn rows<R: Row>(self, names: &[&str]) -> SqlResult<Vec<R>>;
+    /// The first row; None when there is none.
+    fn row<R: Row>(self, names: &[&str]) -> SqlResult<Option<R>>;
+}
+
+impl Rows for SpiTupleTable<'_> {
+    fn rows<R: Row>(self, names: &[&str]) -> SqlResult<Vec<R>> {
+        let mut rows = Vec::with_capacity(self.len());
+        for row in self {
+            rows.push(R::read_from(&row, names)?);
+        }
+        Ok(rows)
+    }
+
+    fn row<R: Row>(self, names: &[&str]) -> SqlResult<Option<R>> {
+        if self.is_empty() {
+            return Ok(None);
+        }
+        R::read_from(&self.first(), names).map(Some)
+    }
+}
+
 /// Reading the first row of a result, where "no row" is an answer (a missing
 /// key), not an error as `SpiTupleTable::get` would make it.
 pub trait FirstRow {

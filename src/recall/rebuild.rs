@@ -8,7 +8,7 @@ use agent_memory_core::recall::{self, Kind};
 use crate::pg::args::{TEXT, TEXT_ARRAY};
 use crate::pg::datums::JsonB;
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement};
+use crate::pg::plans::{Rows, Statement};
 use crate::pg::settings;
 
 /// Rewrite every memory table's search column in the text search
@@ -24,16 +24,9 @@ fn recall_rebuild() -> SqlResult<JsonB> {
     let kept = recall::kinds_in_list(&setting_text(&settings::RECALL_KINDS)).or_report()?;
     Spi::connect_mut(|client| {
         let (schema, name) = recall::config_name(&config);
-        let rows = CONFIG_LITERAL.run(client, &[schema.into(), name.into()])?;
-        let found = if rows.is_empty() {
-            None
-        } else {
-            let row = rows.first();
-            Some((
-                row.required::<String>(1, "literal")?,
-                row.required::<String>(2, "name")?,
-            ))
-        };
+        let found: Option<(String, String)> = CONFIG_LITERAL
+            .run(client, &[schema.into(), name.into()])?
+            .row(&["literal", "name"])?;
         let (literal, recorded) = found
             .ok_or_else(|| {
                 Error::invalid(format!(

@@ -20,11 +20,11 @@ use agent_memory_core::jsonb::JsonbWriter;
 
 use crate::pg::args::{
     INT4, INT4_ARRAY, INT8, INTERVAL, JSONB, JSONB_ARRAY, TEXT, TEXT_ARRAY, TIMESTAMPTZ,
-    checked_id, checked_positive, required,
+    checked_id, checked_positive,
 };
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of, iso, on_citus};
+use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
 use crate::pg::settings;
 use crate::sessions::{
     active, active_until, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
@@ -327,18 +327,15 @@ pub fn write_entries(
         }
         // Over the budget by the counter, or an entry may have expired: count
         // the live entries exactly and evict the oldest until the write fits.
-        let rows = HELD.read(client, &[session_id.into()])?;
-        let mut held_rows = Vec::with_capacity(rows.len());
-        for row in rows {
-            let key: String = required(row.get(1).or_report()?, "key")?;
-            let words: i32 = required(row.get(2).or_report()?, "words")?;
-            let expires_at: TimestampWithTimeZone =
-                required(row.get(3).or_report()?, "expires_at")?;
-            held_rows.push((key, words as u64, expires_at));
-        }
+        let held_rows: Vec<(String, i32, TimestampWithTimeZone)> = HELD
+            .read(client, &[session_id.into()])?
+            .rows(&["key", "words", "expires_at"])?;
         let held: Vec<Held<'_>> = held_rows
             .iter()
-            .map(|(key, words, _)| Held { key, words: *words })
+            .map(|(key, words, _)| Held {
+                key,
+                words: *words as u64,
+            })
             .collect();
         let plan = budget::plan_writes(&held, &counted, budget).or_report()?;
         let next_expiry = held_rows

@@ -20,7 +20,7 @@ use crate::pg::args::{
 };
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, first_value_of, iso, on_citus};
+use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
 use crate::pg::settings;
 use crate::sessions::kv::{entry_name, stored_document, write_entries};
 use crate::sessions::{active, idle_timeout_minutes, lock_session};
@@ -119,14 +119,13 @@ fn save_entries_on_citus(
         .copied()
         .filter(|key| !saved.iter().any(|saved| saved == key))
         .collect();
-    let mut newest = std::collections::HashMap::new();
+    let mut newest = std::collections::HashMap::<String, i32>::new();
     if !anew.is_empty() {
-        for row in NEWEST_ON_CITUS.run(client, &[session_id.into(), anew.into()])? {
-            newest.insert(
-                row.required::<String>(1, "key")?,
-                row.required::<i32>(2, "version")?,
-            );
-        }
+        newest = NEWEST_ON_CITUS
+            .run(client, &[session_id.into(), anew.into()])?
+            .rows(&["key", "version"])?
+            .into_iter()
+            .collect();
     }
     Ok(keys
         .iter()
@@ -206,21 +205,17 @@ fn kv_versions(
     ErrorReport,
 > {
     let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        let table = LIST.read(
+        LIST.read(
             client,
             &[session_id.into(), idle_timeout_minutes().into(), key.into()],
-        )?;
-        let mut rows = Vec::with_capacity(table.len());
-        for row in table {
-            rows.push((
-                row.required::<i32>(1, "version")?,
-                row.required::<pgrx::JsonB>(2, "value")?,
-                row.required::<TimestampWithTimeZone>(3, "updated_at")?,
-                row.required::<TimestampWithTimeZone>(4, "replaced_at")?,
-                row.required::<TimestampWithTimeZone>(5, "expires_at")?,
-            ));
-        }
-        Ok(rows)
+        )?
+        .rows(&[
+            "version",
+            "value",
+            "updated_at",
+            "replaced_at",
+            "expires_at",
+        ])
     })?;
     Ok(TableIterator::new(rows))
 }
