@@ -15,6 +15,8 @@ import os
 import statistics
 import sys
 import time
+import tomllib
+from pathlib import Path
 
 import psycopg
 from langgraph.store.postgres import PostgresStore
@@ -26,6 +28,9 @@ GETS = int(os.environ.get("BENCH_PEER_GETS", 5000))
 KEYS = 50
 VALUE = {"note": "the user prefers window seats and vegetarian meals"}
 CONNINFO = f"dbname={DB}"
+BY_HAND = next(statement for statement in tomllib.loads(
+    (Path(__file__).resolve().parent.parent / "cases" / "kv_guarantees.toml").read_text())["setup"]
+    if "FUNCTION bench_kv_set_by_hand" in statement)
 
 
 def rate(n, fn):
@@ -66,6 +71,14 @@ def main():
             (f"k{i % KEYS}", value_json),
         )
 
+    # kv_set's statement with every guarantee, run by the least function
+    # that keeps them: a hand-written PL/pgSQL function under the
+    # session's lock (see bench/cases/kv_guarantees.toml).
+    ours.execute(BY_HAND)
+
+    def fn_put(i):
+        ours.execute("SELECT bench_kv_set_by_hand('peer', %s, %s::jsonb, 9)", (f"k{i % KEYS}", value_json))
+
     def sql_get(i):
         ours.execute(
             "SELECT value FROM agent_memory.kv_entries WHERE session_id = 'peer' AND key = %s AND expires_at > now()",
@@ -78,13 +91,15 @@ def main():
         ours.execute("SELECT %s::text", (f"k{i % KEYS}",)).fetchone()
 
     # Warm up every path (plans, caches, the rows themselves).
-    for fn in (lg_put, am_put, lg_get, am_get, sql_put, sql_get, round_trip):
+    for fn in (lg_put, am_put, lg_get, am_get, sql_put, fn_put, sql_get, round_trip):
         for i in range(KEYS):
             fn(i)
 
-    results = {name: [] for name in ("lg_put", "am_put", "sql_put", "lg_get", "am_get", "sql_get", "round_trip")}
+    results = {name: [] for name in ("lg_put", "am_put", "sql_put", "fn_put", "lg_get", "am_get", "sql_get",
+                                     "round_trip")}
     for r in range(ROUNDS):
         order = [("lg_put", PUTS, lg_put), ("am_put", PUTS, am_put), ("sql_put", PUTS, sql_put),
+                 ("fn_put", PUTS, fn_put),
                  ("lg_get", GETS, lg_get), ("am_get", GETS, am_get), ("sql_get", GETS, sql_get),
                  ("round_trip", GETS, round_trip)]
         if r % 2:
@@ -110,6 +125,10 @@ def main():
         "LangGraph PostgresStore")
     row("put: kv_set vs plain upsert (Python)", "am_put", "sql_put", "plain SQL")
     row("get: kv_get vs plain SELECT (Python)", "am_get", "sql_get", "plain SQL")
+    # The floor of kv_set's guarantees from Python: the least function
+    # keeping them against the plain upsert.
+    row("put: kv_set's statement in a PL/pgSQL function vs plain upsert (Python)", "fn_put", "sql_put",
+        "plain SQL")
     store_cm.__exit__(None, None, None)
     ours.close()
     return 0
