@@ -69,6 +69,11 @@ pub fn check_message(content: &str, metadata: &Value, max_bytes: usize) -> Resul
     }
 }
 
+/// The idempotency key of metadata that [`check_message`] passed.
+pub fn idempotency_key(metadata: &Value) -> Option<&str> {
+    metadata.get("idempotency_key").and_then(Value::as_str)
+}
+
 /// The ids of the tool calls an assistant message makes: `metadata.tool_calls`
 /// as an array of ids, or of objects with an `id` (the OpenAI shape).
 pub fn tool_call_ids(metadata: &Value) -> Vec<String> {
@@ -363,6 +368,17 @@ mod tests {
         assert_eq!(check_message("x", &json!({"other": 1}), 10).unwrap(), None);
         assert!(check_message("x", &json!({"idempotency_key": 7}), 10).is_err());
         assert!(check_message("x", &json!({"idempotency_key": ""}), 10).is_err());
+        // What the check passed is what a write reads back.
+        for metadata in [
+            json!({"idempotency_key": "k1"}),
+            json!({"idempotency_key": null}),
+            json!({}),
+        ] {
+            assert_eq!(
+                idempotency_key(&metadata).map(str::to_string),
+                check_message("x", &metadata, 10).unwrap()
+            );
+        }
     }
 
     #[test]

@@ -559,14 +559,16 @@ static SEARCH_ON_CITUS: Statement = Statement {
 /// Append to an existing file within the size limit ($4 bytes); returns
 /// its version now.
 static APPEND_EXISTING: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
+    sql: concat!(
+        "UPDATE agent_memory.memory_files f
           SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now(),
-              version = f.version OPERATOR(pg_catalog.+) 1
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+              version = f.version OPERATOR(pg_catalog.+) 1",
+        crate::files::store::file_at!("f"),
+        "
             AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
                 OPERATOR(pg_catalog.<=) $4
-          RETURNING f.version",
+          RETURNING f.version"
+    ),
     args: &[TEXT, TEXT, TEXT, INT4],
     writes: true,
 };
@@ -574,9 +576,10 @@ static APPEND_EXISTING: Statement = Statement {
 /// A file's content as of now (a fresh snapshot: the statement runs
 /// read-write), the row version it was read from, and its version.
 static READ_VERSION: Statement = Statement {
-    sql: "SELECT f.content, f.ctid, f.xmin, f.version FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    sql: concat!(
+        "SELECT f.content, f.ctid, f.xmin, f.version FROM agent_memory.memory_files f",
+        crate::files::store::file_at!("f")
+    ),
     args: &[TEXT, TEXT],
     writes: true,
 };

@@ -355,6 +355,23 @@ pub(crate) fn file_bytes(client: Client, scope: &str, path: &str) -> SqlResult<O
 
 // The statements.
 
+/// ` WHERE` row `$alias` is the file at path $2 of scope $1, in the
+/// caller's tenant.
+macro_rules! file_at {
+    ($alias:literal) => {
+        concat!(
+            " WHERE ",
+            $alias,
+            ".scope OPERATOR(pg_catalog.=) $1 AND ",
+            $alias,
+            ".path OPERATOR(pg_catalog.=) $2 AND ",
+            $alias,
+            ".tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()"
+        )
+    };
+}
+pub(crate) use file_at;
+
 /// Whether a directory is at path `$path` of scope $1: a file lies under
 /// it (the range [`$under`, `$end`)), or a directory is kept at it or
 /// under it. Each arm is a range of its table's key.
@@ -387,9 +404,10 @@ macro_rules! directory_at {
 }
 
 pub(crate) static READ: Statement = Statement {
-    sql: "SELECT f.content, f.version FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    sql: concat!(
+        "SELECT f.content, f.version FROM agent_memory.memory_files f",
+        file_at!("f")
+    ),
     args: &[TEXT, TEXT],
     writes: false,
 };
@@ -398,10 +416,12 @@ pub(crate) static READ: Statement = Statement {
 /// READ, locking the file's row against every other change until the
 /// transaction ends: what a precondition is checked against.
 static LOCK_FILE: Statement = Statement {
-    sql: "SELECT f.content, f.version FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          FOR NO KEY UPDATE",
+    sql: concat!(
+        "SELECT f.content, f.version FROM agent_memory.memory_files f",
+        file_at!("f"),
+        "
+          FOR NO KEY UPDATE"
+    ),
     args: &[TEXT, TEXT],
     writes: true,
 };
@@ -546,20 +566,20 @@ static PATH_FREE: Statement = Statement {
 
 /// Content $3 into file $2 of scope $1, as its next version.
 static WRITE_FILE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
-          SET content = $3, updated_at = pg_catalog.now(), version = f.version OPERATOR(pg_catalog.+) 1
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          RETURNING f.version",
+    sql: concat!(
+        "UPDATE agent_memory.memory_files f
+          SET content = $3, updated_at = pg_catalog.now(), version = f.version OPERATOR(pg_catalog.+) 1",
+        file_at!("f"),
+        "
+          RETURNING f.version"
+    ),
     args: &[TEXT, TEXT, TEXT],
     writes: true,
 };
 
 /// Remove a file this call created and then refused.
 static REMOVE_FILE: Statement = Statement {
-    sql: "DELETE FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    sql: concat!("DELETE FROM agent_memory.memory_files f", file_at!("f")),
     args: &[TEXT, TEXT],
     writes: true,
 };
@@ -608,9 +628,10 @@ pub(crate) static DELETE_FILES: Statement = Statement {
 
 /// The size of file $2 of scope $1 as of now.
 static FILE_BYTES: Statement = Statement {
-    sql: "SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    sql: concat!(
+        "SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f",
+        file_at!("f")
+    ),
     args: &[TEXT, TEXT],
     writes: true,
 };

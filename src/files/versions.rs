@@ -548,9 +548,10 @@ static TRIM_ON_CITUS: Statement = Statement {
 
 /// On Citus: the newest version kept at path $2 of scope $1.
 static NEWEST_ON_CITUS: Statement = Statement {
-    sql: "SELECT pg_catalog.max(v.version) FROM agent_memory.memory_file_versions v
-          WHERE v.scope OPERATOR(pg_catalog.=) $1 AND v.path OPERATOR(pg_catalog.=) $2
-            AND v.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    sql: concat!(
+        "SELECT pg_catalog.max(v.version) FROM agent_memory.memory_file_versions v",
+        crate::files::store::file_at!("v")
+    ),
     args: &[TEXT, TEXT],
     writes: true,
 };
@@ -558,12 +559,14 @@ static NEWEST_ON_CITUS: Statement = Statement {
 /// On Citus: file $2 of scope $1, just created, takes the version after
 /// $3, the newest kept at its path.
 static NUMBER_NEW_FILE_ON_CITUS: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
-          SET version = $3 OPERATOR(pg_catalog.+) 1
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+    sql: concat!(
+        "UPDATE agent_memory.memory_files f
+          SET version = $3 OPERATOR(pg_catalog.+) 1",
+        crate::files::store::file_at!("f"),
+        "
             AND f.version OPERATOR(pg_catalog.<=) $3
-          RETURNING f.version",
+          RETURNING f.version"
+    ),
     args: &[TEXT, TEXT, INT4],
     writes: true,
 };
@@ -571,15 +574,17 @@ static NUMBER_NEW_FILE_ON_CITUS: Statement = Statement {
 /// File $2 of scope $1, just created, takes the version after those kept
 /// at its path.
 static NUMBER_NEW_FILE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
+    sql: concat!(
+        "UPDATE agent_memory.memory_files f
           SET version = k.newest OPERATOR(pg_catalog.+) 1
-          FROM (SELECT pg_catalog.max(v.version) AS newest FROM agent_memory.memory_file_versions v
-                WHERE v.scope OPERATOR(pg_catalog.=) $1 AND v.path OPERATOR(pg_catalog.=) $2
-                  AND v.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()) k
-          WHERE f.scope OPERATOR(pg_catalog.=) $1 AND f.path OPERATOR(pg_catalog.=) $2
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+          FROM (SELECT pg_catalog.max(v.version) AS newest FROM agent_memory.memory_file_versions v",
+        crate::files::store::file_at!("v"),
+        ") k",
+        crate::files::store::file_at!("f"),
+        "
             AND k.newest OPERATOR(pg_catalog.>=) f.version
-          RETURNING f.version",
+          RETURNING f.version"
+    ),
     args: &[TEXT, TEXT],
     writes: true,
 };

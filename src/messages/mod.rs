@@ -134,18 +134,14 @@ fn append_message(
         None => json!({}),
     };
     let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
-    let idempotency_key = messages::check_message(content, &metadata, max_bytes).or_report()?;
+    messages::check_message(content, &metadata, max_bytes).or_report()?;
     let keep = messages::resolve_keep(keep, settings::MAX_MESSAGES.get()).or_report()?;
     let key = thread_key(node_id);
 
-    let message = NewMessage::new(
-        node_id,
-        role,
-        content,
-        metadata,
-        metadata_arg.as_ref(),
-        idempotency_key.as_deref(),
-    );
+    let message = NewMessage {
+        metadata_arg: metadata_arg.as_ref(),
+        ..NewMessage::new(node_id, role, content, metadata)
+    };
 
     lock_session(session_id);
     Spi::connect_mut(|client| {
@@ -210,14 +206,7 @@ fn append_messages(
             }
             let one = &batch[seqs.len()];
             let metadata = one.metadata.cloned().unwrap_or_else(|| json!({}));
-            let message = NewMessage::new(
-                node_id,
-                one.role,
-                one.content,
-                metadata,
-                None,
-                one.idempotency_key.as_deref(),
-            );
+            let message = NewMessage::new(node_id, one.role, one.content, metadata);
             seqs.push(append_locked(client, session_id, key, keep, &message)?);
         }
         Ok(seqs)
@@ -348,7 +337,7 @@ fn append_locked(
     // which is stored only while its call is. Citus cannot route the
     // common append (an INSERT in a CTE): there every append takes the
     // general path, whose statements it routes one by one.
-    if message.idempotency_key.is_none() && message.answers.is_none() && !on_citus()? {
+    if message.idempotency_key().is_none() && message.answers().is_none() && !on_citus()? {
         let rows = APPEND_FAST.run(
             client,
             &[
@@ -386,7 +375,7 @@ fn append_locked(
             &[
                 session_id.into(),
                 key.into(),
-                message.idempotency_key.into(),
+                message.idempotency_key().into(),
                 idle_timeout_minutes().into(),
             ],
         )?
@@ -442,40 +431,41 @@ fn record_append_on_session(
     Ok(())
 }
 
-/// A message being appended.
+/// A message being appended, already checked.
 struct NewMessage<'a> {
     node_id: Option<&'a str>,
     role: &'a str,
     content: &'a str,
     metadata: serde_json::Value,
     /// The metadata as the caller passed it, handed to the statements as it
-    /// is (None: NULL was passed, and `metadata` is the `{}` it stands for).
+    /// is (None: NULL was passed, or the message came in a batch, and
+    /// `metadata` is what stands for it).
     metadata_arg: Option<&'a JsonbArg>,
-    idempotency_key: Option<&'a str>,
-    /// The call it answers, when it is a tool result.
-    answers: Option<String>,
 }
 
 impl<'a> NewMessage<'a> {
-    /// A message of `role` with `content` and `metadata` (as the caller
-    /// passed it: `metadata_arg`, None for a NULL), already checked.
     fn new(
         node_id: Option<&'a str>,
         role: &'a str,
         content: &'a str,
         metadata: serde_json::Value,
-        metadata_arg: Option<&'a JsonbArg>,
-        idempotency_key: Option<&'a str>,
-    ) -> NewMessage<'a> {
+    ) -> Self {
         NewMessage {
             node_id,
             role,
             content,
-            answers: messages::answered_call_of(role, &metadata).map(str::to_string),
             metadata,
-            metadata_arg,
-            idempotency_key,
+            metadata_arg: None,
         }
+    }
+
+    fn idempotency_key(&self) -> Option<&str> {
+        messages::idempotency_key(&self.metadata)
+    }
+
+    /// The call it answers, when it is a tool result.
+    fn answers(&self) -> Option<&str> {
+        messages::answered_call_of(self.role, &self.metadata)
     }
 
     fn metadata_datum(&self) -> pgrx::datum::DatumWithOid<'_> {
@@ -506,7 +496,7 @@ fn write_slot(
                 session_id.into(),
                 key.into(),
                 slot.into(),
-                message.answers.as_deref().into(),
+                message.answers().into(),
             ],
         )?
         .first();
@@ -535,7 +525,7 @@ fn write_slot(
             message.role.into(),
             message.content.into(),
             message.metadata_datum(),
-            message.idempotency_key.into(),
+            message.idempotency_key().into(),
             seq.into(),
         ],
     )?;
@@ -1363,7 +1353,7 @@ pub(crate) fn import_message(
     messages::check_role(role).or_report()?;
     let node_id = checked_node(node_id)?;
     let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
-    let idempotency_key = messages::check_message(content, &metadata, max_bytes).or_report()?;
+    messages::check_message(content, &metadata, max_bytes).or_report()?;
     let keep = messages::resolve_keep(Some(keep), settings::MAX_MESSAGES.get()).or_report()?;
     let key = thread_key(node_id);
     lock_session(session_id);
@@ -1399,14 +1389,7 @@ pub(crate) fn import_message(
             .or_report();
         }
         IMPORT_NEXT_SEQ.run(client, &[session_id.into(), seq.into()])?;
-        let message = NewMessage::new(
-            node_id,
-            role,
-            content,
-            metadata,
-            None,
-            idempotency_key.as_deref(),
-        );
+        let message = NewMessage::new(node_id, role, content, metadata);
         let appended = append_locked(client, session_id, key, keep, &message)?;
         if appended != seq {
             return Err(Error::conflict(format!(

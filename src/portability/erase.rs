@@ -156,17 +156,35 @@ static DELETE_SESSIONS: Statement = Statement {
     writes: true,
 };
 
+/// `WITH name AS (...), ...`: each CTE deletes the rows of its table
+/// whose `$key` is one of $1, in the caller's tenant, returning a row for
+/// each.
+macro_rules! deleting {
+    ($key:literal; $first:ident: $first_table:literal $(, $name:ident: $table:literal)*) => {
+        concat!(
+            "WITH ",
+            deleting!(@one $key, $first, $first_table)
+            $(, ", ", deleting!(@one $key, $name, $table))*
+        )
+    };
+    (@one $key:literal, $name:ident, $table:literal) => {
+        concat!(
+            stringify!($name),
+            " AS (DELETE FROM agent_memory.",
+            $table,
+            " x WHERE x.",
+            $key,
+            " = ANY ($1) AND x.tenant = agent_memory.caller_tenant() RETURNING 1)"
+        )
+    };
+}
+
 /// Delete the graph memory of owners $1 with its saved versions.
 static DELETE_GRAPHS: Statement = Statement {
-    sql: "WITH versions AS (
-            DELETE FROM agent_memory.graph_node_versions v
-            WHERE v.owner = ANY ($1) AND v.tenant = agent_memory.caller_tenant()
-            RETURNING 1),
-          nodes AS (
-            DELETE FROM agent_memory.graph_nodes n
-            WHERE n.owner = ANY ($1) AND n.tenant = agent_memory.caller_tenant()
-            RETURNING 1)
-          SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM versions)",
+    sql: concat!(
+        deleting!("owner"; versions: "graph_node_versions", nodes: "graph_nodes"),
+        " SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM versions)"
+    ),
     args: &[TEXT_ARRAY],
     writes: true,
 };
@@ -185,23 +203,15 @@ static LOCK_SCOPES: Statement = Statement {
 /// Delete the files of scopes $1, their kept versions, the directories
 /// kept in them and the scopes' rows.
 static DELETE_SCOPES: Statement = Statement {
-    sql: "WITH files AS (
-            DELETE FROM agent_memory.memory_files f
-            WHERE f.scope = ANY ($1) AND f.tenant = agent_memory.caller_tenant()
-            RETURNING 1),
-          versions AS (
-            DELETE FROM agent_memory.memory_file_versions v
-            WHERE v.scope = ANY ($1) AND v.tenant = agent_memory.caller_tenant()
-            RETURNING 1),
-          directories AS (
-            DELETE FROM agent_memory.memory_directories d
-            WHERE d.scope = ANY ($1) AND d.tenant = agent_memory.caller_tenant()
-            RETURNING 1),
-          scopes AS (
-            DELETE FROM agent_memory.memory_scopes s
-            WHERE s.scope = ANY ($1) AND s.tenant = agent_memory.caller_tenant())
-          SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM versions),
-                 (SELECT count(*) FROM directories)",
+    sql: concat!(
+        deleting!("scope";
+            files: "memory_files",
+            versions: "memory_file_versions",
+            directories: "memory_directories",
+            scopes: "memory_scopes"),
+        " SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM versions),
+                 (SELECT count(*) FROM directories)"
+    ),
     args: &[TEXT_ARRAY],
     writes: true,
 };

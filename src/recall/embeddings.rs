@@ -14,8 +14,8 @@ use agent_memory_core::recall::{self, Kind, checked_kinds};
 use agent_memory_core::{Error, args};
 
 use super::{
-    checked_embedding, checked_scope, each_kind, in_live_sessions, item_text, live_sessions,
-    union_all,
+    checked_embedding, checked_scope, each_kind, in_live_sessions, item_text, kind_columns,
+    live_sessions, union_all,
 };
 use crate::pg::args::{FLOAT4_ARRAY, INT4, INT8, TEXT, TEXT_ARRAY};
 use crate::pg::datums::JsonB;
@@ -486,10 +486,7 @@ static EMBED_FILE: Statement = Statement {
 macro_rules! outbox {
     ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
         concat!(
-            "(SELECT '",
-            $kind,
-            "', ",
-            $columns,
+            kind_columns!($kind, $columns),
             ", t.text, pg_catalog.md5(t.text) FROM ",
             $from,
             " CROSS JOIN LATERAL (SELECT ",

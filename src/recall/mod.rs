@@ -888,6 +888,14 @@ macro_rules! wanted {
     };
 }
 
+/// `(SELECT '$kind', $columns`: the start of one kind's rows.
+macro_rules! kind_columns {
+    ($kind:tt, $columns:literal) => {
+        concat!("(SELECT '", $kind, "', ", $columns)
+    };
+}
+pub(crate) use kind_columns;
+
 /// One kind's candidates, as (kind, key, ref, thread, slot, updated_at,
 /// score): `$columns` (key to updated_at) of the rows of `$from` that pass
 /// `$filter` and whose search column (`$alias.search`) matches, when kind
@@ -901,10 +909,7 @@ macro_rules! wanted {
 macro_rules! candidates {
     ($read:ident, $kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
         concat!(
-            "(SELECT '",
-            $kind,
-            "', ",
-            $columns,
+            kind_columns!($kind, $columns),
             ", CASE WHEN ",
             $alias,
             ".read OPERATOR(pg_catalog.<=) $10 THEN pg_catalog.ts_rank_cd(",
@@ -1055,6 +1060,14 @@ macro_rules! embedded_now {
     };
 }
 
+/// ` WHERE` kind `$kind` is among those asked for ($6) and `$filter`
+/// holds.
+macro_rules! asked_kind_where {
+    ($kind:tt, $filter:literal) => {
+        concat!(" WHERE '", $kind, "' = ANY ($6) AND ", $filter)
+    };
+}
+
 /// One kind's embedded items, as (kind, key, ref, thread, slot,
 /// updated_at, embedding): `$columns` and the embedding of the rows of
 /// `$from` that pass `$filter`, when kind `$kind` is asked for ($6), whose
@@ -1062,18 +1075,12 @@ macro_rules! embedded_now {
 macro_rules! embedded {
     ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
         concat!(
-            "(SELECT '",
-            $kind,
-            "', ",
-            $columns,
+            kind_columns!($kind, $columns),
             ", ",
             $alias,
             ".embedding FROM ",
             $from,
-            " WHERE '",
-            $kind,
-            "' = ANY ($6) AND ",
-            $filter,
+            asked_kind_where!($kind, $filter),
             " AND ",
             embedded_now!($kind, $alias, "$1"),
             ")"
@@ -1108,10 +1115,7 @@ static EMBEDDED: Statement = Statement {
 macro_rules! nearest {
     ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
         concat!(
-            "(SELECT '",
-            $kind,
-            "', ",
-            $columns,
+            kind_columns!($kind, $columns),
             ", (",
             $alias,
             ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) (SELECT $1::__VECTOR__) AS distance,
@@ -1119,10 +1123,7 @@ macro_rules! nearest {
             $alias,
             ".* FROM ",
             $from,
-            " WHERE '",
-            $kind,
-            "' = ANY ($6) AND ",
-            $filter,
+            asked_kind_where!($kind, $filter),
             " AND ",
             embedded_now!($kind, $alias, "__DIMENSION__"),
             "__FENCE__) ",
@@ -1155,6 +1156,24 @@ macro_rules! headline {
     };
 }
 
+/// ` FROM` the row `$alias` of `$table` that `$filter` picks, in the
+/// caller's tenant.
+macro_rules! item_row {
+    ($alias:literal, $table:literal, $filter:literal) => {
+        concat!(
+            " FROM agent_memory.",
+            $table,
+            " ",
+            $alias,
+            " WHERE ",
+            $filter,
+            " AND ",
+            $alias,
+            ".tenant = agent_memory.caller_tenant()"
+        )
+    };
+}
+
 /// The snippet of one item of kind `$kind` (see headline), for the words
 /// $1 (see recall::Query): the row `$alias` of `$table` of the caller's
 /// tenant that `$filter` names by the item's key $2, ref $3, thread or
@@ -1165,15 +1184,7 @@ macro_rules! snippet_of_one {
             sql: concat!(
                 "SELECT ",
                 headline!(item_text!($kind, $alias), wanted!()),
-                " FROM agent_memory.",
-                $table,
-                " ",
-                $alias,
-                " WHERE ",
-                $filter,
-                " AND ",
-                $alias,
-                ".tenant = agent_memory.caller_tenant()"
+                item_row!($alias, $table, $filter)
             ),
             args: &[TEXT, TEXT, TEXT, TEXT, INT4],
             writes: false,
@@ -1205,6 +1216,21 @@ static SNIPPET_OF_NODE: Statement = snippet_of_one!(
 static SNIPPET_OF_FILE: Statement =
     snippet_of_one!("file", "f", "memory_files", "f.scope = $2 AND f.path = $3");
 
+/// `WHEN '$kind' THEN` the text of the item of `$table` that `$filter`
+/// picks, in the caller's tenant.
+macro_rules! text_when {
+    ($kind:tt, $alias:literal, $table:literal, $filter:literal) => {
+        concat!(
+            " WHEN '",
+            $kind,
+            "' THEN (SELECT ",
+            item_text!($kind, $alias),
+            item_row!($alias, $table, $filter),
+            ")"
+        )
+    };
+}
+
 /// The snippet of each item of the parallel arrays $2 (kind), $3 (key),
 /// $4 (ref), $5 (thread or node key), $6 (slot): the first 20,000
 /// characters of its text, the words $1 (see recall::Query) marked with
@@ -1215,35 +1241,27 @@ static SNIPPETS: Statement = Statement {
         wanted!(),
         " AS q)
          SELECT w.ord, ",
-        headline!(concat!("CASE w.kind
-             WHEN 'kv' THEN (SELECT ",
-        item_text!("kv", "e"),
-        " FROM agent_memory.kv_entries e
-                             WHERE e.session_id = w.key AND e.key = w.ref
-                               AND e.tenant = agent_memory.caller_tenant())
-             WHEN 'message' THEN (SELECT ",
-        item_text!("message", "m"),
-        " FROM agent_memory.thread_messages m
-                                  WHERE m.session_id = w.key AND m.thread_key = w.thread AND m.slot = w.slot
-                                    AND m.tenant = agent_memory.caller_tenant())
-             WHEN 'working_memory' THEN (SELECT ",
-        item_text!("working_memory", "p"),
-        " FROM agent_memory.wm_parts p
-                                         WHERE p.session_id = w.key AND p.node_key = w.thread
-                                           AND p.part = CASE WHEN w.thread = '' THEN w.ref
-                                                             ELSE pg_catalog.substr(w.ref, pg_catalog.length(w.thread) + 2) END
-                                           AND p.tenant = agent_memory.caller_tenant())
-             WHEN 'node' THEN (SELECT ",
-        item_text!("node", "n"),
-        " FROM agent_memory.graph_nodes n
-                               WHERE n.owner = w.key AND n.node_id = w.ref
-                                 AND n.tenant = agent_memory.caller_tenant())
-             WHEN 'file' THEN (SELECT ",
-        item_text!("file", "f"),
-        " FROM agent_memory.memory_files f
-                               WHERE f.scope = w.key AND f.path = w.ref
-                                 AND f.tenant = agent_memory.caller_tenant())
-           END"), "q.q"),
+        headline!(concat!(
+            "CASE w.kind",
+            text_when!("kv", "e", "kv_entries", "e.session_id = w.key AND e.key = w.ref"),
+            text_when!(
+                "message",
+                "m",
+                "thread_messages",
+                "m.session_id = w.key AND m.thread_key = w.thread AND m.slot = w.slot"
+            ),
+            text_when!(
+                "working_memory",
+                "p",
+                "wm_parts",
+                "p.session_id = w.key AND p.node_key = w.thread
+                 AND p.part = CASE WHEN w.thread = '' THEN w.ref
+                                   ELSE pg_catalog.substr(w.ref, pg_catalog.length(w.thread) + 2) END"
+            ),
+            text_when!("node", "n", "graph_nodes", "n.owner = w.key AND n.node_id = w.ref"),
+            text_when!("file", "f", "memory_files", "f.scope = w.key AND f.path = w.ref"),
+            " END"
+        ), "q.q"),
         "
          FROM q, ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
                             pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),

@@ -549,21 +549,27 @@ static DELETE_EXPIRED_VERSIONS_DIRECTLY: Statement = Statement {
     writes: true,
 };
 
-/// As NEXT_EXPIRED_ENTRY, for versions.
-static NEXT_EXPIRED_VERSION: Statement = Statement {
-    sql: "SELECT k.expires_at::text FROM agent_memory.kv_entry_versions k
-          WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $1::timestamptz
-          ORDER BY k.expires_at LIMIT 1",
+/// The soonest expired row of `$table` still there, from $1 on: where the
+/// next batch starts. Read-write so that it sees the batch just removed.
+macro_rules! next_expired {
+    ($table:literal) => {
+        concat!(
+            "SELECT k.expires_at::text FROM agent_memory.",
+            $table,
+            " k WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $1::timestamptz
+             ORDER BY k.expires_at LIMIT 1"
+        )
+    };
+}
+
+static NEXT_EXPIRED_ENTRY: Statement = Statement {
+    sql: next_expired!("kv_entries"),
     args: &[TEXT],
     writes: true,
 };
 
-/// The soonest expired entry still there, from $1 on: where the next batch
-/// starts. Read-write so that it sees the batch just removed.
-static NEXT_EXPIRED_ENTRY: Statement = Statement {
-    sql: "SELECT k.expires_at::text FROM agent_memory.kv_entries k
-          WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $1::timestamptz
-          ORDER BY k.expires_at LIMIT 1",
+static NEXT_EXPIRED_VERSION: Statement = Statement {
+    sql: next_expired!("kv_entry_versions"),
     args: &[TEXT],
     writes: true,
 };
