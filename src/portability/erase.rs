@@ -16,6 +16,7 @@ use agent_memory_core::Error;
 use crate::pg::args::{TEXT, TEXT_ARRAY, checked_id};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::notify;
 use crate::pg::plans::{Columns, Statement};
 use crate::sessions::lock_session;
 
@@ -62,7 +63,8 @@ fn checked_keys<'a>(
 /// sessions with all they hold, the graph memory of `owners` and the
 /// memory files of `scopes` (for an application that keys them by the
 /// user), with every kept version. Returns how many rows of each kind
-/// went.
+/// went. Each graph and scope that held something is announced at commit,
+/// as a write of it is.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn erase_user(
@@ -100,6 +102,9 @@ fn erase_user(
             let row = DELETE_GRAPHS.run(client, &[owners.clone().into()])?.first();
             erased.nodes = row.required::<i64>(1, "nodes")?;
             erased.node_versions = row.required::<i64>(2, "node versions")?;
+            for owner in row.required::<Vec<String>>(3, "owners")? {
+                notify::queue_graph_change(&owner)?;
+            }
         }
         if !scopes.is_empty() {
             LOCK_SCOPES.run(client, &[scopes.clone().into()])?;
@@ -107,6 +112,9 @@ fn erase_user(
             erased.files = row.required::<i64>(1, "files")?;
             erased.file_versions = row.required::<i64>(2, "file versions")?;
             erased.directories = row.required::<i64>(3, "directories")?;
+            for scope in row.required::<Vec<String>>(4, "scopes")? {
+                notify::queue_files_change(&scope)?;
+            }
         }
         Ok(erased)
     })?;
@@ -157,7 +165,7 @@ static DELETE_SESSIONS: Statement = Statement {
 };
 
 /// `WITH name AS (...), ...`: each CTE deletes the rows of its table
-/// whose `$key` is one of $1, in the caller's tenant, returning a row for
+/// whose `$key` is one of $1, in the caller's tenant, returning the key of
 /// each.
 macro_rules! deleting {
     ($key:literal; $first:ident: $first_table:literal $(, $name:ident: $table:literal)*) => {
@@ -174,16 +182,20 @@ macro_rules! deleting {
             $table,
             " x WHERE x.",
             $key,
-            " = ANY ($1) AND x.tenant = agent_memory.caller_tenant() RETURNING 1)"
+            " = ANY ($1) AND x.tenant = agent_memory.caller_tenant() RETURNING x.",
+            $key,
+            ")"
         )
     };
 }
 
-/// Delete the graph memory of owners $1 with its saved versions.
+/// Delete the graph memory of owners $1 with its saved versions; returns
+/// the counts and the owners that had nodes.
 static DELETE_GRAPHS: Statement = Statement {
     sql: concat!(
         deleting!("owner"; versions: "graph_node_versions", nodes: "graph_nodes"),
-        " SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM versions)"
+        " SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM versions),
+                 ARRAY(SELECT DISTINCT owner FROM nodes)"
     ),
     args: &[TEXT_ARRAY],
     writes: true,
@@ -201,7 +213,8 @@ static LOCK_SCOPES: Statement = Statement {
 };
 
 /// Delete the files of scopes $1, their kept versions, the directories
-/// kept in them and the scopes' rows.
+/// kept in them and the scopes' rows; returns the counts and the scopes
+/// that had files or directories.
 static DELETE_SCOPES: Statement = Statement {
     sql: concat!(
         deleting!("scope";
@@ -210,7 +223,8 @@ static DELETE_SCOPES: Statement = Statement {
             directories: "memory_directories",
             scopes: "memory_scopes"),
         " SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM versions),
-                 (SELECT count(*) FROM directories)"
+                 (SELECT count(*) FROM directories),
+                 ARRAY(SELECT scope FROM files UNION SELECT scope FROM directories)"
     ),
     args: &[TEXT_ARRAY],
     writes: true,

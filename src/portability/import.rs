@@ -5,7 +5,9 @@
 //! limits) before anything is written. An item already there as the line
 //! has it is unchanged, so an import run twice leaves one copy; an item
 //! there with other content is refused, never overwritten. Kept versions
-//! go in beside the item, each once.
+//! go in beside the item, each once. A part, a graph node, a file or a
+//! directory imported is announced at commit, as its write function's
+//! change would be.
 //!
 //! Every statement reads and writes only rows whose tenant is
 //! agent_memory.caller_tenant(): a tenant imports into its own rows only.
@@ -26,6 +28,7 @@ use crate::graph::nodes::{checked_node, checked_owner, checked_size};
 use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_keys};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
+use crate::pg::notify;
 use crate::pg::plans::{Columns, Statement, on_citus};
 use crate::pg::settings;
 use crate::pg::subtransaction::in_subtransaction;
@@ -469,6 +472,7 @@ fn import_part(p: &lines::Part) -> SqlResult<Outcome> {
             return Err(missing_session(&p.session_id));
         }
         if row.required::<bool>(2, "written")? {
+            notify::queue_change(&p.session_id, node, Some(part.name()), Some(p.version))?;
             return Ok(Outcome::Imported);
         }
         if row.value::<bool>(3)? == Some(true) {
@@ -514,6 +518,7 @@ fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
         )?;
         let row = table.first();
         let outcome = if row.required::<bool>(1, "written")? {
+            notify::queue_graph_change(owner)?;
             Outcome::Imported
         } else if row.value::<bool>(2)? == Some(true) {
             Outcome::Unchanged
@@ -597,6 +602,7 @@ fn import_file(f: &lines::File) -> SqlResult<Outcome> {
                             f.updated_at.as_str().into(),
                         ],
                     )?;
+                    notify::queue_files_change(scope)?;
                     Outcome::Imported
                 }
                 Placed::Exists => {
@@ -673,6 +679,7 @@ fn import_files(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
             )));
         }
         import_file_versions(client, scope, &files)?;
+        notify::queue_files_change(scope)?;
         Ok(Some(vec![Outcome::Imported; files.len()]))
     })
 }
@@ -723,6 +730,7 @@ fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
                 quoted(scope)
             ))));
         }
+        notify::queue_files_change(scope)?;
         Ok(Outcome::Imported)
     })
 }

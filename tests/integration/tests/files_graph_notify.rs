@@ -2,7 +2,8 @@
 //! announced on channel agent_memory, as working memory's changes are:
 //! `{"kind": "files", "scope"}` or `{"kind": "graph", "owner"}`, once per
 //! transaction and subject. Reads, refusals, writes that change nothing
-//! and rolled back transactions announce nothing.
+//! and rolled back transactions announce nothing. Erasing a user and
+//! importing lines announce what they change, as the writes do.
 
 use agent_memory_integration::{connect, drop_database, fresh_database, received_payloads};
 use serde_json::json;
@@ -113,6 +114,86 @@ fn file_and_graph_changes_are_announced_after_commit() {
         received_payloads(&mut listener, "agent_memory"),
         Vec::<serde_json::Value>::new()
     );
+
+    drop(writer);
+    drop(listener);
+    drop_database(db);
+}
+
+/// The payloads received since the last call, in a stable order.
+fn sorted_payloads(listener: &mut postgres::Client) -> Vec<String> {
+    let mut payloads: Vec<String> = received_payloads(listener, "agent_memory")
+        .iter()
+        .map(serde_json::Value::to_string)
+        .collect();
+    payloads.sort();
+    payloads
+}
+
+#[test]
+fn erasure_and_import_announce_what_they_change() {
+    let db = "am_it_erase_import_notify";
+    let mut writer = fresh_database(db);
+    let mut listener = connect(db);
+    listener.batch_execute("LISTEN agent_memory").unwrap();
+    listener.batch_execute("SELECT 1").unwrap();
+
+    writer
+        .batch_execute(
+            r#"SELECT agent_memory.create_session('ana', session_id => 'ana-1');
+               SELECT agent_memory.wm_set('ana-1', 'fetched_context', '{"hotel": "Alfama"}');
+               SELECT agent_memory.graph_create('ana', 'Trips', '', 'Lisbon', ARRAY['__root__'], node_id => 'trips');
+               SELECT agent_memory.memory_tool('ana', '{"command": "append", "path": "/a.md", "content": "one"}');
+               SELECT agent_memory.memory_tool('other', '{"command": "append", "path": "/b.md", "content": "two"}');"#,
+        )
+        .unwrap();
+    sorted_payloads(&mut listener);
+    let lines: Vec<String> = writer
+        .query(
+            "SELECT line::text FROM agent_memory.export(user_id => 'ana', owner => 'ana', scope => 'ana') line",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+
+    let files = json!({"kind": "files", "scope": "ana"}).to_string();
+    let graph = json!({"kind": "graph", "owner": "ana"}).to_string();
+    let part =
+        json!({"session_id": "ana-1", "node_id": null, "part": "fetched_context", "version": 1})
+            .to_string();
+
+    // Owners and scopes that held nothing are not announced.
+    writer
+        .execute(
+            "SELECT agent_memory.erase_user('ana', owners => ARRAY['ana', 'nobody'], scopes => ARRAY['ana', 'empty'])",
+            &[],
+        )
+        .unwrap();
+    let mut expected = vec![files.clone(), graph.clone()];
+    expected.sort();
+    assert_eq!(sorted_payloads(&mut listener), expected);
+
+    // The import writes the part, the node and the file again.
+    writer
+        .execute(
+            "SELECT count(*) FROM agent_memory.import_lines($1::text[])",
+            &[&lines],
+        )
+        .unwrap();
+    let mut expected = vec![files, graph, part];
+    expected.sort();
+    assert_eq!(sorted_payloads(&mut listener), expected);
+
+    // Run again, it changes nothing and announces nothing.
+    writer
+        .execute(
+            "SELECT count(*) FROM agent_memory.import_lines($1::text[])",
+            &[&lines],
+        )
+        .unwrap();
+    assert_eq!(sorted_payloads(&mut listener), Vec::<String>::new());
 
     drop(writer);
     drop(listener);
