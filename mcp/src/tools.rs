@@ -136,6 +136,27 @@ pub async fn definitions(
             &["node_id"],
         ));
         tools.push(defined(
+            "graph_append",
+            "Add text to a node's body on a new line, keeping the rest. With expected_revision the append happens \
+             only if the node is still at that revision (read it again on ECONFLICT).",
+            json!({
+                "node_id": {"type": "string"},
+                "content": {"type": "string"},
+                "expected_revision": {"type": "integer"}
+            }),
+            &["node_id", "content"],
+        ));
+        tools.push(defined(
+            "graph_delete",
+            "Delete a node of the knowledge graph with its saved versions; its parents no longer list it. \
+             Returns whether it was there.",
+            json!({
+                "node_id": {"type": "string"},
+                "expected_revision": {"type": "integer"}
+            }),
+            &["node_id"],
+        ));
+        tools.push(defined(
             "graph_tree",
             "The knowledge graph as a tree: the root and each node's children.",
             json!({}),
@@ -244,6 +265,8 @@ pub async fn call(
             },
             ("graph_create", _, _, Some(owner)) => graph_create(database, owner, &arguments).await,
             ("graph_write", _, _, Some(owner)) => graph_write(database, owner, &arguments).await,
+            ("graph_append", _, _, Some(owner)) => graph_append(database, owner, &arguments).await,
+            ("graph_delete", _, _, Some(owner)) => graph_delete(database, owner, &arguments).await,
             ("graph_tree", _, _, Some(owner)) => json_result(
                 database
                     .value::<Option<String>>("SELECT agent_memory.graph_tree($1)::text", &[owner])
@@ -356,6 +379,51 @@ async fn graph_write(database: &Database, owner: &String, arguments: &Arguments)
             )
             .await
             .map(|version| json!({"version": version})),
+    )
+}
+
+async fn graph_append(database: &Database, owner: &String, arguments: &Arguments) -> Answer {
+    let parsed = (|| {
+        Ok((
+            arguments.text("node_id")?,
+            arguments.text("content")?,
+            arguments.optional_integer("expected_revision")?,
+        ))
+    })();
+    let (node, content, expected) = match parsed {
+        Ok(parsed) => parsed,
+        Err(answer) => return answer,
+    };
+    result_of(
+        database
+            .value::<i32>(
+                "SELECT agent_memory.graph_append($1, $2, $3, $4)",
+                &[owner, &node, &content, &expected],
+            )
+            .await
+            .map(|version| json!({"version": version})),
+    )
+}
+
+async fn graph_delete(database: &Database, owner: &String, arguments: &Arguments) -> Answer {
+    let parsed = (|| {
+        Ok((
+            arguments.text("node_id")?,
+            arguments.optional_integer("expected_revision")?,
+        ))
+    })();
+    let (node, expected) = match parsed {
+        Ok(parsed) => parsed,
+        Err(answer) => return answer,
+    };
+    result_of(
+        database
+            .value::<bool>(
+                "SELECT agent_memory.graph_delete($1, $2, $3)",
+                &[owner, &node, &expected],
+            )
+            .await
+            .map(|deleted| json!({"deleted": deleted})),
     )
 }
 

@@ -37,7 +37,8 @@ SESSION_ID = "trip-mcp"
 NODE = "travel-agent"
 DSN = "host={PGHOST} port={PGPORT} user={PGUSER} dbname={PGDATABASE}".format(**os.environ)
 
-TOOLS = ["memory", "recall", "remember", "forget", "graph_read", "graph_create", "graph_write", "graph_tree"]
+TOOLS = ["memory", "recall", "remember", "forget", "graph_read", "graph_create", "graph_write", "graph_append",
+         "graph_delete", "graph_tree"]
 
 
 def check(condition, what, got=None):
@@ -125,8 +126,18 @@ async def scenario(client):
     check(answer == {"ok": True, "result": {"version": 2}}, "graph_write with a change description makes version 2", answer)
     result, answer = await call(client, "graph_write", {"node_id": node, "body": "stale", "expected_revision": 1})
     check(result.is_error and answer["error"]["code"] == "ECONFLICT", "graph_write at a stale revision is refused with ECONFLICT", answer)
+    result, answer = await call(client, "graph_append", {"node_id": node, "content": "window seat", "expected_revision": 2})
+    check(answer == {"ok": True, "result": {"version": 2}}, "graph_append adds to the body in place", answer)
+    result, answer = await call(client, "graph_append", {"node_id": node, "content": "stale", "expected_revision": 2})
+    check(result.is_error and answer["error"]["code"] == "ECONFLICT", "graph_append at a stale revision is refused with ECONFLICT", answer)
     result, answer = await call(client, "graph_read", {"node_id": node})
-    check(answer["result"]["body"] == "Lisbon, next week", "graph_read reads the node", answer)
+    check(answer["result"]["body"] == "Lisbon, next week\nwindow seat", "graph_read reads the node", answer)
+    result, answer = await call(client, "graph_create", {"title": "Scratch", "node_id": "scratch"})
+    check(not result.is_error, "graph_create makes a second node", answer)
+    result, answer = await call(client, "graph_delete", {"node_id": "scratch"})
+    check(answer == {"ok": True, "result": {"deleted": True}}, "graph_delete deletes the node", answer)
+    result, answer = await call(client, "graph_delete", {"node_id": "scratch"})
+    check(answer == {"ok": True, "result": {"deleted": False}}, "graph_delete of a missing node says so", answer)
     result, answer = await call(client, "graph_tree", {})
     check([child["id"] for child in answer["result"]["children"]["__root__"]] == [node], "graph_tree has the node under the root", answer)
 
