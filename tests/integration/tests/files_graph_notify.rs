@@ -120,14 +120,19 @@ fn file_and_graph_changes_are_announced_after_commit() {
     drop_database(db);
 }
 
-/// The payloads received since the last call, in a stable order.
-fn sorted_payloads(listener: &mut postgres::Client) -> Vec<String> {
-    let mut payloads: Vec<String> = received_payloads(listener, "agent_memory")
-        .iter()
-        .map(serde_json::Value::to_string)
-        .collect();
+fn sorted(mut payloads: Vec<String>) -> Vec<String> {
     payloads.sort();
     payloads
+}
+
+/// The payloads received since the last call, in a stable order.
+fn sorted_payloads(listener: &mut postgres::Client) -> Vec<String> {
+    sorted(
+        received_payloads(listener, "agent_memory")
+            .iter()
+            .map(serde_json::Value::to_string)
+            .collect(),
+    )
 }
 
 #[test]
@@ -171,28 +176,27 @@ fn erasure_and_import_announce_what_they_change() {
             &[],
         )
         .unwrap();
-    let mut expected = vec![files.clone(), graph.clone()];
-    expected.sort();
-    assert_eq!(sorted_payloads(&mut listener), expected);
+    assert_eq!(
+        sorted_payloads(&mut listener),
+        sorted(vec![files.clone(), graph.clone()])
+    );
 
-    // The import writes the part, the node and the file again.
-    writer
-        .execute(
-            "SELECT count(*) FROM agent_memory.import_lines($1::text[])",
-            &[&lines],
-        )
-        .unwrap();
-    let mut expected = vec![files, graph, part];
-    expected.sort();
-    assert_eq!(sorted_payloads(&mut listener), expected);
-
-    // Run again, it changes nothing and announces nothing.
-    writer
-        .execute(
-            "SELECT count(*) FROM agent_memory.import_lines($1::text[])",
-            &[&lines],
-        )
-        .unwrap();
+    // The import writes the part, the node and the file again; run again,
+    // it changes nothing and announces nothing.
+    let import = |writer: &mut postgres::Client| {
+        writer
+            .execute(
+                "SELECT count(*) FROM agent_memory.import_lines($1::text[])",
+                &[&lines],
+            )
+            .unwrap();
+    };
+    import(&mut writer);
+    assert_eq!(
+        sorted_payloads(&mut listener),
+        sorted(vec![files, graph, part])
+    );
+    import(&mut writer);
     assert_eq!(sorted_payloads(&mut listener), Vec::<String>::new());
 
     drop(writer);
