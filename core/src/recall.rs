@@ -629,6 +629,69 @@ pub fn ranks_among(scores: &[Option<f64>]) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// How many items a kind recall by meaning alone reads first: the best
+/// `k` and ten more, which settle the best `k` (see
+/// [`deeper_meaning_read_needed`]) unless the nearest items are much older
+/// than those just past them.
+pub fn first_meaning_depth(k: usize) -> usize {
+    k + 10
+}
+
+/// An item a read by meaning kept: its similarity (above 0) and recency
+/// factor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeaningRead {
+    pub similarity: f64,
+    pub recency: f64,
+}
+
+/// Whether reading deeper by meaning alone could change the best `k` of
+/// what a first read kept (`read`, in the order fusion takes it), scored
+/// by rank with `weight` and recency as [`fuse`] scores them. `cut_at`
+/// holds, for each kind the read stopped short in (it kept as many items
+/// as it asked for), the least similarity it kept: an item not read has
+/// at most that similarity, so it ranks behind every kept item more
+/// similar, and scores at most `weight / (RRF_K + that rank)`. No deeper
+/// read changes the best `k` when each of them is more similar than any
+/// unread item (their ranks stay as they are) and the k-th scores above
+/// what any unread item can.
+pub fn deeper_meaning_read_needed(
+    read: &[MeaningRead],
+    cut_at: &[f64],
+    weight: f64,
+    k: usize,
+) -> bool {
+    let cuts: Vec<f64> = cut_at
+        .iter()
+        .copied()
+        .filter(|least| *least > 0.0)
+        .collect();
+    if cuts.is_empty() || k == 0 {
+        return false;
+    }
+    let similarities: Vec<f64> = read.iter().map(|item| item.similarity).collect();
+    let ranks = ranks_of(&similarities);
+    let mut best: Vec<(f64, f64)> = read
+        .iter()
+        .zip(ranks)
+        .map(|(item, rank)| {
+            let score = weight / (RRF_K + rank as f64) * item.recency;
+            (score, item.similarity)
+        })
+        .collect();
+    best.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(Ordering::Equal));
+    if best.len() < k {
+        return true;
+    }
+    best.truncate(k);
+    let kth_score = best[k - 1].0;
+    cuts.iter().any(|&least| {
+        let ahead = similarities.iter().filter(|s| **s > least).count();
+        let unread_at_most = weight / (RRF_K + (ahead + 1) as f64);
+        best.iter().any(|(_, similarity)| *similarity <= least) || kth_score <= unread_at_most
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -636,6 +699,57 @@ mod tests {
 
     fn names(list: &[&str]) -> Vec<Option<String>> {
         list.iter().map(|s| Some((*s).to_owned())).collect()
+    }
+
+    fn read_of(items: &[(f64, f64)]) -> Vec<MeaningRead> {
+        items
+            .iter()
+            .map(|&(similarity, recency)| MeaningRead {
+                similarity,
+                recency,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_first_meaning_read_settles_fresh_items() {
+        // Twenty fresh items of one kind, read as deep as asked: the best 10
+        // score 1/61..1/70, an unread item at most 1/81.
+        let items: Vec<(f64, f64)> = (0..20).map(|i| (0.9 - f64::from(i) * 0.01, 1.0)).collect();
+        let read = read_of(&items);
+        assert!(!deeper_meaning_read_needed(&read, &[0.71], 1.0, 10));
+        // A kind that kept fewer than it asked for has nothing unread.
+        assert!(!deeper_meaning_read_needed(&read, &[], 1.0, 10));
+        // Nor one whose least similarity is 0 or below: unread items would
+        // be left out anyway.
+        assert!(!deeper_meaning_read_needed(&read, &[0.0], 1.0, 10));
+    }
+
+    #[test]
+    fn a_first_meaning_read_is_not_enough_for_old_items_or_too_few() {
+        // The nearest are old (recency 0.5): the 10th scores 0.5/70, below
+        // the 1/81 an unread fresh item could reach.
+        let items: Vec<(f64, f64)> = (0..20).map(|i| (0.9 - f64::from(i) * 0.01, 0.5)).collect();
+        assert!(deeper_meaning_read_needed(
+            &read_of(&items),
+            &[0.71],
+            1.0,
+            10
+        ));
+        // Fewer kept than k while a kind was cut short.
+        let few = read_of(&[(0.9, 1.0), (0.8, 1.0)]);
+        assert!(deeper_meaning_read_needed(&few, &[0.8], 1.0, 10));
+    }
+
+    #[test]
+    fn a_first_meaning_read_is_not_enough_when_a_best_item_could_lose_its_rank() {
+        // Two kinds: one cut short at 0.85, and one of the best 3 (0.6, of
+        // the other kind) is less similar, so an unread item of the first
+        // kind could rank ahead of it.
+        let read = read_of(&[(0.9, 1.0), (0.85, 1.0), (0.6, 1.0), (0.5, 0.5)]);
+        assert!(deeper_meaning_read_needed(&read, &[0.85], 1.0, 3));
+        // Cut short at 0.55 instead: every one of the best 3 stays ahead.
+        assert!(!deeper_meaning_read_needed(&read, &[0.55], 1.0, 3));
     }
 
     #[test]

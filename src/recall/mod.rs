@@ -20,7 +20,7 @@ use pgrx::prelude::*;
 
 use agent_memory_core::Error;
 use agent_memory_core::recall::{
-    self, Candidate, Kind, Query, Ranked, Scope, Weights, checked_k, checked_kinds,
+    self, Candidate, Kind, MeaningRead, Query, Ranked, Scope, Weights, checked_k, checked_kinds,
 };
 
 use crate::pg::args::{FLOAT4_ARRAY, INT4, INT4_ARRAY, TEXT, TEXT_ARRAY, checked_keys};
@@ -262,7 +262,8 @@ fn recalled(asked: &Asked, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResu
             found = by_their_words(client, asked.query, scope, &names, per_kind)?;
         }
         if let (true, Some(embedding)) = (by_meaning, asked.embedding) {
-            let near = by_their_meaning(client, embedding, scope, &names, per_kind, k)?;
+            let alone = (!by_words).then_some(asked.weights.meaning);
+            let near = by_their_meaning(client, embedding, scope, &names, (per_kind, k), alone)?;
             merge(&mut found, near);
         }
         let best = best_of(found, asked.weights, k);
@@ -379,15 +380,17 @@ fn by_their_words(
 /// indexes (see recall_enable_embeddings), their HNSW indexes find them;
 /// a kind of which the index found fewer than `k` (a scope too small for
 /// the index to reach, or one that has fewer) is compared item by item.
-/// Without, every embedded item of the scope is compared here, at most
-/// agent_memory.max_exact_recall of them.
+/// When meaning is `alone` (no words to fuse with), a first read takes
+/// fewer a kind, and the full read follows only if reading deeper could
+/// change the best `k`. Without pgvector, every embedded item of the scope
+/// is compared here, at most agent_memory.max_exact_recall of them.
 fn by_their_meaning(
     client: &pgrx::spi::SpiClient<'_>,
     embedding: &[f32],
     scope: &Scope,
     kinds: &[&str],
-    per_kind: usize,
-    k: usize,
+    (per_kind, k): (usize, usize),
+    alone: Option<f64>,
 ) -> SqlResult<Vec<Found>> {
     let (dimension, neighbours) = embeddings::meaning_state(client)?;
     recall::check_embedding(embedding, Some(dimension)).or_report()?;
@@ -400,17 +403,23 @@ fn by_their_meaning(
             .ok_or_else(over_cap)
             .or_report();
     };
-    let near = nearest_by_pgvector(
-        client,
-        embedding,
-        &schema,
-        dimension,
-        scope,
-        kinds,
-        per_kind,
-        Reading::Index,
-    )?
-    .unwrap_or_default();
+    let nearest = |depth: usize| {
+        nearest_of_each_kind(
+            client, embedding, &schema, dimension, scope, kinds, depth, k,
+        )
+    };
+    let near = match alone {
+        Some(weight) if recall::first_meaning_depth(k) < per_kind => {
+            let depth = recall::first_meaning_depth(k);
+            let first = nearest(depth)?;
+            if deeper_read_needed(&first, kinds, depth, weight, k) {
+                nearest(per_kind)?
+            } else {
+                first
+            }
+        }
+        _ => nearest(per_kind)?,
+    };
     // Set back what the state's statement set.
     settings::set_for_transaction(
         "hnsw.iterative_scan",
@@ -420,6 +429,60 @@ fn by_their_meaning(
             &iterative_scan
         },
     )?;
+    Ok(near)
+}
+
+/// Whether a read of `depth` a kind that found `near` could miss one of
+/// the best `k` (see recall::deeper_meaning_read_needed).
+fn deeper_read_needed(near: &[Found], kinds: &[&str], depth: usize, weight: f64, k: usize) -> bool {
+    let half_life = f64::from(settings::RECALL_HALF_LIFE_S.get());
+    let read: Vec<MeaningRead> = near
+        .iter()
+        .map(|f| MeaningRead {
+            similarity: f.similarity.unwrap_or(0.0),
+            recency: recall::recency_factor(age_seconds(f.updated_at), half_life, RECENCY_FLOOR),
+        })
+        .collect();
+    let cut_at: Vec<f64> = kinds
+        .iter()
+        .filter_map(|name| {
+            let of_kind = near.iter().filter(|f| f.kind.name() == *name);
+            (of_kind.clone().count() >= depth).then(|| {
+                of_kind
+                    .filter_map(|f| f.similarity)
+                    .fold(f64::INFINITY, f64::min)
+            })
+        })
+        .collect();
+    recall::deeper_meaning_read_needed(&read, &cut_at, weight, k)
+}
+
+/// The `per_kind` items of each kind nearest `embedding` through
+/// pgvector's indexes, and for a kind of which the index found fewer than
+/// `k`, the nearest compared item by item (past the cap, what the index
+/// found is the best recall can give). Best first.
+#[allow(clippy::too_many_arguments)]
+fn nearest_of_each_kind(
+    client: &pgrx::spi::SpiClient<'_>,
+    embedding: &[f32],
+    schema: &str,
+    dimension: usize,
+    scope: &Scope,
+    kinds: &[&str],
+    per_kind: usize,
+    k: usize,
+) -> SqlResult<Vec<Found>> {
+    let near = nearest_by_pgvector(
+        client,
+        embedding,
+        schema,
+        dimension,
+        scope,
+        kinds,
+        per_kind,
+        Reading::Index,
+    )?
+    .unwrap_or_default();
     let short: Vec<&str> = kinds
         .iter()
         .copied()
@@ -428,29 +491,25 @@ fn by_their_meaning(
     if short.is_empty() {
         return Ok(near);
     }
-    // Past the cap, what the index found is the best recall can give.
     let exact = nearest_by_pgvector(
         client,
         embedding,
-        &schema,
+        schema,
         dimension,
         scope,
         &short,
         per_kind,
         Reading::Exactly,
     )?;
-    match exact {
-        None => Ok(near),
-        Some(exact) => {
-            let mut near: Vec<Found> = near
-                .into_iter()
+    Ok(match exact {
+        None => near,
+        Some(exact) => nearest_first(
+            near.into_iter()
                 .filter(|f| !short.contains(&f.kind.name()))
                 .chain(exact)
-                .collect();
-            near = nearest_first(near);
-            Ok(near)
-        }
-    }
+                .collect(),
+        ),
+    })
 }
 
 /// The error of a scope too large to compare item by item.

@@ -107,6 +107,11 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 /// The exact top 10 (refs and similarities to `query`, above 0) of owner
 /// `o<owner>`'s `nodes` nodes, computed here.
 fn exact_top_10(query: &[f32], owner: usize, nodes: usize) -> Vec<(String, f64)> {
+    exact_top(query, owner, nodes, 10)
+}
+
+/// The exact top `n`, as exact_top_10.
+fn exact_top(query: &[f32], owner: usize, nodes: usize, n: usize) -> Vec<(String, f64)> {
     let mut exact: Vec<(String, f64)> = (1..=nodes)
         .map(|node| {
             let stored = embedding((owner * 1000 + node) as u64);
@@ -115,7 +120,7 @@ fn exact_top_10(query: &[f32], owner: usize, nodes: usize) -> Vec<(String, f64)>
         .filter(|(_, similarity)| *similarity > 0.0)
         .collect();
     exact.sort_by(|a, b| b.1.total_cmp(&a.1));
-    exact.truncate(10);
+    exact.truncate(n);
     exact
 }
 
@@ -242,6 +247,27 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
         .batch_execute("RESET hnsw.ef_search; RESET hnsw.max_scan_tuples")
         .expect("reset the bound");
 
+    // Recall by meaning alone reads the index for a few more than k first,
+    // and deeper when that could miss one of the best k: here the nearest
+    // 40 are a year old (recency near its floor of 0.5), so the fresh ones
+    // just past them score higher and are the best 10.
+    let nearest_50 = exact_top(&query, 1, BIG_NODES, 50);
+    let (old, fresh) = nearest_50.split_at(40);
+    let old: Vec<&String> = old.iter().map(|(r, _)| r).collect();
+    client
+        .execute(
+            "UPDATE agent_memory.graph_nodes SET updated_at = now() - interval '1 year'
+             WHERE owner = 'o1' AND node_id = ANY ($1)",
+            &[&old],
+        )
+        .expect("age the nearest 40");
+    let past_old = recall(&mut client, &query, 100).expect("recall past the old ones");
+    assert!(
+        past_old.iter().all(|(r, _)| !old.contains(&r)),
+        "an old item outranked a fresh one: {past_old:?}"
+    );
+    let fresh_found = assert_found(&past_old, fresh, 8);
+
     // The iterative scan was the call's only: the setting is back after.
     let iterative: String = client
         .query_one("SELECT current_setting('hnsw.iterative_scan')", &[])
@@ -249,7 +275,7 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
         .get(0);
     assert_eq!(iterative, "off");
     println!(
-        "recall vectors: pgvector {version}: through the HNSW index, {found} of the exact top 10 of {BIG_NODES} nodes among {}, a stale one never; a scope the index scan falls short of, all 10",
+        "recall vectors: pgvector {version}: through the HNSW index, {found} of the exact top 10 of {BIG_NODES} nodes among {}, a stale one never; a scope the index scan falls short of, all 10; past 40 old ones, {fresh_found} of the fresh 10",
         BIG_NODES + (OWNERS - 1) * NODES
     );
     drop_database(DB);
