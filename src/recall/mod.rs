@@ -403,11 +403,13 @@ fn by_their_meaning(
             .ok_or_else(over_cap)
             .or_report();
     };
-    let nearest = |depth: usize| {
-        nearest_of_each_kind(
-            client, embedding, &schema, dimension, scope, kinds, depth, k,
-        )
+    let search = PgvectorSearch {
+        embedding,
+        schema: &schema,
+        dimension,
+        scope,
     };
+    let nearest = |depth: usize| nearest_of_each_kind(client, &search, kinds, depth, k);
     let near = match alone {
         Some(weight) if recall::first_meaning_depth(k) < per_kind => {
             let depth = recall::first_meaning_depth(k);
@@ -457,32 +459,28 @@ fn deeper_read_needed(near: &[Found], kinds: &[&str], depth: usize, weight: f64,
     recall::deeper_meaning_read_needed(&read, &cut_at, weight, k)
 }
 
-/// The `per_kind` items of each kind nearest `embedding` through
-/// pgvector's indexes, and for a kind of which the index found fewer than
-/// `k`, the nearest compared item by item (past the cap, what the index
-/// found is the best recall can give). Best first.
-#[allow(clippy::too_many_arguments)]
+/// A search through pgvector: the query's embedding, pgvector's schema,
+/// the embeddings' dimension and the scope searched.
+struct PgvectorSearch<'a> {
+    embedding: &'a [f32],
+    schema: &'a str,
+    dimension: usize,
+    scope: &'a Scope<'a>,
+}
+
+/// The `per_kind` items of each kind nearest the search's embedding
+/// through pgvector's indexes, and for a kind of which the index found
+/// fewer than `k`, the nearest compared item by item (past the cap, what
+/// the index found is the best recall can give). Best first.
 fn nearest_of_each_kind(
     client: &pgrx::spi::SpiClient<'_>,
-    embedding: &[f32],
-    schema: &str,
-    dimension: usize,
-    scope: &Scope,
+    search: &PgvectorSearch,
     kinds: &[&str],
     per_kind: usize,
     k: usize,
 ) -> SqlResult<Vec<Found>> {
-    let near = nearest_by_pgvector(
-        client,
-        embedding,
-        schema,
-        dimension,
-        scope,
-        kinds,
-        per_kind,
-        Reading::Index,
-    )?
-    .unwrap_or_default();
+    let near =
+        nearest_by_pgvector(client, search, kinds, per_kind, Reading::Index)?.unwrap_or_default();
     let short: Vec<&str> = kinds
         .iter()
         .copied()
@@ -491,16 +489,7 @@ fn nearest_of_each_kind(
     if short.is_empty() {
         return Ok(near);
     }
-    let exact = nearest_by_pgvector(
-        client,
-        embedding,
-        schema,
-        dimension,
-        scope,
-        &short,
-        per_kind,
-        Reading::Exactly,
-    )?;
+    let exact = nearest_by_pgvector(client, search, &short, per_kind, Reading::Exactly)?;
     Ok(match exact {
         None => near,
         Some(exact) => nearest_first(
@@ -582,22 +571,24 @@ enum Reading {
     Exactly,
 }
 
-/// The items nearest `embedding` by pgvector's cosine distance, per kind
+/// The items nearest the search's embedding by pgvector's cosine distance, per kind
 /// the `per_kind` nearest, read as `reading` says; None when read exactly
 /// and the scope holds more than agent_memory.max_exact_recall items. The
 /// statement is built for the kinds asked, pgvector's schema, the
 /// dimension and the reading, and kept.
-#[allow(clippy::too_many_arguments)]
 fn nearest_by_pgvector(
     client: &pgrx::spi::SpiClient<'_>,
-    embedding: &[f32],
-    schema: &str,
-    dimension: usize,
-    scope: &Scope,
+    search: &PgvectorSearch,
     kinds: &[&str],
     per_kind: usize,
     reading: Reading,
 ) -> SqlResult<Option<Vec<Found>>> {
+    let PgvectorSearch {
+        embedding,
+        schema,
+        dimension,
+        scope,
+    } = *search;
     let quoted = embeddings::quoted_identifier(schema);
     let branches: Vec<&str> = NEAREST_OF_KIND
         .iter()
