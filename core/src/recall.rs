@@ -637,58 +637,70 @@ pub fn first_meaning_depth(k: usize) -> usize {
     k + 10
 }
 
-/// An item a read by meaning kept: its similarity (above 0) and recency
-/// factor.
+/// An item a read by meaning kept: its kind, similarity (above 0) and
+/// recency factor.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeaningRead {
+    pub kind: Kind,
     pub similarity: f64,
     pub recency: f64,
 }
 
 /// Whether reading deeper by meaning alone could change the best `k` of
-/// what a first read kept (`read`, in the order fusion takes it), scored
-/// by rank with `weight` and recency as [`fuse`] scores them. `cut_at`
-/// holds, for each kind the read stopped short in (it kept as many items
-/// as it asked for), the least similarity it kept: an item not read has
-/// at most that similarity, so it ranks behind every kept item more
+/// what a first read of `depth` items a kind kept (`read`, in the order
+/// fusion takes it), fused with `weight` as [`fuse`] fuses them. A kind
+/// that kept `depth` items may hold more: an item not read has at most the
+/// least similarity it kept, so it ranks behind every kept item more
 /// similar, and scores at most `weight / (RRF_K + that rank)`. No deeper
 /// read changes the best `k` when each of them is more similar than any
 /// unread item (their ranks stay as they are) and the k-th scores above
 /// what any unread item can.
 pub fn deeper_meaning_read_needed(
     read: &[MeaningRead],
-    cut_at: &[f64],
+    depth: usize,
     weight: f64,
     k: usize,
 ) -> bool {
-    let cuts: Vec<f64> = cut_at
-        .iter()
-        .copied()
-        .filter(|least| *least > 0.0)
+    let mut kinds: Vec<Kind> = read.iter().map(|item| item.kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    let least_of_cut_kinds: Vec<f64> = kinds
+        .into_iter()
+        .filter_map(|kind| {
+            let of_kind = read.iter().filter(|item| item.kind == kind);
+            (of_kind.clone().count() >= depth).then(|| {
+                of_kind
+                    .map(|item| item.similarity)
+                    .fold(f64::INFINITY, f64::min)
+            })
+        })
         .collect();
-    if cuts.is_empty() || k == 0 {
+    if least_of_cut_kinds.is_empty() || k == 0 {
         return false;
     }
     let similarities: Vec<f64> = read.iter().map(|item| item.similarity).collect();
-    let ranks = ranks_of(&similarities);
-    let mut best: Vec<(f64, f64)> = read
+    let candidates = read
         .iter()
-        .zip(ranks)
-        .map(|(item, rank)| {
-            let score = weight / (RRF_K + rank as f64) * item.recency;
-            (score, item.similarity)
+        .zip(ranks_of(&similarities))
+        .map(|(item, rank)| Candidate {
+            item: item.similarity,
+            keyword_rank: None,
+            meaning_rank: Some(rank),
+            recency: item.recency,
         })
         .collect();
-    best.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or(Ordering::Equal));
-    if best.len() < k {
+    let meaning = Weights {
+        keyword: 0.0,
+        meaning: weight,
+    };
+    let best = fuse(candidates, meaning, k);
+    let Some(kth) = best.get(k - 1) else {
         return true;
-    }
-    best.truncate(k);
-    let kth_score = best[k - 1].0;
-    cuts.iter().any(|&least| {
+    };
+    least_of_cut_kinds.iter().any(|&least| {
         let ahead = similarities.iter().filter(|s| **s > least).count();
         let unread_at_most = weight / (RRF_K + (ahead + 1) as f64);
-        best.iter().any(|(_, similarity)| *similarity <= least) || kth_score <= unread_at_most
+        best.iter().any(|ranked| ranked.candidate.item <= least) || kth.score <= unread_at_most
     })
 }
 
@@ -701,55 +713,62 @@ mod tests {
         list.iter().map(|s| Some((*s).to_owned())).collect()
     }
 
-    fn read_of(items: &[(f64, f64)]) -> Vec<MeaningRead> {
+    fn read_of(items: &[(Kind, f64, f64)]) -> Vec<MeaningRead> {
         items
             .iter()
-            .map(|&(similarity, recency)| MeaningRead {
+            .map(|&(kind, similarity, recency)| MeaningRead {
+                kind,
                 similarity,
                 recency,
             })
             .collect()
     }
 
+    /// Twenty items of one kind, similarity 0.9 down to 0.71.
+    fn twenty_nodes(recency: f64) -> Vec<MeaningRead> {
+        let items: Vec<(Kind, f64, f64)> = (0..20)
+            .map(|i| (Kind::Node, 0.9 - f64::from(i) * 0.01, recency))
+            .collect();
+        read_of(&items)
+    }
+
     #[test]
     fn a_first_meaning_read_settles_fresh_items() {
-        // Twenty fresh items of one kind, read as deep as asked: the best 10
-        // score 1/61..1/70, an unread item at most 1/81.
-        let items: Vec<(f64, f64)> = (0..20).map(|i| (0.9 - f64::from(i) * 0.01, 1.0)).collect();
-        let read = read_of(&items);
-        assert!(!deeper_meaning_read_needed(&read, &[0.71], 1.0, 10));
+        // Read as deep as asked: the best 10 score 1/61..1/70, an unread
+        // item at most 1/81.
+        assert!(!deeper_meaning_read_needed(&twenty_nodes(1.0), 20, 1.0, 10));
         // A kind that kept fewer than it asked for has nothing unread.
-        assert!(!deeper_meaning_read_needed(&read, &[], 1.0, 10));
-        // Nor one whose least similarity is 0 or below: unread items would
-        // be left out anyway.
-        assert!(!deeper_meaning_read_needed(&read, &[0.0], 1.0, 10));
+        assert!(!deeper_meaning_read_needed(&twenty_nodes(0.5), 21, 1.0, 10));
     }
 
     #[test]
     fn a_first_meaning_read_is_not_enough_for_old_items_or_too_few() {
         // The nearest are old (recency 0.5): the 10th scores 0.5/70, below
         // the 1/81 an unread fresh item could reach.
-        let items: Vec<(f64, f64)> = (0..20).map(|i| (0.9 - f64::from(i) * 0.01, 0.5)).collect();
-        assert!(deeper_meaning_read_needed(
-            &read_of(&items),
-            &[0.71],
-            1.0,
-            10
-        ));
-        // Fewer kept than k while a kind was cut short.
-        let few = read_of(&[(0.9, 1.0), (0.8, 1.0)]);
-        assert!(deeper_meaning_read_needed(&few, &[0.8], 1.0, 10));
+        assert!(deeper_meaning_read_needed(&twenty_nodes(0.5), 20, 1.0, 10));
+        // Fewer kept than k while the kind was cut short.
+        let few = read_of(&[(Kind::Node, 0.9, 1.0), (Kind::Node, 0.8, 1.0)]);
+        assert!(deeper_meaning_read_needed(&few, 2, 1.0, 10));
     }
 
     #[test]
     fn a_first_meaning_read_is_not_enough_when_a_best_item_could_lose_its_rank() {
-        // Two kinds: one cut short at 0.85, and one of the best 3 (0.6, of
-        // the other kind) is less similar, so an unread item of the first
-        // kind could rank ahead of it.
-        let read = read_of(&[(0.9, 1.0), (0.85, 1.0), (0.6, 1.0), (0.5, 0.5)]);
-        assert!(deeper_meaning_read_needed(&read, &[0.85], 1.0, 3));
-        // Cut short at 0.55 instead: every one of the best 3 stays ahead.
-        assert!(!deeper_meaning_read_needed(&read, &[0.55], 1.0, 3));
+        // Nodes cut short at 0.85, and one of the best 3 (a file of 0.6)
+        // is less similar, so an unread node could rank ahead of it.
+        let read = read_of(&[
+            (Kind::Node, 0.9, 1.0),
+            (Kind::Node, 0.85, 1.0),
+            (Kind::File, 0.6, 1.0),
+        ]);
+        assert!(deeper_meaning_read_needed(&read, 2, 1.0, 3));
+        // The file at 0.95 instead, and the best 2: both stay ahead of any
+        // unread node, and the 2nd (1/62) beats what it could score (1/63).
+        let read = read_of(&[
+            (Kind::File, 0.95, 1.0),
+            (Kind::Node, 0.9, 1.0),
+            (Kind::Node, 0.85, 1.0),
+        ]);
+        assert!(!deeper_meaning_read_needed(&read, 2, 1.0, 2));
     }
 
     #[test]

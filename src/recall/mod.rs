@@ -263,7 +263,7 @@ fn recalled(asked: &Asked, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResu
         }
         if let (true, Some(embedding)) = (by_meaning, asked.embedding) {
             let alone = (!by_words).then_some(asked.weights.meaning);
-            let near = by_their_meaning(client, embedding, scope, &names, (per_kind, k), alone)?;
+            let near = by_their_meaning(client, embedding, scope, &names, per_kind, k, alone)?;
             merge(&mut found, near);
         }
         let best = best_of(found, asked.weights, k);
@@ -389,7 +389,8 @@ fn by_their_meaning(
     embedding: &[f32],
     scope: &Scope,
     kinds: &[&str],
-    (per_kind, k): (usize, usize),
+    per_kind: usize,
+    k: usize,
     alone: Option<f64>,
 ) -> SqlResult<Vec<Found>> {
     let (dimension, neighbours) = embeddings::meaning_state(client)?;
@@ -411,16 +412,16 @@ fn by_their_meaning(
     };
     let nearest = |depth: usize| nearest_of_each_kind(client, &search, kinds, depth, k);
     let near = match alone {
-        Some(weight) if recall::first_meaning_depth(k) < per_kind => {
+        Some(weight) => {
             let depth = recall::first_meaning_depth(k);
             let first = nearest(depth)?;
-            if deeper_read_needed(&first, kinds, depth, weight, k) {
+            if deeper_read_needed(&first, depth, weight, k) {
                 nearest(per_kind)?
             } else {
                 first
             }
         }
-        _ => nearest(per_kind)?,
+        None => nearest(per_kind)?,
     };
     // Set back what the state's statement set.
     settings::set_for_transaction(
@@ -436,27 +437,17 @@ fn by_their_meaning(
 
 /// Whether a read of `depth` a kind that found `near` could miss one of
 /// the best `k` (see recall::deeper_meaning_read_needed).
-fn deeper_read_needed(near: &[Found], kinds: &[&str], depth: usize, weight: f64, k: usize) -> bool {
+fn deeper_read_needed(near: &[Found], depth: usize, weight: f64, k: usize) -> bool {
     let half_life = f64::from(settings::RECALL_HALF_LIFE_S.get());
     let read: Vec<MeaningRead> = near
         .iter()
         .map(|f| MeaningRead {
+            kind: f.kind,
             similarity: f.similarity.unwrap_or(0.0),
             recency: recall::recency_factor(age_seconds(f.updated_at), half_life, RECENCY_FLOOR),
         })
         .collect();
-    let cut_at: Vec<f64> = kinds
-        .iter()
-        .filter_map(|name| {
-            let of_kind = near.iter().filter(|f| f.kind.name() == *name);
-            (of_kind.clone().count() >= depth).then(|| {
-                of_kind
-                    .filter_map(|f| f.similarity)
-                    .fold(f64::INFINITY, f64::min)
-            })
-        })
-        .collect();
-    recall::deeper_meaning_read_needed(&read, &cut_at, weight, k)
+    recall::deeper_meaning_read_needed(&read, depth, weight, k)
 }
 
 /// A search through pgvector: the query's embedding, pgvector's schema,
@@ -571,11 +562,12 @@ enum Reading {
     Exactly,
 }
 
-/// The items nearest the search's embedding by pgvector's cosine distance, per kind
-/// the `per_kind` nearest, read as `reading` says; None when read exactly
-/// and the scope holds more than agent_memory.max_exact_recall items. The
-/// statement is built for the kinds asked, pgvector's schema, the
-/// dimension and the reading, and kept.
+/// The items nearest the search's embedding by pgvector's cosine
+/// distance, per kind the `per_kind` nearest, read as `reading` says; None
+/// when read exactly and the scope holds more than
+/// agent_memory.max_exact_recall items. The statement is built for the
+/// kinds asked, pgvector's schema, the dimension and the reading, and
+/// kept.
 fn nearest_by_pgvector(
     client: &pgrx::spi::SpiClient<'_>,
     search: &PgvectorSearch,
