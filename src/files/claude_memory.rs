@@ -156,6 +156,20 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
         return Ok(Err(claude::root_not_renamed()));
     }
     store::lock_scope(client, scope)?;
+    let answer = rename_in_locked_scope(client, scope, from, to)?;
+    if answer.is_err() {
+        // The lock may have made the row of a scope that holds nothing.
+        store::forget_scope_if_empty(client, scope)?;
+    }
+    Ok(answer)
+}
+
+fn rename_in_locked_scope(
+    client: Client,
+    scope: &str,
+    from: &Target,
+    to: &Target,
+) -> SqlResult<Answer<String>> {
     let range = |t: &Target| [files::under(&t.stored), files::under_end(&t.stored)];
     let [to_under, to_end] = range(to);
     let above = files::ancestors(&to.stored);

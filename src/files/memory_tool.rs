@@ -336,6 +336,11 @@ fn run(
                 lock_scope(client, scope)?;
             }
             if let Err(conflict) = locked_file_meets(client, scope, path, precondition)? {
+                if let Command::Delete = command {
+                    // The lock may have made the row of a scope that
+                    // holds nothing.
+                    forget_scope_if_empty(client, scope)?;
+                }
                 return Ok(Err(conflict));
             }
             // No file was there to lock: an append may only create it.

@@ -58,9 +58,14 @@ pub(crate) fn is_directory(client: Client, scope: &str, dir: &str) -> SqlResult<
 /// Lock the scope's row, as a new file does first. A delete or a rename
 /// takes it before any file's, as it may then count a kept directory or
 /// remove the row: with the scope's row always taken first, a creation
-/// and a deletion in one scope never wait for each other in a cycle.
+/// and a deletion in one scope never wait for each other in a cycle. A
+/// scope without a row gets one (counting nothing), so that a file
+/// created meanwhile waits for the caller too: the caller forgets it
+/// again when it leaves the scope empty.
 pub(crate) fn lock_scope(client: Client, scope: &str) -> SqlResult<()> {
-    LOCK_SCOPE.run(client, &[scope.into()])?;
+    if LOCK_SCOPE.run(client, &[scope.into()])?.is_empty() {
+        LOCK_NEW_SCOPE.run(client, &[scope.into()])?;
+    }
     Ok(())
 }
 
@@ -301,7 +306,8 @@ pub(crate) struct Deleted {
 /// Delete the file or directory `path` (not the root): a directory's
 /// files and the directories kept in it, or the kept directory alone. The
 /// scope's row is locked first (`lock_scope`), so the caller may count a
-/// kept directory or remove the row of a scope left empty.
+/// kept directory or remove the row of a scope left empty. Nothing there
+/// to delete, a scope without files loses the row the lock may have made.
 pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<Deleted> {
     lock_scope(client, scope)?;
     let range = [files::under(path), files::under_end(path)];
@@ -341,6 +347,9 @@ pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<
     } else {
         files::directories_removed(path, holders.iter().map(String::as_str))
     };
+    if files == 0 && dirs == 0 {
+        forget_scope_if_empty(client, scope)?;
+    }
     Ok(Deleted { files, dirs })
 }
 
@@ -437,6 +446,16 @@ static LOCK_SCOPE: Statement = Statement {
           WHERE s.scope OPERATOR(pg_catalog.=) $1
             AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
           FOR NO KEY UPDATE",
+    args: &[TEXT],
+    writes: true,
+};
+
+/// Make the row of scope $1, counting nothing, or lock the one made since
+/// LOCK_SCOPE found none.
+static LOCK_NEW_SCOPE: Statement = Statement {
+    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
+          VALUES ($1, 0, agent_memory.caller_tenant())
+          ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files",
     args: &[TEXT],
     writes: true,
 };

@@ -175,3 +175,117 @@ fn creates_deletes_and_renames_in_one_scope_keep_the_tree_whole() {
     drop(setup);
     drop_database(db);
 }
+
+/// A rename that found the scope's row gone (deleted by a transaction that
+/// then created a file, making a new row) still locks the scope: a
+/// creation waits for it, as it would for a rename in a scope with a row.
+/// Were the rename to go on unlocked, a creation could lock the scope and
+/// then wait for a file the rename moves, while the rename waits for the
+/// scope: a deadlock.
+#[test]
+fn a_rename_locks_a_scope_whose_row_was_made_again() {
+    let db = "am_it_claude_scope_row";
+    let mut first = fresh_database(db);
+    claude(
+        &mut first,
+        r#"{"command": "create", "path": "/memories/z.md", "file_text": "z"}"#,
+    );
+    first.batch_execute("BEGIN").unwrap();
+    claude(
+        &mut first,
+        r#"{"command": "delete", "path": "/memories/z.md"}"#,
+    );
+    let mut renamer = connect(db);
+    let renamer_pid: i32 = renamer
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    let (renamed_tx, renamed_rx) = std::sync::mpsc::channel();
+    let (finish_tx, finish_rx) = std::sync::mpsc::channel::<()>();
+    let rename = thread::spawn(move || {
+        renamer.batch_execute("BEGIN").unwrap();
+        let answer = claude(
+            &mut renamer,
+            r#"{"command": "rename", "old_path": "/memories/a", "new_path": "/memories/b"}"#,
+        );
+        renamed_tx.send(answer).unwrap();
+        finish_rx.recv().unwrap();
+        renamer.batch_execute("COMMIT").unwrap();
+    });
+    // The rename waits for the scope's row, which the delete removed.
+    let mut watcher = connect(db);
+    while !watcher
+        .query_one(
+            "SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity WHERE pid = $1",
+            &[&renamer_pid],
+        )
+        .unwrap()
+        .get::<_, bool>(0)
+    {
+        thread::sleep(std::time::Duration::from_millis(10));
+    }
+    claude(
+        &mut first,
+        r#"{"command": "create", "path": "/memories/a/x.md", "file_text": "x"}"#,
+    );
+    first.batch_execute("COMMIT").unwrap();
+    assert_eq!(
+        renamed_rx.recv().unwrap(),
+        "Successfully renamed /memories/a to /memories/b"
+    );
+    // The rename's transaction is open: a creation waits for it.
+    watcher.batch_execute("SET lock_timeout = '200ms'").unwrap();
+    let error = watcher
+        .query_one(
+            "SELECT agent_memory.claude_memory('s', $1::text::jsonb)",
+            &[&r#"{"command": "create", "path": "/memories/c.md", "file_text": "c"}"#],
+        )
+        .expect_err("a creation went ahead of an open rename");
+    assert_eq!(
+        error.code(),
+        Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE),
+        "{error}"
+    );
+    finish_tx.send(()).unwrap();
+    rename.join().unwrap();
+    assert_eq!(
+        claude(
+            &mut watcher,
+            r#"{"command": "create", "path": "/memories/c.md", "file_text": "c"}"#
+        ),
+        "File created successfully at: /memories/c.md"
+    );
+    let row = watcher
+        .query_one(
+            "SELECT s.files::int8, (SELECT count(*) FROM agent_memory.memory_files f WHERE f.scope = 's')
+             FROM agent_memory.memory_scopes s WHERE s.scope = 's'",
+            &[],
+        )
+        .unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (2, 2));
+    drop((first, watcher));
+    drop_database(db);
+}
+
+/// A delete or a rename that finds nothing in a scope without a row
+/// leaves no row behind.
+#[test]
+fn refused_deletes_and_renames_leave_no_scope_row() {
+    let db = "am_it_claude_no_scope_row";
+    let mut client = fresh_database(db);
+    claude(
+        &mut client,
+        r#"{"command": "delete", "path": "/memories/none.md"}"#,
+    );
+    claude(
+        &mut client,
+        r#"{"command": "rename", "old_path": "/memories/a", "new_path": "/memories/b"}"#,
+    );
+    let rows: i64 = client
+        .query_one("SELECT count(*) FROM agent_memory.memory_scopes", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0);
+    drop(client);
+    drop_database(db);
+}
