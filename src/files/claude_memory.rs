@@ -389,51 +389,47 @@ fn claude_memory_tool_result(
 // The statements.
 
 /// A file's content, locked for an edit.
-static LOCK_FILE: Statement = Statement {
-    sql: "SELECT f.content FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
-          FOR NO KEY UPDATE",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+static LOCK_FILE: Statement = Statement::read_write(
+    "SELECT f.content FROM agent_memory.memory_files f
+     WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
+     FOR NO KEY UPDATE",
+    &[TEXT, TEXT],
+);
 
 /// What a view of directory $4 lists: its files (the range [$2, $3)) with
 /// their sizes, which `octet_length` reads without detoasting the
 /// contents, and the directories kept at it or under it, with no size.
-static LISTED: Statement = Statement {
-    sql: "SELECT f.path::text, pg_catalog.octet_length(f.content)::int8 FROM agent_memory.memory_files f
-          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $3
-            AND f.tenant = agent_memory.caller_tenant()
-          UNION ALL
-          SELECT d.path::text, NULL FROM agent_memory.memory_directories d
-          WHERE d.scope = $1 AND d.path >= $4 AND d.path < $3 AND (d.path = $4 OR d.path >= $2)
-            AND d.tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, TEXT, TEXT],
-    writes: false,
-};
+static LISTED: Statement = Statement::read_only(
+    "SELECT f.path::text, pg_catalog.octet_length(f.content)::int8 FROM agent_memory.memory_files f
+     WHERE f.scope = $1 AND f.path >= $2 AND f.path < $3
+       AND f.tenant = agent_memory.caller_tenant()
+     UNION ALL
+     SELECT d.path::text, NULL FROM agent_memory.memory_directories d
+     WHERE d.scope = $1 AND d.path >= $4 AND d.path < $3 AND (d.path = $4 OR d.path >= $2)
+       AND d.tenant = agent_memory.caller_tenant()",
+    &[TEXT, TEXT, TEXT, TEXT],
+);
 
 /// What a rename moves, locked: the file $2 or the directory's files in
 /// [$3, $4), and the directories kept at $2 or in [$3, $4).
-static MOVING: Statement = Statement {
-    sql: "WITH moving_files AS (
-              SELECT f.path::text FROM agent_memory.memory_files f
-              WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
-                AND f.tenant = agent_memory.caller_tenant()
-              FOR UPDATE),
-          moving_directories AS (
-              SELECT d.path::text FROM agent_memory.memory_directories d
-              WHERE d.scope = $1 AND d.path >= $2 AND d.path < $4 AND (d.path = $2 OR d.path >= $3)
-                AND d.tenant = agent_memory.caller_tenant()
-              FOR UPDATE)
-          SELECT path FROM moving_files UNION ALL SELECT path FROM moving_directories",
-    args: &[TEXT, TEXT, TEXT, TEXT],
-    writes: true,
-};
+static MOVING: Statement = Statement::read_write(
+    "WITH moving_files AS (
+         SELECT f.path::text FROM agent_memory.memory_files f
+         WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
+           AND f.tenant = agent_memory.caller_tenant()
+         FOR UPDATE),
+     moving_directories AS (
+         SELECT d.path::text FROM agent_memory.memory_directories d
+         WHERE d.scope = $1 AND d.path >= $2 AND d.path < $4 AND (d.path = $2 OR d.path >= $3)
+           AND d.tenant = agent_memory.caller_tenant()
+         FOR UPDATE)
+     SELECT path FROM moving_files UNION ALL SELECT path FROM moving_directories",
+    &[TEXT, TEXT, TEXT, TEXT],
+);
 
 /// Whether a destination is taken (a file or a kept directory at $2 or
 /// under it, in [$3, $4)), and whether a directory above it ($5) is a file.
-static DESTINATION: Statement = Statement {
-    sql: "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
+static DESTINATION: Statement = Statement::read_write("SELECT EXISTS (SELECT FROM agent_memory.memory_files f
                          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4
                            AND (f.path = $2 OR f.path >= $3)
                            AND f.tenant = agent_memory.caller_tenant())
@@ -444,24 +440,20 @@ static DESTINATION: Statement = Statement {
                  EXISTS (SELECT FROM (SELECT $1::text AS scope, path, agent_memory.caller_tenant() AS tenant
                                       FROM pg_catalog.unnest($5::text[]) AS path OFFSET 0) a
                          JOIN agent_memory.memory_files f
-                           ON f.scope = $1 AND f.path = a.path AND f.tenant = a.tenant)",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
-    writes: true,
-};
+                           ON f.scope = $1 AND f.path = a.path AND f.tenant = a.tenant)", &[TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY]);
 
 /// Move the file $2, or the directory's files in [$3, $4), and the
 /// directories kept at $2 or in [$3, $4), to $5: each path's first $6
 /// characters become $5.
-static MOVE: Statement = Statement {
-    sql: "WITH moved_directories AS (
-              UPDATE agent_memory.memory_directories d
-              SET path = $5 || pg_catalog.substr(d.path, $6 + 1)
-              WHERE d.scope = $1 AND d.path >= $2 AND d.path < $4 AND (d.path = $2 OR d.path >= $3)
-                AND d.tenant = agent_memory.caller_tenant())
-          UPDATE agent_memory.memory_files f
-          SET path = $5 || pg_catalog.substr(f.path, $6 + 1), version = f.version + 1
-          WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
-            AND f.tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
+static MOVE: Statement = Statement::read_write(
+    "WITH moved_directories AS (
+         UPDATE agent_memory.memory_directories d
+         SET path = $5 || pg_catalog.substr(d.path, $6 + 1)
+         WHERE d.scope = $1 AND d.path >= $2 AND d.path < $4 AND (d.path = $2 OR d.path >= $3)
+           AND d.tenant = agent_memory.caller_tenant())
+     UPDATE agent_memory.memory_files f
+     SET path = $5 || pg_catalog.substr(f.path, $6 + 1), version = f.version + 1
+     WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4 AND (f.path = $2 OR f.path >= $3)
+       AND f.tenant = agent_memory.caller_tenant()",
+    &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
+);

@@ -480,15 +480,14 @@ fn memory_tool_definition(
 
 /// The first path of scope $1 in [$2, $3): one index probe per entry of a
 /// listing, whatever the size of the subtrees it skips.
-static FIRST_FROM: Statement = Statement {
-    sql: "SELECT f.path::text FROM agent_memory.memory_files f
-          WHERE f.scope OPERATOR(pg_catalog.=) $1
-            AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          ORDER BY f.path LIMIT 1",
-    args: &[TEXT, TEXT, TEXT],
-    writes: false,
-};
+static FIRST_FROM: Statement = Statement::read_only(
+    "SELECT f.path::text FROM agent_memory.memory_files f
+     WHERE f.scope OPERATOR(pg_catalog.=) $1
+       AND f.path OPERATOR(pg_catalog.>=) $2 AND f.path OPERATOR(pg_catalog.<) $3
+       AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+     ORDER BY f.path LIMIT 1",
+    &[TEXT, TEXT, TEXT],
+);
 
 /// Scope $1's files at path $2 or in the range [$3, $4) under it whose
 /// search column has any of the words $5 and none of the words $6 (see
@@ -498,8 +497,7 @@ static FIRST_FROM: Statement = Statement {
 /// the scope's keys (a scope holds a bounded number of files; the search
 /// column's index holds every scope's words), and the snippets are made
 /// for the rows kept only.
-static SEARCH: Statement = Statement {
-    sql: "WITH q AS MATERIALIZED (
+static SEARCH: Statement = Statement::read_only("WITH q AS MATERIALIZED (
             SELECT c.config,
                    CASE WHEN $6 OPERATOR(pg_catalog.=) ''
                         THEN pg_catalog.websearch_to_tsquery(c.config, $5)
@@ -521,24 +519,19 @@ static SEARCH: Statement = Statement {
                  pg_catalog.ts_headline(q.config, pg_catalog.left(b.content, 20000), q.q,
                    'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"'),
                  b.score
-          FROM best b, q ORDER BY b.score DESC, b.path",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
-    writes: false,
-};
+          FROM best b, q ORDER BY b.score DESC, b.path", &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4]);
 
 /// The text search configuration of the search columns.
-static SEARCH_CONFIG: Statement = Statement {
-    sql: "SELECT c.config::pg_catalog.text FROM agent_memory.recall_settings c",
-    args: &[],
-    writes: false,
-};
+static SEARCH_CONFIG: Statement = Statement::read_only(
+    "SELECT c.config::pg_catalog.text FROM agent_memory.recall_settings c",
+    &[],
+);
 
 /// SEARCH on Citus, in configuration $8 (read first, by SEARCH_CONFIG),
 /// as one query over the scope's shard: inside a function delegated with
 /// force_delegation, Citus refuses a statement that joins a shard with a
 /// reference table, or that it plans in parts (a CTE).
-static SEARCH_ON_CITUS: Statement = Statement {
-    sql: "SELECT b.path::pg_catalog.text,
+static SEARCH_ON_CITUS: Statement = Statement::read_only("SELECT b.path::pg_catalog.text,
                  pg_catalog.ts_headline($8::pg_catalog.regconfig, pg_catalog.left(b.content, 20000), b.q,
                    'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"'),
                  b.score
@@ -556,15 +549,11 @@ static SEARCH_ON_CITUS: Statement = Statement {
                        OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
                   AND f.search OPERATOR(pg_catalog.@@) q.q
                 ORDER BY score DESC, f.path LIMIT $7) b
-          ORDER BY b.score DESC, b.path",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4, TEXT],
-    writes: false,
-};
+          ORDER BY b.score DESC, b.path", &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4, TEXT]);
 
 /// Append to an existing file within the size limit ($4 bytes); returns
 /// its version now.
-static APPEND_EXISTING: Statement = Statement {
-    sql: concat!(
+static APPEND_EXISTING: Statement = Statement::read_write(concat!(
         "UPDATE agent_memory.memory_files f
           SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now(),
               version = f.version OPERATOR(pg_catalog.+) 1",
@@ -573,21 +562,17 @@ static APPEND_EXISTING: Statement = Statement {
             AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
                 OPERATOR(pg_catalog.<=) $4
           RETURNING f.version"
-    ),
-    args: &[TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
+    ), &[TEXT, TEXT, TEXT, INT4]);
 
 /// A file's content as of now (a fresh snapshot: the statement runs
 /// read-write), the row version it was read from, and its version.
-static READ_VERSION: Statement = Statement {
-    sql: concat!(
+static READ_VERSION: Statement = Statement::read_write(
+    concat!(
         "SELECT f.content, f.ctid, f.xmin, f.version FROM agent_memory.memory_files f",
         crate::files::store::file_at!("f")
     ),
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT],
+);
 
 /// Write content $5 into file $3 of scope $4 at the row version read
 /// (ctid $1, xmin $2) and nowhere else: when a concurrent change replaced
@@ -596,13 +581,9 @@ static READ_VERSION: Statement = Statement {
 /// the caller reads again and no change is lost. The xmin condition is
 /// what rejects the new version on PostgreSQL minor releases before
 /// November 2025, whose recheck ignored the ctid one.
-static WRITE_VERSION: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files f
+static WRITE_VERSION: Statement = Statement::read_write("UPDATE agent_memory.memory_files f
           SET content = $5, updated_at = pg_catalog.now(), version = f.version OPERATOR(pg_catalog.+) 1
           WHERE f.ctid OPERATOR(pg_catalog.=) $1 AND f.xmin OPERATOR(pg_catalog.=) $2
             AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4
             AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          RETURNING f.version",
-    args: &[TID, XID, TEXT, TEXT, TEXT],
-    writes: true,
-};
+          RETURNING f.version", &[TID, XID, TEXT, TEXT, TEXT]);

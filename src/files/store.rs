@@ -412,73 +412,67 @@ macro_rules! directory_at {
     };
 }
 
-pub(crate) static READ: Statement = Statement {
-    sql: concat!(
+pub(crate) static READ: Statement = Statement::read_only(
+    concat!(
         "SELECT f.content, f.version FROM agent_memory.memory_files f",
         file_at!("f")
     ),
-    args: &[TEXT, TEXT],
-    writes: false,
-};
+    &[TEXT, TEXT],
+);
 
 /// Whether $4 is a directory of scope $1 (the range [$2, $3) under it).
 /// READ, locking the file's row against every other change until the
 /// transaction ends: what a precondition is checked against.
-static LOCK_FILE: Statement = Statement {
-    sql: concat!(
+static LOCK_FILE: Statement = Statement::read_write(
+    concat!(
         "SELECT f.content, f.version FROM agent_memory.memory_files f",
         file_at!("f"),
         "
           FOR NO KEY UPDATE"
     ),
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT],
+);
 
-static ANY_UNDER: Statement = Statement {
-    sql: concat!("SELECT ", directory_at!("$4", "$2", "$3")),
-    args: &[TEXT, TEXT, TEXT, TEXT],
-    writes: true,
-};
+static ANY_UNDER: Statement = Statement::read_write(
+    concat!("SELECT ", directory_at!("$4", "$2", "$3")),
+    &[TEXT, TEXT, TEXT, TEXT],
+);
 
-static LOCK_SCOPE: Statement = Statement {
-    sql: "SELECT FROM agent_memory.memory_scopes s
-          WHERE s.scope OPERATOR(pg_catalog.=) $1
-            AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          FOR NO KEY UPDATE",
-    args: &[TEXT],
-    writes: true,
-};
+static LOCK_SCOPE: Statement = Statement::read_write(
+    "SELECT FROM agent_memory.memory_scopes s
+     WHERE s.scope OPERATOR(pg_catalog.=) $1
+       AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+     FOR NO KEY UPDATE",
+    &[TEXT],
+);
 
 /// Make the row of scope $1, counting nothing, or lock the one made since
 /// LOCK_SCOPE found none.
-static LOCK_NEW_SCOPE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
-          VALUES ($1, 0, agent_memory.caller_tenant())
-          ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files",
-    args: &[TEXT],
-    writes: true,
-};
+static LOCK_NEW_SCOPE: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
+     VALUES ($1, 0, agent_memory.caller_tenant())
+     ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files",
+    &[TEXT],
+);
 
-static FORGET_EMPTY_SCOPE: Statement = Statement {
-    sql: "DELETE FROM agent_memory.memory_scopes s
-          WHERE s.scope OPERATOR(pg_catalog.=) $1
-            AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-            AND NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                            WHERE f.scope OPERATOR(pg_catalog.=) $1
-                              AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
-            AND NOT EXISTS (SELECT FROM agent_memory.memory_directories d
-                            WHERE d.scope OPERATOR(pg_catalog.=) $1
-                              AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
-    args: &[TEXT],
-    writes: true,
-};
+static FORGET_EMPTY_SCOPE: Statement = Statement::read_write(
+    "DELETE FROM agent_memory.memory_scopes s
+     WHERE s.scope OPERATOR(pg_catalog.=) $1
+       AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+       AND NOT EXISTS (SELECT FROM agent_memory.memory_files f
+                       WHERE f.scope OPERATOR(pg_catalog.=) $1
+                         AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
+       AND NOT EXISTS (SELECT FROM agent_memory.memory_directories d
+                       WHERE d.scope OPERATOR(pg_catalog.=) $1
+                         AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())",
+    &[TEXT],
+);
 
 /// Keep directory $2 of scope $1 (the range [$3, $4) under it) when no
 /// directory is there any more. Runs under the scope's row lock, taken by
 /// counting the row first.
-static KEEP_DIRECTORY: Statement = Statement {
-    sql: concat!(
+static KEEP_DIRECTORY: Statement = Statement::read_write(
+    concat!(
         "INSERT INTO agent_memory.memory_directories (scope, path, tenant)
          SELECT $1, $2, agent_memory.caller_tenant()
          WHERE NOT ",
@@ -486,9 +480,8 @@ static KEEP_DIRECTORY: Statement = Statement {
         "
          ON CONFLICT (scope, path, tenant) DO NOTHING"
     ),
-    args: &[TEXT, TEXT, TEXT, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT, TEXT, TEXT],
+);
 
 /// Delete the rows of `$table` at path $2 of scope $1 and under it (the
 /// range [$3, $4)) in one pass, returning their paths. The index condition
@@ -511,11 +504,10 @@ macro_rules! delete_at_or_under {
 }
 
 /// Delete the kept directory $2 and those under it.
-static DELETE_DIRECTORIES: Statement = Statement {
-    sql: delete_at_or_under!("memory_directories"),
-    args: &[TEXT, TEXT, TEXT, TEXT],
-    writes: true,
-};
+static DELETE_DIRECTORIES: Statement = Statement::read_write(
+    delete_at_or_under!("memory_directories"),
+    &[TEXT, TEXT, TEXT, TEXT],
+);
 
 /// Create the file $2 of scope $1 with content $3, unless a file is
 /// already at the path in the caller's tenant (then no row is written; a
@@ -524,13 +516,12 @@ static DELETE_DIRECTORIES: Statement = Statement {
 /// a new file costs three short statements, where checking everything
 /// before writing cost one statement of three probes and two writes that
 /// took longer.
-static CREATE_FILE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_files AS f (scope, path, content, tenant)
-          VALUES ($1, $2, $3, agent_memory.caller_tenant())
-          ON CONFLICT (scope, path, tenant) DO NOTHING",
-    args: &[TEXT, TEXT, TEXT],
-    writes: true,
-};
+static CREATE_FILE: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.memory_files AS f (scope, path, content, tenant)
+     VALUES ($1, $2, $3, agent_memory.caller_tenant())
+     ON CONFLICT (scope, path, tenant) DO NOTHING",
+    &[TEXT, TEXT, TEXT],
+);
 
 /// Count one more file in scope $1 when it holds fewer than $2. The
 /// scope's row stays locked to the end of the transaction (also when it is
@@ -538,26 +529,24 @@ static CREATE_FILE: Statement = Statement {
 /// checks of PATH_FREE, made after, see every file created before. The row
 /// is the caller's tenant's: another tenant's scope of the same name is
 /// another row.
-static COUNT_NEW_FILE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
-          VALUES ($1, 1, agent_memory.caller_tenant())
-          ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
-            WHERE s.files OPERATOR(pg_catalog.<) $2",
-    args: &[TEXT, INT4],
-    writes: true,
-};
+static COUNT_NEW_FILE: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
+     VALUES ($1, 1, agent_memory.caller_tenant())
+     ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) 1
+       WHERE s.files OPERATOR(pg_catalog.<) $2",
+    &[TEXT, INT4],
+);
 
 /// Count $2 more files in scope $1 when that leaves it at most $3, as
 /// COUNT_NEW_FILE counts one.
-static COUNT_NEW_FILES: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
-          VALUES ($1, $2, agent_memory.caller_tenant())
-          ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) $2
-            WHERE s.files OPERATOR(pg_catalog.+) $2 OPERATOR(pg_catalog.<=) $3
-          RETURNING 1",
-    args: &[TEXT, INT4, INT4],
-    writes: true,
-};
+static COUNT_NEW_FILES: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.memory_scopes AS s (scope, files, tenant)
+     VALUES ($1, $2, agent_memory.caller_tenant())
+     ON CONFLICT (scope, tenant) DO UPDATE SET files = s.files OPERATOR(pg_catalog.+) $2
+       WHERE s.files OPERATOR(pg_catalog.+) $2 OPERATOR(pg_catalog.<=) $3
+     RETURNING 1",
+    &[TEXT, INT4, INT4],
+);
 
 /// Whether a new file's path $5 is free of anything else: no file under it
 /// (the range [$2, $3)) and no kept directory at it or under it (either is
@@ -565,8 +554,8 @@ static COUNT_NEW_FILES: Statement = Statement {
 /// by one: a fenced list joined on every key column, so no statistics can
 /// turn it into a read of the whole scope). Read-write, for a snapshot
 /// taken after COUNT_NEW_FILE.
-static PATH_FREE: Statement = Statement {
-    sql: concat!(
+static PATH_FREE: Statement = Statement::read_write(
+    concat!(
         "SELECT NOT ",
         directory_at!("$5", "$2", "$3"),
         ",
@@ -579,47 +568,39 @@ static PATH_FREE: Statement = Statement {
                               AND f.path OPERATOR(pg_catalog.=) a.path
                               AND f.tenant OPERATOR(pg_catalog.=) a.tenant)"
     ),
-    args: &[TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT],
+);
 
 /// Content $3 into file $2 of scope $1, as its next version.
-static WRITE_FILE: Statement = Statement {
-    sql: concat!(
+static WRITE_FILE: Statement = Statement::read_write(concat!(
         "UPDATE agent_memory.memory_files f
           SET content = $3, updated_at = pg_catalog.now(), version = f.version OPERATOR(pg_catalog.+) 1",
         file_at!("f"),
         "
           RETURNING f.version"
-    ),
-    args: &[TEXT, TEXT, TEXT],
-    writes: true,
-};
+    ), &[TEXT, TEXT, TEXT]);
 
 /// Remove a file this call created and then refused.
-static REMOVE_FILE: Statement = Statement {
-    sql: concat!("DELETE FROM agent_memory.memory_files f", file_at!("f")),
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+static REMOVE_FILE: Statement = Statement::read_write(
+    concat!("DELETE FROM agent_memory.memory_files f", file_at!("f")),
+    &[TEXT, TEXT],
+);
 
 /// Give back room counted for a file that was not created after all (one
 /// was there) or was refused.
-static UNCOUNT_FILE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_scopes SET files = files OPERATOR(pg_catalog.-) $2
-          WHERE scope OPERATOR(pg_catalog.=) $1
-            AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, INT4],
-    writes: true,
-};
+static UNCOUNT_FILE: Statement = Statement::read_write(
+    "UPDATE agent_memory.memory_scopes SET files = files OPERATOR(pg_catalog.-) $2
+     WHERE scope OPERATOR(pg_catalog.=) $1
+       AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    &[TEXT, INT4],
+);
 
 /// Count the files of scope $1 exactly, with the directories kept in it,
 /// when its upper bound reached the limit: the bound becomes the count,
 /// when below the limit $2. The scope's
 /// row is already locked by the COUNT_NEW_FILE that found no room, so no other
 /// creation can slip in between.
-static RECOUNT: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_scopes s SET files = c.files
+static RECOUNT: Statement = Statement::read_write("UPDATE agent_memory.memory_scopes s SET files = c.files
           FROM (SELECT ((SELECT pg_catalog.count(*) FROM agent_memory.memory_files f
                          WHERE f.scope OPERATOR(pg_catalog.=) $1
                            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
@@ -631,26 +612,21 @@ static RECOUNT: Statement = Statement {
           WHERE s.scope OPERATOR(pg_catalog.=) $1
             AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
             AND c.files OPERATOR(pg_catalog.<) $2
-          RETURNING s.files",
-    args: &[TEXT, INT4],
-    writes: true,
-};
+          RETURNING s.files", &[TEXT, INT4]);
 
 /// Delete a file, or every file of a directory (what the answer counts
 /// follows from the paths). The scope's file count is an upper bound, so a
 /// delete leaves it.
-pub(crate) static DELETE_FILES: Statement = Statement {
-    sql: delete_at_or_under!("memory_files"),
-    args: &[TEXT, TEXT, TEXT, TEXT],
-    writes: true,
-};
+pub(crate) static DELETE_FILES: Statement = Statement::read_write(
+    delete_at_or_under!("memory_files"),
+    &[TEXT, TEXT, TEXT, TEXT],
+);
 
 /// The size of file $2 of scope $1 as of now.
-static FILE_BYTES: Statement = Statement {
-    sql: concat!(
+static FILE_BYTES: Statement = Statement::read_write(
+    concat!(
         "SELECT pg_catalog.octet_length(f.content) FROM agent_memory.memory_files f",
         file_at!("f")
     ),
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT],
+);

@@ -467,23 +467,18 @@ macro_rules! save_files {
     };
 }
 
-static SAVE_AT_OR_UNDER: Statement = Statement {
-    sql: save_files!(""),
-    args: &[TEXT, TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
+static SAVE_AT_OR_UNDER: Statement =
+    Statement::read_write(save_files!(""), &[TEXT, TEXT, TEXT, TEXT, INT4]);
 
-static SAVE_BEFORE_APPEND: Statement = Statement {
-    sql: save_files!(fits_append!()),
-    args: &[TEXT, TEXT, TEXT, TEXT, INT4, INT4, INT4],
-    writes: true,
-};
+static SAVE_BEFORE_APPEND: Statement = Statement::read_write(
+    save_files!(fits_append!()),
+    &[TEXT, TEXT, TEXT, TEXT, INT4, INT4, INT4],
+);
 
-static SAVE_ROW_VERSION: Statement = Statement {
-    sql: save_files!(at_row_version!()),
-    args: &[TEXT, TEXT, TEXT, TEXT, INT4, TID, XID],
-    writes: true,
-};
+static SAVE_ROW_VERSION: Statement = Statement::read_write(
+    save_files!(at_row_version!()),
+    &[TEXT, TEXT, TEXT, TEXT, INT4, TID, XID],
+);
 
 /// On Citus: lock and read the files of scope $1 at or under $2 that
 /// `$which` picks, with the columns a version keeps.
@@ -501,65 +496,57 @@ macro_rules! locked_on_citus {
     };
 }
 
-static LOCKED_AT_OR_UNDER_ON_CITUS: Statement = Statement {
-    sql: locked_on_citus!(""),
-    args: &[TEXT, TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
+static LOCKED_AT_OR_UNDER_ON_CITUS: Statement =
+    Statement::read_write(locked_on_citus!(""), &[TEXT, TEXT, TEXT, TEXT, INT4]);
 
-static LOCKED_BEFORE_APPEND_ON_CITUS: Statement = Statement {
-    sql: locked_on_citus!(fits_append!()),
-    args: &[TEXT, TEXT, TEXT, TEXT, INT4, INT4, INT4],
-    writes: true,
-};
+static LOCKED_BEFORE_APPEND_ON_CITUS: Statement = Statement::read_write(
+    locked_on_citus!(fits_append!()),
+    &[TEXT, TEXT, TEXT, TEXT, INT4, INT4, INT4],
+);
 
-static LOCKED_ROW_VERSION_ON_CITUS: Statement = Statement {
-    sql: locked_on_citus!(at_row_version!()),
-    args: &[TEXT, TEXT, TEXT, TEXT, INT4, TID, XID],
-    writes: true,
-};
+static LOCKED_ROW_VERSION_ON_CITUS: Statement = Statement::read_write(
+    locked_on_citus!(at_row_version!()),
+    &[TEXT, TEXT, TEXT, TEXT, INT4, TID, XID],
+);
 
 /// On Citus: save file $2 of scope $1 as version $3 (content $4, dates $5
 /// and $6), replacing a version of that number an earlier file at the
 /// path left.
-static SAVE_ONE_ON_CITUS: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_file_versions AS v
-              (scope, path, version, content, created_at, updated_at, tenant)
-          VALUES ($1, $2::agent_memory.memory_path, $3, $4, $5, $6, agent_memory.caller_tenant())
-          ON CONFLICT (scope, path, version, tenant) DO UPDATE
-             SET content = excluded.content, created_at = excluded.created_at,
-                 updated_at = excluded.updated_at, replaced_at = excluded.replaced_at",
-    args: &[TEXT, TEXT, INT4, TEXT, TIMESTAMPTZ, TIMESTAMPTZ],
-    writes: true,
-};
+static SAVE_ONE_ON_CITUS: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.memory_file_versions AS v
+         (scope, path, version, content, created_at, updated_at, tenant)
+     VALUES ($1, $2::agent_memory.memory_path, $3, $4, $5, $6, agent_memory.caller_tenant())
+     ON CONFLICT (scope, path, version, tenant) DO UPDATE
+        SET content = excluded.content, created_at = excluded.created_at,
+            updated_at = excluded.updated_at, replaced_at = excluded.replaced_at",
+    &[TEXT, TEXT, INT4, TEXT, TIMESTAMPTZ, TIMESTAMPTZ],
+);
 
 /// On Citus: drop the versions of file $2 of scope $1 newer than the one
 /// just saved ($3, an earlier file's) or $4 or more below it.
-static TRIM_ON_CITUS: Statement = Statement {
-    sql: "DELETE FROM agent_memory.memory_file_versions v
-          WHERE v.scope OPERATOR(pg_catalog.=) $1
-            AND v.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-            AND v.path OPERATOR(pg_catalog.=) $2
-            AND (v.version OPERATOR(pg_catalog.>) $3
-                 OR v.version OPERATOR(pg_catalog.<=) ($3 OPERATOR(pg_catalog.-) $4))",
-    args: &[TEXT, TEXT, INT4, INT4],
-    writes: true,
-};
+static TRIM_ON_CITUS: Statement = Statement::read_write(
+    "DELETE FROM agent_memory.memory_file_versions v
+     WHERE v.scope OPERATOR(pg_catalog.=) $1
+       AND v.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+       AND v.path OPERATOR(pg_catalog.=) $2
+       AND (v.version OPERATOR(pg_catalog.>) $3
+            OR v.version OPERATOR(pg_catalog.<=) ($3 OPERATOR(pg_catalog.-) $4))",
+    &[TEXT, TEXT, INT4, INT4],
+);
 
 /// On Citus: the newest version kept at path $2 of scope $1.
-static NEWEST_ON_CITUS: Statement = Statement {
-    sql: concat!(
+static NEWEST_ON_CITUS: Statement = Statement::read_write(
+    concat!(
         "SELECT pg_catalog.max(v.version) FROM agent_memory.memory_file_versions v",
         crate::files::store::file_at!("v")
     ),
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT],
+);
 
 /// On Citus: file $2 of scope $1, just created, takes the version after
 /// $3, the newest kept at its path.
-static NUMBER_NEW_FILE_ON_CITUS: Statement = Statement {
-    sql: concat!(
+static NUMBER_NEW_FILE_ON_CITUS: Statement = Statement::read_write(
+    concat!(
         "UPDATE agent_memory.memory_files f
           SET version = $3 OPERATOR(pg_catalog.+) 1",
         crate::files::store::file_at!("f"),
@@ -567,14 +554,12 @@ static NUMBER_NEW_FILE_ON_CITUS: Statement = Statement {
             AND f.version OPERATOR(pg_catalog.<=) $3
           RETURNING f.version"
     ),
-    args: &[TEXT, TEXT, INT4],
-    writes: true,
-};
+    &[TEXT, TEXT, INT4],
+);
 
 /// File $2 of scope $1, just created, takes the version after those kept
 /// at its path.
-static NUMBER_NEW_FILE: Statement = Statement {
-    sql: concat!(
+static NUMBER_NEW_FILE: Statement = Statement::read_write(concat!(
         "UPDATE agent_memory.memory_files f
           SET version = k.newest OPERATOR(pg_catalog.+) 1
           FROM (SELECT pg_catalog.max(v.version) AS newest FROM agent_memory.memory_file_versions v",
@@ -584,45 +569,35 @@ static NUMBER_NEW_FILE: Statement = Statement {
         "
             AND k.newest OPERATOR(pg_catalog.>=) f.version
           RETURNING f.version"
-    ),
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+    ), &[TEXT, TEXT]);
 
 /// Drop the versions kept at $2 or under it.
-static DROP_AT_OR_UNDER: Statement = Statement {
-    sql: concat!(
+static DROP_AT_OR_UNDER: Statement = Statement::read_write(
+    concat!(
         "DELETE FROM agent_memory.memory_file_versions v WHERE ",
         at_or_under!("v")
     ),
-    args: &[TEXT, TEXT, TEXT, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT, TEXT, TEXT],
+);
 
 /// Move the versions kept at $2 or under it to $5: each path's first $6
 /// characters become $5 (as the files move).
-static MOVE: Statement = Statement {
-    sql: concat!(
+static MOVE: Statement = Statement::read_write(concat!(
         "UPDATE agent_memory.memory_file_versions v
          SET path = ($5 OPERATOR(pg_catalog.||) pg_catalog.substr(v.path, $6 OPERATOR(pg_catalog.+) 1))::agent_memory.memory_path
          WHERE ",
         at_or_under!("v")
-    ),
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
+    ), &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4]);
 
-static LIST: Statement = Statement {
-    sql: "SELECT v.version, v.content, v.updated_at, v.replaced_at
-          FROM agent_memory.memory_file_versions v
-          WHERE v.scope = $1 AND v.path = $2 AND v.tenant = agent_memory.caller_tenant()
-          ORDER BY v.version DESC",
-    args: &[TEXT, TEXT],
-    writes: false,
-};
+static LIST: Statement = Statement::read_only(
+    "SELECT v.version, v.content, v.updated_at, v.replaced_at
+     FROM agent_memory.memory_file_versions v
+     WHERE v.scope = $1 AND v.path = $2 AND v.tenant = agent_memory.caller_tenant()
+     ORDER BY v.version DESC",
+    &[TEXT, TEXT],
+);
 
-static READ: Statement = Statement {
-    sql: concat!(
+static READ: Statement = Statement::read_only(concat!(
         "SELECT pg_catalog.jsonb_build_object(
                   'path', v.path, 'content', v.content, 'version', v.version,
                   'sha256', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(v.content, 'UTF8')), 'hex'),
@@ -635,26 +610,18 @@ static READ: Statement = Statement {
         ")
          FROM agent_memory.memory_file_versions v
          WHERE v.scope = $1 AND v.path = $2 AND v.version = $3 AND v.tenant = agent_memory.caller_tenant()"
-    ),
-    args: &[TEXT, TEXT, INT4],
-    writes: false,
-};
+    ), &[TEXT, TEXT, INT4]);
 
-static KEPT_CONTENT: Statement = Statement {
-    sql: "SELECT v.content FROM agent_memory.memory_file_versions v
-          WHERE v.scope = $1 AND v.path = $2 AND v.version = $3 AND v.tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, INT4],
-    writes: true,
-};
+static KEPT_CONTENT: Statement = Statement::read_write("SELECT v.content FROM agent_memory.memory_file_versions v
+          WHERE v.scope = $1 AND v.path = $2 AND v.version = $3 AND v.tenant = agent_memory.caller_tenant()", &[TEXT, TEXT, INT4]);
 
 /// Remove the versions kept at $2 or under it; how many.
-static PURGE: Statement = Statement {
-    sql: concat!(
+static PURGE: Statement = Statement::read_write(
+    concat!(
         "WITH purged AS (DELETE FROM agent_memory.memory_file_versions v WHERE ",
         at_or_under!("v"),
         " RETURNING 1)
          SELECT pg_catalog.count(*) FROM purged"
     ),
-    args: &[TEXT, TEXT, TEXT, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT, TEXT, TEXT],
+);

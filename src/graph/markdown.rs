@@ -204,32 +204,30 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
 /// Every node of an owner ($2 NULL) or one node, and their snapshots
 /// ($3: with snapshots), as the files describe them; the caller's tenant's
 /// only. snapshot is NULL for the current state.
-static DOCUMENTS: Statement = Statement {
-    sql: "SELECT node_id::text, NULL::int4 AS snapshot, title, description, version, created_at,
-                 updated_at, links, body, NULL::text AS change_description,
-                 NULL::timestamptz AS saved_at
-          FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND ($2::text IS NULL OR node_id = $2)
-            AND tenant = agent_memory.caller_tenant()
-          UNION ALL
-          SELECT node_id::text, version, title, description, version, created_at,
-                 updated_at, links, body, change_description, saved_at
-          FROM agent_memory.graph_node_versions
-          WHERE $3 AND owner = $1 AND ($2::text IS NULL OR node_id = $2)
-            AND tenant = agent_memory.caller_tenant()
-          ORDER BY 1, 2 NULLS FIRST",
-    args: &[
+static DOCUMENTS: Statement = Statement::read_only(
+    "SELECT node_id::text, NULL::int4 AS snapshot, title, description, version, created_at,
+            updated_at, links, body, NULL::text AS change_description,
+            NULL::timestamptz AS saved_at
+     FROM agent_memory.graph_nodes
+     WHERE owner = $1 AND ($2::text IS NULL OR node_id = $2)
+       AND tenant = agent_memory.caller_tenant()
+     UNION ALL
+     SELECT node_id::text, version, title, description, version, created_at,
+            updated_at, links, body, change_description, saved_at
+     FROM agent_memory.graph_node_versions
+     WHERE $3 AND owner = $1 AND ($2::text IS NULL OR node_id = $2)
+       AND tenant = agent_memory.caller_tenant()
+     ORDER BY 1, 2 NULLS FIRST",
+    &[
         TEXT,
         TEXT,
         pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID),
     ],
-    writes: false,
-};
+);
 
 /// A node as a folder holds it ($8, $9: timestamps as text, NULL for now()),
 /// in the caller's tenant.
-static IMPORT_NODE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.graph_nodes
+static IMPORT_NODE: Statement = Statement::read_write("INSERT INTO agent_memory.graph_nodes
               (owner, node_id, title, description, body, links, refs, version, created_at, updated_at,
                tenant)
           VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
@@ -237,25 +235,21 @@ static IMPORT_NODE: Statement = Statement {
                   coalesce($10::timestamptz, $9::timestamptz, pg_catalog.now()),
                   agent_memory.caller_tenant())
           ON CONFLICT DO NOTHING
-          RETURNING 1",
-    args: &[
+          RETURNING 1", &[
         TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, TEXT, TEXT,
-    ],
-    writes: true,
-};
+    ]);
 
-static IMPORT_VERSION: Statement = Statement {
-    sql: "INSERT INTO agent_memory.graph_node_versions
-              (owner, node_id, version, title, description, body, links, refs,
-               created_at, updated_at, change_description, saved_at, tenant)
-          VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-                  coalesce($9::timestamptz, pg_catalog.now()),
-                  coalesce($10::timestamptz, $9::timestamptz, pg_catalog.now()),
-                  $11,
-                  coalesce($12::timestamptz, $10::timestamptz, $9::timestamptz, pg_catalog.now()),
-                  agent_memory.caller_tenant())",
-    args: &[
+static IMPORT_VERSION: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.graph_node_versions
+         (owner, node_id, version, title, description, body, links, refs,
+          created_at, updated_at, change_description, saved_at, tenant)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+             coalesce($9::timestamptz, pg_catalog.now()),
+             coalesce($10::timestamptz, $9::timestamptz, pg_catalog.now()),
+             $11,
+             coalesce($12::timestamptz, $10::timestamptz, $9::timestamptz, pg_catalog.now()),
+             agent_memory.caller_tenant())",
+    &[
         TEXT, TEXT, INT4, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT, TEXT, TEXT, TEXT,
     ],
-    writes: true,
-};
+);

@@ -576,15 +576,14 @@ fn graph_version(
 
 /// A new node ($1 owner, $2 id, $3 title, $4 description, $5 body, $6 refs)
 /// of the caller's tenant; no row: the id is taken.
-static INSERT_NODE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.graph_nodes
-              (owner, node_id, title, description, body, refs, tenant)
-          VALUES ($1, $2, $3, $4, $5, $6, agent_memory.caller_tenant())
-          ON CONFLICT DO NOTHING
-          RETURNING 1",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
-    writes: true,
-};
+static INSERT_NODE: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.graph_nodes
+         (owner, node_id, title, description, body, refs, tenant)
+     VALUES ($1, $2, $3, $4, $5, $6, agent_memory.caller_tenant())
+     ON CONFLICT DO NOTHING
+     RETURNING 1",
+    &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
+);
 
 /// The update of parent rows `p`, chosen by `$parents` (a FROM and a
 /// WHERE), that do not list child $2 yet (see LINK_PARENTS).
@@ -611,90 +610,84 @@ macro_rules! link_parents {
 /// column: the only way in is one primary-key probe per parent. Written
 /// as `node_id = ANY ($3)`, an owner the statistics think tiny got a plan
 /// reading all of the owner's nodes and filtering them.
-static LINK_PARENTS: Statement = Statement {
-    sql: link_parents!(
+static LINK_PARENTS: Statement = Statement::read_write(
+    link_parents!(
         "FROM (SELECT $1::text AS owner, parent, agent_memory.caller_tenant() AS tenant
                FROM pg_catalog.unnest($3::text[]) AS parent OFFSET 0) k
          WHERE p.owner = k.owner AND p.node_id = k.parent AND p.tenant = k.tenant"
     ),
-    args: &[TEXT, TEXT, TEXT_ARRAY],
-    writes: true,
-};
+    &[TEXT, TEXT, TEXT_ARRAY],
+);
 
 /// LINK_PARENTS on Citus, filtered by owner $1 itself: inside a function
 /// delegated with force_delegation, Citus refuses a statement whose key
 /// comes from a join.
-static LINK_PARENTS_ON_CITUS: Statement = Statement {
-    sql: link_parents!(
+static LINK_PARENTS_ON_CITUS: Statement = Statement::read_write(
+    link_parents!(
         "WHERE p.owner = $1 AND p.node_id = ANY ($3) AND p.tenant = agent_memory.caller_tenant()"
     ),
-    args: LINK_PARENTS.args,
-    writes: true,
-};
+    LINK_PARENTS.args,
+);
 
 /// Which of ids $2 exist for owner $1 (a probe per id, as LINK_PARENTS).
-static EXISTING: Statement = Statement {
-    sql: "SELECT pg_catalog.array_agg(n.node_id::text)
-          FROM (SELECT $1::text AS owner, id, agent_memory.caller_tenant() AS tenant
-                FROM pg_catalog.unnest($2::text[]) AS id OFFSET 0) k
-          JOIN agent_memory.graph_nodes n
-            ON n.owner = k.owner AND n.node_id = k.id AND n.tenant = k.tenant",
-    args: &[TEXT, TEXT_ARRAY],
-    writes: true,
-};
+static EXISTING: Statement = Statement::read_write(
+    "SELECT pg_catalog.array_agg(n.node_id::text)
+     FROM (SELECT $1::text AS owner, id, agent_memory.caller_tenant() AS tenant
+           FROM pg_catalog.unnest($2::text[]) AS id OFFSET 0) k
+     JOIN agent_memory.graph_nodes n
+       ON n.owner = k.owner AND n.node_id = k.id AND n.tenant = k.tenant",
+    &[TEXT, TEXT_ARRAY],
+);
 
 /// Lock a node for writing and read what a write compares.
-static LOCK_NODE: Statement = Statement {
-    sql: "SELECT title, description, body, links, version, refs, created_at, updated_at, revision
-          FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          FOR NO KEY UPDATE",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+static LOCK_NODE: Statement = Statement::read_write(
+    "SELECT title, description, body, links, version, refs, created_at, updated_at, revision
+     FROM agent_memory.graph_nodes
+     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+     FOR NO KEY UPDATE",
+    &[TEXT, TEXT],
+);
 
 /// A change without a change description, in place.
-static UPDATE_IN_PLACE: Statement = Statement {
-    sql: "UPDATE agent_memory.graph_nodes
-          SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-              updated_at = pg_catalog.now(), revision = revision + 1
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          RETURNING version",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
-    writes: true,
-};
+static UPDATE_IN_PLACE: Statement = Statement::read_write(
+    "UPDATE agent_memory.graph_nodes
+     SET title = $3, description = $4, body = $5, links = $6, refs = $7,
+         updated_at = pg_catalog.now(), revision = revision + 1
+     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+     RETURNING version",
+    &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
+);
 
 /// A change with a change description ($8): the locked row's current state
 /// becomes a snapshot, and the node takes the new state and the next
 /// version. Both parts read the same (post-lock) snapshot of the row.
-static UPDATE_VERSIONED: Statement = Statement {
-    sql: "WITH snapshot AS (
-            INSERT INTO agent_memory.graph_node_versions
-                (owner, node_id, version, title, description, body, links, refs,
-                 created_at, updated_at, change_description, tenant)
-            SELECT owner, node_id, version, title, description, body, links, refs,
-                   created_at, updated_at, $8, tenant
-            FROM agent_memory.graph_nodes
-            WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
-          UPDATE agent_memory.graph_nodes
-          SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-              version = version + 1, updated_at = pg_catalog.now(), revision = revision + 1
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          RETURNING version",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT],
-    writes: true,
-};
+static UPDATE_VERSIONED: Statement = Statement::read_write(
+    "WITH snapshot AS (
+       INSERT INTO agent_memory.graph_node_versions
+           (owner, node_id, version, title, description, body, links, refs,
+            created_at, updated_at, change_description, tenant)
+       SELECT owner, node_id, version, title, description, body, links, refs,
+              created_at, updated_at, $8, tenant
+       FROM agent_memory.graph_nodes
+       WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
+     UPDATE agent_memory.graph_nodes
+     SET title = $3, description = $4, body = $5, links = $6, refs = $7,
+         version = version + 1, updated_at = pg_catalog.now(), revision = revision + 1
+     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+     RETURNING version",
+    &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT],
+);
 
 /// UPDATE_VERSIONED on Citus, in two statements: inside a function
 /// delegated with force_delegation, Citus refuses an INSERT … SELECT. The
 /// locked row's state, as LOCK_NODE read it, becomes a snapshot ($3
 /// version, $4 to $10 its columns, $11 the change description)...
-static SNAPSHOT_ON_CITUS: Statement = Statement {
-    sql: "INSERT INTO agent_memory.graph_node_versions
-              (owner, node_id, version, title, description, body, links, refs,
-               created_at, updated_at, change_description, tenant)
-          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, agent_memory.caller_tenant())",
-    args: &[
+static SNAPSHOT_ON_CITUS: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.graph_node_versions
+         (owner, node_id, version, title, description, body, links, refs,
+          created_at, updated_at, change_description, tenant)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, agent_memory.caller_tenant())",
+    &[
         TEXT,
         TEXT,
         INT4,
@@ -707,31 +700,28 @@ static SNAPSHOT_ON_CITUS: Statement = Statement {
         TIMESTAMPTZ,
         TEXT,
     ],
-    writes: true,
-};
+);
 
 /// ... and the node takes the new state and the next version.
-static UPDATE_VERSION_ON_CITUS: Statement = Statement {
-    sql: "UPDATE agent_memory.graph_nodes
-          SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-              version = version + 1, updated_at = pg_catalog.now(), revision = revision + 1
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          RETURNING version",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
-    writes: true,
-};
+static UPDATE_VERSION_ON_CITUS: Statement = Statement::read_write(
+    "UPDATE agent_memory.graph_nodes
+     SET title = $3, description = $4, body = $5, links = $6, refs = $7,
+         version = version + 1, updated_at = pg_catalog.now(), revision = revision + 1
+     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+     RETURNING version",
+    &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
+);
 
 /// Remove a node (locked first) and its snapshots.
-static DELETE_NODE: Statement = Statement {
-    sql: "WITH snapshots AS (
-            DELETE FROM agent_memory.graph_node_versions
-            WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
-          DELETE FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          RETURNING 1",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+static DELETE_NODE: Statement = Statement::read_write(
+    "WITH snapshots AS (
+       DELETE FROM agent_memory.graph_node_versions
+       WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
+     DELETE FROM agent_memory.graph_nodes
+     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+     RETURNING 1",
+    &[TEXT, TEXT],
+);
 
 // The JSON of a node row `n` (graph_read's shape); refs that name no node of
 // the owner (in the row's tenant) are listed again as unresolved, in order:
@@ -762,20 +752,19 @@ macro_rules! node_json {
 }
 
 /// A node as graph_read shows it: node_json's keys and its revision.
-static READ_NODE: Statement = Statement {
-    sql: concat!(
+static READ_NODE: Statement = Statement::read_only(
+    concat!(
         "SELECT ",
         node_json!(),
         " || pg_catalog.jsonb_build_object('revision', n.revision)
          FROM agent_memory.graph_nodes n
          WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant()"
     ),
-    args: &[TEXT, TEXT],
-    writes: false,
-};
+    &[TEXT, TEXT],
+);
 
-static READ_VERSION: Statement = Statement {
-    sql: concat!(
+static READ_VERSION: Statement = Statement::read_only(
+    concat!(
         "SELECT ",
         node_json!(),
         " || pg_catalog.jsonb_build_object('changeDescription', n.change_description)
@@ -783,31 +772,27 @@ static READ_VERSION: Statement = Statement {
          WHERE n.owner = $1 AND n.node_id = $2 AND n.version = $3
            AND n.tenant = agent_memory.caller_tenant()"
     ),
-    args: &[TEXT, TEXT, INT4],
-    writes: false,
-};
+    &[TEXT, TEXT, INT4],
+);
 
-static CURRENT_VERSION: Statement = Statement {
-    sql: "SELECT version FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT],
-    writes: false,
-};
+static CURRENT_VERSION: Statement = Statement::read_only(
+    "SELECT version FROM agent_memory.graph_nodes
+     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()",
+    &[TEXT, TEXT],
+);
 
-static LIST_NODES: Statement = Statement {
-    sql: "SELECT node_id::text, title, description, version, updated_at
-          FROM agent_memory.graph_nodes
-          WHERE owner = $1 AND tenant = agent_memory.caller_tenant()
-          ORDER BY node_id",
-    args: &[TEXT],
-    writes: false,
-};
+static LIST_NODES: Statement = Statement::read_only(
+    "SELECT node_id::text, title, description, version, updated_at
+     FROM agent_memory.graph_nodes
+     WHERE owner = $1 AND tenant = agent_memory.caller_tenant()
+     ORDER BY node_id",
+    &[TEXT],
+);
 
-static LIST_VERSIONS: Statement = Statement {
-    sql: "SELECT version, change_description, saved_at
-          FROM agent_memory.graph_node_versions
-          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-          ORDER BY version",
-    args: &[TEXT, TEXT],
-    writes: false,
-};
+static LIST_VERSIONS: Statement = Statement::read_only(
+    "SELECT version, change_description, saved_at
+     FROM agent_memory.graph_node_versions
+     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+     ORDER BY version",
+    &[TEXT, TEXT],
+);

@@ -865,8 +865,7 @@ macro_rules! next_seq {
 /// Seq is counted per session, not taken from a sequence, so that an append
 /// writes nothing shared between sessions (see docs/scaling.md); while a
 /// session's appends stay on one thread they write only that thread's row.
-static APPEND_FAST: Statement = Statement {
-    sql: concat!(
+static APPEND_FAST: Statement = Statement::read_write(concat!(
         "WITH claimed AS (
            UPDATE agent_memory.message_threads t
            SET appended = t.appended + 1, appends = t.appends + 1, last_seq = ",
@@ -894,10 +893,7 @@ static APPEND_FAST: Statement = Statement {
          SELECT written.seq, claimed.slot::int4, claimed.seq, claimed.moved,
                 claimed.last_activity_at < pg_catalog.now() - interval '1 second'
          FROM claimed LEFT JOIN written ON true"
-    ),
-    args: &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB],
-    writes: true,
-};
+    ), &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB]);
 
 /// A run of plain messages (no tool call or result, no idempotency key) in
 /// one statement: if the thread exists with this keep ($3) and the session
@@ -965,36 +961,29 @@ macro_rules! append_batch {
     };
 }
 
-static APPEND_BATCH: Statement = Statement {
-    sql: append_batch!("pg_catalog.now()"),
-    args: &[TEXT, TEXT, INT4, INT4, TEXT, JSONB, INT4, INT4],
-    writes: true,
-};
+static APPEND_BATCH: Statement = Statement::read_write(
+    append_batch!("pg_catalog.now()"),
+    &[TEXT, TEXT, INT4, INT4, TEXT, JSONB, INT4, INT4],
+);
 
 /// APPEND_BATCH for an import: each message is dated by its
 /// `created_at`.
-static IMPORT_BATCH: Statement = Statement {
-    sql: append_batch!("(r.message ->> 'created_at')::pg_catalog.timestamptz"),
-    args: &[TEXT, TEXT, INT4, INT4, TEXT, JSONB, INT4, INT4],
-    writes: true,
-};
+static IMPORT_BATCH: Statement = Statement::read_write(
+    append_batch!("(r.message ->> 'created_at')::pg_catalog.timestamptz"),
+    &[TEXT, TEXT, INT4, INT4, TEXT, JSONB, INT4, INT4],
+);
 
 /// Renew a session whose recorded activity is over a second old.
-static RENEW_SESSION: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions SET last_activity_at = greatest(last_activity_at, pg_catalog.now()) WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT],
-    writes: true,
-};
+static RENEW_SESSION: Statement = Statement::read_write(
+    "UPDATE agent_memory.sessions SET last_activity_at = greatest(last_activity_at, pg_catalog.now()) WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
+    &[TEXT],
+);
 
 /// Record that the session's newest append, seq $3, went to thread $2, and
 /// renew the session.
-static MOVE_TO_THREAD: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions
+static MOVE_TO_THREAD: Statement = Statement::read_write("UPDATE agent_memory.sessions
           SET last_thread_key = $2, last_message_seq = $3, last_activity_at = greatest(last_activity_at, pg_catalog.now())
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, INT8],
-    writes: true,
-};
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()", &[TEXT, TEXT, INT8]);
 
 /// Under REPEATABLE READ or SERIALIZABLE the statements read the
 /// transaction's snapshot, which may predate an append to another thread of
@@ -1002,23 +991,18 @@ static MOVE_TO_THREAD: Statement = Statement {
 /// and so miss its seq. Locking the session's row and threads then fails
 /// with a serialization failure, as a concurrent update of one row does (an
 /// append that made a thread also wrote the session's row).
-static LOCK_THREADS: Statement = Statement {
-    sql: "SELECT (SELECT count(*) FROM (SELECT FROM agent_memory.sessions
+static LOCK_THREADS: Statement = Statement::read_write("SELECT (SELECT count(*) FROM (SELECT FROM agent_memory.sessions
                                        WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
                                        FOR SHARE) AS session),
                  (SELECT count(*) FROM (SELECT FROM agent_memory.message_threads
                                        WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
-                                       FOR SHARE) AS threads)",
-    args: &[TEXT],
-    writes: true,
-};
+                                       FOR SHARE) AS threads)", &[TEXT]);
 
 /// Before slot $3 is written: the tool calls of the message it holds, when
 /// it is an assistant's; and whether another slot holds the assistant
 /// message that makes call $4 (true when $4 is NULL: the new message is no
 /// tool result).
-static SLOT_CALLS: Statement = Statement {
-    sql: "SELECT (SELECT CASE WHEN o.role = 'assistant' THEN o.metadata -> 'tool_calls' END
+static SLOT_CALLS: Statement = Statement::read_write("SELECT (SELECT CASE WHEN o.role = 'assistant' THEN o.metadata -> 'tool_calls' END
                   FROM agent_memory.thread_messages o
                   WHERE o.session_id = $1 AND o.thread_key = $2 AND o.slot = $3
                     AND o.tenant = agent_memory.caller_tenant()),
@@ -1028,30 +1012,23 @@ static SLOT_CALLS: Statement = Statement {
                      AND c.tenant = agent_memory.caller_tenant() AND c.role = 'assistant'
                      AND (c.metadata -> 'tool_calls' @> pg_catalog.jsonb_build_array($4::text)
                           OR c.metadata -> 'tool_calls'
-                             @> pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $4::text))))",
-    args: &[TEXT, TEXT, INT4, TEXT],
-    writes: true,
-};
+                             @> pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $4::text))))", &[TEXT, TEXT, INT4, TEXT]);
 
 /// Write slot $3 whatever it holds; the thread's position was already taken.
-static OVERWRITE: Statement = Statement {
-    sql: "INSERT INTO agent_memory.thread_messages AS m
+static OVERWRITE: Statement = Statement::read_write("INSERT INTO agent_memory.thread_messages AS m
             (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, idempotency_key, created_at)
           VALUES ($1, $2, $3, agent_memory.caller_tenant(), $9, $4, $5, $6, $7, $8, pg_catalog.now())
           ON CONFLICT (session_id, thread_key, slot, tenant) DO UPDATE
           SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
               content = excluded.content, metadata = excluded.metadata,
               idempotency_key = excluded.idempotency_key, created_at = excluded.created_at
-          RETURNING m.seq",
-    args: &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, JSONB, TEXT, INT8],
-    writes: true,
-};
+          RETURNING m.seq", &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, JSONB, TEXT, INT8]);
 
 /// Take the thread's next position and the session's next seq (the
 /// general path); returns the seq and whether the append moved to another
 /// thread than the session's previous one.
-static CLAIM_POSITION: Statement = Statement {
-    sql: concat!(
+static CLAIM_POSITION: Statement = Statement::read_write(
+    concat!(
         "UPDATE agent_memory.message_threads t
          SET appended = t.appended + 1, appends = t.appends + 1, last_seq = ",
         next_seq!(),
@@ -1061,16 +1038,17 @@ static CLAIM_POSITION: Statement = Statement {
            AND s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()
          RETURNING t.last_seq, s.last_thread_key IS DISTINCT FROM $2"
     ),
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT],
+);
 
 /// What the general path needs, read at once under the lock: does the
 /// session exist, is it active, is its recorded activity over a second old;
 /// the thread's keep and position; and the seq of a message with the same
-/// idempotency key ($3).
-static APPEND_STATE: Statement = Statement {
-    sql: concat!(
+/// idempotency key ($3). Read-write although it only reads: a read-only
+/// statement would reuse the calling statement's snapshot, taken before
+/// the session's write lock, and miss appends committed while it waited.
+static APPEND_STATE: Statement = Statement::read_write(
+    concat!(
         "SELECT s.session_id IS NOT NULL,
                 coalesce(",
         active!("s", "$4"),
@@ -1086,115 +1064,93 @@ static APPEND_STATE: Statement = Statement {
          LEFT JOIN agent_memory.message_threads t
            ON t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()"
     ),
-    args: &[TEXT, TEXT, TEXT, INT4],
-    // Run as a write although it only reads: a read-only SPI statement would
-    // reuse the calling statement's snapshot, taken before the session's
-    // write lock, and miss appends committed while this one waited.
-    writes: true,
-};
+    &[TEXT, TEXT, TEXT, INT4],
+);
 
 /// A session appended to before anyone created it (in the caller's
 /// tenant): no user yet.
-static CREATE_IMPLICIT: Statement = Statement {
-    sql: "INSERT INTO agent_memory.sessions (session_id, tenant) VALUES ($1, agent_memory.caller_tenant())
-          ON CONFLICT (session_id, tenant) DO NOTHING",
-    args: &[TEXT],
-    writes: true,
-};
+static CREATE_IMPLICIT: Statement = Statement::read_write("INSERT INTO agent_memory.sessions (session_id, tenant) VALUES ($1, agent_memory.caller_tenant())
+          ON CONFLICT (session_id, tenant) DO NOTHING", &[TEXT]);
 
 /// The results ($4 call ids) of a tool call being overwritten in slot $3:
 /// they go with it.
-static DROP_RESULTS: Statement = Statement {
-    sql: "WITH gone AS (
-            DELETE FROM agent_memory.thread_messages
-            WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()
-              AND slot <> $3 AND role = 'tool'
-              AND metadata ->> 'tool_call_id' = ANY ($4)
-            RETURNING 1)
-          SELECT count(*)::int4 FROM gone",
-    args: &[TEXT, TEXT, INT4, TEXT_ARRAY],
-    writes: true,
-};
+static DROP_RESULTS: Statement = Statement::read_write(
+    "WITH gone AS (
+       DELETE FROM agent_memory.thread_messages
+       WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()
+         AND slot <> $3 AND role = 'tool'
+         AND metadata ->> 'tool_call_id' = ANY ($4)
+       RETURNING 1)
+     SELECT count(*)::int4 FROM gone",
+    &[TEXT, TEXT, INT4, TEXT_ARRAY],
+);
 
 /// A thread's messages, as a repack sees them.
-static THREAD_MESSAGES: Statement = Statement {
-    sql: "SELECT slot, seq,
+static THREAD_MESSAGES: Statement = Statement::read_only("SELECT slot, seq,
                  CASE WHEN role = 'assistant' THEN metadata -> 'tool_calls' END,
                  CASE WHEN role = 'tool' AND pg_catalog.jsonb_typeof(metadata -> 'tool_call_id') = 'string'
                       THEN metadata ->> 'tool_call_id' END
           FROM agent_memory.thread_messages
-          WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT],
-    writes: false,
-};
+          WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()", &[TEXT, TEXT]);
 
 /// Remove slots $3 of a thread: a probe per slot (a fenced list joined on
 /// every primary-key column, whatever the statistics say of the thread).
-static REMOVE_SLOTS: Statement = Statement {
-    sql: "DELETE FROM agent_memory.thread_messages m
-          USING (SELECT $1::text AS session_id, $2::text AS thread_key, slot,
-                        agent_memory.caller_tenant() AS tenant
-                 FROM pg_catalog.unnest($3::int4[]) AS slot OFFSET 0) k
-          WHERE m.session_id = k.session_id AND m.thread_key = k.thread_key
-            AND m.slot = k.slot AND m.tenant = k.tenant",
-    args: &[TEXT, TEXT, INT4_ARRAY],
-    writes: true,
-};
+static REMOVE_SLOTS: Statement = Statement::read_write(
+    "DELETE FROM agent_memory.thread_messages m
+     USING (SELECT $1::text AS session_id, $2::text AS thread_key, slot,
+                   agent_memory.caller_tenant() AS tenant
+            FROM pg_catalog.unnest($3::int4[]) AS slot OFFSET 0) k
+     WHERE m.session_id = k.session_id AND m.thread_key = k.thread_key
+       AND m.slot = k.slot AND m.tenant = k.tenant",
+    &[TEXT, TEXT, INT4_ARRAY],
+);
 
 /// REMOVE_SLOTS on Citus, filtered by the keys themselves: inside a
 /// function delegated with force_delegation, Citus refuses a statement
 /// whose key comes from a join.
-static REMOVE_SLOTS_ON_CITUS: Statement = Statement {
-    sql: "DELETE FROM agent_memory.thread_messages m
-          WHERE m.session_id = $1 AND m.thread_key = $2 AND m.slot = ANY ($3)
-            AND m.tenant = agent_memory.caller_tenant()",
-    args: REMOVE_SLOTS.args,
-    writes: true,
-};
+static REMOVE_SLOTS_ON_CITUS: Statement = Statement::read_write(
+    "DELETE FROM agent_memory.thread_messages m
+     WHERE m.session_id = $1 AND m.thread_key = $2 AND m.slot = ANY ($3)
+       AND m.tenant = agent_memory.caller_tenant()",
+    REMOVE_SLOTS.args,
+);
 
 // A repack moves messages to new slots in two steps, through slots past any
 // keep (MAX_KEEP is far below the offset), so that no two rows ever hold
 // the same slot at once. The moves are probed one by one, as REMOVE_SLOTS.
-static MOVE_SLOTS_OUT: Statement = Statement {
-    sql: "UPDATE agent_memory.thread_messages m SET slot = mv.new_slot + 1000000000
-          FROM (SELECT $1::text AS session_id, $2::text AS thread_key, old_slot, new_slot,
-                       agent_memory.caller_tenant() AS tenant
-                FROM ROWS FROM (pg_catalog.unnest($3::int4[]), pg_catalog.unnest($4::int4[]))
-                       AS moves(old_slot, new_slot)
-                OFFSET 0) mv
-          WHERE m.session_id = mv.session_id AND m.thread_key = mv.thread_key
-            AND m.slot = mv.old_slot AND m.tenant = mv.tenant",
-    args: &[TEXT, TEXT, INT4_ARRAY, INT4_ARRAY],
-    writes: true,
-};
+static MOVE_SLOTS_OUT: Statement = Statement::read_write(
+    "UPDATE agent_memory.thread_messages m SET slot = mv.new_slot + 1000000000
+     FROM (SELECT $1::text AS session_id, $2::text AS thread_key, old_slot, new_slot,
+                  agent_memory.caller_tenant() AS tenant
+           FROM ROWS FROM (pg_catalog.unnest($3::int4[]), pg_catalog.unnest($4::int4[]))
+                  AS moves(old_slot, new_slot)
+           OFFSET 0) mv
+     WHERE m.session_id = mv.session_id AND m.thread_key = mv.thread_key
+       AND m.slot = mv.old_slot AND m.tenant = mv.tenant",
+    &[TEXT, TEXT, INT4_ARRAY, INT4_ARRAY],
+);
 
 /// MOVE_SLOTS_OUT on Citus (see REMOVE_SLOTS_ON_CITUS): slot $3[i] moves
 /// to $4[i].
-static MOVE_SLOTS_OUT_ON_CITUS: Statement = Statement {
-    sql: "UPDATE agent_memory.thread_messages m
-          SET slot = ($4::int4[])[pg_catalog.array_position($3::int4[], m.slot)] + 1000000000
-          WHERE m.session_id = $1 AND m.thread_key = $2 AND m.slot = ANY ($3)
-            AND m.tenant = agent_memory.caller_tenant()",
-    args: MOVE_SLOTS_OUT.args,
-    writes: true,
-};
+static MOVE_SLOTS_OUT_ON_CITUS: Statement = Statement::read_write(
+    "UPDATE agent_memory.thread_messages m
+     SET slot = ($4::int4[])[pg_catalog.array_position($3::int4[], m.slot)] + 1000000000
+     WHERE m.session_id = $1 AND m.thread_key = $2 AND m.slot = ANY ($3)
+       AND m.tenant = agent_memory.caller_tenant()",
+    MOVE_SLOTS_OUT.args,
+);
 
-static MOVE_SLOTS_IN: Statement = Statement {
-    sql: "UPDATE agent_memory.thread_messages SET slot = slot - 1000000000
-          WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()
-            AND slot >= 1000000000",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+static MOVE_SLOTS_IN: Statement = Statement::read_write(
+    "UPDATE agent_memory.thread_messages SET slot = slot - 1000000000
+     WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()
+       AND slot >= 1000000000",
+    &[TEXT, TEXT],
+);
 
 /// Set a thread's ring: keep $3, $4 messages in slots 0 .. $4 - 1.
-static SET_THREAD: Statement = Statement {
-    sql: "INSERT INTO agent_memory.message_threads (session_id, thread_key, tenant, keep, appended)
+static SET_THREAD: Statement = Statement::read_write("INSERT INTO agent_memory.message_threads (session_id, thread_key, tenant, keep, appended)
           VALUES ($1, $2, agent_memory.caller_tenant(), $3, $4)
-          ON CONFLICT (session_id, thread_key, tenant) DO UPDATE SET keep = excluded.keep, appended = excluded.appended",
-    args: &[TEXT, TEXT, INT4, INT8],
-    writes: true,
-};
+          ON CONFLICT (session_id, thread_key, tenant) DO UPDATE SET keep = excluded.keep, appended = excluded.appended", &[TEXT, TEXT, INT4, INT8]);
 
 // Reads: the newest $3 messages of a thread ($2), or of the whole session
 // when $2 is NULL, of an active session (default idle minutes $4).
@@ -1263,8 +1219,8 @@ static READ_MESSAGES: StreamStatement = StreamStatement {
     ],
 };
 
-static LAST_USER: Statement = Statement {
-    sql: concat!(
+static LAST_USER: Statement = Statement::read_only(
+    concat!(
         "SELECT m.content
          FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
          WHERE m.session_id = $1 AND m.tenant = agent_memory.caller_tenant()
@@ -1272,14 +1228,12 @@ static LAST_USER: Statement = Statement {
         active!("s", "$3"),
         " ORDER BY m.seq DESC LIMIT 1"
     ),
-    args: &[TEXT, TEXT, INT4],
-    writes: false,
-};
+    &[TEXT, TEXT, INT4],
+);
 
 /// Remove the newest message (of thread $2, or of the session) and give its
 /// slot back to its thread: the newest is always the thread's last append.
-static POP: Statement = Statement {
-    sql: concat!(
+static POP: Statement = Statement::read_write(concat!(
         "WITH newest AS (
            SELECT m.session_id, m.thread_key, m.slot, m.tenant
            FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
@@ -1299,15 +1253,11 @@ static POP: Statement = Statement {
          SELECT pg_catalog.jsonb_build_object('seq', seq, 'node_id', node_id, 'role', role,
                   'content', content, 'metadata', metadata, 'created_at', created_at)
          FROM gone"
-    ),
-    args: &[TEXT, TEXT, INT4],
-    writes: true,
-};
+    ), &[TEXT, TEXT, INT4]);
 
 /// Drop the threads (all, or $2) of an active session; their messages go
 /// with them. Returns how many messages there were.
-static CLEAR: Statement = Statement {
-    sql: concat!(
+static CLEAR: Statement = Statement::read_write(concat!(
         "WITH live AS (
            SELECT s.session_id, s.tenant FROM agent_memory.sessions s
            WHERE ",
@@ -1327,10 +1277,7 @@ static CLEAR: Statement = Statement {
          SELECT count(*)::int4
          FROM agent_memory.thread_messages m JOIN threads USING (session_id, thread_key, tenant)
          WHERE m.session_id = $1"
-    ),
-    args: &[TEXT, TEXT, INT4],
-    writes: true,
-};
+    ), &[TEXT, TEXT, INT4]);
 
 /// Import message `seq` of a session as an export line holds it: appended
 /// to its thread with the seq it had, then dated as it was. The session
@@ -1558,8 +1505,8 @@ fn import_state(
 /// minutes $3), the newest seq it holds, the role, content and node of a
 /// message it holds at $2, and the keep of its thread $4. No row: no
 /// session.
-static IMPORT_STATE: Statement = Statement {
-    sql: concat!(
+static IMPORT_STATE: Statement = Statement::read_write(
+    concat!(
         "SELECT coalesce(",
         active!("s", "$3"),
         ", false),
@@ -1574,26 +1521,23 @@ static IMPORT_STATE: Statement = Statement {
            ON m.session_id = $1 AND m.tenant = s.tenant AND m.seq = $2
          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()"
     ),
-    args: &[TEXT, INT8, INT4, TEXT],
-    writes: true,
-};
+    &[TEXT, INT8, INT4, TEXT],
+);
 
 /// Let the session's next append take seq $2: it takes one more than the
 /// largest of the session's last_message_seq and its threads' (all below
 /// $2, checked by the caller), with no previous thread to move from.
-static IMPORT_NEXT_SEQ: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions SET last_message_seq = $2 - 1, last_thread_key = NULL
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, INT8],
-    writes: true,
-};
+static IMPORT_NEXT_SEQ: Statement = Statement::read_write(
+    "UPDATE agent_memory.sessions SET last_message_seq = $2 - 1, last_thread_key = NULL
+     WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
+    &[TEXT, INT8],
+);
 
 /// Date imported message $2 as its export did; no row when it was not
 /// stored.
-static IMPORT_DATE: Statement = Statement {
-    sql: "UPDATE agent_memory.thread_messages SET created_at = $3::timestamptz
-          WHERE session_id = $1 AND seq = $2 AND tenant = agent_memory.caller_tenant()
-          RETURNING 1",
-    args: &[TEXT, INT8, TEXT],
-    writes: true,
-};
+static IMPORT_DATE: Statement = Statement::read_write(
+    "UPDATE agent_memory.thread_messages SET created_at = $3::timestamptz
+     WHERE session_id = $1 AND seq = $2 AND tenant = agent_memory.caller_tenant()
+     RETURNING 1",
+    &[TEXT, INT8, TEXT],
+);

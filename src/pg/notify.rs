@@ -538,18 +538,16 @@ unsafe extern "C-unwind" fn before_utility(statement: *mut pg_sys::PlannedStmt) 
 // The statements.
 
 /// The owner of table $1.
-static TABLE_OWNER: Statement = Statement {
-    sql: "SELECT c.relowner FROM pg_catalog.pg_class c
-          WHERE c.oid = $1::pg_catalog.regclass",
-    args: &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
-    writes: false,
-};
+static TABLE_OWNER: Statement = Statement::read_only(
+    "SELECT c.relowner FROM pg_catalog.pg_class c
+     WHERE c.oid = $1::pg_catalog.regclass",
+    &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
+);
 
 /// Tenant $1's channel; run as the secret's owner.
-static TENANT_CHANNEL: Statement = Statement {
-    sql: "SELECT 'agent_memory_' || pg_catalog.left(pg_catalog.encode(pg_catalog.sha256(
-                   pg_catalog.convert_to(s.secret || '/' || $1, 'UTF8')), 'hex'), 40)
-          FROM agent_memory.notify_secret s",
-    args: &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
-    writes: false,
-};
+static TENANT_CHANNEL: Statement = Statement::read_only(
+    "SELECT 'agent_memory_' || pg_catalog.left(pg_catalog.encode(pg_catalog.sha256(
+              pg_catalog.convert_to(s.secret || '/' || $1, 'UTF8')), 'hex'), 40)
+     FROM agent_memory.notify_secret s",
+    &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
+);

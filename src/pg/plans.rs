@@ -43,6 +43,27 @@ pub struct Statement {
     pub writes: bool,
 }
 
+impl Statement {
+    /// A statement that runs read-only, in the calling statement's
+    /// snapshot.
+    pub const fn read_only(sql: &'static str, args: &'static [PgOid]) -> Self {
+        Statement {
+            sql,
+            args,
+            writes: false,
+        }
+    }
+
+    /// A statement that runs read-write (see `writes`).
+    pub const fn read_write(sql: &'static str, args: &'static [PgOid]) -> Self {
+        Statement {
+            sql,
+            args,
+            writes: true,
+        }
+    }
+}
+
 thread_local! {
     static PREPARED: RefCell<HashMap<usize, Rc<OwnedPreparedStatement>>> = RefCell::new(HashMap::new());
     /// Statements built when they first run, by their text.

@@ -136,18 +136,16 @@ fn erase_user(
 // row-level security lets through, erases only that tenant's rows too.
 
 /// The sessions of user $1, in id order.
-static USER_SESSIONS: Statement = Statement {
-    sql: "SELECT s.session_id FROM agent_memory.sessions s
-          WHERE s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()
-          ORDER BY s.session_id",
-    args: &[TEXT],
-    writes: true,
-};
+static USER_SESSIONS: Statement = Statement::read_write(
+    "SELECT s.session_id FROM agent_memory.sessions s
+     WHERE s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()
+     ORDER BY s.session_id",
+    &[TEXT],
+);
 
 /// Delete sessions $2 of user $1 (locked) and count what they held, which
 /// goes with them by cascade.
-static DELETE_SESSIONS: Statement = Statement {
-    sql: "WITH s AS MATERIALIZED (
+static DELETE_SESSIONS: Statement = Statement::read_write("WITH s AS MATERIALIZED (
             SELECT s.session_id, s.tenant FROM agent_memory.sessions s
             WHERE s.session_id = ANY ($2) AND s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()),
           held AS MATERIALIZED (
@@ -159,10 +157,7 @@ static DELETE_SESSIONS: Statement = Statement {
             DELETE FROM agent_memory.sessions x USING s
             WHERE x.session_id = s.session_id AND x.tenant = s.tenant
             RETURNING 1)
-          SELECT (SELECT count(*) FROM gone), h.entries, h.entry_versions, h.messages, h.parts FROM held h",
-    args: &[TEXT, TEXT_ARRAY],
-    writes: true,
-};
+          SELECT (SELECT count(*) FROM gone), h.entries, h.entry_versions, h.messages, h.parts FROM held h", &[TEXT, TEXT_ARRAY]);
 
 /// `WITH name AS (...), ...`: each CTE deletes the rows of its table
 /// whose `$key` is one of $1, in the caller's tenant, returning the key of
@@ -191,32 +186,30 @@ macro_rules! deleting {
 
 /// Delete the graph memory of owners $1 with its saved versions; returns
 /// the counts and the owners that had nodes.
-static DELETE_GRAPHS: Statement = Statement {
-    sql: concat!(
+static DELETE_GRAPHS: Statement = Statement::read_write(
+    concat!(
         deleting!("owner"; versions: "graph_node_versions", nodes: "graph_nodes"),
         " SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM versions),
                  ARRAY(SELECT DISTINCT owner FROM nodes)"
     ),
-    args: &[TEXT_ARRAY],
-    writes: true,
-};
+    &[TEXT_ARRAY],
+);
 
 /// Lock the rows of scopes $1, as a creation or a delete of a file does
 /// first.
-static LOCK_SCOPES: Statement = Statement {
-    sql: "SELECT FROM agent_memory.memory_scopes s
-          WHERE s.scope = ANY ($1) AND s.tenant = agent_memory.caller_tenant()
-          ORDER BY s.scope
-          FOR UPDATE",
-    args: &[TEXT_ARRAY],
-    writes: true,
-};
+static LOCK_SCOPES: Statement = Statement::read_write(
+    "SELECT FROM agent_memory.memory_scopes s
+     WHERE s.scope = ANY ($1) AND s.tenant = agent_memory.caller_tenant()
+     ORDER BY s.scope
+     FOR UPDATE",
+    &[TEXT_ARRAY],
+);
 
 /// Delete the files of scopes $1, their kept versions, the directories
 /// kept in them and the scopes' rows; returns the counts and the scopes
 /// that had files or directories.
-static DELETE_SCOPES: Statement = Statement {
-    sql: concat!(
+static DELETE_SCOPES: Statement = Statement::read_write(
+    concat!(
         deleting!("scope";
             files: "memory_files",
             versions: "memory_file_versions",
@@ -226,6 +219,5 @@ static DELETE_SCOPES: Statement = Statement {
                  (SELECT count(*) FROM directories),
                  ARRAY(SELECT scope FROM files UNION SELECT scope FROM directories)"
     ),
-    args: &[TEXT_ARRAY],
-    writes: true,
-};
+    &[TEXT_ARRAY],
+);

@@ -738,25 +738,24 @@ fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
 /// A session as exported: inserted, or claimed when an append made it
 /// without a user. Returns whether it was written, and else whether the
 /// session there has the line's user.
-static IMPORT_SESSION: Statement = Statement {
-    sql: "WITH written AS (
-            INSERT INTO agent_memory.sessions AS s
-              (session_id, user_id, project_id, active_node_id, metadata, idle_timeout,
-               created_at, last_activity_at, tenant)
-            VALUES ($1, $2, $3, $4, $5, $6::interval, $7::timestamptz, $8::timestamptz,
-                    agent_memory.caller_tenant())
-            ON CONFLICT (session_id, tenant) DO UPDATE
-            SET user_id = excluded.user_id, project_id = excluded.project_id,
-                active_node_id = excluded.active_node_id, metadata = excluded.metadata,
-                idle_timeout = excluded.idle_timeout, created_at = excluded.created_at
-            WHERE s.user_id IS NULL AND excluded.user_id IS NOT NULL
-            RETURNING 1)
-          SELECT EXISTS (SELECT FROM written),
-                 (SELECT s.user_id IS NOT DISTINCT FROM $2 FROM agent_memory.sessions s
-                  WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant())",
-    args: &[TEXT, TEXT, TEXT, TEXT, JSONB, TEXT, TEXT, TEXT],
-    writes: true,
-};
+static IMPORT_SESSION: Statement = Statement::read_write(
+    "WITH written AS (
+       INSERT INTO agent_memory.sessions AS s
+         (session_id, user_id, project_id, active_node_id, metadata, idle_timeout,
+          created_at, last_activity_at, tenant)
+       VALUES ($1, $2, $3, $4, $5, $6::interval, $7::timestamptz, $8::timestamptz,
+               agent_memory.caller_tenant())
+       ON CONFLICT (session_id, tenant) DO UPDATE
+       SET user_id = excluded.user_id, project_id = excluded.project_id,
+           active_node_id = excluded.active_node_id, metadata = excluded.metadata,
+           idle_timeout = excluded.idle_timeout, created_at = excluded.created_at
+       WHERE s.user_id IS NULL AND excluded.user_id IS NOT NULL
+       RETURNING 1)
+     SELECT EXISTS (SELECT FROM written),
+            (SELECT s.user_id IS NOT DISTINCT FROM $2 FROM agent_memory.sessions s
+             WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant())",
+    &[TEXT, TEXT, TEXT, TEXT, JSONB, TEXT, TEXT, TEXT],
+);
 
 /// Entries as exported ($2, a jsonb array in the lines' order), into an
 /// active session (idle minutes $3): each written where the session holds
@@ -766,8 +765,7 @@ static IMPORT_SESSION: Statement = Statement {
 /// running sum in the lines' order, and each line's status in order:
 /// expired, imported, unchanged (the live entry there has the line's
 /// value and version) or conflict.
-static IMPORT_ENTRIES: Statement = Statement {
-    sql: concat!(
+static IMPORT_ENTRIES: Statement = Statement::read_write(concat!(
         "WITH s AS (
            SELECT s.tenant FROM agent_memory.sessions s
            WHERE ",
@@ -812,15 +810,11 @@ static IMPORT_ENTRIES: Statement = Statement {
                                WHEN o.live AND o.value = l.value AND o.version = l.version THEN 'unchanged'
                                ELSE 'conflict' END ORDER BY l.at)
                  FROM line l LEFT JOIN old o ON o.key = l.key LEFT JOIN written w ON w.key = l.key)"
-    ),
-    args: &[TEXT, JSONB, INT4],
-    writes: true,
-};
+    ), &[TEXT, JSONB, INT4]);
 
 /// Kept versions $2 (a jsonb array, each with its entry's key) of entries
 /// of session $1, each once; expired ones are left out.
-static IMPORT_ENTRY_VERSIONS: Statement = Statement {
-    sql: "INSERT INTO agent_memory.kv_entry_versions
+static IMPORT_ENTRY_VERSIONS: Statement = Statement::read_write("INSERT INTO agent_memory.kv_entry_versions
             (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
           SELECT $1, v.key, v.version, v.value, v.created_at, v.updated_at, v.expires_at, v.replaced_at,
                  agent_memory.caller_tenant()
@@ -828,17 +822,13 @@ static IMPORT_ENTRY_VERSIONS: Statement = Statement {
                  created_at timestamptz, updated_at timestamptz, expires_at timestamptz,
                  replaced_at timestamptz)
           WHERE v.expires_at > pg_catalog.now()
-          ON CONFLICT DO NOTHING",
-    args: &[TEXT, JSONB],
-    writes: true,
-};
+          ON CONFLICT DO NOTHING", &[TEXT, JSONB]);
 
 /// A working-memory part as exported, into an active session (idle minutes
 /// $8). Returns whether the session was found, whether the part was
 /// written, and else whether the part there has the line's value and
 /// version.
-static IMPORT_PART: Statement = Statement {
-    sql: concat!(
+static IMPORT_PART: Statement = Statement::read_write(concat!(
         "WITH s AS (
            SELECT s.tenant FROM agent_memory.sessions s
            WHERE ",
@@ -853,15 +843,11 @@ static IMPORT_PART: Statement = Statement {
                 (SELECT p.value = $4 AND p.version = $5 FROM agent_memory.wm_parts p
                  WHERE p.session_id = $1 AND p.node_key = $2 AND p.part = $3
                    AND p.tenant = agent_memory.caller_tenant())"
-    ),
-    args: &[TEXT, TEXT, TEXT, JSONB, INT4, TEXT, TEXT, INT4],
-    writes: true,
-};
+    ), &[TEXT, TEXT, TEXT, JSONB, INT4, TEXT, TEXT, INT4]);
 
 /// A graph node as exported. Returns whether it was written, and else
 /// whether the node there has the line's content, version and revision.
-static IMPORT_NODE: Statement = Statement {
-    sql: "WITH written AS (
+static IMPORT_NODE: Statement = Statement::read_write("WITH written AS (
             INSERT INTO agent_memory.graph_nodes
               (owner, node_id, title, description, body, links, refs, version, revision,
                created_at, updated_at, tenant)
@@ -873,14 +859,10 @@ static IMPORT_NODE: Statement = Statement {
                  (SELECT n.title = $3 AND n.description = $4 AND n.body = $5 AND n.links = $6
                          AND n.version = $8 AND n.revision = $9
                   FROM agent_memory.graph_nodes n
-                  WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant())",
-    args: &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, INT4, TEXT, TEXT],
-    writes: true,
-};
+                  WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant())", &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, INT4, TEXT, TEXT]);
 
 /// Kept versions $3 (a jsonb array, with refs) of a node, each once.
-static IMPORT_NODE_VERSIONS: Statement = Statement {
-    sql: "INSERT INTO agent_memory.graph_node_versions
+static IMPORT_NODE_VERSIONS: Statement = Statement::read_write("INSERT INTO agent_memory.graph_node_versions
             (owner, node_id, version, title, description, body, links, refs, created_at, updated_at,
              change_description, saved_at, tenant)
           SELECT $1, $2, v.version, v.title, v.description, v.body, v.links, v.refs, v.created_at,
@@ -888,34 +870,29 @@ static IMPORT_NODE_VERSIONS: Statement = Statement {
           FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, title text, description text,
                  body text, links text[], refs text[], created_at timestamptz, updated_at timestamptz,
                  change_description text, saved_at timestamptz)
-          ON CONFLICT DO NOTHING",
-    args: &[TEXT, TEXT, JSONB],
-    writes: true,
-};
+          ON CONFLICT DO NOTHING", &[TEXT, TEXT, JSONB]);
 
 /// Give a file just placed its exported version and dates.
-static IMPORT_FILE_STATE: Statement = Statement {
-    sql: "UPDATE agent_memory.memory_files
-          SET version = $3, created_at = $4::timestamptz, updated_at = $5::timestamptz
-          WHERE scope OPERATOR(pg_catalog.=) $1 AND path OPERATOR(pg_catalog.=) $2
-            AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT, INT4, TEXT, TEXT],
-    writes: true,
-};
+static IMPORT_FILE_STATE: Statement = Statement::read_write(
+    "UPDATE agent_memory.memory_files
+     SET version = $3, created_at = $4::timestamptz, updated_at = $5::timestamptz
+     WHERE scope OPERATOR(pg_catalog.=) $1 AND path OPERATOR(pg_catalog.=) $2
+       AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",
+    &[TEXT, TEXT, INT4, TEXT, TEXT],
+);
 
 /// Kept versions $2 (a jsonb array, each with its file's path) of files of
 /// scope $1, each once.
-static IMPORT_FILE_VERSIONS: Statement = Statement {
-    sql: "INSERT INTO agent_memory.memory_file_versions
-            (scope, path, version, content, created_at, updated_at, replaced_at, tenant)
-          SELECT $1, v.path, v.version, v.content, v.created_at, v.updated_at, v.replaced_at,
-                 agent_memory.caller_tenant()
-          FROM pg_catalog.jsonb_to_recordset($2) AS v(path text, version int4, content text,
-                 created_at timestamptz, updated_at timestamptz, replaced_at timestamptz)
-          ON CONFLICT DO NOTHING",
-    args: &[TEXT, JSONB],
-    writes: true,
-};
+static IMPORT_FILE_VERSIONS: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.memory_file_versions
+       (scope, path, version, content, created_at, updated_at, replaced_at, tenant)
+     SELECT $1, v.path, v.version, v.content, v.created_at, v.updated_at, v.replaced_at,
+            agent_memory.caller_tenant()
+     FROM pg_catalog.jsonb_to_recordset($2) AS v(path text, version int4, content text,
+            created_at timestamptz, updated_at timestamptz, replaced_at timestamptz)
+     ON CONFLICT DO NOTHING",
+    &[TEXT, JSONB],
+);
 
 /// New files of scope $1 as exported ($2, a jsonb array, each with the
 /// range of paths under it and the directories above it), when every
@@ -923,8 +900,7 @@ static IMPORT_FILE_VERSIONS: Statement = Statement {
 /// directory at it or under it, no file above it. Read after the files
 /// were counted in the scope, whose row lock orders creations in it.
 /// Returns whether every path was free, and how many files were written.
-static IMPORT_FILES: Statement = Statement {
-    sql: "WITH line AS (
+static IMPORT_FILES: Statement = Statement::read_write("WITH line AS (
             SELECT * FROM pg_catalog.jsonb_to_recordset($2) AS l(path text, content text, version int4,
                      created_at timestamptz, updated_at timestamptz, under text, under_end text,
                      above text[])),
@@ -949,7 +925,4 @@ static IMPORT_FILES: Statement = Statement {
             WHERE NOT EXISTS (SELECT FROM taken)
             ON CONFLICT (scope, path, tenant) DO NOTHING
             RETURNING 1)
-          SELECT NOT EXISTS (SELECT FROM taken), (SELECT pg_catalog.count(*) FROM written)::int4",
-    args: &[TEXT, JSONB],
-    writes: true,
-};
+          SELECT NOT EXISTS (SELECT FROM taken), (SELECT pg_catalog.count(*) FROM written)::int4", &[TEXT, JSONB]);

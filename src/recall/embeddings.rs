@@ -356,20 +356,18 @@ fn recall_outbox(
 // The statements.
 
 /// The embeddings' dimension (NULL: none set).
-static DIMENSION: Statement = Statement {
-    sql: "SELECT c.dimension FROM agent_memory.recall_settings c",
-    args: &[],
-    writes: false,
-};
+static DIMENSION: Statement = Statement::read_only(
+    "SELECT c.dimension FROM agent_memory.recall_settings c",
+    &[],
+);
 
 /// The schema of pgvector, when it is installed.
-static VECTOR_SCHEMA: Statement = Statement {
-    sql: "SELECT n.nspname::text FROM pg_catalog.pg_extension e
-          JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-          WHERE e.extname = 'vector'",
-    args: &[],
-    writes: false,
-};
+static VECTOR_SCHEMA: Statement = Statement::read_only(
+    "SELECT n.nspname::text FROM pg_catalog.pg_extension e
+     JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+     WHERE e.extname = 'vector'",
+    &[],
+);
 
 /// The embeddings' dimension; and, when pgvector (0.8 or later, for its
 /// iterative scan) is installed and every kind has its HNSW index (which
@@ -377,8 +375,7 @@ static VECTOR_SCHEMA: Statement = Statement {
 /// EXTENSION vector drops), pgvector's schema and the caller's
 /// hnsw.iterative_scan, which it sets to relaxed_order for the rest of the
 /// transaction (an error rolls it back; recall sets it back after).
-static MEANING_STATE: Statement = Statement {
-    sql: "SELECT c.dimension, v.nspname,
+static MEANING_STATE: Statement = Statement::read_only("SELECT c.dimension, v.nspname,
                  CASE WHEN v.nspname IS NOT NULL
                       THEN coalesce(pg_catalog.current_setting('hnsw.iterative_scan', true), '')
                            || pg_catalog.left(pg_catalog.set_config('hnsw.iterative_scan', 'relaxed_order', true), 0)
@@ -393,17 +390,13 @@ static MEANING_STATE: Statement = Statement {
                        AND pg_catalog.to_regclass('agent_memory.wm_parts_embedding_idx') IS NOT NULL
                        AND pg_catalog.to_regclass('agent_memory.graph_nodes_embedding_idx') IS NOT NULL
                        AND pg_catalog.to_regclass('agent_memory.memory_files_embedding_idx') IS NOT NULL) v
-            ON c.dimension IS NOT NULL",
-    args: &[],
-    writes: false,
-};
+            ON c.dimension IS NOT NULL", &[]);
 
 /// Set the embeddings' dimension to $1.
-static SET_DIMENSION: Statement = Statement {
-    sql: "UPDATE agent_memory.recall_settings SET dimension = $1",
-    args: &[INT4],
-    writes: true,
-};
+static SET_DIMENSION: Statement = Statement::read_write(
+    "UPDATE agent_memory.recall_settings SET dimension = $1",
+    &[INT4],
+);
 
 /// Store embedding $3 in the row `$alias` of `$table` that `$key` finds (a
 /// caller's tenant's), with the md5 of its text; when $4 is given, only if
@@ -429,55 +422,50 @@ macro_rules! embed {
 }
 
 /// Key-value entry $2 of session $1.
-static EMBED_KV: Statement = Statement {
-    sql: embed!("kv", "kv_entries", "e", "e.session_id = $1 AND e.key = $2"),
-    args: &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
-    writes: true,
-};
+static EMBED_KV: Statement = Statement::read_write(
+    embed!("kv", "kv_entries", "e", "e.session_id = $1 AND e.key = $2"),
+    &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
+);
 
 /// Message seq $2 of session $1 (among the session's messages: seq has no
 /// index of its own, and a session keeps a bounded number).
-static EMBED_MESSAGE: Statement = Statement {
-    sql: embed!(
+static EMBED_MESSAGE: Statement = Statement::read_write(
+    embed!(
         "message",
         "thread_messages",
         "m",
         "m.session_id = $1 AND m.seq = $2"
     ),
-    args: &[TEXT, INT8, FLOAT4_ARRAY, TEXT],
-    writes: true,
-};
+    &[TEXT, INT8, FLOAT4_ARRAY, TEXT],
+);
 
 /// Part $2 of node key $5 ('' for the session's entry) of session $1.
-static EMBED_PART: Statement = Statement {
-    sql: embed!(
+static EMBED_PART: Statement = Statement::read_write(
+    embed!(
         "working_memory",
         "wm_parts",
         "p",
         "p.session_id = $1 AND p.node_key = $5 AND p.part = $2"
     ),
-    args: &[TEXT, TEXT, FLOAT4_ARRAY, TEXT, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT, FLOAT4_ARRAY, TEXT, TEXT],
+);
 
 /// Node $2 of owner $1.
-static EMBED_NODE: Statement = Statement {
-    sql: embed!(
+static EMBED_NODE: Statement = Statement::read_write(
+    embed!(
         "node",
         "graph_nodes",
         "n",
         "n.owner = $1 AND n.node_id = $2"
     ),
-    args: &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
-    writes: true,
-};
+    &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
+);
 
 /// File $2 of scope $1.
-static EMBED_FILE: Statement = Statement {
-    sql: embed!("file", "memory_files", "f", "f.scope = $1 AND f.path = $2"),
-    args: &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
-    writes: true,
-};
+static EMBED_FILE: Statement = Statement::read_write(
+    embed!("file", "memory_files", "f", "f.scope = $1 AND f.path = $2"),
+    &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
+);
 
 /// One kind's items that need an embedding, as (kind, key, ref, thread,
 /// slot, updated_at, text, md5 of text): `$columns`, the text and its md5
@@ -511,14 +499,13 @@ macro_rules! outbox {
 /// The items of the kinds named in $6 in the scope (see each_kind and
 /// live_sessions) that need an embedding in dimension $1 (NULL: every
 /// item), at most $7.
-static OUTBOX: Statement = Statement {
-    sql: concat!(
+static OUTBOX: Statement = Statement::read_only(
+    concat!(
         "WITH ",
         live_sessions!(),
         " ",
         each_kind!(outbox),
         " LIMIT $7"
     ),
-    args: &[INT4, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
-    writes: false,
-};
+    &[INT4, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
+);

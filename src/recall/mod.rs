@@ -1057,8 +1057,8 @@ macro_rules! query {
 /// `by_key` or `by_index`, from at most $10 rows a kind (see candidates).
 macro_rules! candidates_of_each_kind {
     ($read:ident) => {
-        Statement {
-            sql: concat!(
+        Statement::read_only(
+            concat!(
                 "WITH ",
                 query!(),
                 ", ",
@@ -1066,11 +1066,10 @@ macro_rules! candidates_of_each_kind {
                 " ",
                 each_kind!($read)
             ),
-            args: &[
+            &[
                 TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4, TEXT, INT4,
             ],
-            writes: false,
-        }
+        )
     };
 }
 
@@ -1133,17 +1132,16 @@ macro_rules! embedded {
 /// The embedded items of the kinds named in $6 in the scope (see
 /// each_kind and live_sessions) whose embedding has $1 dimensions and is
 /// of their current text (see embedded), at most $7.
-static EMBEDDED: Statement = Statement {
-    sql: concat!(
+static EMBEDDED: Statement = Statement::read_only(
+    concat!(
         "WITH ",
         live_sessions!(),
         " ",
         each_kind!(embedded),
         " LIMIT $7"
     ),
-    args: &[INT4, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
-    writes: false,
-};
+    &[INT4, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
+);
 
 /// One kind's items nearest the query embedding $1 by pgvector's cosine
 /// distance, at most $7, as (kind, key, ref, thread, slot, updated_at,
@@ -1222,15 +1220,14 @@ macro_rules! item_row {
 /// node key $4 and slot $5.
 macro_rules! snippet_of_one {
     ($kind:tt, $alias:literal, $table:literal, $filter:literal) => {
-        Statement {
-            sql: concat!(
+        Statement::read_only(
+            concat!(
                 "SELECT ",
                 headline!(item_text!($kind, $alias), wanted!()),
                 item_row!($alias, $table, $filter)
             ),
-            args: &[TEXT, TEXT, TEXT, TEXT, INT4],
-            writes: false,
-        }
+            &[TEXT, TEXT, TEXT, TEXT, INT4],
+        )
     };
 }
 
@@ -1277,8 +1274,7 @@ macro_rules! text_when {
 /// $4 (ref), $5 (thread or node key), $6 (slot): the first 20,000
 /// characters of its text, the words $1 (see recall::Query) marked with
 /// **, by the ordinal of the item.
-static SNIPPETS: Statement = Statement {
-    sql: concat!(
+static SNIPPETS: Statement = Statement::read_only(concat!(
         "WITH q AS MATERIALIZED (SELECT ",
         wanted!(),
         " AS q)
@@ -1309,7 +1305,4 @@ static SNIPPETS: Statement = Statement {
                             pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
                             pg_catalog.unnest($6::int4[]))
                  WITH ORDINALITY AS w(kind, key, ref, thread, slot, ord)"
-    ),
-    args: &[TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, INT4_ARRAY],
-    writes: false,
-};
+    ), &[TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, INT4_ARRAY]);

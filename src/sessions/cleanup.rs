@@ -425,8 +425,8 @@ macro_rules! locked_rows {
 
 /// Picked sessions deleted at once; the rows they own go by cascade, which
 /// waits for any of them another transaction holds.
-static DELETE_EXPIRED_SESSIONS_DIRECTLY: Statement = Statement {
-    sql: concat!(
+static DELETE_EXPIRED_SESSIONS_DIRECTLY: Statement = Statement::read_write(
+    concat!(
         "WITH gone AS (
            DELETE FROM agent_memory.sessions
            WHERE ctid = ANY (ARRAY (SELECT p.row_id FROM (",
@@ -435,9 +435,8 @@ static DELETE_EXPIRED_SESSIONS_DIRECTLY: Statement = Statement {
            RETURNING ctid)
          SELECT count(*), count(*), max(ctid)::text FROM gone"
     ),
-    args: &[INT4, TEXT, INT4],
-    writes: true,
-};
+    &[INT4, TEXT, INT4],
+);
 
 /// Picked sessions whose rows this statement could all lock, deleted; a
 /// session with a row another transaction holds stays for a later run, so
@@ -445,8 +444,8 @@ static DELETE_EXPIRED_SESSIONS_DIRECTLY: Statement = Statement {
 /// one the plain read counts and the locking read does not (EXCEPT ALL).
 /// No row can join a picked session meanwhile: adding one needs a key
 /// share lock on the session row, which this statement holds for update.
-static DELETE_EXPIRED_SESSIONS: Statement = Statement {
-    sql: concat!(
+static DELETE_EXPIRED_SESSIONS: Statement = Statement::read_write(
+    concat!(
         "WITH picked AS MATERIALIZED (",
         picked_sessions!(),
         "),
@@ -486,9 +485,8 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement {
          SELECT (SELECT count(*) FROM picked), (SELECT count(*) FROM gone),
                 (SELECT max(row_id)::text FROM picked)"
     ),
-    args: &[INT4, TEXT, INT4],
-    writes: true,
-};
+    &[INT4, TEXT, INT4],
+);
 
 /// Entries in expiry order, through the index on expires_at, the picked
 /// rows treated as `$lock` says (see [`Locking`]). No RETURNING: handing
@@ -524,30 +522,24 @@ macro_rules! delete_expired_entries {
     };
 }
 
-static DELETE_EXPIRED_ENTRIES: Statement = Statement {
-    sql: delete_expired_entries!(" FOR UPDATE SKIP LOCKED"),
-    args: &[INT4, TEXT],
-    writes: true,
-};
+static DELETE_EXPIRED_ENTRIES: Statement = Statement::read_write(
+    delete_expired_entries!(" FOR UPDATE SKIP LOCKED"),
+    &[INT4, TEXT],
+);
 
-static DELETE_EXPIRED_ENTRIES_DIRECTLY: Statement = Statement {
-    sql: delete_expired_entries!(""),
-    args: &[INT4, TEXT],
-    writes: true,
-};
+static DELETE_EXPIRED_ENTRIES_DIRECTLY: Statement =
+    Statement::read_write(delete_expired_entries!(""), &[INT4, TEXT]);
 
 /// Expired versions of entries, as expired entries go.
-static DELETE_EXPIRED_VERSIONS: Statement = Statement {
-    sql: delete_expired_entries!("kv_entry_versions", " FOR UPDATE SKIP LOCKED"),
-    args: &[INT4, TEXT],
-    writes: true,
-};
+static DELETE_EXPIRED_VERSIONS: Statement = Statement::read_write(
+    delete_expired_entries!("kv_entry_versions", " FOR UPDATE SKIP LOCKED"),
+    &[INT4, TEXT],
+);
 
-static DELETE_EXPIRED_VERSIONS_DIRECTLY: Statement = Statement {
-    sql: delete_expired_entries!("kv_entry_versions", ""),
-    args: &[INT4, TEXT],
-    writes: true,
-};
+static DELETE_EXPIRED_VERSIONS_DIRECTLY: Statement = Statement::read_write(
+    delete_expired_entries!("kv_entry_versions", ""),
+    &[INT4, TEXT],
+);
 
 /// The soonest expired row of `$table` still there, from $1 on: where the
 /// next batch starts. Read-write so that it sees the batch just removed.
@@ -562,23 +554,15 @@ macro_rules! next_expired {
     };
 }
 
-static NEXT_EXPIRED_ENTRY: Statement = Statement {
-    sql: next_expired!("kv_entries"),
-    args: &[TEXT],
-    writes: true,
-};
+static NEXT_EXPIRED_ENTRY: Statement = Statement::read_write(next_expired!("kv_entries"), &[TEXT]);
 
-static NEXT_EXPIRED_VERSION: Statement = Statement {
-    sql: next_expired!("kv_entry_versions"),
-    args: &[TEXT],
-    writes: true,
-};
+static NEXT_EXPIRED_VERSION: Statement =
+    Statement::read_write(next_expired!("kv_entry_versions"), &[TEXT]);
 
 /// Record a run and drop the runs older than the newest $7: a bounded
 /// history. Run as the table's owner: roles may read the runs, not write
 /// them.
-static RECORD_RUN: Statement = Statement {
-    sql: "WITH run AS (
+static RECORD_RUN: Statement = Statement::read_write("WITH run AS (
             INSERT INTO agent_memory.cleanup_runs
               (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches, error)
             VALUES ($1, pg_catalog.clock_timestamp(), $2, $3, $4, $5, $6)
@@ -586,8 +570,7 @@ static RECORD_RUN: Statement = Statement {
           pruned AS (
             DELETE FROM agent_memory.cleanup_runs
             WHERE run_id <= (SELECT run_id FROM run) - $7)
-          SELECT run_id FROM run",
-    args: &[
+          SELECT run_id FROM run", &[
         pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIMESTAMPTZOID),
         TEXT,
         INT8,
@@ -595,23 +578,19 @@ static RECORD_RUN: Statement = Statement {
         INT4,
         TEXT,
         INT4,
-    ],
-    writes: true,
-};
+    ]);
 
 /// Whether sql/citus.sql installed the per-shard cleanup. On Citus the
 /// batches below cannot run (a ctid means something inside one shard only,
 /// and Citus refuses FOR UPDATE over many shards): cleanup_expired() runs
 /// that one instead, shard by shard.
-static CITUS_CLEANUP_INSTALLED: Statement = Statement {
-    sql: "SELECT pg_catalog.to_regprocedure(
-                   'agent_memory_citus.cleanup_expired_shards(integer,integer)') IS NOT NULL",
-    args: &[],
-    writes: false,
-};
+static CITUS_CLEANUP_INSTALLED: Statement = Statement::read_only(
+    "SELECT pg_catalog.to_regprocedure(
+              'agent_memory_citus.cleanup_expired_shards(integer,integer)') IS NOT NULL",
+    &[],
+);
 
-static CITUS_CLEANUP: Statement = Statement {
-    sql: "SELECT agent_memory_citus.cleanup_expired_shards($1)",
-    args: &[INT4],
-    writes: true,
-};
+static CITUS_CLEANUP: Statement = Statement::read_write(
+    "SELECT agent_memory_citus.cleanup_expired_shards($1)",
+    &[INT4],
+);

@@ -80,8 +80,8 @@ fn clear_context(session_id: &str) -> SqlResult<i32> {
 /// becoming a join that may read the whole session), $4 include metadata.
 /// No row when the session is missing or expired. Every table is filtered
 /// by $1, so that Citus sends the statement whole to the session's node.
-static BUILD: Statement = Statement {
-    sql: concat!(
+static BUILD: Statement = Statement::read_only(
+    concat!(
         "SELECT pg_catalog.jsonb_build_object(
                   'sessionId', s.session_id,
                   'timestamp', ",
@@ -112,9 +112,8 @@ static BUILD: Statement = Statement {
          WHERE ",
         callers_active_session!("$2")
     ),
-    args: &[TEXT, INT4, TEXT_ARRAY, BOOL],
-    writes: false,
-};
+    &[TEXT, INT4, TEXT_ARRAY, BOOL],
+);
 
 /// What build_context answers for a session that is missing or expired:
 /// `{"error": …, "sessionId": …, "timestamp": …}` (jsonb's key order).

@@ -698,16 +698,15 @@ macro_rules! many_entries {
 }
 
 /// One entry: what kv_set writes.
-static WRITE_ONE: Statement = Statement {
-    sql: upsert_statement!(state_in_returning!(), one_entry!()),
-    args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4, INT4],
-    writes: true,
-};
+static WRITE_ONE: Statement = Statement::read_write(
+    upsert_statement!(state_in_returning!(), one_entry!()),
+    &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4, INT4],
+);
 
 /// Several entries: what update_context writes.
-static WRITE_MANY: Statement = Statement {
-    sql: upsert_statement!(state_in_returning!(), many_entries!()),
-    args: &[
+static WRITE_MANY: Statement = Statement::read_write(
+    upsert_statement!(state_in_returning!(), many_entries!()),
+    &[
         TEXT,
         TEXT_ARRAY,
         JSONB_ARRAY,
@@ -716,49 +715,39 @@ static WRITE_MANY: Statement = Statement {
         INT4,
         INT4,
     ],
-    writes: true,
-};
+);
 
 /// One entry on Citus, of session $1 known to be active (key $2, value
 /// $3, words $4, ttl $5 or $6 minutes), as values: returns the entry's
 /// expiry instead of the state.
-static WRITE_VALUES_ON_CITUS: Statement = Statement {
-    sql: upsert_statement!(
+static WRITE_VALUES_ON_CITUS: Statement = Statement::read_write(upsert_statement!(
         "k.expires_at",
         "VALUES ($1, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
                  agent_memory.caller_tenant())"
-    ),
-    args: &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4],
-    writes: true,
-};
+    ), &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4]);
 
 /// On Citus, the state of session $1 after a write of entries expiring at
 /// $2, read under the write lock, after the write.
-static STATE_AFTER_WRITE: Statement = Statement {
-    sql: concat!("SELECT ", session_state!("$1", "$2")),
-    args: &[TEXT, TIMESTAMPTZ],
-    writes: true,
-};
+static STATE_AFTER_WRITE: Statement = Statement::read_write(
+    concat!("SELECT ", session_state!("$1", "$2")),
+    &[TEXT, TIMESTAMPTZ],
+);
 
 /// After a write that changed the session's words, brought its next expiry
 /// closer or found its activity over a second old: renew the session and
 /// keep its word counter ($2 is the change) and next expiry ($3, $4 as in
 /// the write; now() is the same within the transaction).
-static RENEW_WRITER: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions
+static RENEW_WRITER: Statement = Statement::read_write("UPDATE agent_memory.sessions
           SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
               kv_words = kv_words + $2,
               kv_next_expiry = least(kv_next_expiry,
                                      pg_catalog.now() + coalesce($3, pg_catalog.make_interval(mins => $4)))
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, INT8, INTERVAL, INT4],
-    writes: true,
-};
+          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()", &[TEXT, INT8, INTERVAL, INT4]);
 
 /// The version of live entry $2 of session $1 (0: none), when the session
 /// is active ($3 idle minutes); no row when it is gone.
-static CURRENT_VERSION: Statement = Statement {
-    sql: concat!(
+static CURRENT_VERSION: Statement = Statement::read_only(
+    concat!(
         "SELECT coalesce((SELECT e.version FROM agent_memory.kv_entries e
                           WHERE e.session_id = $1 AND e.key = $2 AND e.tenant = s.tenant
                             AND e.expires_at > pg_catalog.now()), 0)
@@ -766,19 +755,17 @@ static CURRENT_VERSION: Statement = Statement {
          WHERE ",
         callers_active_session!("$3")
     ),
-    args: &[TEXT, TEXT, INT4],
-    writes: false,
-};
+    &[TEXT, TEXT, INT4],
+);
 
 /// The session's live entries, oldest first: the eviction order.
-static HELD: Statement = Statement {
-    sql: "SELECT key, words, expires_at FROM agent_memory.kv_entries
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
-            AND expires_at > pg_catalog.now()
-          ORDER BY updated_at, key",
-    args: &[TEXT],
-    writes: false,
-};
+static HELD: Statement = Statement::read_only(
+    "SELECT key, words, expires_at FROM agent_memory.kv_entries
+     WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+       AND expires_at > pg_catalog.now()
+     ORDER BY updated_at, key",
+    &[TEXT],
+);
 
 /// After an exact count: evict the $2 keys, drop the session's expired
 /// entries, and set its counter to the exact total $3 and its next expiry
@@ -787,46 +774,40 @@ static HELD: Statement = Statement {
 /// expires between this transaction's now() and its own after HELD
 /// counted it, and a minimum read here would then skip that entry and
 /// vouch for a counter that still holds its words.
-static RECOUNTED: Statement = Statement {
-    sql: "WITH gone AS (
-            DELETE FROM agent_memory.kv_entries
-            WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
-              AND (key = ANY ($2) OR expires_at <= pg_catalog.now()))
-          UPDATE agent_memory.sessions
-          SET kv_words = $3,
-              kv_next_expiry = coalesce($4, 'infinity')
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
-    args: &[TEXT, TEXT_ARRAY, INT8, TIMESTAMPTZ],
-    writes: true,
-};
+static RECOUNTED: Statement = Statement::read_write(
+    "WITH gone AS (
+       DELETE FROM agent_memory.kv_entries
+       WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+         AND (key = ANY ($2) OR expires_at <= pg_catalog.now()))
+     UPDATE agent_memory.sessions
+     SET kv_words = $3,
+         kv_next_expiry = coalesce($4, 'infinity')
+     WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
+    &[TEXT, TEXT_ARRAY, INT8, TIMESTAMPTZ],
+);
 
-static GET: Statement = Statement {
-    sql: concat!(
+static GET: Statement = Statement::read_only(concat!(
         "SELECT k.value FROM agent_memory.kv_entries k JOIN agent_memory.sessions s
            ON s.session_id OPERATOR(pg_catalog.=) k.session_id AND s.tenant OPERATOR(pg_catalog.=) k.tenant
          WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $3
            AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
            AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() AND ",
         active!("s", "$2")
-    ),
-    args: &[TEXT, INT4, TEXT],
-    writes: false,
-};
+    ), &[TEXT, INT4, TEXT]);
 
 /// The live entry $2 of a session this backend knows to be active.
-static GET_OF_ACTIVE: Statement = Statement {
-    sql: "SELECT k.value FROM agent_memory.kv_entries k
-          WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $2
-            AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-            AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()",
-    args: &[TEXT, TEXT],
-    writes: false,
-};
+static GET_OF_ACTIVE: Statement = Statement::read_only(
+    "SELECT k.value FROM agent_memory.kv_entries k
+     WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $2
+       AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+       AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now()",
+    &[TEXT, TEXT],
+);
 
 /// Live entry $3 of active session $1 ($2 idle minutes) as JSON, with
 /// its version and times.
-static ENTRY: Statement = Statement {
-    sql: concat!(
+static ENTRY: Statement = Statement::read_only(
+    concat!(
         "SELECT pg_catalog.jsonb_build_object(
                   'key', k.key, 'value', k.value, 'version', k.version,
                   'createdAt', ",
@@ -842,13 +823,12 @@ static ENTRY: Statement = Statement {
            AND k.expires_at > pg_catalog.now() AND ",
         active!("s", "$2")
     ),
-    args: &[TEXT, INT4, TEXT],
-    writes: false,
-};
+    &[TEXT, INT4, TEXT],
+);
 
 /// All live entries as one object, or NULL when the session is gone.
-static GET_ALL: Statement = Statement {
-    sql: concat!(
+static GET_ALL: Statement = Statement::read_only(
+    concat!(
         "SELECT (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
                  FROM agent_memory.kv_entries k
                  WHERE k.session_id = $1 AND k.tenant = s.tenant
@@ -857,51 +837,47 @@ static GET_ALL: Statement = Statement {
          WHERE ",
         callers_active_session!("$2")
     ),
-    args: &[TEXT, INT4],
-    writes: false,
-};
+    &[TEXT, INT4],
+);
 
 /// Delete keys $2 (only at version $4, when not NULL) and take off the
 /// words they held. The keys reach
 /// kv_entries as a fenced relation joined on every primary-key column: one
 /// probe per key, whatever the statistics say of the session.
-static DELETE_KEYS: Statement = Statement {
-    sql: delete_entries!(
+static DELETE_KEYS: Statement = Statement::read_write(
+    delete_entries!(
         "(SELECT s.session_id, key, s.tenant FROM s, pg_catalog.unnest($2::text[]) AS key OFFSET 0) e",
         "k.session_id = e.session_id AND k.key = e.key AND k.tenant = e.tenant
            AND ($4::int4 IS NULL OR k.version = $4)",
         "greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone))",
         "kv_next_expiry"
     ),
-    args: &[TEXT, TEXT_ARRAY, INT4, INT4],
-    writes: true,
-};
+    &[TEXT, TEXT_ARRAY, INT4, INT4],
+);
 
 /// DELETE_KEYS on Citus, every table filtered by session $1 itself:
 /// inside a function delegated with force_delegation, Citus refuses a
 /// statement whose key comes from a join.
-static DELETE_KEYS_ON_CITUS: Statement = Statement {
-    sql: delete_entries!(
+static DELETE_KEYS_ON_CITUS: Statement = Statement::read_write(
+    delete_entries!(
         "s",
         "k.session_id = $1 AND k.tenant = s.tenant AND k.key = ANY ($2)
            AND ($4::int4 IS NULL OR k.version = $4)",
         "greatest(0, kv_words - (SELECT coalesce(sum(words), 0) FROM gone))",
         "kv_next_expiry"
     ),
-    args: DELETE_KEYS.args,
-    writes: true,
-};
+    DELETE_KEYS.args,
+);
 
 /// Delete every entry: nothing is left. ($2 and $4 are unused: the
 /// statements take the same arguments.) The entries are filtered by session $1
 /// itself, as Citus needs (see DELETE_KEYS_ON_CITUS).
-static DELETE_ALL_KEYS: Statement = Statement {
-    sql: delete_entries!(
+static DELETE_ALL_KEYS: Statement = Statement::read_write(
+    delete_entries!(
         "s",
         "k.session_id = $1 AND k.tenant = s.tenant",
         "0",
         "'infinity'"
     ),
-    args: DELETE_KEYS.args,
-    writes: true,
-};
+    DELETE_KEYS.args,
+);

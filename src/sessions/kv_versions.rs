@@ -329,47 +329,41 @@ macro_rules! save_entries {
 }
 
 /// The entries $2.
-static SAVE: Statement = Statement {
-    sql: save_entries!(" AND e.key = ANY ($2)"),
-    args: &[TEXT, TEXT_ARRAY, INT4],
-    writes: true,
-};
+static SAVE: Statement = Statement::read_write(
+    save_entries!(" AND e.key = ANY ($2)"),
+    &[TEXT, TEXT_ARRAY, INT4],
+);
 
 /// Every entry ($2 is NULL: no rows come back).
-static SAVE_ALL: Statement = Statement {
-    sql: save_entries!(""),
-    args: &[TEXT, TEXT_ARRAY, INT4],
-    writes: true,
-};
+static SAVE_ALL: Statement = Statement::read_write(save_entries!(""), &[TEXT, TEXT_ARRAY, INT4]);
 
 /// On Citus: the live entries $2 of session $1 (every one when NULL),
 /// with the columns a version keeps, locked: a call Citus does not
 /// delegate takes the session's write lock on the coordinator, one it
 /// delegates on the worker, so the row lock is what keeps two writers
 /// from saving the same version.
-static LIVE_ON_CITUS: Statement = Statement {
-    sql: "SELECT e.key, e.version, e.value, e.created_at, e.updated_at, e.expires_at
-          FROM agent_memory.kv_entries e
-          WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant()
-            AND ($2::text[] IS NULL OR e.key = ANY ($2))
-            AND e.expires_at > pg_catalog.now()
-          FOR UPDATE",
-    args: &[TEXT, TEXT_ARRAY],
-    writes: true,
-};
+static LIVE_ON_CITUS: Statement = Statement::read_write(
+    "SELECT e.key, e.version, e.value, e.created_at, e.updated_at, e.expires_at
+     FROM agent_memory.kv_entries e
+     WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant()
+       AND ($2::text[] IS NULL OR e.key = ANY ($2))
+       AND e.expires_at > pg_catalog.now()
+     FOR UPDATE",
+    &[TEXT, TEXT_ARRAY],
+);
 
 /// On Citus: save entry $2 of session $1 as version $3 (value $4, dates
 /// $5 to $7), replacing a version of that number an earlier life of the
 /// key left.
-static SAVE_ONE_ON_CITUS: Statement = Statement {
-    sql: "INSERT INTO agent_memory.kv_entry_versions AS v
-              (session_id, key, version, value, created_at, updated_at, expires_at, tenant)
-          VALUES ($1, $2, $3, $4, $5, $6, $7, agent_memory.caller_tenant())
-          ON CONFLICT (session_id, key, version, tenant) DO UPDATE
-             SET value = excluded.value, created_at = excluded.created_at,
-                 updated_at = excluded.updated_at, expires_at = excluded.expires_at,
-                 replaced_at = excluded.replaced_at",
-    args: &[
+static SAVE_ONE_ON_CITUS: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.kv_entry_versions AS v
+         (session_id, key, version, value, created_at, updated_at, expires_at, tenant)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, agent_memory.caller_tenant())
+     ON CONFLICT (session_id, key, version, tenant) DO UPDATE
+        SET value = excluded.value, created_at = excluded.created_at,
+            updated_at = excluded.updated_at, expires_at = excluded.expires_at,
+            replaced_at = excluded.replaced_at",
+    &[
         TEXT,
         TEXT,
         INT4,
@@ -378,51 +372,43 @@ static SAVE_ONE_ON_CITUS: Statement = Statement {
         TIMESTAMPTZ,
         TIMESTAMPTZ,
     ],
-    writes: true,
-};
+);
 
 /// On Citus: drop the versions of entry $2 of session $1 newer than the
 /// one just saved ($3, an earlier life's) or $4 or more below it.
-static TRIM_ON_CITUS: Statement = Statement {
-    sql: "DELETE FROM agent_memory.kv_entry_versions v
-          WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = $2
-            AND (v.version > $3 OR v.version <= $3 - $4)",
-    args: &[TEXT, TEXT, INT4, INT4],
-    writes: true,
-};
+static TRIM_ON_CITUS: Statement = Statement::read_write(
+    "DELETE FROM agent_memory.kv_entry_versions v
+     WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = $2
+       AND (v.version > $3 OR v.version <= $3 - $4)",
+    &[TEXT, TEXT, INT4, INT4],
+);
 
 /// On Citus: the newest version the history of each entry $2 of session
 /// $1 keeps.
-static NEWEST_ON_CITUS: Statement = Statement {
-    sql: "SELECT v.key, pg_catalog.max(v.version) FROM agent_memory.kv_entry_versions v
-          WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = ANY ($2)
-          GROUP BY v.key",
-    args: &[TEXT, TEXT_ARRAY],
-    writes: true,
-};
+static NEWEST_ON_CITUS: Statement = Statement::read_write(
+    "SELECT v.key, pg_catalog.max(v.version) FROM agent_memory.kv_entry_versions v
+     WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = ANY ($2)
+     GROUP BY v.key",
+    &[TEXT, TEXT_ARRAY],
+);
 
 /// On Citus: entry $2 of session $1, just written anew, takes the version
 /// after $3, the newest its history keeps.
-static RENUMBER_ONE_ON_CITUS: Statement = Statement {
-    sql: "UPDATE agent_memory.kv_entries e SET version = $3 + 1
-          WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant() AND e.key = $2
-            AND e.version <= $3
-          RETURNING e.version",
-    args: &[TEXT, TEXT, INT4],
-    writes: true,
-};
+static RENUMBER_ONE_ON_CITUS: Statement = Statement::read_write(
+    "UPDATE agent_memory.kv_entries e SET version = $3 + 1
+     WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant() AND e.key = $2
+       AND e.version <= $3
+     RETURNING e.version",
+    &[TEXT, TEXT, INT4],
+);
 
 /// Entries $2 of session $1, just written anew, take the version after
 /// the newest their history keeps ($3, in the same order).
-static RENUMBER: Statement = Statement {
-    sql: "UPDATE agent_memory.kv_entries e SET version = f.newest + 1
+static RENUMBER: Statement = Statement::read_write("UPDATE agent_memory.kv_entries e SET version = f.newest + 1
           FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::int4[])) AS f(key, newest)
           WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant() AND e.key = f.key
             AND f.newest IS NOT NULL AND e.version <= f.newest
-          RETURNING e.key, e.version",
-    args: &[TEXT, TEXT_ARRAY, INT4_ARRAY],
-    writes: true,
-};
+          RETURNING e.key, e.version", &[TEXT, TEXT_ARRAY, INT4_ARRAY]);
 
 /// The kept versions of entry $3 of active session $1 ($2 idle minutes).
 macro_rules! kept_versions {
@@ -440,17 +426,16 @@ macro_rules! kept_versions {
     };
 }
 
-static LIST: Statement = Statement {
-    sql: kept_versions!(
+static LIST: Statement = Statement::read_only(
+    kept_versions!(
         "v.version, v.value, v.updated_at, v.replaced_at, v.expires_at",
         " ORDER BY v.version DESC"
     ),
-    args: &[TEXT, INT4, TEXT],
-    writes: false,
-};
+    &[TEXT, INT4, TEXT],
+);
 
-static READ: Statement = Statement {
-    sql: concat!(
+static READ: Statement = Statement::read_only(
+    concat!(
         "SELECT pg_catalog.jsonb_build_object(
                   'key', v.key, 'value', v.value, 'version', v.version,
                   'createdAt', ",
@@ -465,25 +450,22 @@ static READ: Statement = Statement {
         kept_versions!("v.*", " AND v.version = $4"),
         ") v"
     ),
-    args: &[TEXT, INT4, TEXT, INT4],
-    writes: false,
-};
+    &[TEXT, INT4, TEXT, INT4],
+);
 
 /// The value of kept version $4, read under the session's lock.
-static KEPT_VALUE: Statement = Statement {
-    sql: kept_versions!("v.value", " AND v.version = $4"),
-    args: &[TEXT, INT4, TEXT, INT4],
-    writes: true,
-};
+static KEPT_VALUE: Statement = Statement::read_write(
+    kept_versions!("v.value", " AND v.version = $4"),
+    &[TEXT, INT4, TEXT, INT4],
+);
 
 /// Remove the versions of entry $2 of session $1 (all entries: NULL).
-static PURGE: Statement = Statement {
-    sql: "WITH purged AS (
-            DELETE FROM agent_memory.kv_entry_versions v
-            WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant()
-              AND ($2::text IS NULL OR v.key = $2)
-            RETURNING 1)
-          SELECT count(*) FROM purged",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+static PURGE: Statement = Statement::read_write(
+    "WITH purged AS (
+       DELETE FROM agent_memory.kv_entry_versions v
+       WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant()
+         AND ($2::text IS NULL OR v.key = $2)
+       RETURNING 1)
+     SELECT count(*) FROM purged",
+    &[TEXT, TEXT],
+);

@@ -255,8 +255,8 @@ fn user_sessions(
 /// It runs read-write, so under READ COMMITTED it takes a snapshot of its
 /// own (what session_cache needs to remember it), and fully qualified, as
 /// kv_get runs it unpinned.
-static ACTIVE_UNTIL: Statement = Statement {
-    sql: concat!(
+static ACTIVE_UNTIL: Statement = Statement::read_write(
+    concat!(
         "SELECT s.last_activity_at OPERATOR(pg_catalog.+)
                 coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $2))
          FROM agent_memory.sessions s
@@ -264,9 +264,8 @@ static ACTIVE_UNTIL: Statement = Statement {
            AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant() AND ",
         active!("s", "$2")
     ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
+    &[TEXT, INT4],
+);
 
 /// Until when the session stays active (TimestampTz); None when it is not
 /// active now.
@@ -324,46 +323,42 @@ macro_rules! session_lock_class {
 }
 pub(crate) use session_lock_class;
 
-static LOCK_FOR_CREATE: Statement = Statement {
-    sql: concat!(
+static LOCK_FOR_CREATE: Statement = Statement::read_write(
+    concat!(
         "SELECT s.user_id, ",
         active!("s", "$2"),
         " FROM agent_memory.sessions s
          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() FOR UPDATE"
     ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
+    &[TEXT, INT4],
+);
 
-static SESSION_STORED: Statement = Statement {
-    sql: "SELECT 1 FROM agent_memory.sessions s
-          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()",
-    args: &[TEXT],
-    writes: false,
-};
+static SESSION_STORED: Statement = Statement::read_only(
+    "SELECT 1 FROM agent_memory.sessions s
+     WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()",
+    &[TEXT],
+);
 
-static INSERT_SESSION: Statement = Statement {
-    sql: "INSERT INTO agent_memory.sessions (session_id, user_id, metadata, idle_timeout, tenant)
-          VALUES (coalesce($1, pg_catalog.gen_random_uuid()::text), $2, $3, $4,
-                  agent_memory.caller_tenant())
-          ON CONFLICT (session_id, tenant) DO NOTHING
-          RETURNING session_id",
-    args: &[TEXT, TEXT, JSONB, INTERVAL],
-    writes: true,
-};
+static INSERT_SESSION: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.sessions (session_id, user_id, metadata, idle_timeout, tenant)
+     VALUES (coalesce($1, pg_catalog.gen_random_uuid()::text), $2, $3, $4,
+             agent_memory.caller_tenant())
+     ON CONFLICT (session_id, tenant) DO NOTHING
+     RETURNING session_id",
+    &[TEXT, TEXT, JSONB, INTERVAL],
+);
 
-static CLAIM_SESSION: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions SET user_id = $2
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant() AND user_id IS NULL",
-    args: &[TEXT, TEXT],
-    writes: true,
-};
+static CLAIM_SESSION: Statement = Statement::read_write(
+    "UPDATE agent_memory.sessions SET user_id = $2
+     WHERE session_id = $1 AND tenant = agent_memory.caller_tenant() AND user_id IS NULL",
+    &[TEXT, TEXT],
+);
 
 /// Taken under the session's write lock.
 /// Returns whether the session was active. Citus accepts no now() in a
 /// RETURNING, so the test is made outside.
-static DELETE_SESSION: Statement = Statement {
-    sql: concat!(
+static DELETE_SESSION: Statement = Statement::read_write(
+    concat!(
         "WITH s AS (
            DELETE FROM agent_memory.sessions s
            WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()
@@ -372,37 +367,30 @@ static DELETE_SESSION: Statement = Statement {
         active!("s", "$2"),
         " FROM s"
     ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
+    &[TEXT, INT4],
+);
 
 /// Renews activity of an active session; returns a row only if it is active.
 /// Taking the row lock here also serialises the writers of one session.
-pub static RENEW: Statement = Statement {
-    sql: concat!(
+pub static RENEW: Statement = Statement::read_write(concat!(
         "UPDATE agent_memory.sessions s SET last_activity_at = greatest(last_activity_at, pg_catalog.now())
          WHERE ",
         callers_active_session!("$2"),
         " RETURNING true"
-    ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
+    ), &[TEXT, INT4]);
 
-static IS_ACTIVE: Statement = Statement {
-    sql: concat!(
+static IS_ACTIVE: Statement = Statement::read_only(
+    concat!(
         "SELECT EXISTS (SELECT FROM agent_memory.sessions s
                         WHERE ",
         callers_active_session!("$2"),
         ")"
     ),
-    args: &[TEXT, INT4],
-    writes: false,
-};
+    &[TEXT, INT4],
+);
 
 /// Counts over the caller's tenant's sessions.
-static STATS: Statement = Statement {
-    sql: concat!(
+static STATS: Statement = Statement::read_only(concat!(
         "SELECT pg_catalog.jsonb_build_object(
             'total', count(*),
             'active', count(*) FILTER (WHERE ",
@@ -413,19 +401,15 @@ static STATS: Statement = Statement {
         "),
             'avg_duration_seconds', coalesce(round(avg(extract(epoch FROM s.last_activity_at - s.created_at)), 3), 0))
          FROM agent_memory.sessions s WHERE s.tenant = agent_memory.caller_tenant()"
-    ),
-    args: &[INT4],
-    writes: false,
-};
+    ), &[INT4]);
 
-static USER_SESSIONS: Statement = Statement {
-    sql: concat!(
+static USER_SESSIONS: Statement = Statement::read_only(
+    concat!(
         "SELECT s.session_id, s.created_at, s.last_activity_at, ",
         active!("s", "$2"),
         " FROM agent_memory.sessions s
          WHERE s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()
          ORDER BY s.created_at, s.session_id"
     ),
-    args: &[TEXT, INT4],
-    writes: false,
-};
+    &[TEXT, INT4],
+);

@@ -227,16 +227,13 @@ macro_rules! tied_structures {
     };
 }
 
-static STRUCTURE_INDEX: Statement = Statement {
-    sql: concat!("SELECT ", structure_index!()),
-    args: &[TEXT],
-    writes: false,
-};
+static STRUCTURE_INDEX: Statement =
+    Statement::read_only(concat!("SELECT ", structure_index!()), &[TEXT]);
 
 /// The session's project ($1): the global entry's session part, else the
 /// sessions row; and whether the session is active ($2 idle minutes).
-static SESSION_PROJECT: Statement = Statement {
-    sql: concat!(
+static SESSION_PROJECT: Statement = Statement::read_write(
+    concat!(
         "SELECT coalesce((SELECT p.value ->> 'project_id' FROM agent_memory.wm_parts p
                           WHERE p.session_id = s.session_id AND p.tenant = s.tenant
                             AND p.node_key = '' AND p.part = 'session'),
@@ -245,37 +242,34 @@ static SESSION_PROJECT: Statement = Statement {
          WHERE ",
         callers_active_session!("$2")
     ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
+    &[TEXT, INT4],
+);
 
 /// Record a session's project and focus ($1 session, $2 project or NULL to
 /// keep, $3 active node, $4: whether to set the active node).
-static SET_SESSION: Statement = Statement {
-    sql: "UPDATE agent_memory.sessions
-          SET project_id = coalesce($2, project_id),
-              active_node_id = CASE WHEN $4 = 1 THEN $3 ELSE active_node_id END,
-              last_activity_at = greatest(last_activity_at, pg_catalog.now())
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
-          RETURNING 1",
-    args: &[TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
+static SET_SESSION: Statement = Statement::read_write(
+    "UPDATE agent_memory.sessions
+     SET project_id = coalesce($2, project_id),
+         active_node_id = CASE WHEN $4 = 1 THEN $3 ELSE active_node_id END,
+         last_activity_at = greatest(last_activity_at, pg_catalog.now())
+     WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+     RETURNING 1",
+    &[TEXT, TEXT, TEXT, INT4],
+);
 
 /// The session's most recently written working history, in any entry.
-static LATEST_WORKING_HISTORY: Statement = Statement {
-    sql: "SELECT p.value FROM agent_memory.wm_parts p
-          WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
-            AND p.part = 'working_history'
-          ORDER BY p.updated_at DESC, p.node_key LIMIT 1",
-    args: &[TEXT],
-    writes: true,
-};
+static LATEST_WORKING_HISTORY: Statement = Statement::read_write(
+    "SELECT p.value FROM agent_memory.wm_parts p
+     WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+       AND p.part = 'working_history'
+     ORDER BY p.updated_at DESC, p.node_key LIMIT 1",
+    &[TEXT],
+);
 
 /// Take the write lock of every session with an entry tied to project $1,
 /// in session order, so a concurrent patch queues behind the refresh.
-static LOCK_TIED: Statement = Statement {
-    sql: concat!(
+static LOCK_TIED: Statement = Statement::read_write(
+    concat!(
         "SELECT pg_catalog.count(pg_catalog.pg_advisory_xact_lock(",
         session_lock_class!(),
         ", pg_catalog.hashtext(l.session_id)))
@@ -283,14 +277,12 @@ static LOCK_TIED: Statement = Statement {
         tied_structures!(),
         ") t ORDER BY t.session_id) l"
     ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
+    &[TEXT, INT4],
+);
 
 /// Replace the project graph of every tied entry whose index differs,
 /// with versions as any part write; a row per entry changed.
-static REFRESH_TIED: Statement = Statement {
-    sql: concat!(
+static REFRESH_TIED: Statement = Statement::read_write(concat!(
         "WITH fresh AS (SELECT ",
         structure_index!(),
         " AS graph)
@@ -304,7 +296,4 @@ static REFRESH_TIED: Statement = Statement {
            AND p.tenant = agent_memory.caller_tenant()
            AND p.value -> 'project_graph' IS DISTINCT FROM f.graph
          RETURNING p.session_id, p.node_key, p.version"
-    ),
-    args: &[TEXT, INT4],
-    writes: true,
-};
+    ), &[TEXT, INT4]);

@@ -356,18 +356,17 @@ fn wm_get(
 /// of the tenant), $2 node key (NULL: every entry of the session; '' the
 /// global one), $3 = 1: every node entry but the global one. A row per
 /// entry cleared.
-static CLEAR: Statement = Statement {
-    sql: "WITH gone AS (
-            DELETE FROM agent_memory.wm_parts p
-            WHERE p.tenant = agent_memory.caller_tenant()
-              AND ($1::text IS NULL OR p.session_id = $1)
-              AND ($2::text IS NULL OR p.node_key = $2)
-              AND ($3 = 0 OR p.node_key <> '')
-            RETURNING p.session_id, p.node_key)
-          SELECT DISTINCT session_id, node_key FROM gone",
-    args: &[TEXT, TEXT, INT4],
-    writes: true,
-};
+static CLEAR: Statement = Statement::read_write(
+    "WITH gone AS (
+       DELETE FROM agent_memory.wm_parts p
+       WHERE p.tenant = agent_memory.caller_tenant()
+         AND ($1::text IS NULL OR p.session_id = $1)
+         AND ($2::text IS NULL OR p.node_key = $2)
+         AND ($3 = 0 OR p.node_key <> '')
+       RETURNING p.session_id, p.node_key)
+     SELECT DISTINCT session_id, node_key FROM gone",
+    &[TEXT, TEXT, INT4],
+);
 
 /// Clear entries; each cleared entry is announced (part and version null).
 fn clear(session_id: Option<&str>, node: Option<&str>, node_entries_only: bool) -> SqlResult<i32> {
@@ -441,29 +440,27 @@ macro_rules! upsert_part {
 /// ($5 idle minutes): a row only for a change. One statement, no CTE: this
 /// is the hot path. The row comes from the session's (not from a FROM-less
 /// SELECT), which Citus routes to the session's node.
-static WRITE_CHECKED: Statement = Statement {
-    sql: upsert_part!(concat!(
+static WRITE_CHECKED: Statement = Statement::read_write(
+    upsert_part!(concat!(
         "SELECT s.session_id, $2, $3, $4, s.tenant FROM agent_memory.sessions s
          WHERE ",
         callers_active_session!("$5")
     )),
-    args: &[TEXT, TEXT, TEXT, JSONB, INT4],
-    writes: true,
-};
+    &[TEXT, TEXT, TEXT, JSONB, INT4],
+);
 
 /// Write a part of session $1 of the caller's tenant, known to be active
 /// (see session_cache).
-static WRITE_TRUSTED: Statement = Statement {
-    sql: upsert_part!("VALUES ($1, $2, $3, $4, agent_memory.caller_tenant())"),
-    args: &[TEXT, TEXT, TEXT, JSONB],
-    writes: true,
-};
+static WRITE_TRUSTED: Statement = Statement::read_write(
+    upsert_part!("VALUES ($1, $2, $3, $4, agent_memory.caller_tenant())"),
+    &[TEXT, TEXT, TEXT, JSONB],
+);
 
 /// The version of the entry's own part ($1 session of the caller's tenant,
 /// $2 node key, $3 part, $4 idle minutes; 0: none); no row when the
 /// session is gone. Filtered by $1 itself, as READ_PART.
-static PART_VERSION: Statement = Statement {
-    sql: concat!(
+static PART_VERSION: Statement = Statement::read_write(
+    concat!(
         "SELECT coalesce((SELECT p.version FROM agent_memory.wm_parts p
                           WHERE p.session_id = $1 AND p.tenant = s.tenant
                             AND p.node_key = $2 AND p.part = $3), 0)
@@ -471,9 +468,8 @@ static PART_VERSION: Statement = Statement {
          WHERE ",
         callers_active_session!("$4")
     ),
-    args: &[TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
+    &[TEXT, TEXT, TEXT, INT4],
+);
 
 /// A part as an entry sees it: the node's own, else the global one ($1
 /// session of the caller's tenant, $2 node key, $3 part, $4 idle minutes),
@@ -481,8 +477,8 @@ static PART_VERSION: Statement = Statement {
 /// The first column says whether the session is alive. Every table is
 /// filtered by $1 itself, so that Citus keeps the statement on the
 /// session's shard.
-static READ_PART: Statement = Statement {
-    sql: concat!(
+static READ_PART: Statement = Statement::read_write(
+    concat!(
         "SELECT true, coalesce((SELECT p.value FROM agent_memory.wm_parts p
                                 WHERE p.session_id = $1 AND p.tenant = s.tenant
                                   AND p.node_key = $2 AND p.part = $3),
@@ -493,6 +489,5 @@ static READ_PART: Statement = Statement {
          WHERE ",
         callers_active_session!("$4")
     ),
-    args: &[TEXT, TEXT, TEXT, INT4],
-    writes: true,
-};
+    &[TEXT, TEXT, TEXT, INT4],
+);
