@@ -648,13 +648,25 @@ static LOCK_NODE: Statement = Statement::read_write(
     &[TEXT, TEXT],
 );
 
+/// `UPDATE` node $2 of owner $1 to title $3, description $4, body $5,
+/// links $6 and refs $7, and `$version` (the next version, or nothing),
+/// returning its version.
+macro_rules! update_node {
+    ($version:literal) => {
+        concat!(
+            "UPDATE agent_memory.graph_nodes
+             SET title = $3, description = $4, body = $5, links = $6, refs = $7, ",
+            $version,
+            "updated_at = pg_catalog.now(), revision = revision + 1
+             WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+             RETURNING version"
+        )
+    };
+}
+
 /// A change without a change description, in place.
 static UPDATE_IN_PLACE: Statement = Statement::read_write(
-    "UPDATE agent_memory.graph_nodes
-     SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-         updated_at = pg_catalog.now(), revision = revision + 1
-     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-     RETURNING version",
+    update_node!(""),
     &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
 );
 
@@ -662,19 +674,17 @@ static UPDATE_IN_PLACE: Statement = Statement::read_write(
 /// becomes a snapshot, and the node takes the new state and the next
 /// version. Both parts read the same (post-lock) snapshot of the row.
 static UPDATE_VERSIONED: Statement = Statement::read_write(
-    "WITH snapshot AS (
-       INSERT INTO agent_memory.graph_node_versions
-           (owner, node_id, version, title, description, body, links, refs,
-            created_at, updated_at, change_description, tenant)
-       SELECT owner, node_id, version, title, description, body, links, refs,
-              created_at, updated_at, $8, tenant
-       FROM agent_memory.graph_nodes
-       WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant())
-     UPDATE agent_memory.graph_nodes
-     SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-         version = version + 1, updated_at = pg_catalog.now(), revision = revision + 1
-     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-     RETURNING version",
+    concat!(
+        "WITH snapshot AS (
+           INSERT INTO agent_memory.graph_node_versions
+               (owner, node_id, version, title, description, body, links, refs,
+                created_at, updated_at, change_description, tenant)
+           SELECT owner, node_id, version, title, description, body, links, refs,
+                  created_at, updated_at, $8, tenant
+           FROM agent_memory.graph_nodes
+           WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()) ",
+        update_node!("version = version + 1, ")
+    ),
     &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT],
 );
 
@@ -704,11 +714,7 @@ static SNAPSHOT_ON_CITUS: Statement = Statement::read_write(
 
 /// ... and the node takes the new state and the next version.
 static UPDATE_VERSION_ON_CITUS: Statement = Statement::read_write(
-    "UPDATE agent_memory.graph_nodes
-     SET title = $3, description = $4, body = $5, links = $6, refs = $7,
-         version = version + 1, updated_at = pg_catalog.now(), revision = revision + 1
-     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-     RETURNING version",
+    update_node!("version = version + 1, "),
     &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY],
 );
 
