@@ -18,6 +18,18 @@ fn claude(client: &mut postgres::Client, request: &str) -> String {
         .get(0)
 }
 
+/// The files scope 's' counts, and the files it holds.
+fn counted_and_stored(client: &mut postgres::Client) -> (i64, i64) {
+    let row = client
+        .query_one(
+            "SELECT s.files::int8, (SELECT count(*) FROM agent_memory.memory_files f WHERE f.scope = 's')
+             FROM agent_memory.memory_scopes s WHERE s.scope = 's'",
+            &[],
+        )
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
 #[test]
 fn concurrent_inserts_into_one_file_all_land() {
     let db = "am_it_claude_insert";
@@ -110,15 +122,10 @@ fn of_concurrent_creates_of_one_path_one_wins() {
         assert_eq!((created, refused), (1, CREATORS - 1), "round {r}");
     }
     let mut setup = setup;
-    let row = setup
-        .query_one(
-            "SELECT s.files::int8, (SELECT count(*) FROM agent_memory.memory_files f WHERE f.scope = 's')
-             FROM agent_memory.memory_scopes s WHERE s.scope = 's'",
-            &[],
-        )
-        .unwrap();
-    let (counted, stored): (i64, i64) = (row.get(0), row.get(1));
-    assert_eq!((counted, stored), (ROUNDS as i64, ROUNDS as i64));
+    assert_eq!(
+        counted_and_stored(&mut setup),
+        (ROUNDS as i64, ROUNDS as i64)
+    );
     drop(setup);
     drop_database(db);
 }
@@ -255,14 +262,7 @@ fn a_rename_locks_a_scope_whose_row_was_made_again() {
         ),
         "File created successfully at: /memories/c.md"
     );
-    let row = watcher
-        .query_one(
-            "SELECT s.files::int8, (SELECT count(*) FROM agent_memory.memory_files f WHERE f.scope = 's')
-             FROM agent_memory.memory_scopes s WHERE s.scope = 's'",
-            &[],
-        )
-        .unwrap();
-    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (2, 2));
+    assert_eq!(counted_and_stored(&mut watcher), (2, 2));
     drop((first, watcher));
     drop_database(db);
 }
