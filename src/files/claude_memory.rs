@@ -429,18 +429,21 @@ static MOVING: Statement = Statement::read_write(
 
 /// Whether a destination is taken (a file or a kept directory at $2 or
 /// under it, in [$3, $4)), and whether a directory above it ($5) is a file.
-static DESTINATION: Statement = Statement::read_write("SELECT EXISTS (SELECT FROM agent_memory.memory_files f
-                         WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4
-                           AND (f.path = $2 OR f.path >= $3)
-                           AND f.tenant = agent_memory.caller_tenant())
-              OR EXISTS (SELECT FROM agent_memory.memory_directories d
-                         WHERE d.scope = $1 AND d.path >= $2 AND d.path < $4
-                           AND (d.path = $2 OR d.path >= $3)
-                           AND d.tenant = agent_memory.caller_tenant()),
-                 EXISTS (SELECT FROM (SELECT $1::text AS scope, path, agent_memory.caller_tenant() AS tenant
-                                      FROM pg_catalog.unnest($5::text[]) AS path OFFSET 0) a
-                         JOIN agent_memory.memory_files f
-                           ON f.scope = $1 AND f.path = a.path AND f.tenant = a.tenant)", &[TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY]);
+static DESTINATION: Statement = Statement::read_write(
+    "SELECT EXISTS (SELECT FROM agent_memory.memory_files f
+                    WHERE f.scope = $1 AND f.path >= $2 AND f.path < $4
+                      AND (f.path = $2 OR f.path >= $3)
+                      AND f.tenant = agent_memory.caller_tenant())
+         OR EXISTS (SELECT FROM agent_memory.memory_directories d
+                    WHERE d.scope = $1 AND d.path >= $2 AND d.path < $4
+                      AND (d.path = $2 OR d.path >= $3)
+                      AND d.tenant = agent_memory.caller_tenant()),
+            EXISTS (SELECT FROM (SELECT $1::text AS scope, path, agent_memory.caller_tenant() AS tenant
+                                 FROM pg_catalog.unnest($5::text[]) AS path OFFSET 0) a
+                    JOIN agent_memory.memory_files f
+                      ON f.scope = $1 AND f.path = a.path AND f.tenant = a.tenant)",
+    &[TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY],
+);
 
 /// Move the file $2, or the directory's files in [$3, $4), and the
 /// directories kept at $2 or in [$3, $4), to $5: each path's first $6

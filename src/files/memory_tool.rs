@@ -497,29 +497,32 @@ static FIRST_FROM: Statement = Statement::read_only(
 /// the scope's keys (a scope holds a bounded number of files; the search
 /// column's index holds every scope's words), and the snippets are made
 /// for the rows kept only.
-static SEARCH: Statement = Statement::read_only("WITH q AS MATERIALIZED (
-            SELECT c.config,
-                   CASE WHEN $6 OPERATOR(pg_catalog.=) ''
-                        THEN pg_catalog.websearch_to_tsquery(c.config, $5)
-                        ELSE pg_catalog.websearch_to_tsquery(c.config, $5)
-                             OPERATOR(pg_catalog.&&) (OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery(c.config, $6))
-                   END AS q
-            FROM agent_memory.recall_settings c),
-          best AS MATERIALIZED (
-            SELECT f.path, f.content, pg_catalog.ts_rank_cd(f.search, q.q) AS score
-            FROM (SELECT f.* FROM agent_memory.memory_files f
-                  WHERE f.scope OPERATOR(pg_catalog.=) $1
-                    AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-                    AND (f.path OPERATOR(pg_catalog.=) $2
-                         OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
-                  OFFSET 0) f, q
-            WHERE f.search OPERATOR(pg_catalog.@@) q.q
-            ORDER BY score DESC, f.path LIMIT $7)
-          SELECT b.path::pg_catalog.text,
-                 pg_catalog.ts_headline(q.config, pg_catalog.left(b.content, 20000), q.q,
-                   'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"'),
-                 b.score
-          FROM best b, q ORDER BY b.score DESC, b.path", &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4]);
+static SEARCH: Statement = Statement::read_only(
+    "WITH q AS MATERIALIZED (
+       SELECT c.config,
+              CASE WHEN $6 OPERATOR(pg_catalog.=) ''
+                   THEN pg_catalog.websearch_to_tsquery(c.config, $5)
+                   ELSE pg_catalog.websearch_to_tsquery(c.config, $5)
+                        OPERATOR(pg_catalog.&&) (OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery(c.config, $6))
+              END AS q
+       FROM agent_memory.recall_settings c),
+     best AS MATERIALIZED (
+       SELECT f.path, f.content, pg_catalog.ts_rank_cd(f.search, q.q) AS score
+       FROM (SELECT f.* FROM agent_memory.memory_files f
+             WHERE f.scope OPERATOR(pg_catalog.=) $1
+               AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+               AND (f.path OPERATOR(pg_catalog.=) $2
+                    OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
+             OFFSET 0) f, q
+       WHERE f.search OPERATOR(pg_catalog.@@) q.q
+       ORDER BY score DESC, f.path LIMIT $7)
+     SELECT b.path::pg_catalog.text,
+            pg_catalog.ts_headline(q.config, pg_catalog.left(b.content, 20000), q.q,
+              'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"'),
+            b.score
+     FROM best b, q ORDER BY b.score DESC, b.path",
+    &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
+);
 
 /// The text search configuration of the search columns.
 static SEARCH_CONFIG: Statement = Statement::read_only(
@@ -531,29 +534,33 @@ static SEARCH_CONFIG: Statement = Statement::read_only(
 /// as one query over the scope's shard: inside a function delegated with
 /// force_delegation, Citus refuses a statement that joins a shard with a
 /// reference table, or that it plans in parts (a CTE).
-static SEARCH_ON_CITUS: Statement = Statement::read_only("SELECT b.path::pg_catalog.text,
-                 pg_catalog.ts_headline($8::pg_catalog.regconfig, pg_catalog.left(b.content, 20000), b.q,
-                   'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"'),
-                 b.score
-          FROM (SELECT f.path, f.content, q.q, pg_catalog.ts_rank_cd(f.search, q.q) AS score
-                FROM agent_memory.memory_files f,
-                     (SELECT CASE WHEN $6 OPERATOR(pg_catalog.=) ''
-                                  THEN pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $5)
-                                  ELSE pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $5)
-                                       OPERATOR(pg_catalog.&&)
-                                       (OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $6))
-                             END AS q) q
-                WHERE f.scope OPERATOR(pg_catalog.=) $1
-                  AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-                  AND (f.path OPERATOR(pg_catalog.=) $2
-                       OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
-                  AND f.search OPERATOR(pg_catalog.@@) q.q
-                ORDER BY score DESC, f.path LIMIT $7) b
-          ORDER BY b.score DESC, b.path", &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4, TEXT]);
+static SEARCH_ON_CITUS: Statement = Statement::read_only(
+    "SELECT b.path::pg_catalog.text,
+            pg_catalog.ts_headline($8::pg_catalog.regconfig, pg_catalog.left(b.content, 20000), b.q,
+              'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"'),
+            b.score
+     FROM (SELECT f.path, f.content, q.q, pg_catalog.ts_rank_cd(f.search, q.q) AS score
+           FROM agent_memory.memory_files f,
+                (SELECT CASE WHEN $6 OPERATOR(pg_catalog.=) ''
+                             THEN pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $5)
+                             ELSE pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $5)
+                                  OPERATOR(pg_catalog.&&)
+                                  (OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $6))
+                        END AS q) q
+           WHERE f.scope OPERATOR(pg_catalog.=) $1
+             AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+             AND (f.path OPERATOR(pg_catalog.=) $2
+                  OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
+             AND f.search OPERATOR(pg_catalog.@@) q.q
+           ORDER BY score DESC, f.path LIMIT $7) b
+     ORDER BY b.score DESC, b.path",
+    &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4, TEXT],
+);
 
 /// Append to an existing file within the size limit ($4 bytes); returns
 /// its version now.
-static APPEND_EXISTING: Statement = Statement::read_write(concat!(
+static APPEND_EXISTING: Statement = Statement::read_write(
+    concat!(
         "UPDATE agent_memory.memory_files f
           SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now(),
               version = f.version OPERATOR(pg_catalog.+) 1",
@@ -562,7 +569,9 @@ static APPEND_EXISTING: Statement = Statement::read_write(concat!(
             AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
                 OPERATOR(pg_catalog.<=) $4
           RETURNING f.version"
-    ), &[TEXT, TEXT, TEXT, INT4]);
+    ),
+    &[TEXT, TEXT, TEXT, INT4],
+);
 
 /// A file's content as of now (a fresh snapshot: the statement runs
 /// read-write), the row version it was read from, and its version.
@@ -581,9 +590,12 @@ static READ_VERSION: Statement = Statement::read_write(
 /// the caller reads again and no change is lost. The xmin condition is
 /// what rejects the new version on PostgreSQL minor releases before
 /// November 2025, whose recheck ignored the ctid one.
-static WRITE_VERSION: Statement = Statement::read_write("UPDATE agent_memory.memory_files f
-          SET content = $5, updated_at = pg_catalog.now(), version = f.version OPERATOR(pg_catalog.+) 1
-          WHERE f.ctid OPERATOR(pg_catalog.=) $1 AND f.xmin OPERATOR(pg_catalog.=) $2
-            AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4
-            AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-          RETURNING f.version", &[TID, XID, TEXT, TEXT, TEXT]);
+static WRITE_VERSION: Statement = Statement::read_write(
+    "UPDATE agent_memory.memory_files f
+     SET content = $5, updated_at = pg_catalog.now(), version = f.version OPERATOR(pg_catalog.+) 1
+     WHERE f.ctid OPERATOR(pg_catalog.=) $1 AND f.xmin OPERATOR(pg_catalog.=) $2
+       AND f.scope OPERATOR(pg_catalog.=) $3 AND f.path OPERATOR(pg_catalog.=) $4
+       AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+     RETURNING f.version",
+    &[TID, XID, TEXT, TEXT, TEXT],
+);

@@ -572,13 +572,16 @@ static PATH_FREE: Statement = Statement::read_write(
 );
 
 /// Content $3 into file $2 of scope $1, as its next version.
-static WRITE_FILE: Statement = Statement::read_write(concat!(
+static WRITE_FILE: Statement = Statement::read_write(
+    concat!(
         "UPDATE agent_memory.memory_files f
           SET content = $3, updated_at = pg_catalog.now(), version = f.version OPERATOR(pg_catalog.+) 1",
         file_at!("f"),
         "
           RETURNING f.version"
-    ), &[TEXT, TEXT, TEXT]);
+    ),
+    &[TEXT, TEXT, TEXT],
+);
 
 /// Remove a file this call created and then refused.
 static REMOVE_FILE: Statement = Statement::read_write(
@@ -600,19 +603,22 @@ static UNCOUNT_FILE: Statement = Statement::read_write(
 /// when below the limit $2. The scope's
 /// row is already locked by the COUNT_NEW_FILE that found no room, so no other
 /// creation can slip in between.
-static RECOUNT: Statement = Statement::read_write("UPDATE agent_memory.memory_scopes s SET files = c.files
-          FROM (SELECT ((SELECT pg_catalog.count(*) FROM agent_memory.memory_files f
-                         WHERE f.scope OPERATOR(pg_catalog.=) $1
-                           AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
-                        OPERATOR(pg_catalog.+)
-                        (SELECT pg_catalog.count(*) FROM agent_memory.memory_directories d
-                         WHERE d.scope OPERATOR(pg_catalog.=) $1
-                           AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()))::pg_catalog.int4
-                       AS files) c
-          WHERE s.scope OPERATOR(pg_catalog.=) $1
-            AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
-            AND c.files OPERATOR(pg_catalog.<) $2
-          RETURNING s.files", &[TEXT, INT4]);
+static RECOUNT: Statement = Statement::read_write(
+    "UPDATE agent_memory.memory_scopes s SET files = c.files
+     FROM (SELECT ((SELECT pg_catalog.count(*) FROM agent_memory.memory_files f
+                    WHERE f.scope OPERATOR(pg_catalog.=) $1
+                      AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())
+                   OPERATOR(pg_catalog.+)
+                   (SELECT pg_catalog.count(*) FROM agent_memory.memory_directories d
+                    WHERE d.scope OPERATOR(pg_catalog.=) $1
+                      AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()))::pg_catalog.int4
+                  AS files) c
+     WHERE s.scope OPERATOR(pg_catalog.=) $1
+       AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+       AND c.files OPERATOR(pg_catalog.<) $2
+     RETURNING s.files",
+    &[TEXT, INT4],
+);
 
 /// Delete a file, or every file of a directory (what the answer counts
 /// follows from the paths). The scope's file count is an upper bound, so a

@@ -559,7 +559,8 @@ static NUMBER_NEW_FILE_ON_CITUS: Statement = Statement::read_write(
 
 /// File $2 of scope $1, just created, takes the version after those kept
 /// at its path.
-static NUMBER_NEW_FILE: Statement = Statement::read_write(concat!(
+static NUMBER_NEW_FILE: Statement = Statement::read_write(
+    concat!(
         "UPDATE agent_memory.memory_files f
           SET version = k.newest OPERATOR(pg_catalog.+) 1
           FROM (SELECT pg_catalog.max(v.version) AS newest FROM agent_memory.memory_file_versions v",
@@ -569,7 +570,9 @@ static NUMBER_NEW_FILE: Statement = Statement::read_write(concat!(
         "
             AND k.newest OPERATOR(pg_catalog.>=) f.version
           RETURNING f.version"
-    ), &[TEXT, TEXT]);
+    ),
+    &[TEXT, TEXT],
+);
 
 /// Drop the versions kept at $2 or under it.
 static DROP_AT_OR_UNDER: Statement = Statement::read_write(
@@ -582,12 +585,15 @@ static DROP_AT_OR_UNDER: Statement = Statement::read_write(
 
 /// Move the versions kept at $2 or under it to $5: each path's first $6
 /// characters become $5 (as the files move).
-static MOVE: Statement = Statement::read_write(concat!(
+static MOVE: Statement = Statement::read_write(
+    concat!(
         "UPDATE agent_memory.memory_file_versions v
          SET path = ($5 OPERATOR(pg_catalog.||) pg_catalog.substr(v.path, $6 OPERATOR(pg_catalog.+) 1))::agent_memory.memory_path
          WHERE ",
         at_or_under!("v")
-    ), &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4]);
+    ),
+    &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
+);
 
 static LIST: Statement = Statement::read_only(
     "SELECT v.version, v.content, v.updated_at, v.replaced_at
@@ -597,7 +603,8 @@ static LIST: Statement = Statement::read_only(
     &[TEXT, TEXT],
 );
 
-static READ: Statement = Statement::read_only(concat!(
+static READ: Statement = Statement::read_only(
+    concat!(
         "SELECT pg_catalog.jsonb_build_object(
                   'path', v.path, 'content', v.content, 'version', v.version,
                   'sha256', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(v.content, 'UTF8')), 'hex'),
@@ -610,10 +617,15 @@ static READ: Statement = Statement::read_only(concat!(
         ")
          FROM agent_memory.memory_file_versions v
          WHERE v.scope = $1 AND v.path = $2 AND v.version = $3 AND v.tenant = agent_memory.caller_tenant()"
-    ), &[TEXT, TEXT, INT4]);
+    ),
+    &[TEXT, TEXT, INT4],
+);
 
-static KEPT_CONTENT: Statement = Statement::read_write("SELECT v.content FROM agent_memory.memory_file_versions v
-          WHERE v.scope = $1 AND v.path = $2 AND v.version = $3 AND v.tenant = agent_memory.caller_tenant()", &[TEXT, TEXT, INT4]);
+static KEPT_CONTENT: Statement = Statement::read_write(
+    "SELECT v.content FROM agent_memory.memory_file_versions v
+     WHERE v.scope = $1 AND v.path = $2 AND v.version = $3 AND v.tenant = agent_memory.caller_tenant()",
+    &[TEXT, TEXT, INT4],
+);
 
 /// Remove the versions kept at $2 or under it; how many.
 static PURGE: Statement = Statement::read_write(

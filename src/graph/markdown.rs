@@ -227,17 +227,20 @@ static DOCUMENTS: Statement = Statement::read_only(
 
 /// A node as a folder holds it ($8, $9: timestamps as text, NULL for now()),
 /// in the caller's tenant.
-static IMPORT_NODE: Statement = Statement::read_write("INSERT INTO agent_memory.graph_nodes
-              (owner, node_id, title, description, body, links, refs, version, created_at, updated_at,
-               tenant)
-          VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
-                  coalesce($9::timestamptz, pg_catalog.now()),
-                  coalesce($10::timestamptz, $9::timestamptz, pg_catalog.now()),
-                  agent_memory.caller_tenant())
-          ON CONFLICT DO NOTHING
-          RETURNING 1", &[
+static IMPORT_NODE: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.graph_nodes
+         (owner, node_id, title, description, body, links, refs, version, created_at, updated_at,
+          tenant)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+             coalesce($9::timestamptz, pg_catalog.now()),
+             coalesce($10::timestamptz, $9::timestamptz, pg_catalog.now()),
+             agent_memory.caller_tenant())
+     ON CONFLICT DO NOTHING
+     RETURNING 1",
+    &[
         TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, TEXT, TEXT,
-    ]);
+    ],
+);
 
 static IMPORT_VERSION: Statement = Statement::read_write(
     "INSERT INTO agent_memory.graph_node_versions

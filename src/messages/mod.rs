@@ -865,7 +865,8 @@ macro_rules! next_seq {
 /// Seq is counted per session, not taken from a sequence, so that an append
 /// writes nothing shared between sessions (see docs/scaling.md); while a
 /// session's appends stay on one thread they write only that thread's row.
-static APPEND_FAST: Statement = Statement::read_write(concat!(
+static APPEND_FAST: Statement = Statement::read_write(
+    concat!(
         "WITH claimed AS (
            UPDATE agent_memory.message_threads t
            SET appended = t.appended + 1, appends = t.appends + 1, last_seq = ",
@@ -893,7 +894,9 @@ static APPEND_FAST: Statement = Statement::read_write(concat!(
          SELECT written.seq, claimed.slot::int4, claimed.seq, claimed.moved,
                 claimed.last_activity_at < pg_catalog.now() - interval '1 second'
          FROM claimed LEFT JOIN written ON true"
-    ), &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB]);
+    ),
+    &[TEXT, TEXT, INT4, INT4, TEXT, TEXT, TEXT, JSONB],
+);
 
 /// A run of plain messages (no tool call or result, no idempotency key) in
 /// one statement: if the thread exists with this keep ($3) and the session
@@ -981,9 +984,12 @@ static RENEW_SESSION: Statement = Statement::read_write(
 
 /// Record that the session's newest append, seq $3, went to thread $2, and
 /// renew the session.
-static MOVE_TO_THREAD: Statement = Statement::read_write("UPDATE agent_memory.sessions
-          SET last_thread_key = $2, last_message_seq = $3, last_activity_at = greatest(last_activity_at, pg_catalog.now())
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()", &[TEXT, TEXT, INT8]);
+static MOVE_TO_THREAD: Statement = Statement::read_write(
+    "UPDATE agent_memory.sessions
+     SET last_thread_key = $2, last_message_seq = $3, last_activity_at = greatest(last_activity_at, pg_catalog.now())
+     WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
+    &[TEXT, TEXT, INT8],
+);
 
 /// Under REPEATABLE READ or SERIALIZABLE the statements read the
 /// transaction's snapshot, which may predate an append to another thread of
@@ -991,38 +997,47 @@ static MOVE_TO_THREAD: Statement = Statement::read_write("UPDATE agent_memory.se
 /// and so miss its seq. Locking the session's row and threads then fails
 /// with a serialization failure, as a concurrent update of one row does (an
 /// append that made a thread also wrote the session's row).
-static LOCK_THREADS: Statement = Statement::read_write("SELECT (SELECT count(*) FROM (SELECT FROM agent_memory.sessions
-                                       WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
-                                       FOR SHARE) AS session),
-                 (SELECT count(*) FROM (SELECT FROM agent_memory.message_threads
-                                       WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
-                                       FOR SHARE) AS threads)", &[TEXT]);
+static LOCK_THREADS: Statement = Statement::read_write(
+    "SELECT (SELECT count(*) FROM (SELECT FROM agent_memory.sessions
+                                  WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                                  FOR SHARE) AS session),
+            (SELECT count(*) FROM (SELECT FROM agent_memory.message_threads
+                                  WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                                  FOR SHARE) AS threads)",
+    &[TEXT],
+);
 
 /// Before slot $3 is written: the tool calls of the message it holds, when
 /// it is an assistant's; and whether another slot holds the assistant
 /// message that makes call $4 (true when $4 is NULL: the new message is no
 /// tool result).
-static SLOT_CALLS: Statement = Statement::read_write("SELECT (SELECT CASE WHEN o.role = 'assistant' THEN o.metadata -> 'tool_calls' END
-                  FROM agent_memory.thread_messages o
-                  WHERE o.session_id = $1 AND o.thread_key = $2 AND o.slot = $3
-                    AND o.tenant = agent_memory.caller_tenant()),
-                 $4::text IS NULL OR EXISTS (
-                   SELECT FROM agent_memory.thread_messages c
-                   WHERE c.session_id = $1 AND c.thread_key = $2 AND c.slot <> $3
-                     AND c.tenant = agent_memory.caller_tenant() AND c.role = 'assistant'
-                     AND (c.metadata -> 'tool_calls' @> pg_catalog.jsonb_build_array($4::text)
-                          OR c.metadata -> 'tool_calls'
-                             @> pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $4::text))))", &[TEXT, TEXT, INT4, TEXT]);
+static SLOT_CALLS: Statement = Statement::read_write(
+    "SELECT (SELECT CASE WHEN o.role = 'assistant' THEN o.metadata -> 'tool_calls' END
+             FROM agent_memory.thread_messages o
+             WHERE o.session_id = $1 AND o.thread_key = $2 AND o.slot = $3
+               AND o.tenant = agent_memory.caller_tenant()),
+            $4::text IS NULL OR EXISTS (
+              SELECT FROM agent_memory.thread_messages c
+              WHERE c.session_id = $1 AND c.thread_key = $2 AND c.slot <> $3
+                AND c.tenant = agent_memory.caller_tenant() AND c.role = 'assistant'
+                AND (c.metadata -> 'tool_calls' @> pg_catalog.jsonb_build_array($4::text)
+                     OR c.metadata -> 'tool_calls'
+                        @> pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('id', $4::text))))",
+    &[TEXT, TEXT, INT4, TEXT],
+);
 
 /// Write slot $3 whatever it holds; the thread's position was already taken.
-static OVERWRITE: Statement = Statement::read_write("INSERT INTO agent_memory.thread_messages AS m
-            (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, idempotency_key, created_at)
-          VALUES ($1, $2, $3, agent_memory.caller_tenant(), $9, $4, $5, $6, $7, $8, pg_catalog.now())
-          ON CONFLICT (session_id, thread_key, slot, tenant) DO UPDATE
-          SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
-              content = excluded.content, metadata = excluded.metadata,
-              idempotency_key = excluded.idempotency_key, created_at = excluded.created_at
-          RETURNING m.seq", &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, JSONB, TEXT, INT8]);
+static OVERWRITE: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.thread_messages AS m
+       (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, idempotency_key, created_at)
+     VALUES ($1, $2, $3, agent_memory.caller_tenant(), $9, $4, $5, $6, $7, $8, pg_catalog.now())
+     ON CONFLICT (session_id, thread_key, slot, tenant) DO UPDATE
+     SET seq = excluded.seq, node_id = excluded.node_id, role = excluded.role,
+         content = excluded.content, metadata = excluded.metadata,
+         idempotency_key = excluded.idempotency_key, created_at = excluded.created_at
+     RETURNING m.seq",
+    &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, JSONB, TEXT, INT8],
+);
 
 /// Take the thread's next position and the session's next seq (the
 /// general path); returns the seq and whether the append moved to another
@@ -1069,8 +1084,11 @@ static APPEND_STATE: Statement = Statement::read_write(
 
 /// A session appended to before anyone created it (in the caller's
 /// tenant): no user yet.
-static CREATE_IMPLICIT: Statement = Statement::read_write("INSERT INTO agent_memory.sessions (session_id, tenant) VALUES ($1, agent_memory.caller_tenant())
-          ON CONFLICT (session_id, tenant) DO NOTHING", &[TEXT]);
+static CREATE_IMPLICIT: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.sessions (session_id, tenant) VALUES ($1, agent_memory.caller_tenant())
+     ON CONFLICT (session_id, tenant) DO NOTHING",
+    &[TEXT],
+);
 
 /// The results ($4 call ids) of a tool call being overwritten in slot $3:
 /// they go with it.
@@ -1086,12 +1104,15 @@ static DROP_RESULTS: Statement = Statement::read_write(
 );
 
 /// A thread's messages, as a repack sees them.
-static THREAD_MESSAGES: Statement = Statement::read_only("SELECT slot, seq,
-                 CASE WHEN role = 'assistant' THEN metadata -> 'tool_calls' END,
-                 CASE WHEN role = 'tool' AND pg_catalog.jsonb_typeof(metadata -> 'tool_call_id') = 'string'
-                      THEN metadata ->> 'tool_call_id' END
-          FROM agent_memory.thread_messages
-          WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()", &[TEXT, TEXT]);
+static THREAD_MESSAGES: Statement = Statement::read_only(
+    "SELECT slot, seq,
+            CASE WHEN role = 'assistant' THEN metadata -> 'tool_calls' END,
+            CASE WHEN role = 'tool' AND pg_catalog.jsonb_typeof(metadata -> 'tool_call_id') = 'string'
+                 THEN metadata ->> 'tool_call_id' END
+     FROM agent_memory.thread_messages
+     WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()",
+    &[TEXT, TEXT],
+);
 
 /// Remove slots $3 of a thread: a probe per slot (a fenced list joined on
 /// every primary-key column, whatever the statistics say of the thread).
@@ -1148,9 +1169,12 @@ static MOVE_SLOTS_IN: Statement = Statement::read_write(
 );
 
 /// Set a thread's ring: keep $3, $4 messages in slots 0 .. $4 - 1.
-static SET_THREAD: Statement = Statement::read_write("INSERT INTO agent_memory.message_threads (session_id, thread_key, tenant, keep, appended)
-          VALUES ($1, $2, agent_memory.caller_tenant(), $3, $4)
-          ON CONFLICT (session_id, thread_key, tenant) DO UPDATE SET keep = excluded.keep, appended = excluded.appended", &[TEXT, TEXT, INT4, INT8]);
+static SET_THREAD: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.message_threads (session_id, thread_key, tenant, keep, appended)
+     VALUES ($1, $2, agent_memory.caller_tenant(), $3, $4)
+     ON CONFLICT (session_id, thread_key, tenant) DO UPDATE SET keep = excluded.keep, appended = excluded.appended",
+    &[TEXT, TEXT, INT4, INT8],
+);
 
 // Reads: the newest $3 messages of a thread ($2), or of the whole session
 // when $2 is NULL, of an active session (default idle minutes $4).
@@ -1233,7 +1257,8 @@ static LAST_USER: Statement = Statement::read_only(
 
 /// Remove the newest message (of thread $2, or of the session) and give its
 /// slot back to its thread: the newest is always the thread's last append.
-static POP: Statement = Statement::read_write(concat!(
+static POP: Statement = Statement::read_write(
+    concat!(
         "WITH newest AS (
            SELECT m.session_id, m.thread_key, m.slot, m.tenant
            FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
@@ -1253,11 +1278,14 @@ static POP: Statement = Statement::read_write(concat!(
          SELECT pg_catalog.jsonb_build_object('seq', seq, 'node_id', node_id, 'role', role,
                   'content', content, 'metadata', metadata, 'created_at', created_at)
          FROM gone"
-    ), &[TEXT, TEXT, INT4]);
+    ),
+    &[TEXT, TEXT, INT4],
+);
 
 /// Drop the threads (all, or $2) of an active session; their messages go
 /// with them. Returns how many messages there were.
-static CLEAR: Statement = Statement::read_write(concat!(
+static CLEAR: Statement = Statement::read_write(
+    concat!(
         "WITH live AS (
            SELECT s.session_id, s.tenant FROM agent_memory.sessions s
            WHERE ",
@@ -1277,7 +1305,9 @@ static CLEAR: Statement = Statement::read_write(concat!(
          SELECT count(*)::int4
          FROM agent_memory.thread_messages m JOIN threads USING (session_id, thread_key, tenant)
          WHERE m.session_id = $1"
-    ), &[TEXT, TEXT, INT4]);
+    ),
+    &[TEXT, TEXT, INT4],
+);
 
 /// Import message `seq` of a session as an export line holds it: appended
 /// to its thread with the seq it had, then dated as it was. The session

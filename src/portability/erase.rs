@@ -145,19 +145,22 @@ static USER_SESSIONS: Statement = Statement::read_write(
 
 /// Delete sessions $2 of user $1 (locked) and count what they held, which
 /// goes with them by cascade.
-static DELETE_SESSIONS: Statement = Statement::read_write("WITH s AS MATERIALIZED (
-            SELECT s.session_id, s.tenant FROM agent_memory.sessions s
-            WHERE s.session_id = ANY ($2) AND s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()),
-          held AS MATERIALIZED (
-            SELECT (SELECT count(*) FROM agent_memory.kv_entries k JOIN s USING (session_id, tenant)) AS entries,
-                   (SELECT count(*) FROM agent_memory.kv_entry_versions v JOIN s USING (session_id, tenant)) AS entry_versions,
-                   (SELECT count(*) FROM agent_memory.thread_messages m JOIN s USING (session_id, tenant)) AS messages,
-                   (SELECT count(*) FROM agent_memory.wm_parts p JOIN s USING (session_id, tenant)) AS parts),
-          gone AS (
-            DELETE FROM agent_memory.sessions x USING s
-            WHERE x.session_id = s.session_id AND x.tenant = s.tenant
-            RETURNING 1)
-          SELECT (SELECT count(*) FROM gone), h.entries, h.entry_versions, h.messages, h.parts FROM held h", &[TEXT, TEXT_ARRAY]);
+static DELETE_SESSIONS: Statement = Statement::read_write(
+    "WITH s AS MATERIALIZED (
+       SELECT s.session_id, s.tenant FROM agent_memory.sessions s
+       WHERE s.session_id = ANY ($2) AND s.user_id = $1 AND s.tenant = agent_memory.caller_tenant()),
+     held AS MATERIALIZED (
+       SELECT (SELECT count(*) FROM agent_memory.kv_entries k JOIN s USING (session_id, tenant)) AS entries,
+              (SELECT count(*) FROM agent_memory.kv_entry_versions v JOIN s USING (session_id, tenant)) AS entry_versions,
+              (SELECT count(*) FROM agent_memory.thread_messages m JOIN s USING (session_id, tenant)) AS messages,
+              (SELECT count(*) FROM agent_memory.wm_parts p JOIN s USING (session_id, tenant)) AS parts),
+     gone AS (
+       DELETE FROM agent_memory.sessions x USING s
+       WHERE x.session_id = s.session_id AND x.tenant = s.tenant
+       RETURNING 1)
+     SELECT (SELECT count(*) FROM gone), h.entries, h.entry_versions, h.messages, h.parts FROM held h",
+    &[TEXT, TEXT_ARRAY],
+);
 
 /// `WITH name AS (...), ...`: each CTE deletes the rows of its table
 /// whose `$key` is one of $1, in the caller's tenant, returning the key of

@@ -765,7 +765,8 @@ static IMPORT_SESSION: Statement = Statement::read_write(
 /// running sum in the lines' order, and each line's status in order:
 /// expired, imported, unchanged (the live entry there has the line's
 /// value and version) or conflict.
-static IMPORT_ENTRIES: Statement = Statement::read_write(concat!(
+static IMPORT_ENTRIES: Statement = Statement::read_write(
+    concat!(
         "WITH s AS (
            SELECT s.tenant FROM agent_memory.sessions s
            WHERE ",
@@ -810,25 +811,31 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(concat!(
                                WHEN o.live AND o.value = l.value AND o.version = l.version THEN 'unchanged'
                                ELSE 'conflict' END ORDER BY l.at)
                  FROM line l LEFT JOIN old o ON o.key = l.key LEFT JOIN written w ON w.key = l.key)"
-    ), &[TEXT, JSONB, INT4]);
+    ),
+    &[TEXT, JSONB, INT4],
+);
 
 /// Kept versions $2 (a jsonb array, each with its entry's key) of entries
 /// of session $1, each once; expired ones are left out.
-static IMPORT_ENTRY_VERSIONS: Statement = Statement::read_write("INSERT INTO agent_memory.kv_entry_versions
-            (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
-          SELECT $1, v.key, v.version, v.value, v.created_at, v.updated_at, v.expires_at, v.replaced_at,
-                 agent_memory.caller_tenant()
-          FROM pg_catalog.jsonb_to_recordset($2) AS v(key text, version int4, value jsonb,
-                 created_at timestamptz, updated_at timestamptz, expires_at timestamptz,
-                 replaced_at timestamptz)
-          WHERE v.expires_at > pg_catalog.now()
-          ON CONFLICT DO NOTHING", &[TEXT, JSONB]);
+static IMPORT_ENTRY_VERSIONS: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.kv_entry_versions
+       (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
+     SELECT $1, v.key, v.version, v.value, v.created_at, v.updated_at, v.expires_at, v.replaced_at,
+            agent_memory.caller_tenant()
+     FROM pg_catalog.jsonb_to_recordset($2) AS v(key text, version int4, value jsonb,
+            created_at timestamptz, updated_at timestamptz, expires_at timestamptz,
+            replaced_at timestamptz)
+     WHERE v.expires_at > pg_catalog.now()
+     ON CONFLICT DO NOTHING",
+    &[TEXT, JSONB],
+);
 
 /// A working-memory part as exported, into an active session (idle minutes
 /// $8). Returns whether the session was found, whether the part was
 /// written, and else whether the part there has the line's value and
 /// version.
-static IMPORT_PART: Statement = Statement::read_write(concat!(
+static IMPORT_PART: Statement = Statement::read_write(
+    concat!(
         "WITH s AS (
            SELECT s.tenant FROM agent_memory.sessions s
            WHERE ",
@@ -843,34 +850,44 @@ static IMPORT_PART: Statement = Statement::read_write(concat!(
                 (SELECT p.value = $4 AND p.version = $5 FROM agent_memory.wm_parts p
                  WHERE p.session_id = $1 AND p.node_key = $2 AND p.part = $3
                    AND p.tenant = agent_memory.caller_tenant())"
-    ), &[TEXT, TEXT, TEXT, JSONB, INT4, TEXT, TEXT, INT4]);
+    ),
+    &[TEXT, TEXT, TEXT, JSONB, INT4, TEXT, TEXT, INT4],
+);
 
 /// A graph node as exported. Returns whether it was written, and else
 /// whether the node there has the line's content, version and revision.
-static IMPORT_NODE: Statement = Statement::read_write("WITH written AS (
-            INSERT INTO agent_memory.graph_nodes
-              (owner, node_id, title, description, body, links, refs, version, revision,
-               created_at, updated_at, tenant)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz, $11::timestamptz,
-                    agent_memory.caller_tenant())
-            ON CONFLICT DO NOTHING
-            RETURNING 1)
-          SELECT EXISTS (SELECT FROM written),
-                 (SELECT n.title = $3 AND n.description = $4 AND n.body = $5 AND n.links = $6
-                         AND n.version = $8 AND n.revision = $9
-                  FROM agent_memory.graph_nodes n
-                  WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant())", &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, INT4, TEXT, TEXT]);
+static IMPORT_NODE: Statement = Statement::read_write(
+    "WITH written AS (
+       INSERT INTO agent_memory.graph_nodes
+         (owner, node_id, title, description, body, links, refs, version, revision,
+          created_at, updated_at, tenant)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz, $11::timestamptz,
+               agent_memory.caller_tenant())
+       ON CONFLICT DO NOTHING
+       RETURNING 1)
+     SELECT EXISTS (SELECT FROM written),
+            (SELECT n.title = $3 AND n.description = $4 AND n.body = $5 AND n.links = $6
+                    AND n.version = $8 AND n.revision = $9
+             FROM agent_memory.graph_nodes n
+             WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant())",
+    &[
+        TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, INT4, TEXT, TEXT,
+    ],
+);
 
 /// Kept versions $3 (a jsonb array, with refs) of a node, each once.
-static IMPORT_NODE_VERSIONS: Statement = Statement::read_write("INSERT INTO agent_memory.graph_node_versions
-            (owner, node_id, version, title, description, body, links, refs, created_at, updated_at,
-             change_description, saved_at, tenant)
-          SELECT $1, $2, v.version, v.title, v.description, v.body, v.links, v.refs, v.created_at,
-                 v.updated_at, v.change_description, v.saved_at, agent_memory.caller_tenant()
-          FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, title text, description text,
-                 body text, links text[], refs text[], created_at timestamptz, updated_at timestamptz,
-                 change_description text, saved_at timestamptz)
-          ON CONFLICT DO NOTHING", &[TEXT, TEXT, JSONB]);
+static IMPORT_NODE_VERSIONS: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.graph_node_versions
+       (owner, node_id, version, title, description, body, links, refs, created_at, updated_at,
+        change_description, saved_at, tenant)
+     SELECT $1, $2, v.version, v.title, v.description, v.body, v.links, v.refs, v.created_at,
+            v.updated_at, v.change_description, v.saved_at, agent_memory.caller_tenant()
+     FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, title text, description text,
+            body text, links text[], refs text[], created_at timestamptz, updated_at timestamptz,
+            change_description text, saved_at timestamptz)
+     ON CONFLICT DO NOTHING",
+    &[TEXT, TEXT, JSONB],
+);
 
 /// Give a file just placed its exported version and dates.
 static IMPORT_FILE_STATE: Statement = Statement::read_write(
@@ -900,29 +917,32 @@ static IMPORT_FILE_VERSIONS: Statement = Statement::read_write(
 /// directory at it or under it, no file above it. Read after the files
 /// were counted in the scope, whose row lock orders creations in it.
 /// Returns whether every path was free, and how many files were written.
-static IMPORT_FILES: Statement = Statement::read_write("WITH line AS (
-            SELECT * FROM pg_catalog.jsonb_to_recordset($2) AS l(path text, content text, version int4,
-                     created_at timestamptz, updated_at timestamptz, under text, under_end text,
-                     above text[])),
-          taken AS (
-            SELECT FROM line l
-            WHERE EXISTS (SELECT FROM agent_memory.memory_files f
-                          WHERE f.scope = $1 AND f.path >= l.path AND f.path < l.under_end
-                            AND (f.path = l.path OR f.path >= l.under)
-                            AND f.tenant = agent_memory.caller_tenant())
-               OR EXISTS (SELECT FROM agent_memory.memory_directories d
-                          WHERE d.scope = $1 AND d.path >= l.path AND d.path < l.under_end
-                            AND (d.path = l.path OR d.path >= l.under)
-                            AND d.tenant = agent_memory.caller_tenant())
-               OR EXISTS (SELECT FROM pg_catalog.unnest(l.above) AS a(path)
-                          JOIN agent_memory.memory_files f
-                            ON f.scope = $1 AND f.path = a.path AND f.tenant = agent_memory.caller_tenant())),
-          written AS (
-            INSERT INTO agent_memory.memory_files AS f
-              (scope, path, content, version, created_at, updated_at, tenant)
-            SELECT $1, l.path, l.content, l.version, l.created_at, l.updated_at, agent_memory.caller_tenant()
-            FROM line l
-            WHERE NOT EXISTS (SELECT FROM taken)
-            ON CONFLICT (scope, path, tenant) DO NOTHING
-            RETURNING 1)
-          SELECT NOT EXISTS (SELECT FROM taken), (SELECT pg_catalog.count(*) FROM written)::int4", &[TEXT, JSONB]);
+static IMPORT_FILES: Statement = Statement::read_write(
+    "WITH line AS (
+       SELECT * FROM pg_catalog.jsonb_to_recordset($2) AS l(path text, content text, version int4,
+                created_at timestamptz, updated_at timestamptz, under text, under_end text,
+                above text[])),
+     taken AS (
+       SELECT FROM line l
+       WHERE EXISTS (SELECT FROM agent_memory.memory_files f
+                     WHERE f.scope = $1 AND f.path >= l.path AND f.path < l.under_end
+                       AND (f.path = l.path OR f.path >= l.under)
+                       AND f.tenant = agent_memory.caller_tenant())
+          OR EXISTS (SELECT FROM agent_memory.memory_directories d
+                     WHERE d.scope = $1 AND d.path >= l.path AND d.path < l.under_end
+                       AND (d.path = l.path OR d.path >= l.under)
+                       AND d.tenant = agent_memory.caller_tenant())
+          OR EXISTS (SELECT FROM pg_catalog.unnest(l.above) AS a(path)
+                     JOIN agent_memory.memory_files f
+                       ON f.scope = $1 AND f.path = a.path AND f.tenant = agent_memory.caller_tenant())),
+     written AS (
+       INSERT INTO agent_memory.memory_files AS f
+         (scope, path, content, version, created_at, updated_at, tenant)
+       SELECT $1, l.path, l.content, l.version, l.created_at, l.updated_at, agent_memory.caller_tenant()
+       FROM line l
+       WHERE NOT EXISTS (SELECT FROM taken)
+       ON CONFLICT (scope, path, tenant) DO NOTHING
+       RETURNING 1)
+     SELECT NOT EXISTS (SELECT FROM taken), (SELECT pg_catalog.count(*) FROM written)::int4",
+    &[TEXT, JSONB],
+);

@@ -375,22 +375,25 @@ static VECTOR_SCHEMA: Statement = Statement::read_only(
 /// EXTENSION vector drops), pgvector's schema and the caller's
 /// hnsw.iterative_scan, which it sets to relaxed_order for the rest of the
 /// transaction (an error rolls it back; recall sets it back after).
-static MEANING_STATE: Statement = Statement::read_only("SELECT c.dimension, v.nspname,
-                 CASE WHEN v.nspname IS NOT NULL
-                      THEN coalesce(pg_catalog.current_setting('hnsw.iterative_scan', true), '')
-                           || pg_catalog.left(pg_catalog.set_config('hnsw.iterative_scan', 'relaxed_order', true), 0)
-                 END
-          FROM agent_memory.recall_settings c
-          LEFT JOIN (SELECT n.nspname::text FROM pg_catalog.pg_extension e
-                     JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-                     WHERE e.extname = 'vector'
-                       AND pg_catalog.string_to_array(e.extversion, '.')::int[] >= '{0,8}'
-                       AND pg_catalog.to_regclass('agent_memory.kv_entries_embedding_idx') IS NOT NULL
-                       AND pg_catalog.to_regclass('agent_memory.thread_messages_embedding_idx') IS NOT NULL
-                       AND pg_catalog.to_regclass('agent_memory.wm_parts_embedding_idx') IS NOT NULL
-                       AND pg_catalog.to_regclass('agent_memory.graph_nodes_embedding_idx') IS NOT NULL
-                       AND pg_catalog.to_regclass('agent_memory.memory_files_embedding_idx') IS NOT NULL) v
-            ON c.dimension IS NOT NULL", &[]);
+static MEANING_STATE: Statement = Statement::read_only(
+    "SELECT c.dimension, v.nspname,
+            CASE WHEN v.nspname IS NOT NULL
+                 THEN coalesce(pg_catalog.current_setting('hnsw.iterative_scan', true), '')
+                      || pg_catalog.left(pg_catalog.set_config('hnsw.iterative_scan', 'relaxed_order', true), 0)
+            END
+     FROM agent_memory.recall_settings c
+     LEFT JOIN (SELECT n.nspname::text FROM pg_catalog.pg_extension e
+                JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+                WHERE e.extname = 'vector'
+                  AND pg_catalog.string_to_array(e.extversion, '.')::int[] >= '{0,8}'
+                  AND pg_catalog.to_regclass('agent_memory.kv_entries_embedding_idx') IS NOT NULL
+                  AND pg_catalog.to_regclass('agent_memory.thread_messages_embedding_idx') IS NOT NULL
+                  AND pg_catalog.to_regclass('agent_memory.wm_parts_embedding_idx') IS NOT NULL
+                  AND pg_catalog.to_regclass('agent_memory.graph_nodes_embedding_idx') IS NOT NULL
+                  AND pg_catalog.to_regclass('agent_memory.memory_files_embedding_idx') IS NOT NULL) v
+       ON c.dimension IS NOT NULL",
+    &[],
+);
 
 /// Set the embeddings' dimension to $1.
 static SET_DIMENSION: Statement = Statement::read_write(

@@ -1274,7 +1274,8 @@ macro_rules! text_when {
 /// $4 (ref), $5 (thread or node key), $6 (slot): the first 20,000
 /// characters of its text, the words $1 (see recall::Query) marked with
 /// **, by the ordinal of the item.
-static SNIPPETS: Statement = Statement::read_only(concat!(
+static SNIPPETS: Statement = Statement::read_only(
+    concat!(
         "WITH q AS MATERIALIZED (SELECT ",
         wanted!(),
         " AS q)
@@ -1305,4 +1306,6 @@ static SNIPPETS: Statement = Statement::read_only(concat!(
                             pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
                             pg_catalog.unnest($6::int4[]))
                  WITH ORDINALITY AS w(kind, key, ref, thread, slot, ord)"
-    ), &[TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, INT4_ARRAY]);
+    ),
+    &[TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, INT4_ARRAY],
+);

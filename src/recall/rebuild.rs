@@ -70,9 +70,12 @@ fn setting_text(setting: &pgrx::GucSetting<Option<std::ffi::CString>>) -> String
 /// Configuration $2 of schema $1 (pg_catalog when NULL): an SQL literal of
 /// it, and its name (schema-qualified but in pg_catalog); no row when there
 /// is no such configuration.
-static CONFIG_LITERAL: Statement = Statement::read_write("SELECT pg_catalog.quote_literal(c.oid::regconfig::text) || '::regconfig', c.oid::regconfig::text
-          FROM pg_catalog.pg_ts_config c JOIN pg_catalog.pg_namespace n ON n.oid = c.cfgnamespace
-          WHERE c.cfgname = $2 AND n.nspname = coalesce($1, 'pg_catalog')", &[TEXT, TEXT]);
+static CONFIG_LITERAL: Statement = Statement::read_write(
+    "SELECT pg_catalog.quote_literal(c.oid::regconfig::text) || '::regconfig', c.oid::regconfig::text
+     FROM pg_catalog.pg_ts_config c JOIN pg_catalog.pg_namespace n ON n.oid = c.cfgnamespace
+     WHERE c.cfgname = $2 AND n.nspname = coalesce($1, 'pg_catalog')",
+    &[TEXT, TEXT],
+);
 
 /// Record configuration $1 (a name, as CONFIG_LITERAL gives it) and kinds
 /// $2 as the columns' own.

@@ -562,15 +562,17 @@ static NEXT_EXPIRED_VERSION: Statement =
 /// Record a run and drop the runs older than the newest $7: a bounded
 /// history. Run as the table's owner: roles may read the runs, not write
 /// them.
-static RECORD_RUN: Statement = Statement::read_write("WITH run AS (
-            INSERT INTO agent_memory.cleanup_runs
-              (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches, error)
-            VALUES ($1, pg_catalog.clock_timestamp(), $2, $3, $4, $5, $6)
-            RETURNING run_id),
-          pruned AS (
-            DELETE FROM agent_memory.cleanup_runs
-            WHERE run_id <= (SELECT run_id FROM run) - $7)
-          SELECT run_id FROM run", &[
+static RECORD_RUN: Statement = Statement::read_write(
+    "WITH run AS (
+       INSERT INTO agent_memory.cleanup_runs
+         (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches, error)
+       VALUES ($1, pg_catalog.clock_timestamp(), $2, $3, $4, $5, $6)
+       RETURNING run_id),
+     pruned AS (
+       DELETE FROM agent_memory.cleanup_runs
+       WHERE run_id <= (SELECT run_id FROM run) - $7)
+     SELECT run_id FROM run",
+    &[
         pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIMESTAMPTZOID),
         TEXT,
         INT8,
@@ -578,7 +580,8 @@ static RECORD_RUN: Statement = Statement::read_write("WITH run AS (
         INT4,
         TEXT,
         INT4,
-    ]);
+    ],
+);
 
 /// Whether sql/citus.sql installed the per-shard cleanup. On Citus the
 /// batches below cannot run (a ctid means something inside one shard only,

@@ -720,11 +720,14 @@ static WRITE_MANY: Statement = Statement::read_write(
 /// One entry on Citus, of session $1 known to be active (key $2, value
 /// $3, words $4, ttl $5 or $6 minutes), as values: returns the entry's
 /// expiry instead of the state.
-static WRITE_VALUES_ON_CITUS: Statement = Statement::read_write(upsert_statement!(
+static WRITE_VALUES_ON_CITUS: Statement = Statement::read_write(
+    upsert_statement!(
         "k.expires_at",
         "VALUES ($1, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
                  agent_memory.caller_tenant())"
-    ), &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4]);
+    ),
+    &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4],
+);
 
 /// On Citus, the state of session $1 after a write of entries expiring at
 /// $2, read under the write lock, after the write.
@@ -737,12 +740,15 @@ static STATE_AFTER_WRITE: Statement = Statement::read_write(
 /// closer or found its activity over a second old: renew the session and
 /// keep its word counter ($2 is the change) and next expiry ($3, $4 as in
 /// the write; now() is the same within the transaction).
-static RENEW_WRITER: Statement = Statement::read_write("UPDATE agent_memory.sessions
-          SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
-              kv_words = kv_words + $2,
-              kv_next_expiry = least(kv_next_expiry,
-                                     pg_catalog.now() + coalesce($3, pg_catalog.make_interval(mins => $4)))
-          WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()", &[TEXT, INT8, INTERVAL, INT4]);
+static RENEW_WRITER: Statement = Statement::read_write(
+    "UPDATE agent_memory.sessions
+     SET last_activity_at = greatest(last_activity_at, pg_catalog.now()),
+         kv_words = kv_words + $2,
+         kv_next_expiry = least(kv_next_expiry,
+                                pg_catalog.now() + coalesce($3, pg_catalog.make_interval(mins => $4)))
+     WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()",
+    &[TEXT, INT8, INTERVAL, INT4],
+);
 
 /// The version of live entry $2 of session $1 (0: none), when the session
 /// is active ($3 idle minutes); no row when it is gone.
@@ -786,14 +792,17 @@ static RECOUNTED: Statement = Statement::read_write(
     &[TEXT, TEXT_ARRAY, INT8, TIMESTAMPTZ],
 );
 
-static GET: Statement = Statement::read_only(concat!(
+static GET: Statement = Statement::read_only(
+    concat!(
         "SELECT k.value FROM agent_memory.kv_entries k JOIN agent_memory.sessions s
            ON s.session_id OPERATOR(pg_catalog.=) k.session_id AND s.tenant OPERATOR(pg_catalog.=) k.tenant
          WHERE k.session_id OPERATOR(pg_catalog.=) $1 AND k.key OPERATOR(pg_catalog.=) $3
            AND k.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
            AND k.expires_at OPERATOR(pg_catalog.>) pg_catalog.now() AND ",
         active!("s", "$2")
-    ), &[TEXT, INT4, TEXT]);
+    ),
+    &[TEXT, INT4, TEXT],
+);
 
 /// The live entry $2 of a session this backend knows to be active.
 static GET_OF_ACTIVE: Statement = Statement::read_only(

@@ -404,11 +404,14 @@ static RENUMBER_ONE_ON_CITUS: Statement = Statement::read_write(
 
 /// Entries $2 of session $1, just written anew, take the version after
 /// the newest their history keeps ($3, in the same order).
-static RENUMBER: Statement = Statement::read_write("UPDATE agent_memory.kv_entries e SET version = f.newest + 1
-          FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::int4[])) AS f(key, newest)
-          WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant() AND e.key = f.key
-            AND f.newest IS NOT NULL AND e.version <= f.newest
-          RETURNING e.key, e.version", &[TEXT, TEXT_ARRAY, INT4_ARRAY]);
+static RENUMBER: Statement = Statement::read_write(
+    "UPDATE agent_memory.kv_entries e SET version = f.newest + 1
+     FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::int4[])) AS f(key, newest)
+     WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant() AND e.key = f.key
+       AND f.newest IS NOT NULL AND e.version <= f.newest
+     RETURNING e.key, e.version",
+    &[TEXT, TEXT_ARRAY, INT4_ARRAY],
+);
 
 /// The kept versions of entry $3 of active session $1 ($2 idle minutes).
 macro_rules! kept_versions {

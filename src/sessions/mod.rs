@@ -372,12 +372,15 @@ static DELETE_SESSION: Statement = Statement::read_write(
 
 /// Renews activity of an active session; returns a row only if it is active.
 /// Taking the row lock here also serialises the writers of one session.
-pub static RENEW: Statement = Statement::read_write(concat!(
+pub static RENEW: Statement = Statement::read_write(
+    concat!(
         "UPDATE agent_memory.sessions s SET last_activity_at = greatest(last_activity_at, pg_catalog.now())
          WHERE ",
         callers_active_session!("$2"),
         " RETURNING true"
-    ), &[TEXT, INT4]);
+    ),
+    &[TEXT, INT4],
+);
 
 static IS_ACTIVE: Statement = Statement::read_only(
     concat!(
@@ -390,7 +393,8 @@ static IS_ACTIVE: Statement = Statement::read_only(
 );
 
 /// Counts over the caller's tenant's sessions.
-static STATS: Statement = Statement::read_only(concat!(
+static STATS: Statement = Statement::read_only(
+    concat!(
         "SELECT pg_catalog.jsonb_build_object(
             'total', count(*),
             'active', count(*) FILTER (WHERE ",
@@ -401,7 +405,9 @@ static STATS: Statement = Statement::read_only(concat!(
         "),
             'avg_duration_seconds', coalesce(round(avg(extract(epoch FROM s.last_activity_at - s.created_at)), 3), 0))
          FROM agent_memory.sessions s WHERE s.tenant = agent_memory.caller_tenant()"
-    ), &[INT4]);
+    ),
+    &[INT4],
+);
 
 static USER_SESSIONS: Statement = Statement::read_only(
     concat!(

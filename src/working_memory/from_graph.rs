@@ -282,7 +282,8 @@ static LOCK_TIED: Statement = Statement::read_write(
 
 /// Replace the project graph of every tied entry whose index differs,
 /// with versions as any part write; a row per entry changed.
-static REFRESH_TIED: Statement = Statement::read_write(concat!(
+static REFRESH_TIED: Statement = Statement::read_write(
+    concat!(
         "WITH fresh AS (SELECT ",
         structure_index!(),
         " AS graph)
@@ -296,4 +297,6 @@ static REFRESH_TIED: Statement = Statement::read_write(concat!(
            AND p.tenant = agent_memory.caller_tenant()
            AND p.value -> 'project_graph' IS DISTINCT FROM f.graph
          RETURNING p.session_id, p.node_key, p.version"
-    ), &[TEXT, INT4]);
+    ),
+    &[TEXT, INT4],
+);
