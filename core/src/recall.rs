@@ -329,9 +329,10 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
 }
 
 /// The reciprocal-rank-fusion constant: a signal's rank r contributes
-/// weight / (RRF_K + r), so the top few ranks of each signal count about
-/// alike and a long tail adds little.
-pub const RRF_K: f64 = 60.0;
+/// weight / (RRF_K + r), so a signal's first ranks count clearly more than
+/// its later ones (the fifth about three quarters of the first), and the
+/// recency factor reorders near ranks but does not bury a best match.
+pub const RRF_K: f64 = 10.0;
 
 /// How much each signal counts in the fused score.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -340,11 +341,14 @@ pub struct Weights {
     pub meaning: f64,
 }
 
+/// Meaning counts twice as much as words unless a call says otherwise: an
+/// embedding matches a question worded otherwise than the memory, where
+/// shared words are often chance.
 impl Default for Weights {
     fn default() -> Self {
         Weights {
             keyword: 1.0,
-            meaning: 1.0,
+            meaning: 2.0,
         }
     }
 }
@@ -378,8 +382,8 @@ pub fn recency_factor(age_seconds: f64, half_life_seconds: f64, floor: f64) -> f
     floor + (1.0 - floor) * decay
 }
 
-/// The weights a call gives as `{"keyword": w, "meaning": w}` (either may
-/// be left out: 1); NULL is the default weights. Anything else is 22023.
+/// The weights a call gives as `{"keyword": w, "meaning": w}` (one left
+/// out keeps its default); NULL is the default weights. Anything else is 22023.
 pub fn weights_from_json(weights: Option<&serde_json::Value>) -> Result<Weights> {
     let Some(weights) = weights else {
         return Ok(Weights::default());
@@ -734,8 +738,8 @@ mod tests {
 
     #[test]
     fn a_first_meaning_read_settles_fresh_items() {
-        // Read as deep as asked: the best 10 score 1/61..1/70, an unread
-        // item at most 1/81.
+        // Read as deep as asked: the best 10 score 1/11..1/20, an unread
+        // item at most 1/31.
         assert!(!deeper_meaning_read_needed(&twenty_nodes(1.0), 20, 1.0, 10));
         // A kind that kept fewer than it asked for has nothing unread.
         assert!(!deeper_meaning_read_needed(&twenty_nodes(0.5), 21, 1.0, 10));
@@ -743,8 +747,8 @@ mod tests {
 
     #[test]
     fn a_first_meaning_read_is_not_enough_for_old_items_or_too_few() {
-        // The nearest are old (recency 0.5): the 10th scores 0.5/70, below
-        // the 1/81 an unread fresh item could reach.
+        // The nearest are old (recency 0.5): the 10th scores 0.5/20, below
+        // the 1/31 an unread fresh item could reach.
         assert!(deeper_meaning_read_needed(&twenty_nodes(0.5), 20, 1.0, 10));
         // Fewer kept than k while the kind was cut short.
         let few = read_of(&[(Kind::Node, 0.9, 1.0), (Kind::Node, 0.8, 1.0)]);
@@ -762,7 +766,7 @@ mod tests {
         ]);
         assert!(deeper_meaning_read_needed(&read, 2, 1.0, 3));
         // The file at 0.95 instead, and the best 2: both stay ahead of any
-        // unread node, and the 2nd (1/62) beats what it could score (1/63).
+        // unread node, and the 2nd (1/12) beats what it could score (1/13).
         let read = read_of(&[
             (Kind::File, 0.95, 1.0),
             (Kind::Node, 0.9, 1.0),
@@ -830,8 +834,8 @@ mod tests {
     #[test]
     fn weights_come_as_an_object_of_numbers() {
         assert_eq!(weights_from_json(None).unwrap(), Weights::default());
-        let w = weights_from_json(Some(&serde_json::json!({"meaning": 2}))).unwrap();
-        assert_eq!((w.keyword, w.meaning), (1.0, 2.0));
+        let w = weights_from_json(Some(&serde_json::json!({"keyword": 3}))).unwrap();
+        assert_eq!((w.keyword, w.meaning), (3.0, Weights::default().meaning));
         for bad in [
             serde_json::json!([1]),
             serde_json::json!({"keyword": "1"}),
@@ -1074,7 +1078,7 @@ mod tests {
                 candidate("meaning only, first", None, Some(1)),
                 candidate("found by neither", None, None),
             ],
-            Weights::default(),
+            EQUAL,
             10,
         );
         let order: Vec<&str> = fused.iter().map(|r| r.candidate.item.as_str()).collect();
@@ -1087,7 +1091,27 @@ mod tests {
                 "meaning only, first"
             ]
         );
-        assert!((fused[0].score - 2.0 / 62.0).abs() < 1e-12);
+        assert!((fused[0].score - 2.0 / (RRF_K + 2.0)).abs() < 1e-12);
+    }
+
+    const EQUAL: Weights = Weights {
+        keyword: 1.0,
+        meaning: 1.0,
+    };
+
+    #[test]
+    fn meaning_counts_more_than_words_unless_told() {
+        let items = || {
+            vec![
+                candidate("words, first", Some(1), None),
+                candidate("meaning, second", None, Some(2)),
+            ]
+        };
+        assert_eq!(
+            fuse(items(), Weights::default(), 1)[0].candidate.item,
+            "meaning, second"
+        );
+        assert_eq!(fuse(items(), EQUAL, 1)[0].candidate.item, "words, first");
     }
 
     #[test]
@@ -1109,8 +1133,8 @@ mod tests {
         assert_eq!(meaning_first[0].candidate.item, "meaning");
         let mut old = items();
         old[1].recency = 0.5;
-        assert_eq!(fuse(old, Weights::default(), 1)[0].candidate.item, "words");
-        assert_eq!(fuse(items(), Weights::default(), 1).len(), 1);
+        assert_eq!(fuse(old, EQUAL, 1)[0].candidate.item, "words");
+        assert_eq!(fuse(items(), EQUAL, 1).len(), 1);
     }
 
     #[test]
