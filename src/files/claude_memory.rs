@@ -284,8 +284,8 @@ fn answer(
 
 /// Lock the file the request changes and check the application's
 /// precondition on it: a failed one is an SQL error (40001), as the
-/// answer's text has no place for it. A delete or a rename locks the
-/// scope's row first, as they do.
+/// answer's text has no place for it. A creation, a delete or a rename
+/// locks the scope's row first, as they do.
 fn check_precondition(
     client: Client,
     scope: &str,
@@ -298,7 +298,10 @@ fn check_precondition(
         ))
         .or_report();
     };
-    if matches!(request, Request::Delete { .. } | Request::Rename { .. }) {
+    if matches!(
+        request,
+        Request::Create { .. } | Request::Delete { .. } | Request::Rename { .. }
+    ) {
         store::lock_scope(client, scope)?;
     }
     let current = store::lock_file(client, scope, &file.stored)?;

@@ -16,7 +16,7 @@
 use pgrx::prelude::*;
 
 use agent_memory_core::files::memory_tool::{
-    self as files, Code, Command, Echo, Precondition, ToolError, ToolResult,
+    self as files, Code, Command, Echo, Precondition, Replacement, ToolError, ToolResult,
 };
 use agent_memory_core::recall::Query;
 use agent_memory_core::{Error, args, jsonb};
@@ -181,16 +181,22 @@ fn update(
         }
         let row = table.first();
         let content = crate::pg::datums::text_at(&row, 1)?.unwrap_or_default();
-        let Some((replacement, replaced)) = files::replace_counted(content, old, new) else {
-            let version = row.required::<i32>(4, "version")?;
-            return Ok(Ok(files::update_result(0, version)));
+        let limit_bytes = usize::try_from(limit).unwrap_or(0);
+        let (replacement, replaced) = match files::replace_counted(content, old, new, limit_bytes) {
+            Replacement::Replaced(replacement, replaced) => (replacement, replaced),
+            Replacement::NotFound => {
+                let version = row.required::<i32>(4, "version")?;
+                return Ok(Ok(files::update_result(0, version)));
+            }
+            Replacement::TooLarge { .. } => {
+                return Ok(Err(ToolError::new(
+                    Code::Efbig,
+                    format!(
+                        "EFBIG: the file would exceed {limit} bytes (agent_memory.max_file_bytes)"
+                    ),
+                )));
+            }
         };
-        if replacement.len() > limit as usize {
-            return Ok(Err(ToolError::new(
-                Code::Efbig,
-                format!("EFBIG: the file would exceed {limit} bytes (agent_memory.max_file_bytes)"),
-            )));
-        }
         let at = RowVersion::of(&row, 2, 3)?;
         versions::save_row_version(client, scope, path, at.ctid(), at.xmin)?;
         let written = WRITE_VERSION.run(
@@ -330,13 +336,16 @@ fn run(
     let _generic = GenericPlans::force()?;
     Spi::connect_mut(|client| {
         if !precondition.is_none() {
-            // A delete locks the scope's row before any file's (see
-            // store::lock_scope), so the check does too.
-            if let Command::Delete = command {
+            // The scope's row is locked before any file's (see
+            // store::lock_scope): a delete takes it, and an append may go
+            // on to create the file, which takes it too. So the check
+            // takes it first for both.
+            let takes_scope = matches!(command, Command::Delete | Command::Append { .. });
+            if takes_scope {
                 lock_scope(client, scope)?;
             }
             if let Err(conflict) = locked_file_meets(client, scope, path, precondition)? {
-                if let Command::Delete = command {
+                if takes_scope {
                     // The lock may have made the row of a scope that
                     // holds nothing.
                     forget_scope_if_empty(client, scope)?;

@@ -693,22 +693,41 @@ pub fn occurrences(content: &str, old: &str) -> usize {
     }
 }
 
+/// What replacing every occurrence of a text in a file's content gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replacement {
+    /// The text is not in the content.
+    NotFound,
+    /// The new content would be `bytes` long, past the limit: it is not
+    /// built, so a short text replaced by a long one many times over costs
+    /// no memory.
+    TooLarge { bytes: usize },
+    /// The new content, and how many occurrences were replaced.
+    Replaced(String, usize),
+}
+
 /// `content` with every occurrence of `old` (not empty) replaced by `new`,
-/// left to right as PostgreSQL's `replace` does, and how many there were;
-/// None when there were none.
-pub fn replace_counted(content: &str, old: &str, new: &str) -> Option<(String, usize)> {
-    let mut matches = content.match_indices(old).peekable();
-    matches.peek()?;
-    let mut out = String::with_capacity(content.len());
-    let (mut count, mut clean) = (0, 0);
-    for (at, _) in matches {
+/// left to right as PostgreSQL's `replace` does, if the result is at most
+/// `limit` bytes.
+pub fn replace_counted(content: &str, old: &str, new: &str, limit: usize) -> Replacement {
+    let count = content.matches(old).count();
+    if count == 0 {
+        return Replacement::NotFound;
+    }
+    // Occurrences do not overlap, so they hold at most the content's bytes.
+    let bytes = (content.len() - count * old.len()).saturating_add(count.saturating_mul(new.len()));
+    if bytes > limit {
+        return Replacement::TooLarge { bytes };
+    }
+    let mut out = String::with_capacity(bytes);
+    let mut clean = 0;
+    for (at, _) in content.match_indices(old) {
         out.push_str(&content[clean..at]);
         out.push_str(new);
         clean = at + old.len();
-        count += 1;
     }
     out.push_str(&content[clean..]);
-    Some((out, count))
+    Replacement::Replaced(out, count)
 }
 
 /// The lines of a tree listing of a scope's files (normalised paths, any
@@ -1288,19 +1307,37 @@ mod tests {
         assert_eq!(json_string("a\"b\n\u{1}é"), r#""a\"b\n\u0001é""#);
         assert_eq!(occurrences("hello hello", "hello"), 2);
         assert_eq!(occurrences("aaa", "aa"), 1);
+        let replaced = |text: &str, n| Replacement::Replaced(text.to_owned(), n);
+        assert_eq!(replace_counted("aaa", "aa", "b", 100), replaced("ba", 1));
         assert_eq!(
-            replace_counted("aaa", "aa", "b"),
-            Some(("ba".to_owned(), 1))
+            replace_counted("one two one", "one", "1", 100),
+            replaced("1 two 1", 2)
         );
         assert_eq!(
-            replace_counted("one two one", "one", "1"),
-            Some(("1 two 1".to_owned(), 2))
+            replace_counted("caf\u{e9} caf\u{e9}", "\u{e9}", "e", 100),
+            replaced("cafe cafe", 2)
         );
+        assert_eq!(replace_counted("abc", "x", "y", 100), Replacement::NotFound);
+        // Exactly at the limit is kept; one byte past it is refused.
+        assert_eq!(replace_counted("ab", "b", "cd", 3), replaced("acd", 1));
         assert_eq!(
-            replace_counted("caf\u{e9} caf\u{e9}", "\u{e9}", "e"),
-            Some(("cafe cafe".to_owned(), 2))
+            replace_counted("ab", "b", "cd", 2),
+            Replacement::TooLarge { bytes: 3 }
         );
-        assert_eq!(replace_counted("abc", "x", "y"), None);
+    }
+
+    #[test]
+    fn a_replacement_past_the_limit_is_refused_before_it_is_built() {
+        // 100,000 occurrences, each replaced by 100,000 bytes: 10 GB if
+        // built. The answer comes from counting alone.
+        let content = "a".repeat(100_000);
+        let new = "b".repeat(100_000);
+        assert_eq!(
+            replace_counted(&content, "a", &new, 102_400),
+            Replacement::TooLarge {
+                bytes: 10_000_000_000
+            }
+        );
     }
 
     #[test]

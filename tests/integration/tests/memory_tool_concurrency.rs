@@ -247,3 +247,79 @@ fn concurrent_creates_and_deletes_never_pass_the_file_limit() {
     drop(setup);
     drop_database(db);
 }
+
+/// A change with a precondition that may create its file (a memory-tool
+/// append, a Claude-dialect create) takes the scope's row before the
+/// file's, as a delete does: while it waits for the row, it holds no file
+/// a delete of the scope would then wait for (a deadlock).
+#[test]
+fn a_change_with_a_precondition_waits_for_the_scope_before_any_file() {
+    let db = "am_it_memory_tool_lock_order";
+    let mut setup = fresh_database(db);
+    let stored = tool(
+        &mut setup,
+        r#"{"path": "/a", "command": "append", "content": "0123456789"}"#,
+    );
+    assert_eq!(stored["ok"], true, "{stored}");
+    let requests = [
+        (
+            "SELECT agent_memory.memory_tool('s', $1::text::jsonb)::text",
+            r#"{"path": "/a", "command": "append", "content": "abc", "expectedVersion": 1}"#,
+            "EFBIG",
+        ),
+        (
+            "SELECT agent_memory.claude_memory('s', $1::text::jsonb, expected_version => 1)",
+            r#"{"command": "create", "path": "/memories/a", "file_text": "again"}"#,
+            "already exists",
+        ),
+    ];
+    for (call, request, answered) in requests {
+        // A creation holds the scope's row until it commits.
+        let mut holder = connect(db);
+        holder.batch_execute("BEGIN").unwrap();
+        let created = tool(
+            &mut holder,
+            r#"{"path": "/held", "command": "append", "content": "x"}"#,
+        );
+        assert_eq!(created["ok"], true, "{created}");
+        let mut changer = connect(db);
+        let changer_pid: i32 = changer
+            .query_one("SELECT pg_backend_pid()", &[])
+            .unwrap()
+            .get(0);
+        let change = thread::spawn(move || {
+            changer
+                .batch_execute("SET agent_memory.max_file_bytes = 12")
+                .unwrap();
+            let answer: String = changer.query_one(call, &[&request]).unwrap().get(0);
+            answer
+        });
+        let mut watcher = connect(db);
+        while !watcher
+            .query_one(
+                "SELECT wait_event_type IS NOT DISTINCT FROM 'Lock' FROM pg_stat_activity WHERE pid = $1",
+                &[&changer_pid],
+            )
+            .unwrap()
+            .get::<_, bool>(0)
+        {
+            thread::sleep(std::time::Duration::from_millis(10));
+        }
+        // The change waits for the scope's row; the file is free.
+        watcher.batch_execute("BEGIN").unwrap();
+        let file_free = watcher.query(
+            "SELECT FROM agent_memory.memory_files WHERE scope = 's' AND path = '/a' FOR UPDATE NOWAIT",
+            &[],
+        );
+        assert!(
+            file_free.is_ok(),
+            "{request}: the file was locked while the scope's row was awaited: {file_free:?}"
+        );
+        watcher.batch_execute("ROLLBACK").unwrap();
+        holder.batch_execute("ROLLBACK").unwrap();
+        let answer = change.join().unwrap();
+        assert!(answer.contains(answered), "{request}: {answer}");
+    }
+    drop(setup);
+    drop_database(db);
+}

@@ -58,6 +58,15 @@ SELECT memory_tool('t', '{"path": "/big", "command": "append", "content": "more 
 SELECT memory_tool('t', '{"path": "/a/b-c", "command": "append", "content": "0123456789"}');
 SELECT memory_tool('t', '{"path": "/a/b-c", "command": "update", "oldContent": "x", "content": "0123456789ab"}');
 RESET agent_memory.max_file_bytes;
+-- A short text replaced by a long one in every place is refused by the
+-- size it would reach (5 GB here) before anything is built.
+BEGIN;
+SELECT memory_tool('many', jsonb_build_object('path', '/a', 'command', 'append',
+                                              'content', repeat('a ', 51200)))::jsonb -> 'ok' AS stored;
+SELECT memory_tool('many', jsonb_build_object('path', '/a', 'command', 'update', 'oldContent', 'a',
+                                              'content', repeat('b', 100000)))::jsonb -> 'error' AS refused;
+SELECT length(content) AS unchanged FROM agent_memory.memory_files WHERE scope = 'many';
+ROLLBACK;
 -- The scope's count is an upper bound (deletions leave it); at the limit a
 -- creation counts the files exactly before it refuses.
 SELECT files AS bound_now, (SELECT count(*) FROM memory_files WHERE scope = 't') AS files_now
