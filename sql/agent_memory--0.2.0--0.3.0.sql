@@ -60,7 +60,9 @@ CREATE FUNCTION agent_memory.recall(
     weights jsonb DEFAULT NULL)
 RETURNS TABLE (kind text, key text, ref text, snippet text, score double precision,
                updated_at timestamp with time zone, signals jsonb)
-STABLE PARALLEL SAFE
+-- Not parallel safe: a search through pgvector sets hnsw.iterative_scan
+-- for the transaction, which no parallel operation may do.
+STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 -- A query of only common words is no error: no NOTICE either.
 SET client_min_messages = warning

@@ -28,7 +28,7 @@ use crate::sessions::idle_timeout_minutes;
 const MAX_OUTBOX_ITEMS: i32 = 10_000;
 
 /// The embeddings' dimension; 55000 when none was set.
-fn dimension(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<usize> {
+pub(super) fn dimension(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<usize> {
     stored_dimension(client)?
         .and_then(|d| usize::try_from(d).ok())
         .ok_or_else(no_dimension)
@@ -424,9 +424,14 @@ macro_rules! embed {
     };
 }
 
-/// Key-value entry $2 of session $1.
+/// Key-value entry $2 of session $1, while it has not expired.
 static EMBED_KV: Statement = Statement::read_write(
-    embed!("kv", "kv_entries", "e", "e.session_id = $1 AND e.key = $2"),
+    embed!(
+        "kv",
+        "kv_entries",
+        "e",
+        "e.session_id = $1 AND e.key = $2 AND e.expires_at > pg_catalog.now()"
+    ),
     &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
 );
 

@@ -71,7 +71,9 @@ CREATE FUNCTION agent_memory.recall(
     weights jsonb DEFAULT NULL)
 RETURNS TABLE (kind text, key text, ref text, snippet text, score double precision,
                updated_at timestamp with time zone, signals jsonb)
-STABLE PARALLEL SAFE
+-- Not parallel safe: a search through pgvector sets hnsw.iterative_scan
+-- for the transaction, which no parallel operation may do.
+STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 -- A query of only common words is no error: no NOTICE either.
 SET client_min_messages = warning
@@ -249,6 +251,14 @@ fn recalled(asked: &Asked, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResu
         .collect();
     let by_words = !asked.query.wanted.is_empty() && asked.weights.keyword > 0.0;
     let by_meaning = asked.embedding.is_some() && asked.weights.meaning > 0.0;
+    if let (Some(embedding), false) = (asked.embedding, by_meaning && !kinds.is_empty()) {
+        // No search by meaning checks it, but a wrong embedding is refused
+        // all the same.
+        Spi::connect(|client| {
+            let dimension = embeddings::dimension(client)?;
+            recall::check_embedding(embedding, Some(dimension)).or_report()
+        })?;
+    }
     if kinds.is_empty() || !(by_words || by_meaning) {
         return Ok(Vec::new());
     }
@@ -593,12 +603,14 @@ fn nearest_by_pgvector(
         // A subquery with a LIMIT stays apart: its rows are all compared.
         Reading::Exactly => (" LIMIT $9", "pg_catalog.count(*) OVER ()"),
     };
+    // The schema's name goes in last: it is the one text here that is not
+    // ours, and a placeholder spelled inside it must stay a name.
     let sql = format!("{NEAREST_SESSIONS}{}", branches.join(" UNION ALL "))
-        .replace("__VECTOR__", &format!("{quoted}.vector({dimension})"))
-        .replace("__SCHEMA__", &quoted)
+        .replace("__VECTOR__", "__SCHEMA__.vector(__DIMENSION__)")
         .replace("__DIMENSION__", &dimension.to_string())
         .replace("__FENCE__", fence)
-        .replace("__COMPARED__", compared);
+        .replace("__COMPARED__", compared)
+        .replace("__SCHEMA__", &quoted);
     let cap = settings::MAX_EXACT_RECALL.get();
     let mut args = vec![embedding.to_vec().into()];
     args.extend(scoped(scope, kinds, per_kind));
@@ -822,8 +834,15 @@ pub(crate) use live_sessions;
 /// shows, what an embedding is made of (see recall_outbox), and what the
 /// md5 beside the embedding is of.
 macro_rules! item_text {
+    // A JSON null value has no text of its own (#>> gives NULL): its
+    // text is `null`, so every kv entry has some.
     ("kv", $alias:literal) => {
-        concat!($alias, ".key || ': ' || (", $alias, ".value #>> '{}')")
+        concat!(
+            $alias,
+            ".key || ': ' || coalesce(",
+            $alias,
+            ".value #>> '{}', 'null')"
+        )
     };
     ("message", $alias:literal) => {
         concat!($alias, ".content")

@@ -204,6 +204,9 @@ SELECT append_message('m1', 'user', 'Book a table for two on Saturday') > 0 AS a
 SELECT graph_create('cy-notes', 'Kitchen', 'Cooking', 'Likes spicy ramen.', ARRAY['__root__'], node_id => 'kitchen') IS NOT NULL AS made;
 SELECT * FROM recall('cat', session_id => 'm1', embedding => '{1,0,0}');
 \echo :LAST_ERROR_SQLSTATE
+-- Also where no search by meaning would run (no kind the scope reaches).
+SELECT * FROM recall('cat', session_id => 'm1', kinds => '{node}', embedding => '{1,0,0}');
+\echo :LAST_ERROR_SQLSTATE
 SELECT recall_embed('kv', 'm1', 'pet', '{1,0,0}');
 \echo :LAST_ERROR_SQLSTATE
 SET ROLE agent_memory_writer;
@@ -231,6 +234,10 @@ SELECT kind, ref, signals -> 'meaning' ->> 'rank' AS meaning, signals -> 'keywor
 FROM recall('saturday cat', session_id => 'm1', owner => 'cy-notes', embedding => '{1,0.2,0}');
 SELECT kind, ref FROM recall('saturday cat', session_id => 'm1', owner => 'cy-notes', embedding => '{1,0.2,0}',
                              weights => '{"keyword": 1, "meaning": 0}');
+-- An embedding of another dimension is refused even when it weighs 0.
+SELECT count(*) FROM recall('saturday cat', session_id => 'm1', embedding => '{1,0}',
+                            weights => '{"keyword": 1, "meaning": 0}');
+\echo :LAST_ERROR_SQLSTATE
 SELECT kind, ref FROM recall('saturday cat', session_id => 'm1', owner => 'cy-notes', embedding => '{0,0.3,1}',
                              weights => '{"keyword": 0.1, "meaning": 5}');
 -- An embedding pointing away from the query's finds nothing.
@@ -299,6 +306,18 @@ SELECT recall_enable_embeddings(2);
 SELECT count(*) AS to_embed FROM recall_outbox(session_id => 'm1', owner => 'cy-notes');
 SELECT count(*) FROM recall(NULL, session_id => 'm1', owner => 'cy-notes', embedding => '{1,0}');
 SELECT end_session('m1'), graph_delete('cy-notes', 'kitchen');
+-- A key-value entry of JSON null has a text too: `null`, listed by the
+-- outbox with its md5, and shown as the snippet.
+SELECT create_session('cy', session_id => 'm-null') IS NOT NULL AS made;
+SELECT kv_set('m-null', 'nothing', 'null') ->> 'stored' AS stored;
+SELECT kind, ref, content, source_md5 = md5(content) AS md5_of_content
+FROM recall_outbox(session_id => 'm-null');
+SELECT kind, ref, snippet FROM recall('nothing', session_id => 'm-null');
+-- An expired entry is gone: no embedding is stored on it.
+SELECT kv_set('m-null', 'brief', '"gone soon"', ttl => '1 millisecond') ->> 'stored' AS stored;
+SELECT pg_sleep(0.01);
+SELECT recall_embed('kv', 'm-null', 'brief', '{1,0}') AS stored_on_expired;
+SELECT end_session('m-null');
 
 -- Leave no sessions for the suites after this one.
 SELECT end_session('r2'), end_session('r3'), graph_delete('ann-notes', 'travel');
