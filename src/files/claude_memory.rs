@@ -270,6 +270,12 @@ fn answer(
     let Some(scope) = scope.filter(|s| !s.is_empty()) else {
         return Ok(Err("No memory scope was given".to_owned()));
     };
+    if files::check_scope(scope).is_err() {
+        return Ok(Err(format!(
+            "The memory scope is longer than {} bytes",
+            files::MAX_SCOPE_BYTES
+        )));
+    }
     Spi::connect_mut(|client| {
         if !precondition.is_none() {
             check_precondition(client, scope, &request, precondition)?;

@@ -393,6 +393,10 @@ fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<J
     let answer = match (scope, parsed) {
         (_, Err(error)) => Err(error),
         (None, Ok(_)) | (Some(""), Ok(_)) => Err(ToolError::new(Code::Einval, "scope is required")),
+        (Some(scope), Ok(_)) if files::check_scope(scope).is_err() => Err(ToolError::new(
+            Code::Einval,
+            format!("scope is longer than {} bytes", files::MAX_SCOPE_BYTES),
+        )),
         (Some(scope), Ok((command, path, precondition))) => {
             let answer = run(scope, &command, &path, &precondition)?;
             if answer.is_ok() && command.writes() {

@@ -598,9 +598,10 @@ static UNCOUNT_FILE: Statement = Statement::read_write(
     &[TEXT, INT4],
 );
 
-/// Count the files of scope $1 exactly, with the directories kept in it,
-/// when its upper bound reached the limit: the bound becomes the count,
-/// when below the limit $2. The scope's
+/// Count the files of scope $1 exactly, with the directories kept in it
+/// that are still empty (one a file was created under since is not), when
+/// its upper bound reached the limit: the bound becomes the count, when
+/// below the limit $2. The scope's
 /// row is already locked by the COUNT_NEW_FILE that found no room, so no other
 /// creation can slip in between.
 static RECOUNT: Statement = Statement::read_write(
@@ -611,7 +612,13 @@ static RECOUNT: Statement = Statement::read_write(
                    OPERATOR(pg_catalog.+)
                    (SELECT pg_catalog.count(*) FROM agent_memory.memory_directories d
                     WHERE d.scope OPERATOR(pg_catalog.=) $1
-                      AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()))::pg_catalog.int4
+                      AND d.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+                      AND NOT EXISTS (
+                        SELECT FROM agent_memory.memory_files f
+                        WHERE f.scope OPERATOR(pg_catalog.=) $1
+                          AND f.path OPERATOR(pg_catalog.>=) (d.path OPERATOR(pg_catalog.||) '/')
+                          AND f.path OPERATOR(pg_catalog.<) (d.path OPERATOR(pg_catalog.||) '0')
+                          AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant())))::pg_catalog.int4
                   AS files) c
      WHERE s.scope OPERATOR(pg_catalog.=) $1
        AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()

@@ -4,6 +4,7 @@
 use pgrx::prelude::*;
 use pgrx::{PgBuiltInOids, PgOid};
 
+use agent_memory_core::files::memory_tool as files;
 use agent_memory_core::{Error, args};
 
 use crate::pg::error::{OrReport, SqlResult};
@@ -45,7 +46,10 @@ pub fn checked_keys<'a>(
         session_id: checked_optional_id("session_id", session_id)?,
         user_id: checked_optional_id("user_id", user_id)?,
         owner: checked_optional_id("owner", owner)?,
-        scope: checked_optional_id("scope", scope)?,
+        scope: scope
+            .map(|scope| files::check_scope(scope).map(|()| scope))
+            .transpose()
+            .or_report()?,
     })
 }
 

@@ -17,6 +17,24 @@ use crate::{Error, Result};
 
 /// Most bytes of a normalised path.
 pub const MAX_PATH_BYTES: usize = 1024;
+
+/// The most bytes a scope's name may have: with a path of at most
+/// MAX_PATH_BYTES, a file's key stays within what an index entry holds.
+pub const MAX_SCOPE_BYTES: usize = 1024;
+
+/// A scope's name: not empty, at most MAX_SCOPE_BYTES.
+pub fn check_scope(scope: &str) -> Result<()> {
+    if scope.is_empty() {
+        return Err(Error::invalid("scope must not be empty"));
+    }
+    if scope.len() > MAX_SCOPE_BYTES {
+        return Err(Error::invalid(format!(
+            "scope has {} bytes; at most {MAX_SCOPE_BYTES} are allowed",
+            scope.len()
+        )));
+    }
+    Ok(())
+}
 /// Most bytes of one segment of a path.
 pub const MAX_SEGMENT_BYTES: usize = 255;
 /// Most segments of a path.
@@ -875,7 +893,9 @@ pub fn scope_key(node: Option<&str>, scope: Option<&str>, thread: Option<&str>) 
             .ok_or_else(|| Error::invalid("a perThread scope needs a thread_id"))?;
         serde_json::json!([node, thread])
     };
-    Ok(key.to_string())
+    let key = key.to_string();
+    check_scope(&key)?;
+    Ok(key)
 }
 
 /// What the memory tool does, as a model reads it by default.
@@ -1324,6 +1344,18 @@ mod tests {
             replace_counted("ab", "b", "cd", 2),
             Replacement::TooLarge { bytes: 3 }
         );
+    }
+
+    #[test]
+    fn a_scope_is_not_empty_and_not_longer_than_a_path() {
+        assert!(check_scope("s").is_ok());
+        assert!(check_scope(&"é".repeat(MAX_SCOPE_BYTES / 2)).is_ok());
+        for bad in [String::new(), "é".repeat(MAX_SCOPE_BYTES / 2 + 1)] {
+            assert_eq!(
+                check_scope(&bad).unwrap_err().kind,
+                crate::ErrorKind::InvalidParameter
+            );
+        }
     }
 
     #[test]

@@ -209,3 +209,16 @@ SELECT claude_memory('pre', '{"command": "delete", "path": "/memories/c.md"}', e
 SELECT path, content, version FROM memory_files WHERE scope = 'pre';
 SELECT claude_memory('pre', '{"command": "delete", "path": "/memories/c.md"}', expected_version => 3);
 DELETE FROM memory_scopes WHERE scope = 'pre';
+
+-- A kept directory counts as a file only while it is empty: once a file
+-- is created under it, the limit counts that file alone.
+SET agent_memory.max_files_per_scope = 2;
+SELECT claude_memory('kept', '{"command": "create", "path": "/memories/d/x.md", "file_text": "x"}');
+SELECT claude_memory('kept', '{"command": "delete", "path": "/memories/d/x.md"}');
+SELECT claude_memory('kept', '{"command": "create", "path": "/memories/d/y.md", "file_text": "y"}');
+SELECT claude_memory('kept', '{"command": "create", "path": "/memories/z.md", "file_text": "z"}');
+SELECT claude_memory('kept', '{"command": "create", "path": "/memories/w.md", "file_text": "w"}');
+RESET agent_memory.max_files_per_scope;
+DELETE FROM memory_files WHERE scope = 'kept';
+DELETE FROM memory_directories WHERE scope = 'kept';
+DELETE FROM memory_scopes WHERE scope = 'kept';

@@ -58,6 +58,11 @@ SELECT memory_tool('t', '{"path": "/big", "command": "append", "content": "more 
 SELECT memory_tool('t', '{"path": "/a/b-c", "command": "append", "content": "0123456789"}');
 SELECT memory_tool('t', '{"path": "/a/b-c", "command": "update", "oldContent": "x", "content": "0123456789ab"}');
 RESET agent_memory.max_file_bytes;
+-- A scope longer than a path may be is refused, as no scope is.
+SELECT memory_tool(repeat('s', 1025), '{"path": "/a", "command": "read"}');
+SELECT claude_memory(repeat('s', 1025), '{"command": "view", "path": "/memories"}');
+SELECT memory_scope(repeat('n', 1020), 'perThread', 'thread');
+\echo :LAST_ERROR_SQLSTATE
 -- A short text replaced by a long one in every place is refused by the
 -- size it would reach (5 GB here) before anything is built.
 BEGIN;
