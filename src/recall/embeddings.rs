@@ -361,11 +361,13 @@ static DIMENSION: Statement = Statement::read_only(
     &[],
 );
 
-/// The schema of pgvector, when it is installed.
+/// The schema of pgvector, when 0.8 or later is installed (recall reads
+/// its indexes only then: see MEANING_STATE).
 static VECTOR_SCHEMA: Statement = Statement::read_only(
     "SELECT n.nspname::text FROM pg_catalog.pg_extension e
      JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
-     WHERE e.extname = 'vector'",
+     WHERE e.extname = 'vector'
+       AND pg_catalog.string_to_array(e.extversion, '.')::int[] >= '{0,8}'",
     &[],
 );
 
