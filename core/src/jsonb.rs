@@ -202,10 +202,21 @@ impl JsonbWriter {
         }
     }
 
+    /// Record the document's first error and stop writing it: what was
+    /// written is let go, and every later call writes nothing, so a
+    /// document past jsonb's size limit costs no more memory than the limit.
     fn fail(&mut self, error: Error) {
         if self.error.is_none() {
             self.error = Some(error);
         }
+        self.buf.truncate(4);
+        self.buf.shrink_to_fit();
+        self.stack.clear();
+        self.last_key.clear();
+    }
+
+    fn stopped(&self) -> bool {
+        self.error.is_some()
     }
 
     fn pad_to_int(&mut self) {
@@ -237,6 +248,9 @@ impl JsonbWriter {
 
     /// Record the element just written as entry `written` of its container.
     fn end_element(&mut self, kind: u32) {
+        if self.stopped() {
+            return;
+        }
         let Some(frame) = self.stack.last_mut() else {
             self.closed_root = true;
             return;
@@ -263,10 +277,16 @@ impl JsonbWriter {
     }
 
     fn begin_container(&mut self, count: usize, pairs: Option<usize>, flag: u32) {
+        if self.stopped() {
+            return;
+        }
         self.begin_container_element();
         let declared = pairs.unwrap_or(count);
         if declared > JB_CMASK {
             self.fail(too_big());
+        }
+        if self.stopped() {
+            return;
         }
         self.pad_to_int();
         self.buf
@@ -297,6 +317,9 @@ impl JsonbWriter {
 
     /// Close the innermost open container.
     pub fn end(&mut self) {
+        if self.stopped() {
+            return;
+        }
         let Some(frame) = self.stack.pop() else {
             self.fail(Error::internal("jsonb writer: end without a container"));
             return;
@@ -315,6 +338,9 @@ impl JsonbWriter {
     /// A string: an object key while the object's keys are being written,
     /// otherwise a value.
     pub fn string(&mut self, value: &str) {
+        if self.stopped() {
+            return;
+        }
         self.begin_element();
         let writing_a_key = self
             .stack
@@ -322,6 +348,9 @@ impl JsonbWriter {
             .is_some_and(|frame| frame.pairs.is_some_and(|pairs| frame.written < pairs));
         if writing_a_key {
             self.check_key_order(value);
+        }
+        if self.stopped() {
+            return;
         }
         self.buf.extend_from_slice(value.as_bytes());
         self.end_element(JENTRY_ISSTRING);
@@ -337,6 +366,7 @@ impl JsonbWriter {
                 self.fail(Error::internal(
                     "jsonb writer: object keys out of order or repeated",
                 ));
+                return;
             }
         }
         if let Some(slot) = self.last_key.last_mut() {
@@ -345,11 +375,17 @@ impl JsonbWriter {
     }
 
     pub fn null(&mut self) {
+        if self.stopped() {
+            return;
+        }
         self.begin_element();
         self.end_element(JENTRY_ISNULL);
     }
 
     pub fn boolean(&mut self, value: bool) {
+        if self.stopped() {
+            return;
+        }
         self.begin_element();
         self.end_element(if value {
             JENTRY_ISBOOL_TRUE
@@ -361,6 +397,9 @@ impl JsonbWriter {
     /// A number, given as the bytes of a PostgreSQL `numeric` datum (its
     /// varlena header included).
     pub fn numeric(&mut self, datum: &[u8]) {
+        if self.stopped() {
+            return;
+        }
         self.begin_element();
         self.pad_to_int();
         self.buf.extend_from_slice(datum);
@@ -380,6 +419,9 @@ impl JsonbWriter {
     /// a scalar root gives its one element. Bytes that are not jsonb make
     /// the document fail.
     pub fn container(&mut self, root: &[u8]) {
+        if self.stopped() {
+            return;
+        }
         let word = |at: usize| {
             root.get(at..at + 4)
                 .and_then(|bytes| bytes.try_into().ok())
@@ -1039,6 +1081,39 @@ mod tests {
         let n = numeric(&[0x8080, 1, 5000]);
         let v = to_value(&scalar(JENTRY_ISNUMERIC | n.len() as u32, &n)).unwrap();
         assert_eq!(v.to_string(), "1.5");
+    }
+
+    #[test]
+    fn a_document_past_the_limit_stops_growing_at_it() {
+        // 300 elements of 1 MB: past 256 MB the writer fails, lets go of
+        // what it wrote, and writes nothing more.
+        let megabyte = "x".repeat(1 << 20);
+        let mut w = JsonbWriter::default();
+        w.begin_array(300);
+        for written in 0..300 {
+            w.string(&megabyte);
+            if written < 255 {
+                assert!(!w.stopped(), "stopped after {written} elements");
+            }
+        }
+        assert!(w.stopped());
+        assert!(w.buf.capacity() < 1024, "{} bytes held", w.buf.capacity());
+        w.end();
+        assert_eq!(
+            w.finish().unwrap_err().kind,
+            crate::ErrorKind::LimitExceeded
+        );
+        // A writer reused for small documents starts over after a failure.
+        let mut w = JsonbWriter::default();
+        w.begin_object(2);
+        w.string("b");
+        w.string("a");
+        let mut out = Vec::new();
+        assert!(w.finish_into(&mut out).is_err());
+        w.begin_array(1);
+        w.null();
+        w.end();
+        assert!(w.finish_into(&mut out).is_ok() && !out.is_empty());
     }
 
     #[test]
