@@ -234,11 +234,16 @@ pub fn create_node(
     Ok(id)
 }
 
-/// Add `child` to the refs of every parent; each must exist.
+/// Add `child` to the refs of every parent; each must exist. The parents
+/// are locked in id order, whatever order the call gave: two creations
+/// under the same parents never wait for each other in a circle.
 fn link_parents(owner: &str, child: &str, parents: &[String]) -> SqlResult<()> {
     if parents.is_empty() {
         return Ok(());
     }
+    let mut in_order = parents.to_vec();
+    in_order.sort_unstable();
+    in_order.dedup();
     let max_refs = node_limits().refs;
     let linked = Spi::connect_mut(|client| -> SqlResult<usize> {
         let link_parents = if plans::on_citus()? {
@@ -248,7 +253,7 @@ fn link_parents(owner: &str, child: &str, parents: &[String]) -> SqlResult<()> {
         };
         let table = link_parents.run(
             client,
-            &[owner.into(), child.into(), parents.to_vec().into()],
+            &[owner.into(), child.into(), in_order.clone().into()],
         )?;
         let linked = table.len();
         for row in table {
@@ -265,15 +270,17 @@ fn link_parents(owner: &str, child: &str, parents: &[String]) -> SqlResult<()> {
         }
         Ok(linked)
     })?;
-    if linked == parents.len() {
+    if linked == in_order.len() {
         return Ok(());
     }
     // Some parent was not updated: it already lists the child, or it is
     // missing. Only the latter is an error (and undoes the whole call).
-    let existing =
-        first_value_of::<Vec<String>>(&EXISTING, &[owner.into(), parents.to_vec().into()])?
-            .unwrap_or_default();
-    if let Some(missing) = parents.iter().find(|p| !existing.contains(p)) {
+    let existing: std::collections::HashSet<String> =
+        first_value_of::<Vec<String>>(&EXISTING, &[owner.into(), in_order.into()])?
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
+    if let Some(missing) = parents.iter().find(|p| !existing.contains(*p)) {
         return Err(Error::not_found(format!(
             "parent node {} of owner {} does not exist",
             agent_memory_core::error::quoted(missing),

@@ -3,6 +3,8 @@
 //! and checked here, before anything is written, so a bad folder changes
 //! nothing.
 
+use std::collections::{HashMap, HashSet};
+
 use serde_json::Value;
 
 use super::markdown::{self, Document, Frontmatter, TimeValue};
@@ -95,6 +97,10 @@ pub fn check_import(files: &Value, limits: NodeLimits) -> Result<Import> {
         ));
     };
     let mut import = Import::default();
+    // What was read already, looked up by key: a folder of many files
+    // costs time in proportion to its size.
+    let mut node_ids: HashSet<String> = HashSet::new();
+    let mut version_keys: HashSet<(i32, String)> = HashSet::new();
     for (name, content) in files {
         let Value::String(text) = content else {
             return Err(Error::invalid(format!(
@@ -126,7 +132,7 @@ pub fn check_import(files: &Value, limits: NodeLimits) -> Result<Import> {
         .map_err(|e| in_file(name, e))?;
         match file.version {
             None => {
-                if import.nodes.iter().any(|n| n.node_id == parsed.node_id) {
+                if !node_ids.insert(parsed.node_id.clone()) {
                     return Err(Error::invalid(format!(
                         "node {} appears twice",
                         quoted(&parsed.node_id)
@@ -135,11 +141,7 @@ pub fn check_import(files: &Value, limits: NodeLimits) -> Result<Import> {
                 import.nodes.push(parsed)
             }
             Some(n) => {
-                if import
-                    .versions
-                    .iter()
-                    .any(|(v, f)| *v == n && f.node_id == parsed.node_id)
-                {
+                if !version_keys.insert((n, parsed.node_id.clone())) {
                     return Err(Error::invalid(format!(
                         "file {} appears twice",
                         quoted(name)
@@ -149,8 +151,13 @@ pub fn check_import(files: &Value, limits: NodeLimits) -> Result<Import> {
             }
         }
     }
+    let nodes_by_id: HashMap<&str, &ImportFile> = import
+        .nodes
+        .iter()
+        .map(|node| (node.node_id.as_str(), node))
+        .collect();
     for (n, file) in &import.versions {
-        check_version(&import.nodes, *n, file)?;
+        check_version(&nodes_by_id, *n, file)?;
     }
     for file in import
         .nodes
@@ -175,9 +182,9 @@ pub fn check_import(files: &Value, limits: NodeLimits) -> Result<Import> {
 
 /// Version `n` in `file`: its node is in the folder and newer, its
 /// frontmatter agrees on the number, and it says what changed.
-fn check_version(nodes: &[ImportFile], n: i32, file: &ImportFile) -> Result<()> {
+fn check_version(nodes: &HashMap<&str, &ImportFile>, n: i32, file: &ImportFile) -> Result<()> {
     let fm = &file.document.frontmatter;
-    let Some(node) = nodes.iter().find(|node| node.node_id == file.node_id) else {
+    let Some(node) = nodes.get(file.node_id.as_str()) else {
         return Err(
             Error::invalid(format!("{} has no node file", quoted(&file.name)))
                 .with_hint(format!("add {}", graph::file_name(&file.node_id, None))),

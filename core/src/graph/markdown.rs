@@ -187,8 +187,9 @@ fn is_blank_or_comment(text: &str) -> bool {
 
 /// Read the `key: value` entries, with the block sequences and block
 /// scalars that continue them on the following lines.
-fn parse_entries(lines: &[Line]) -> Result<Vec<(String, usize, Value)>> {
+fn parse_entries<'a>(lines: &[Line<'a>]) -> Result<Vec<(String, usize, Value)>> {
     let mut entries: Vec<(String, usize, Value)> = Vec::new();
+    let mut keys: std::collections::HashSet<&'a str> = std::collections::HashSet::new();
     let mut i = 0;
     while i < lines.len() {
         let line = &lines[i];
@@ -219,7 +220,7 @@ fn parse_entries(lines: &[Line]) -> Result<Vec<(String, usize, Value)>> {
         } else {
             Value::Scalar(parse_inline_scalar(raw, line.no)?)
         };
-        if entries.iter().any(|(k, _, _)| k == key) {
+        if !keys.insert(key) {
             return Err(line_error(
                 line.no,
                 format!("duplicate key {}", quoted(key)),
@@ -329,6 +330,10 @@ fn double_quoted(raw: &str, no: usize) -> Result<(String, &str)> {
     let mut chars = raw.char_indices().skip(1);
     while let Some((i, c)) = chars.next() {
         match c {
+            '"' if out.contains('\0') => {
+                // PostgreSQL's text holds no NUL: it would cut the value.
+                return Err(line_error(no, "a NUL character (\\0) cannot be stored"));
+            }
             '"' => return Ok((out, &raw[i + 1..])),
             '\\' => {
                 let Some((_, e)) = chars.next() else { break };
@@ -896,7 +901,7 @@ mod tests {
         "NULL", "123", "1.5", "0x1f", ".inf", "-1", "+1", "- x", "-", "[a]", "{a: 1}", "a, b",
         "a [b] {c}", "---", "...", "| literal", "> folded", "%p", "@at", "`tick", "!tag",
         "&anchor", "*alias", "?q", ": colon", "café ☕ 日本語 🎉", "\u{2028}sep", "\u{feff}bom",
-        "del\u{7f}", "nel\u{85}", "nul\u{0}", "2024-06-10", "12:30", "=", "\\u0041",
+        "del\u{7f}", "nel\u{85}", "2024-06-10", "12:30", "=", "\\u0041",
         "\u{a0}nbsp\u{a0}",
     ];
 
@@ -948,6 +953,17 @@ mod tests {
             let text = render(&doc);
             assert_eq!(parse(&text), Ok(doc), "{text}");
         }
+        // A NUL is rendered escaped, and refused when read back: PostgreSQL's
+        // text cannot hold it.
+        let nul = Document {
+            frontmatter: Frontmatter {
+                title: Some("nul\u{0}".into()),
+                ..Default::default()
+            },
+            body: String::new(),
+        };
+        let refused = parse(&render(&nul)).unwrap_err().message;
+        assert!(refused.contains("a NUL character"), "{refused}");
     }
 
     #[test]
@@ -1113,6 +1129,9 @@ mod tests {
             ("---\ntitle: x\nwhat is this\n---\n", "line 3: expected \"key: value\""),
             ("---\ntitle: x\n  indented: y\n---\n", "line 3: unexpected indented line"),
             ("---\ntitle: x\ntitle: y\n---\n", "line 3: duplicate key \"title\""),
+            ("---\ntitle: \"a\\0b\"\n---\n", "line 2: a NUL character"),
+            ("---\ntitle: \"a\\x00b\"\n---\n", "line 2: a NUL character"),
+            ("---\ntitle: \"a\\u0000b\"\n---\n", "line 2: a NUL character"),
             ("---\nversion: 0\n---\n", "line 2: version must be an integer"),
             ("---\nversion: 1.5\n---\n", "version must be an integer"),
             ("---\nversion: 99999999999\n---\n", "version must be an integer"),

@@ -167,3 +167,71 @@ fn eight_versioned_writers_lose_nothing() {
     drop(setup);
     drop_database(db);
 }
+
+/// A creation locks its parents in id order, whatever order it names
+/// them in: while it waits for the first, it holds none of the others,
+/// so two creations naming the same parents in other orders never wait
+/// for each other in a circle (a deadlock).
+#[test]
+fn a_creation_locks_its_parents_in_id_order() {
+    let db = "am_it_graph_parent_order";
+    let mut setup = fresh_database(db);
+    setup
+        .batch_execute(
+            "SELECT agent_memory.graph_create('team', 'A', '', '', ARRAY['__root__'], node_id => 'a');
+             SELECT agent_memory.graph_create('team', 'B', '', '', ARRAY['__root__'], node_id => 'b');",
+        )
+        .unwrap();
+    // A creation under a holds a until it commits.
+    let mut holder = connect(db);
+    holder.batch_execute("BEGIN").unwrap();
+    holder
+        .execute(
+            "SELECT agent_memory.graph_create('team', 'Under a', '', '', ARRAY['a'])",
+            &[],
+        )
+        .unwrap();
+    let creation = thread::spawn(move || {
+        let mut creator = connect(db);
+        creator
+            .execute(
+                "SELECT agent_memory.graph_create('team', 'Under b and a', '', '', ARRAY['b', 'a'])",
+                &[],
+            )
+            .map(|_| ())
+    });
+    wait_for_lock_waiter(
+        &mut setup,
+        db,
+        "Under b and a",
+        "the creation under b and a waits for a",
+    );
+    // It waits for a; b is free.
+    setup.batch_execute("BEGIN").unwrap();
+    let b_free = setup.query(
+        "SELECT FROM agent_memory.graph_nodes WHERE owner = 'team' AND node_id = 'b' FOR UPDATE NOWAIT",
+        &[],
+    );
+    assert!(
+        b_free.is_ok(),
+        "b was locked while a was awaited: {b_free:?}"
+    );
+    setup.batch_execute("ROLLBACK").unwrap();
+    holder.batch_execute("COMMIT").unwrap();
+    creation
+        .join()
+        .unwrap()
+        .expect("the creation under b and a");
+    let refs: i64 = setup
+        .query_one(
+            "SELECT count(*) FROM agent_memory.graph_nodes
+             WHERE owner = 'team' AND node_id IN ('a', 'b') AND cardinality(refs) = 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(refs, 1, "b holds one child; a holds two");
+    drop(holder);
+    drop(setup);
+    drop_database(db);
+}
