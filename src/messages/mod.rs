@@ -143,7 +143,7 @@ fn append_message(
         ..NewMessage::new(node_id, role, content, metadata)
     };
 
-    lock_session(session_id);
+    lock_session(session_id)?;
     Spi::connect_mut(|client| {
         lock_threads_for_snapshot(client, session_id)?;
         append_locked(client, session_id, key, keep, &message)
@@ -176,7 +176,7 @@ fn append_messages(
         return Ok(Vec::new());
     }
 
-    lock_session(session_id);
+    lock_session(session_id)?;
     Spi::connect_mut(|client| {
         lock_threads_for_snapshot(client, session_id)?;
         let mut seqs = Vec::with_capacity(batch.len());
@@ -727,7 +727,7 @@ fn pop_message(
 ) -> SqlResult<Option<JsonbBytes>> {
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
-    lock_session(session_id);
+    lock_session(session_id)?;
     on_thread(&POP, session_id, node_id)
 }
 
@@ -750,7 +750,7 @@ fn clear_messages(
 ) -> SqlResult<i32> {
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
-    lock_session(session_id);
+    lock_session(session_id)?;
     Ok(on_thread(&CLEAR, session_id, node_id)?.unwrap_or(0))
 }
 
@@ -1333,7 +1333,7 @@ pub(crate) fn import_message(
     messages::check_message(content, &metadata, max_bytes).or_report()?;
     let keep = messages::resolve_keep(Some(keep), settings::MAX_MESSAGES.get()).or_report()?;
     let key = thread_key(node_id);
-    lock_session(session_id);
+    lock_session(session_id)?;
     Spi::connect_mut(|client| {
         let Some(state) = import_state(client, session_id, key, seq)? else {
             return Err(Error::not_found(format!(
@@ -1438,7 +1438,7 @@ pub(crate) fn import_message_run(
     }
     let lines = serde_json::Value::Array(batch);
     let key = thread_key(node_id);
-    lock_session(session_id);
+    lock_session(session_id)?;
     Spi::connect_mut(|client| {
         let Some(state) = import_state(client, session_id, key, first.seq)? else {
             return Ok(false);

@@ -87,7 +87,7 @@ fn erase_user(
                 break;
             }
             for session_id in &sessions {
-                lock_session(session_id);
+                lock_session(session_id)?;
             }
             let row = DELETE_SESSIONS
                 .run(client, &[user_id.into(), sessions.into()])?

@@ -277,7 +277,7 @@ fn missing_session(session_id: &str) -> pgrx::pg_sys::panic::ErrorReport {
 }
 
 fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
-    lock_session(&s.session_id);
+    lock_session(&s.session_id)?;
     Spi::connect_mut(|client| {
         let table = IMPORT_SESSION.run(
             client,
@@ -377,7 +377,7 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
             })
         })
         .collect();
-    lock_session(session_id);
+    lock_session(session_id)?;
     Spi::connect_mut(|client| {
         let table = IMPORT_ENTRIES.run(
             client,
@@ -452,7 +452,7 @@ fn import_part(p: &lines::Part) -> SqlResult<Outcome> {
     let part = wm::Part::parse(&p.part).or_report()?;
     let node = node_key(p.node_id.as_deref())?;
     let value = wm::sanitise(part, p.value.clone(), &strip_keys()).or_report()?;
-    lock_session(&p.session_id);
+    lock_session(&p.session_id)?;
     Spi::connect_mut(|client| {
         let table = IMPORT_PART.run(
             client,

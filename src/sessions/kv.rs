@@ -256,7 +256,7 @@ pub fn write_entries(
     let idle = idle_timeout_minutes();
     let retention = settings::history_retention();
 
-    lock_session(session_id);
+    lock_session(session_id)?;
     Spi::connect_mut(|client| {
         let keys: Vec<&str> = entries.iter().map(|(key, _)| *key).collect();
         let newest_kept = if retention > 0 {
@@ -476,7 +476,7 @@ fn kv_has(session_id: &str, key: &str) -> SqlResult<bool> {
 /// session, renewing its activity; 0 when the session is gone.
 pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32> {
     let retention = settings::history_retention();
-    lock_session(session_id);
+    lock_session(session_id)?;
     if retention > 0 {
         let named: Option<Vec<&str>> = keys
             .as_ref()
@@ -516,7 +516,7 @@ fn kv_delete(
         return Ok(delete_keys(session_id, Some(vec![key.to_owned()]))? > 0);
     };
     let retention = settings::history_retention();
-    lock_session(session_id);
+    lock_session(session_id)?;
     let idle = idle_timeout_minutes();
     Spi::connect_mut(|client| {
         if retention > 0 {

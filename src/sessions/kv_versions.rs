@@ -256,7 +256,7 @@ fn kv_restore(
     let ttl = checked_positive("ttl", ttl)?;
     // Taken before the read, so no write of the session trims the version
     // between the read and the restore.
-    lock_session(session_id);
+    lock_session(session_id)?;
     let value = first_value_of::<JsonB>(
         &KEPT_VALUE,
         &[
@@ -285,7 +285,7 @@ fn kv_purge_history(
     if let Some(key) = key {
         checked_id("key", Some(key))?;
     }
-    lock_session(session_id);
+    lock_session(session_id)?;
     Ok(first_value_of::<i64>(&PURGE, &[session_id.into(), key.into()])?.unwrap_or(0))
 }
 

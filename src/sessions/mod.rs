@@ -46,23 +46,32 @@ pub const SESSION_LOCK_CLASS: i32 = session_lock_class!();
 /// instead of deadlocking. It is the lock SQL takes with
 /// `pg_advisory_xact_lock(1634559341, hashtext(session_id))` (for the
 /// database's deterministic collation `hashtext` hashes the bytes), taken
-/// here without running a statement.
-pub fn lock_session(session_id: &str) {
+/// here without running a statement. With tenant isolation on, the caller's
+/// tenant is part of the key (`hashtext(tenant || chr(1) || session_id)`):
+/// one tenant's writes never queue behind another's session of the same id.
+pub fn lock_session(session_id: &str) -> SqlResult<()> {
     unsafe extern "C" {
-        // PostgreSQL's common/hashfn.c (what hash_any wraps); never errors.
+        // PostgreSQL's common/hashfn.c (what hash_any wraps)?; never errors.
         fn hash_bytes(k: *const u8, keylen: i32) -> u32;
     }
-    // SAFETY: hash_bytes reads exactly len bytes of the str (ids are at most
-    // 256 characters); the advisory lock function takes two int4 arguments
-    // and reports errors by ereport, which pgrx's guard turns into a panic
-    // that unwinds to the function boundary.
+    let tenant = crate::pg::tenants::caller_tenant()?;
+    let key = if tenant.is_empty() {
+        std::borrow::Cow::Borrowed(session_id)
+    } else {
+        std::borrow::Cow::Owned(format!("{tenant}\u{1}{session_id}"))
+    };
+    // SAFETY: hash_bytes reads exactly len bytes of the str (ids and
+    // tenants are at most 256 characters); the advisory lock function takes
+    // two int4 arguments and reports errors by ereport, which pgrx's guard
+    // turns into a panic that unwinds to the function boundary.
     unsafe {
-        let hash = hash_bytes(session_id.as_ptr(), session_id.len() as i32) as i32;
+        let hash = hash_bytes(key.as_ptr(), key.len() as i32) as i32;
         pgrx::direct_function_call_as_datum(
             pg_sys::pg_advisory_xact_lock_int4,
             &[SESSION_LOCK_CLASS.into_datum(), hash.into_datum()],
         );
     }
+    Ok(())
 }
 
 /// Whether the caller's tenant stores a row of `session_id` (live or
@@ -125,7 +134,7 @@ fn create_session(
                 None => false,
             };
             if let Some(id) = session_id.filter(|_| stored) {
-                lock_session(id);
+                lock_session(id)?;
                 let existing = LOCK_FOR_CREATE.run(client, &[id.into(), minutes.into()])?;
                 if !existing.is_empty() {
                     let existing = existing.first();
@@ -196,7 +205,7 @@ fn is_active(session_id: &str) -> SqlResult<bool> {
 #[search_path(pg_catalog, pg_temp)]
 fn end_session(session_id: &str) -> SqlResult<bool> {
     // An expired session is removed too, but it was already gone: false.
-    lock_session(session_id);
+    lock_session(session_id)?;
     let was_active = first_value_of::<bool>(
         &DELETE_SESSION,
         &[session_id.into(), idle_timeout_minutes().into()],

@@ -105,7 +105,7 @@ fn wm_init(
     if let Some(project) = project_id {
         graph::check_owner(project).or_report()?;
     }
-    lock_session(session_id);
+    lock_session(session_id)?;
     let project = match project_id {
         Some(project) => {
             session_project(session_id)?;
@@ -132,7 +132,7 @@ fn no_project(session_id: &str) -> pgrx::pg_sys::panic::ErrorReport {
 fn set_active_node(session_id: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
-    lock_session(session_id);
+    lock_session(session_id)?;
     let project = session_project(session_id)?;
     let active = (!node.is_empty()).then_some(node);
     if let Some(node) = active {
@@ -272,7 +272,8 @@ static LOCK_TIED: Statement = Statement::read_write(
     concat!(
         "SELECT pg_catalog.count(pg_catalog.pg_advisory_xact_lock(",
         session_lock_class!(),
-        ", pg_catalog.hashtext(l.session_id)))
+        ", pg_catalog.hashtext(CASE agent_memory.caller_tenant() WHEN '' THEN l.session_id
+                                 ELSE agent_memory.caller_tenant() || pg_catalog.chr(1) || l.session_id END)))
          FROM (SELECT DISTINCT t.session_id FROM (",
         tied_structures!(),
         ") t ORDER BY t.session_id) l"

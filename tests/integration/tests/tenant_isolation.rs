@@ -318,3 +318,59 @@ fn no_direct_statement_plants_changes_or_probes_another_tenants_rows() {
     );
     assert_eq!(after, before);
 }
+
+/// Two tenants' sessions of one id have write locks of their own: one
+/// tenant's open write never holds up the other's, while a second writer
+/// of the same tenant still queues behind the first.
+#[test]
+fn a_tenants_open_write_holds_up_no_other_tenant() {
+    const LOCK_DB: &str = "am_it_tenant_locks";
+    let mut admin = fresh_database(LOCK_DB);
+    admin
+        .batch_execute(
+            "DROP ROLE IF EXISTS it_lock_a; DROP ROLE IF EXISTS it_lock_b;
+             CREATE ROLE it_lock_a; CREATE ROLE it_lock_b;
+             GRANT agent_memory_writer TO it_lock_a, it_lock_b;",
+        )
+        .expect("create the two roles");
+    let tenant = |role: &str| {
+        let mut client = connect(LOCK_DB);
+        client
+            .batch_execute(&format!(
+                "SET agent_memory.tenant_isolation = on; SET ROLE {role};
+                 SELECT agent_memory.create_session('u', session_id => 'main');"
+            ))
+            .expect("become the tenant");
+        client
+    };
+    let mut first = tenant("it_lock_a");
+    let mut other = tenant("it_lock_b");
+    first
+        .batch_execute("BEGIN; SELECT agent_memory.kv_set('main', 'k', '1')")
+        .unwrap();
+    other.batch_execute("SET lock_timeout = '2s'").unwrap();
+    let written = other.query_one("SELECT agent_memory.kv_set('main', 'k', '2')::text", &[]);
+    assert!(
+        written.is_ok(),
+        "another tenant's open write held this one up: {written:?}"
+    );
+    let mut second = tenant("it_lock_a");
+    second.batch_execute("SET lock_timeout = '200ms'").unwrap();
+    let queued = second
+        .query_one("SELECT agent_memory.kv_set('main', 'k', '3')::text", &[])
+        .expect_err("a second writer of the same session went ahead");
+    assert_eq!(
+        queued.code(),
+        Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE),
+        "{queued}"
+    );
+    first.batch_execute("ROLLBACK").unwrap();
+    drop((first, second, other));
+    admin
+        .batch_execute(
+            "DROP OWNED BY it_lock_a, it_lock_b; DROP ROLE it_lock_a; DROP ROLE it_lock_b;",
+        )
+        .ok();
+    drop(admin);
+    drop_database(LOCK_DB);
+}
