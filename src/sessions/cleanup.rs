@@ -543,10 +543,15 @@ static DELETE_EXPIRED_VERSIONS_DIRECTLY: Statement = Statement::read_write(
 
 /// The soonest expired row of `$table` still there, from $1 on: where the
 /// next batch starts. Read-write so that it sees the batch just removed.
+/// Written in UTC with a numeric offset, which reads back as the same
+/// instant whatever DateStyle and TimeZone say (a zone abbreviation may
+/// name another zone).
 macro_rules! next_expired {
     ($table:literal) => {
         concat!(
-            "SELECT k.expires_at::text FROM agent_memory.",
+            "SELECT pg_catalog.to_char(k.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')
+                    OPERATOR(pg_catalog.||) '+00'
+             FROM agent_memory.",
             $table,
             " k WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $1::timestamptz
              ORDER BY k.expires_at LIMIT 1"

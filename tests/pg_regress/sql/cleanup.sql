@@ -37,6 +37,20 @@ SELECT 'many', 'k' || i, '1', 1, now() - interval '1 minute' FROM generate_serie
 SELECT agent_memory.cleanup_expired(10) - 'run_id' AS removed;
 SELECT count(*) AS left_behind FROM agent_memory.kv_entries WHERE session_id = 'many';
 
+-- Where the next batch starts reads back as the same instant whatever the
+-- date style and time zone (written as text there, IST named Israel's
+-- zone, not India's, and the run stopped hours short).
+SET DateStyle = 'SQL, DMY';
+SET TimeZone = 'Asia/Kolkata';
+SELECT agent_memory.create_session('u', session_id => 'styled') AS styled;
+INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
+SELECT 'styled', 'k' || i, '1', 1, now() - i * interval '10 minutes' FROM generate_series(1, 6) i;
+SELECT agent_memory.cleanup_expired(2) IS NOT NULL AS ran;
+SELECT count(*) AS left_behind FROM agent_memory.kv_entries WHERE session_id = 'styled';
+RESET DateStyle;
+RESET TimeZone;
+SELECT agent_memory.end_session('styled');
+
 -- Entries are deleted directly first, in a subtransaction of the
 -- extension's own. An error there (here, a trigger of the application's)
 -- reaches the caller with its own SQLSTATE, changes nothing, and leaves
