@@ -337,14 +337,20 @@ fn a_tenants_open_write_holds_up_no_other_tenant() {
         let mut client = connect(LOCK_DB);
         client
             .batch_execute(&format!(
-                "SET agent_memory.tenant_isolation = on; SET ROLE {role};
-                 SELECT agent_memory.create_session('u', session_id => 'main');"
+                "SET agent_memory.tenant_isolation = on; SET lock_timeout = '5s'; SET ROLE {role}"
             ))
             .expect("become the tenant");
         client
     };
     let mut first = tenant("it_lock_a");
     let mut other = tenant("it_lock_b");
+    // Each tenant's session 'main', made before any write is open (making
+    // one takes its write lock).
+    for client in [&mut first, &mut other] {
+        client
+            .batch_execute("SELECT agent_memory.create_session('u', session_id => 'main')")
+            .expect("the tenant's session");
+    }
     first
         .batch_execute("BEGIN; SELECT agent_memory.kv_set('main', 'k', '1')")
         .unwrap();
