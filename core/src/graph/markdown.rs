@@ -188,6 +188,14 @@ fn is_blank_or_comment(text: &str) -> bool {
 /// Read the `key: value` entries, with the block sequences and block
 /// scalars that continue them on the following lines.
 fn parse_entries<'a>(lines: &[Line<'a>]) -> Result<Vec<(String, usize, Value)>> {
+    // PostgreSQL's text holds no NUL, written or escaped (see
+    // `double_quoted`): a value holding one could not be stored.
+    if let Some(line) = lines.iter().find(|line| line.text.contains('\0')) {
+        return Err(line_error(
+            line.no,
+            "a NUL character (\\0) cannot be stored",
+        ));
+    }
     let mut entries: Vec<(String, usize, Value)> = Vec::new();
     let mut keys: std::collections::HashSet<&'a str> = std::collections::HashSet::new();
     let mut i = 0;
@@ -1132,6 +1140,8 @@ mod tests {
             ("---\ntitle: \"a\\0b\"\n---\n", "line 2: a NUL character"),
             ("---\ntitle: \"a\\x00b\"\n---\n", "line 2: a NUL character"),
             ("---\ntitle: \"a\\u0000b\"\n---\n", "line 2: a NUL character"),
+            ("---\ntitle: \0\"\n---\n", "line 2: a NUL character"),
+            ("---\nx: 1\n# \0\n---\n", "line 3: a NUL character"),
             ("---\nversion: 0\n---\n", "line 2: version must be an integer"),
             ("---\nversion: 1.5\n---\n", "version must be an integer"),
             ("---\nversion: 99999999999\n---\n", "version must be an integer"),
