@@ -179,6 +179,37 @@ pub fn delete_batch(
     })
 }
 
+/// Move `cursor` past the first expired row of `kind` after it, which a
+/// batch of one row could not remove in time: a session, or, for entries
+/// (whose cursor is an expiry), every entry that expired at that instant.
+/// False when there is no row after it.
+pub fn pass_over(kind: Expired, cursor: &mut Cursor) -> SqlResult<bool> {
+    let after = cursor.0.as_str();
+    let next = match kind {
+        Expired::Sessions => first_value_of::<String>(
+            &NEXT_EXPIRED_SESSION,
+            &[1.into(), after.into(), idle_timeout_minutes().into()],
+        )?,
+        Expired::Entries | Expired::Versions => {
+            let (first, later) = match kind {
+                Expired::Versions => (&NEXT_EXPIRED_VERSION, &LATER_EXPIRED_VERSION),
+                _ => (&NEXT_EXPIRED_ENTRY, &LATER_EXPIRED_ENTRY),
+            };
+            match first_value_of::<String>(first, &[after.into()])? {
+                Some(stuck) => first_value_of::<String>(later, &[stuck.as_str().into()])?,
+                None => None,
+            }
+        }
+    };
+    match next {
+        Some(next) => {
+            cursor.0 = next;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
 /// Run `work` with plans that reach rows only by index or by TID: a
 /// sequential or bitmap scan would read every expired row for each batch,
 /// and the planner picks one when its statistics are stale (rows that
@@ -380,15 +411,21 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
 
 /// The expired sessions of a batch, of every tenant, in physical order (a
 /// TID range scan: their expiry depends on a setting, so no index can find
-/// them), locked.
+/// them), locked unless `$lock` is "".
 macro_rules! picked_sessions {
     () => {
-        "SELECT s.ctid AS row_id, s.session_id, s.tenant FROM agent_memory.sessions s
-         WHERE s.ctid > $2::tid
-           AND s.last_activity_at <= pg_catalog.now()
-                                     - coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $3))
-         ORDER BY s.ctid
-         LIMIT $1 FOR UPDATE SKIP LOCKED"
+        picked_sessions!(" FOR UPDATE SKIP LOCKED")
+    };
+    ($lock:literal) => {
+        concat!(
+            "SELECT s.ctid AS row_id, s.session_id, s.tenant FROM agent_memory.sessions s
+             WHERE s.ctid > $2::tid
+               AND s.last_activity_at <= pg_catalog.now()
+                                         - coalesce(s.idle_timeout, pg_catalog.make_interval(mins => $3))
+             ORDER BY s.ctid
+             LIMIT $1",
+            $lock
+        )
     };
 }
 
@@ -547,22 +584,40 @@ static DELETE_EXPIRED_VERSIONS_DIRECTLY: Statement = Statement::read_write(
 /// instant whatever DateStyle and TimeZone say (a zone abbreviation may
 /// name another zone).
 macro_rules! next_expired {
-    ($table:literal) => {
+    ($table:literal, $from:literal) => {
         concat!(
             "SELECT pg_catalog.to_char(k.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')
                     OPERATOR(pg_catalog.||) '+00'
              FROM agent_memory.",
             $table,
-            " k WHERE k.expires_at <= pg_catalog.now() AND k.expires_at >= $1::timestamptz
+            " k WHERE k.expires_at <= pg_catalog.now() AND k.expires_at ",
+            $from,
+            " $1::timestamptz
              ORDER BY k.expires_at LIMIT 1"
         )
     };
 }
 
-static NEXT_EXPIRED_ENTRY: Statement = Statement::read_write(next_expired!("kv_entries"), &[TEXT]);
+static NEXT_EXPIRED_ENTRY: Statement =
+    Statement::read_write(next_expired!("kv_entries", ">="), &[TEXT]);
 
 static NEXT_EXPIRED_VERSION: Statement =
-    Statement::read_write(next_expired!("kv_entry_versions"), &[TEXT]);
+    Statement::read_write(next_expired!("kv_entry_versions", ">="), &[TEXT]);
+
+/// The soonest expiry after $1: where a run resumes when it passes over
+/// the entries that expired at $1.
+static LATER_EXPIRED_ENTRY: Statement =
+    Statement::read_write(next_expired!("kv_entries", ">"), &[TEXT]);
+
+static LATER_EXPIRED_VERSION: Statement =
+    Statement::read_write(next_expired!("kv_entry_versions", ">"), &[TEXT]);
+
+/// The first expired session after the TID $2 ($1 is 1, $3 the default
+/// idle timeout in minutes), held or not: the one a run passes over.
+static NEXT_EXPIRED_SESSION: Statement = Statement::read_write(
+    concat!("SELECT p.row_id::text FROM (", picked_sessions!(""), ") p"),
+    &[INT4, TEXT, INT4],
+);
 
 /// Record a run and drop the runs older than the newest $7: a bounded
 /// history. Run as the table's owner: roles may read the runs, not write

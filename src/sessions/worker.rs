@@ -11,9 +11,12 @@
 //! (PostgreSQL's own handler: the next interrupt check exits), and so does
 //! the postmaster's death, checked between batches. It sleeps while the
 //! extension is not installed in its database or the server is in recovery.
-//! An error is logged and recorded in `cleanup_runs`; the process then exits
-//! and the postmaster starts it again after a short delay. A failed batch
-//! rolls back whole: nothing is left half-done.
+//! A failed batch rolls back whole: nothing is left half-done. A batch that
+//! ran past its time limit is tried again smaller; any other failed batch
+//! ends only its own kind of row for the run. The run records what it left
+//! in `cleanup_runs`, and the next run tries again. An error outside a batch
+//! is logged; the process then exits and the postmaster starts it again
+//! after a short delay.
 
 use std::time::{Duration, Instant};
 
@@ -24,9 +27,10 @@ use pgrx::prelude::*;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::settings;
 use crate::sessions::cleanup::{
-    Batch, Counts, Cursor, Expired, delete_batch, record_run, removing, stop_if_asked,
+    Batch, Counts, Cursor, Expired, delete_batch, pass_over, record_run, removing, stop_if_asked,
     with_index_plans,
 };
+use agent_memory_core::sessions::cleanup::{AfterTimeout, BatchSize};
 
 /// How `pg_stat_activity.backend_type` names the worker.
 pub const WORKER_TYPE: &str = "agent_memory cleanup";
@@ -108,18 +112,32 @@ fn reload_settings_if_asked() -> bool {
     true
 }
 
-fn caught_message(caught: &CaughtError) -> String {
-    match caught {
-        CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => e.message().to_string(),
-        CaughtError::RustPanic { ereport, .. } => ereport.message().to_string(),
+/// Why a transaction of the worker failed.
+struct Failed {
+    /// It was cancelled: the batch time limit ended it (or an operator's
+    /// `pg_cancel_backend`).
+    cancelled: bool,
+    message: String,
+}
+
+impl From<CaughtError> for Failed {
+    fn from(caught: CaughtError) -> Self {
+        let report = match &caught {
+            CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => e,
+            CaughtError::RustPanic { ereport, .. } => ereport,
+        };
+        Failed {
+            cancelled: report.sql_error_code() == PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+            message: report.message().to_string(),
+        }
     }
 }
 
 /// Run `body` in its own transaction; an error aborts the transaction and
-/// comes back as its message.
+/// comes back as a [`Failed`].
 fn in_transaction<R>(
     body: impl FnOnce() -> R + std::panic::UnwindSafe + std::panic::RefUnwindSafe,
-) -> Result<R, String> {
+) -> Result<R, Failed> {
     PgTryBuilder::new(|| Ok(BackgroundWorker::transaction(body)))
         .catch_others(|caught| {
             // SAFETY: this is the cleanup PostgreSQL's own workers do
@@ -128,9 +146,21 @@ fn in_transaction<R>(
                 pg_sys::AbortOutOfAnyTransaction();
                 pg_sys::FlushErrorState();
             }
-            Err(caught_message(&caught))
+            Err(Failed::from(caught))
         })
         .execute()
+}
+
+/// Run `body`, which returns its own errors, in its own transaction; any
+/// error comes back as its message.
+fn in_transaction_or_message<R>(
+    body: impl FnOnce() -> SqlResult<R> + std::panic::UnwindSafe + std::panic::RefUnwindSafe,
+) -> Result<R, String> {
+    match in_transaction(body) {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(report)) => Err(report.to_string()),
+        Err(failed) => Err(failed.message),
+    }
 }
 
 /// Whether there is anything to do: the extension exists here and we are
@@ -208,50 +238,85 @@ fn run_once() -> Result<(), String> {
     result
 }
 
+/// Every kind of expired row, batch after batch. A batch that fails is
+/// undone. One that ran past its time limit is tried again smaller (see
+/// [`BatchSize`]), and a row too slow to remove alone is passed over. Any
+/// other failure ends this kind for the run, and the run goes on with the
+/// next. The run records what it left and why; the next run tries again.
 fn run_batches() -> Result<(), String> {
-    if !in_transaction(ready)? {
+    if !in_transaction(ready).map_err(|failed| failed.message)? {
         return Ok(());
     }
-    let started_at = in_transaction(pgrx::datetime::clock_timestamp)?;
-    let size = settings::CLEANUP_BATCH_SIZE.get();
+    let started_at =
+        in_transaction(pgrx::datetime::clock_timestamp).map_err(|failed| failed.message)?;
     let mut counts = Counts::default();
-    let mut failure = None;
-    'kinds: for kind in Expired::ALL {
+    let mut left = Vec::new();
+    for kind in Expired::ALL {
         report_activity(Some(kind));
-        let mut cursor = Cursor::start(kind);
-        loop {
-            stop_if_asked();
-            let mut next = cursor.clone();
-            let outcome = {
-                let _limit = BatchTimeLimit::start();
-                in_transaction(move || batch(kind, size, &mut next).map(|n| (n, next)))
-            };
-            match outcome.and_then(|r| r.map_err(|e| e.to_string())) {
-                Ok((done, next)) => {
-                    cursor = next;
-                    counts.add(kind, done.deleted);
-                    if !done.full {
-                        break;
-                    }
-                }
-                Err(message) => {
-                    failure = Some(message);
-                    break 'kinds;
-                }
-            }
+        if let Err(why) = remove_expired(kind, &mut counts) {
+            left.push(format!("{} left: {why}", kind.name()));
         }
     }
     // Idle runs are not recorded: at a short interval they would flood the
     // table. pg_stat_activity shows the worker is alive.
-    if failure.is_some() || counts.sessions > 0 || counts.entries > 0 {
-        let error = failure.clone();
-        in_transaction(move || {
+    if !left.is_empty() || counts.sessions > 0 || counts.entries > 0 {
+        let error = (!left.is_empty()).then(|| left.join("; "));
+        in_transaction_or_message(move || {
             record_run(started_at, "worker", counts, error.as_deref()).map(|_| ())
-        })?
-        .map_err(|report| report.to_string())?;
+        })?;
     }
-    match failure {
-        Some(message) => Err(message),
+    Ok(())
+}
+
+/// Remove the expired rows of one kind. The error is why some were left:
+/// a failure that ended the kind early, or a row passed over.
+fn remove_expired(kind: Expired, counts: &mut Counts) -> Result<(), String> {
+    let mut cursor = Cursor::start(kind);
+    let mut size = BatchSize::new(settings::CLEANUP_BATCH_SIZE.get());
+    let mut passed_over = None;
+    loop {
+        stop_if_asked();
+        let mut next = cursor.clone();
+        let rows = size.rows();
+        let outcome = {
+            let _limit = BatchTimeLimit::start();
+            in_transaction(move || batch(kind, rows, &mut next).map(|n| (n, next)))
+        };
+        let timed_out = match outcome {
+            Ok(Ok((done, next))) => {
+                cursor = next;
+                counts.add(kind, done.deleted);
+                if !done.full {
+                    break;
+                }
+                size.stood();
+                continue;
+            }
+            Ok(Err(report)) => return Err(report.to_string()),
+            Err(failed) if failed.cancelled => failed,
+            Err(failed) => return Err(failed.message),
+        };
+        log!(
+            "{WORKER_TYPE}: a batch of {rows} {} ran past agent_memory.cleanup_batch_timeout and was undone",
+            kind.name()
+        );
+        if size.timed_out() == AfterTimeout::PassOver {
+            passed_over = Some(format!(
+                "one alone took longer than agent_memory.cleanup_batch_timeout ({})",
+                timed_out.message
+            ));
+            let mut next = cursor.clone();
+            let (moved, next) = in_transaction_or_message(move || {
+                pass_over(kind, &mut next).map(|moved| (moved, next))
+            })?;
+            cursor = next;
+            if !moved {
+                break;
+            }
+        }
+    }
+    match passed_over {
+        Some(why) => Err(why),
         None => Ok(()),
     }
 }

@@ -3,6 +3,8 @@
 
 /// The word budget of a session's key-value memory.
 pub mod budget;
+/// How the cleanup worker sizes its batches.
+pub mod cleanup;
 /// Sizes and the shape of a key-value batch.
 pub mod kv;
 /// Sensitive data in text an agent asks to remember.
