@@ -188,6 +188,24 @@ impl Statement {
         client.update(&*plan, None, args).or_report()
     }
 
+    /// As `run`, for a read-write statement that only reads, where the
+    /// caller's transaction may write nothing at all (a read function's
+    /// probe). `run` marks the transaction as writing (pgrx takes a
+    /// transaction id at once), which makes every later statement of the
+    /// call read-write too, and leaves a commit record to flush. A plan
+    /// prepared read-write runs read-write by itself, with a snapshot of
+    /// its own, and takes no transaction id.
+    pub fn probe<'conn>(
+        &'static self,
+        client: &SpiClient<'conn>,
+        args: &[DatumWithOid<'_>],
+    ) -> SqlResult<SpiTupleTable<'conn>> {
+        debug_assert!(self.writes, "a probe is a read-write statement");
+        let plan = prepared_plan(client, self).or_report()?;
+        let _by_index = NoSequentialScans::hold();
+        client.select(&*plan, None, args).or_report()
+    }
+
     /// As `read`, for a statement that reads a whole table (every session
     /// of a tenant): without the guard, since a sequential scan is its
     /// best plan.

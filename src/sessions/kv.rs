@@ -27,7 +27,8 @@ use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
 use crate::pg::settings;
 use crate::sessions::{
-    active, active_until, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
+    active, active_until, callers_active_session, idle_timeout_minutes, lock_session,
+    probe_active_until, session_gone,
 };
 use crate::sessions::{cache as session_cache, kv_versions, sensitive};
 
@@ -434,7 +435,7 @@ fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonbBytes>> {
     // The answer comes from the calling statement's snapshot; what is
     // remembered must come from one taken after the counter was read.
     if let Some(deletions) = session_cache::can_remember() {
-        let until = Spi::connect_mut(|client| active_until(client, session_id, minutes))?;
+        let until = probe_active_until(session_id, minutes)?;
         if let Some(until) = until {
             session_cache::remember(session_id, minutes, until, deletions);
         }

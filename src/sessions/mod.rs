@@ -283,7 +283,18 @@ pub fn active_until(
     session_id: &str,
     minutes: i32,
 ) -> SqlResult<Option<i64>> {
-    let table = ACTIVE_UNTIL.run(client, &[session_id.into(), minutes.into()])?;
+    until_of(ACTIVE_UNTIL.run(client, &[session_id.into(), minutes.into()])?)
+}
+
+/// As `active_until`, for a function that only reads: its transaction
+/// stays one that writes nothing (see `Statement::probe`).
+pub fn probe_active_until(session_id: &str, minutes: i32) -> SqlResult<Option<i64>> {
+    pgrx::Spi::connect(|client| {
+        until_of(ACTIVE_UNTIL.probe(client, &[session_id.into(), minutes.into()])?)
+    })
+}
+
+fn until_of(table: pgrx::spi::SpiTupleTable<'_>) -> SqlResult<Option<i64>> {
     if table.is_empty() {
         return Ok(None);
     }
