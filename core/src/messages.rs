@@ -208,16 +208,15 @@ pub struct Repack {
 /// Plan a repack that makes room for one more message under `keep`: keep
 /// the newest `keep - 1` messages, then drop every kept tool result whose
 /// call is not kept, so that the thread holds no result without its call.
+/// A result answers the newest call of its id before it: a later call that
+/// reuses the id does not keep it.
 pub fn plan_repack(stored: &[Stored], keep: i32) -> Repack {
     let mut by_seq: Vec<&Stored> = stored.iter().collect();
     by_seq.sort_by_key(|m| m.seq);
     let room = (keep.max(1) - 1) as usize;
     let cut = by_seq.len().saturating_sub(room);
     let (dropped, kept) = by_seq.split_at(cut);
-    let kept_calls: HashSet<&str> = kept
-        .iter()
-        .flat_map(|m| m.calls.iter().map(String::as_str))
-        .collect();
+    let mut kept_calls: HashSet<&str> = HashSet::new();
     let mut repack = Repack {
         removed: dropped.iter().map(|m| m.slot).collect(),
         moves: Vec::new(),
@@ -234,6 +233,7 @@ pub fn plan_repack(stored: &[Stored], keep: i32) -> Repack {
             repack.moves.push((m.slot, next_slot));
             next_slot += 1;
         }
+        kept_calls.extend(m.calls.iter().map(String::as_str));
     }
     repack
 }
@@ -445,5 +445,29 @@ mod tests {
         let plan = plan_repack(&stored, 10);
         assert_eq!(plan.removed, vec![1]);
         assert_eq!(plan.moves, vec![(0, 0), (2, 1)]);
+    }
+
+    #[test]
+    fn a_later_call_of_the_same_id_keeps_only_its_own_results() {
+        let call = |slot, seq| Stored {
+            slot,
+            seq,
+            calls: vec!["call_0".into()],
+            answers: None,
+        };
+        let answer = |slot, seq| Stored {
+            slot,
+            seq,
+            calls: vec![],
+            answers: Some("call_0".into()),
+        };
+        // Two turns that both name their call call_0.
+        let stored = [call(0, 1), answer(1, 2), call(2, 3), answer(3, 4)];
+        // The first call drops: its result goes, the second turn stays.
+        let plan = plan_repack(&stored, 4);
+        assert_eq!(plan.removed, vec![0, 1]);
+        assert_eq!(plan.moves, vec![(2, 0), (3, 1)]);
+        // Room for all: nothing goes.
+        assert!(plan_repack(&stored, 5).removed.is_empty());
     }
 }

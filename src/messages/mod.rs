@@ -1091,13 +1091,23 @@ static CREATE_IMPLICIT: Statement = Statement::read_write(
 );
 
 /// The results ($4 call ids) of a tool call being overwritten in slot $3:
-/// they go with it.
+/// they go with it. A result answers the newest call of its id before it,
+/// so one that follows a later call reusing the id (another message of
+/// the thread, newer than the oldest being overwritten) stays.
 static DROP_RESULTS: Statement = Statement::read_write(
     "WITH gone AS (
-       DELETE FROM agent_memory.thread_messages
-       WHERE session_id = $1 AND thread_key = $2 AND tenant = agent_memory.caller_tenant()
-         AND slot <> $3 AND role = 'tool'
-         AND metadata ->> 'tool_call_id' = ANY ($4)
+       DELETE FROM agent_memory.thread_messages r
+       WHERE r.session_id = $1 AND r.thread_key = $2 AND r.tenant = agent_memory.caller_tenant()
+         AND r.slot <> $3 AND r.role = 'tool'
+         AND r.metadata ->> 'tool_call_id' = ANY ($4)
+         AND NOT EXISTS (
+           SELECT FROM agent_memory.thread_messages c
+           WHERE c.session_id = $1 AND c.thread_key = $2 AND c.tenant = r.tenant
+             AND c.slot <> $3 AND c.seq < r.seq AND c.role = 'assistant'
+             AND (c.metadata -> 'tool_calls' @> pg_catalog.jsonb_build_array(r.metadata ->> 'tool_call_id')
+                  OR c.metadata -> 'tool_calls'
+                     @> pg_catalog.jsonb_build_array(
+                          pg_catalog.jsonb_build_object('id', r.metadata ->> 'tool_call_id'))))
        RETURNING 1)
      SELECT count(*)::int4 FROM gone",
     &[TEXT, TEXT, INT4, TEXT_ARRAY],
@@ -1192,28 +1202,36 @@ macro_rules! newest_messages {
 }
 
 /// The predicate "message `$row` is not a tool result, or window
-/// `$window` (rows with role and metadata) holds the assistant message that
-/// makes its call": a tool result is a `tool` message whose
-/// `metadata.tool_call_id` is a string, and a call's id is a string item of
-/// `metadata.tool_calls` or the string `id` of an object item. Reads drop
-/// the results whose call is outside their window, so that no window
-/// starts with a result an LLM API would refuse. The ids of the window's
-/// calls are one uncorrelated subquery, which PostgreSQL hashes.
+/// `$window` (rows with role and metadata, in the order of `$order`) holds
+/// an assistant message before it that makes its call": a tool result is a
+/// `tool` message whose `metadata.tool_call_id` is a string, and a call's
+/// id is a string item of `metadata.tool_calls` or the string `id` of an
+/// object item. Reads drop the results whose call is outside their window,
+/// so that no window starts with a result an LLM API would refuse; a call
+/// after the result (a later turn reusing the id) does not count. The
+/// window's results without such a call are one uncorrelated subquery,
+/// which PostgreSQL hashes.
 macro_rules! holds_its_call {
-    ($row:literal, $window:literal) => {
+    ($row:literal, $window:literal, $order:literal) => {
         concat!(
             "(", $row, ".role <> 'tool'
               OR pg_catalog.jsonb_typeof(", $row, ".metadata -> 'tool_call_id') IS DISTINCT FROM 'string'
-              OR (", $row, ".metadata ->> 'tool_call_id') IN (
-                   SELECT CASE pg_catalog.jsonb_typeof(c.item)
-                            WHEN 'string' THEN c.item #>> '{}'
-                            WHEN 'object' THEN CASE WHEN pg_catalog.jsonb_typeof(c.item -> 'id') = 'string'
-                                                    THEN c.item ->> 'id' END END
-                   FROM ", $window, " w,
-                        pg_catalog.jsonb_array_elements(
-                          CASE WHEN w.role = 'assistant'
-                                AND pg_catalog.jsonb_typeof(w.metadata -> 'tool_calls') = 'array'
-                               THEN w.metadata -> 'tool_calls' END) AS c (item)))"
+              OR ", $row, ".", $order, " NOT IN (
+                   SELECT r.", $order, " FROM ", $window, " r
+                   LEFT JOIN (
+                     SELECT CASE pg_catalog.jsonb_typeof(c.item)
+                              WHEN 'string' THEN c.item #>> '{}'
+                              WHEN 'object' THEN CASE WHEN pg_catalog.jsonb_typeof(c.item -> 'id') = 'string'
+                                                      THEN c.item ->> 'id' END END AS id,
+                            pg_catalog.min(w.", $order, ") AS first
+                     FROM ", $window, " w,
+                          pg_catalog.jsonb_array_elements(
+                            CASE WHEN w.role = 'assistant'
+                                  AND pg_catalog.jsonb_typeof(w.metadata -> 'tool_calls') = 'array'
+                                 THEN w.metadata -> 'tool_calls' END) AS c (item)
+                     GROUP BY 1) f ON f.id = r.metadata ->> 'tool_call_id'
+                   WHERE r.role = 'tool' AND pg_catalog.jsonb_typeof(r.metadata -> 'tool_call_id') = 'string'
+                     AND (f.first IS NULL OR f.first > r.", $order, ")))"
         )
     };
 }
@@ -1229,7 +1247,7 @@ static READ_MESSAGES: StreamStatement = StreamStatement {
         ")
          SELECT n.seq, n.node_id, n.role::text, n.content, n.metadata::jsonb, n.created_at
          FROM newest n WHERE ",
-        holds_its_call!("n", "newest"),
+        holds_its_call!("n", "newest", "seq"),
         " ORDER BY seq"
     ),
     params: 4,

@@ -140,7 +140,7 @@ macro_rules! recent_messages {
                          'role', m.role, 'content', m.content, 'metadata', m.metadata,
                          'seq', m.seq, 'created_at', m.created_at) ORDER BY m.seq)
                 FROM newest m WHERE ",
-            crate::messages::holds_its_call!("m", "newest"),
+            crate::messages::holds_its_call!("m", "newest", "seq"),
             "), '[]')
              ELSE coalesce(
                (WITH newest AS MATERIALIZED (
@@ -151,7 +151,7 @@ macro_rules! recent_messages {
             $limit,
             ")
                 SELECT pg_catalog.jsonb_agg(x.e ORDER BY x.i) FROM newest x WHERE ",
-            crate::messages::holds_its_call!("x", "newest"),
+            crate::messages::holds_its_call!("x", "newest", "i"),
             "), '[]') END"
         )
     };

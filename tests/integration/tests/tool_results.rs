@@ -8,13 +8,14 @@
 //!
 //! - a thread is a ring of `keep` slots: append number p goes to slot
 //!   p % keep, and the message it replaces goes; if that one is an
-//!   assistant's tool call, the results answering it go too;
+//!   assistant's tool call, the results answering it go too (a result
+//!   answers the newest call of its id before it: ids may repeat);
 //! - a tool result (role `tool`, string `metadata.tool_call_id`) whose call
 //!   no other slot holds then is trimmed at once: its slot is left empty;
 //! - pop removes the newest stored message of the thread and gives one
 //!   position back;
 //! - a read window is the newest `lim` stored messages, without the tool
-//!   results whose call is not in the window.
+//!   results whose call is not in the window before them.
 //!
 //! Set TOOL_RESULTS_SEED to replay a run; the seed is printed.
 
@@ -98,13 +99,20 @@ impl Ring {
         let slot = self.appended % self.keep;
         self.appended += 1;
         if let Some(old) = self.slots[slot].take() {
+            // A result answers the newest call of its id before it: one
+            // that follows a later call reusing the id stays.
             let calls = old.calls();
+            let others: Vec<Message> = self.slots.iter().flatten().cloned().collect();
             for other in self.slots.iter_mut() {
-                if other
-                    .as_ref()
-                    .and_then(Message::answers)
-                    .is_some_and(|id| calls.contains(&id))
-                {
+                let answered_old = other.as_ref().is_some_and(|result| {
+                    result.answers().is_some_and(|id| {
+                        calls.contains(&id)
+                            && !others
+                                .iter()
+                                .any(|c| c.seq < result.seq && c.calls().contains(&id))
+                    })
+                });
+                if answered_old {
                     *other = None;
                 }
             }
@@ -153,13 +161,18 @@ impl Tally {
 }
 
 /// The newest `lim` of `stored` (in seq order), without the results whose
-/// call the window does not hold.
+/// call the window does not hold before them.
 fn window(stored: &[Message], lim: usize) -> Vec<Message> {
     let newest = &stored[stored.len().saturating_sub(lim)..];
-    let calls: Vec<String> = newest.iter().flat_map(Message::calls).collect();
     newest
         .iter()
-        .filter(|m| m.answers().is_none_or(|id| calls.contains(&id)))
+        .filter(|m| {
+            m.answers().is_none_or(|id| {
+                newest
+                    .iter()
+                    .any(|c| c.seq < m.seq && c.calls().contains(&id))
+            })
+        })
         .cloned()
         .collect()
 }
@@ -228,7 +241,12 @@ fn random_message(
         3..=5 => {
             let calls: Vec<Value> = (0..1 + random.below(3))
                 .map(|i| {
-                    let id = format!("call-{n}-{i}");
+                    // Some models name every turn's calls alike.
+                    let id = if random.below(4) == 0 {
+                        format!("call_{}", random.below(2))
+                    } else {
+                        format!("call-{n}-{i}")
+                    };
                     recent.push(id.clone());
                     if random.below(2) == 0 {
                         json!(id)
