@@ -33,7 +33,7 @@ use crate::pg::plans::{Columns, Statement, first_value_of, on_citus};
 use crate::pg::settings;
 use crate::pg::stream::{StreamRow, StreamStatement, for_each_row};
 use crate::sessions::{
-    active, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
+    active, callers_active_session, idle_timeout_minutes, lock_session, renew_in, session_gone,
 };
 
 /// The thread key of a node: the node id, or '' for session-wide messages
@@ -728,7 +728,15 @@ fn pop_message(
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
     lock_session(session_id)?;
-    on_thread(&POP, session_id, node_id)
+    let popped = on_thread(&POP, session_id, node_id)?;
+    renew(session_id)?;
+    Ok(popped)
+}
+
+/// Renew an active session after a write that removed messages (an append
+/// renews it in its own statements).
+fn renew(session_id: &str) -> SqlResult<()> {
+    Spi::connect_mut(|client| renew_in(client, session_id)).map(|_| ())
 }
 
 #[pg_extern(stable, parallel_safe)]
@@ -751,7 +759,9 @@ fn clear_messages(
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
     lock_session(session_id)?;
-    Ok(on_thread(&CLEAR, session_id, node_id)?.unwrap_or(0))
+    let cleared = on_thread(&CLEAR, session_id, node_id)?.unwrap_or(0);
+    renew(session_id)?;
+    Ok(cleared)
 }
 
 #[cfg(any(test, feature = "pg_test"))]
@@ -906,10 +916,12 @@ static APPEND_FAST: Statement = Statement::read_write(
 /// write the last keep of them: messages $7 + 1, $7 + 2, ... of $6 (a jsonb
 /// array; the first $7 went before). The earlier ones would be trimmed by
 /// the later ones at once, so they are counted (appends) but never
-/// written. Returns the first seq taken, how many messages were appended,
-/// whether they moved to another thread than the session's previous
-/// append, and whether the session's recorded activity is over a second
-/// old; no row when nothing could go (nothing was written). The ring's
+/// written. The run's messages are read from $6 by position: expanding
+/// the whole batch for each run would copy all of it once per run. Returns
+/// the first seq taken, how many messages were appended, whether they moved
+/// to another thread than the session's previous append, and whether the
+/// session's recorded activity is over a second old; no row when nothing
+/// could go (nothing was written). The ring's
 /// scan is materialized: inlined, it would run once for each use of n.
 macro_rules! append_batch {
     ($created_at:literal) => {
@@ -940,9 +952,8 @@ macro_rules! append_batch {
                      t.tenant,
                      s.last_thread_key IS DISTINCT FROM $2 AS moved, s.last_activity_at),
          run AS (
-           SELECT u.message, u.ord - $7 AS k
-           FROM claimed c, pg_catalog.jsonb_array_elements($6) WITH ORDINALITY AS u(message, ord)
-           WHERE u.ord > $7 + greatest(c.n - $3, 0) AND u.ord <= $7 + c.n),
+           SELECT $6 -> (u.ord - 1) AS message, u.ord - $7 AS k
+           FROM claimed c, pg_catalog.generate_series($7 + greatest(c.n - $3, 0) + 1, $7 + c.n) AS u(ord)),
          written AS (
            INSERT INTO agent_memory.thread_messages AS m
              (session_id, thread_key, slot, tenant, seq, node_id, role, content, metadata, created_at)
@@ -1275,6 +1286,8 @@ static LAST_USER: Statement = Statement::read_only(
 
 /// Remove the newest message (of thread $2, or of the session) and give its
 /// slot back to its thread: the newest is always the thread's last append.
+/// Every part names the session: with none to remove, Citus's forced
+/// delegation could not otherwise see that the statement stays on it.
 static POP: Statement = Statement::read_write(
     concat!(
         "WITH newest AS (
@@ -1286,13 +1299,14 @@ static POP: Statement = Statement::read_write(
         " ORDER BY m.seq DESC LIMIT 1),
          gone AS (
            DELETE FROM agent_memory.thread_messages m USING newest n
-           WHERE m.session_id = n.session_id AND m.thread_key = n.thread_key AND m.slot = n.slot
-             AND m.tenant = n.tenant
+           WHERE m.session_id = $1 AND m.session_id = n.session_id AND m.thread_key = n.thread_key
+             AND m.slot = n.slot AND m.tenant = n.tenant
            RETURNING m.*),
          thread AS (
            UPDATE agent_memory.message_threads t SET appended = t.appended - 1, appends = t.appends - 1
            FROM newest n
-           WHERE t.session_id = n.session_id AND t.thread_key = n.thread_key AND t.tenant = n.tenant)
+           WHERE t.session_id = $1 AND t.session_id = n.session_id AND t.thread_key = n.thread_key
+             AND t.tenant = n.tenant)
          SELECT pg_catalog.jsonb_build_object('seq', seq, 'node_id', node_id, 'role', role,
                   'content', content, 'metadata', metadata, 'created_at', created_at)
          FROM gone"

@@ -214,3 +214,18 @@ SELECT agent_memory.clear_messages('numbers') AS cleared;
 SELECT agent_memory.append_message('numbers', 'user', 'c1', 'c') AS c1;
 SELECT seq, node_id, content FROM agent_memory.messages('numbers');
 SELECT agent_memory.end_session('numbers');
+
+-- A pop and a clear are writes: they renew the session, even when there is
+-- nothing to remove.
+SELECT agent_memory.create_session('ana', session_id => 'renewed');
+SELECT agent_memory.append_message('renewed', 'user', 'hello') AS seq;
+UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 hour' WHERE session_id = 'renewed';
+SELECT agent_memory.pop_message('renewed') ->> 'content' AS popped;
+SELECT last_activity_at > now() - interval '1 minute' AS renewed FROM agent_memory.sessions WHERE session_id = 'renewed';
+UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 hour' WHERE session_id = 'renewed';
+SELECT agent_memory.pop_message('renewed') AS nothing_to_pop;
+SELECT last_activity_at > now() - interval '1 minute' AS renewed FROM agent_memory.sessions WHERE session_id = 'renewed';
+UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 hour' WHERE session_id = 'renewed';
+SELECT agent_memory.clear_messages('renewed') AS cleared;
+SELECT last_activity_at > now() - interval '1 minute' AS renewed FROM agent_memory.sessions WHERE session_id = 'renewed';
+SELECT agent_memory.end_session('renewed');
