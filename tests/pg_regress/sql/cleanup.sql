@@ -40,11 +40,11 @@ SELECT count(*) AS left_behind FROM agent_memory.kv_entries WHERE session_id = '
 -- Where the next batch starts reads back as the same instant whatever the
 -- date style and time zone (written as text there, IST named Israel's
 -- zone, not India's, and the run stopped hours short).
-SET DateStyle = 'SQL, DMY';
-SET TimeZone = 'Asia/Kolkata';
 SELECT agent_memory.create_session('u', session_id => 'styled') AS styled;
 INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
 SELECT 'styled', 'k' || i, '1', 1, now() - i * interval '10 minutes' FROM generate_series(1, 6) i;
+SET DateStyle = 'SQL, DMY';
+SET TimeZone = 'Asia/Kolkata';
 SELECT agent_memory.cleanup_expired(2) IS NOT NULL AS ran;
 SELECT count(*) AS left_behind FROM agent_memory.kv_entries WHERE session_id = 'styled';
 RESET DateStyle;
