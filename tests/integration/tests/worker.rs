@@ -32,16 +32,21 @@ fn session_with_entries(client: &mut Client, id: &str, n: i32, expired: i32) {
         .unwrap();
 }
 
-/// Runs of the worker from `first_run` on that ended with an error.
-fn failed_worker_runs(client: &mut Client, first_run: i64) -> i64 {
+/// Runs of the worker from `first_run` on whose error is LIKE `pattern`.
+fn worker_runs_with_error(client: &mut Client, first_run: i64, pattern: &str) -> i64 {
     client
         .query_one(
             "SELECT count(*) FROM agent_memory.cleanup_runs
-             WHERE triggered_by = 'worker' AND run_id >= $1 AND error IS NOT NULL",
-            &[&first_run],
+             WHERE triggered_by = 'worker' AND run_id >= $1 AND error LIKE $2",
+            &[&first_run, &pattern],
         )
         .unwrap()
         .get(0)
+}
+
+/// Runs of the worker from `first_run` on that ended with an error.
+fn failed_worker_runs(client: &mut Client, first_run: i64) -> i64 {
+    worker_runs_with_error(client, first_run, "%")
 }
 
 fn stored_entries(client: &mut Client, id: &str) -> i64 {
@@ -267,16 +272,7 @@ fn a_failed_batch_is_undone_recorded_and_done_by_a_later_run() {
     // Resetting the interval reloads the worker, which runs at once.
     drop(held_off);
     let (failed, took) = wait_until(Duration::from_secs(15), || {
-        client
-            .query_one(
-                "SELECT count(*) FROM agent_memory.cleanup_runs
-                 WHERE triggered_by = 'worker' AND run_id >= $1
-                   AND error LIKE '%entries left: %lock timeout%'",
-                &[&first_run],
-            )
-            .unwrap()
-            .get::<_, i64>(0)
-            > 0
+        worker_runs_with_error(&mut client, first_run, "%entries left: %lock timeout%") > 0
     });
     tx.rollback().unwrap();
     assert!(failed, "no failed run recorded after {took:?}");
@@ -606,17 +602,12 @@ fn a_row_too_slow_to_remove_alone_is_passed_over() {
             .collect()
     };
     let (recorded, took) = wait_until(Duration::from_secs(30), || {
-        client
-            .query_one(
-                "SELECT count(*) FROM agent_memory.cleanup_runs
-                 WHERE triggered_by = 'worker' AND run_id >= $1
-                   AND error LIKE 'sessions left: one alone took longer than agent_memory.cleanup_batch_timeout%'
-                   AND error LIKE '%; entries left: one alone took longer%'",
-                &[&first_run],
-            )
-            .unwrap()
-            .get::<_, i64>(0)
-            > 0
+        worker_runs_with_error(
+            &mut client,
+            first_run,
+            "sessions left: one alone took longer than agent_memory.cleanup_batch_timeout%\
+             ; entries left: one alone took longer%",
+        ) > 0
     });
     assert!(
         recorded,
