@@ -506,10 +506,8 @@ pub fn replace_once(
         1 => {}
         _ => {
             // Every place old starts, overlaps included, as the SDK lists them.
-            let lines: Vec<String> = content
-                .char_indices()
-                .filter(|(at, _)| content[*at..].starts_with(old))
-                .map(|(at, _)| (content[..at].matches('\n').count() + 1).to_string())
+            let lines: Vec<String> = line_of_each(content, &overlapping_starts(content, old))
+                .map(|line| line.to_string())
                 .collect();
             return Err(format!(
                 "No replacement was performed. Multiple occurrences of old_str `{old}` in lines: {}. Please ensure it is unique",
@@ -529,6 +527,58 @@ pub fn replace_once(
         numbered(from + 1, lines[from..to].iter().copied())
     );
     Ok((edited, answer))
+}
+
+/// Where `needle` (not empty) starts in `text`, overlaps included, in
+/// order. Knuth-Morris-Pratt over the bytes: time linear in both, whatever
+/// they repeat. A match of valid UTF-8 in valid UTF-8 starts on a char.
+fn overlapping_starts(text: &str, needle: &str) -> Vec<usize> {
+    let (text, needle) = (text.as_bytes(), needle.as_bytes());
+    if needle.is_empty() {
+        return Vec::new();
+    }
+    // fallback[i]: the length of the longest proper border of needle[..=i].
+    let mut fallback = vec![0usize; needle.len()];
+    let mut border = 0;
+    for i in 1..needle.len() {
+        while border > 0 && needle[i] != needle[border] {
+            border = fallback[border - 1];
+        }
+        if needle[i] == needle[border] {
+            border += 1;
+        }
+        fallback[i] = border;
+    }
+    let mut starts = Vec::new();
+    let mut matched = 0;
+    for (at, &byte) in text.iter().enumerate() {
+        while matched > 0 && byte != needle[matched] {
+            matched = fallback[matched - 1];
+        }
+        if byte == needle[matched] {
+            matched += 1;
+        }
+        if matched == needle.len() {
+            starts.push(at + 1 - needle.len());
+            matched = fallback[matched - 1];
+        }
+    }
+    starts
+}
+
+/// The 1-based line of each of `offsets` (in order) in `text`, counting
+/// the newlines once.
+fn line_of_each<'a>(text: &'a str, offsets: &'a [usize]) -> impl Iterator<Item = usize> + 'a {
+    let mut line = 1;
+    let mut counted = 0;
+    offsets.iter().map(move |&at| {
+        line += text.as_bytes()[counted..at]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        counted = at;
+        line
+    })
 }
 
 /// `insert`: the file's new content with `text` as new lines after line
@@ -859,9 +909,57 @@ mod tests {
             replace_once(&p, "aaaa", "aa", "x").unwrap_err(),
             "No replacement was performed. Multiple occurrences of old_str `aa` in lines: 1, 1, 1. Please ensure it is unique"
         );
+        assert_eq!(
+            replace_once(&p, "é\néé\n", "é", "x").unwrap_err(),
+            "No replacement was performed. Multiple occurrences of old_str `é` in lines: 1, 2, 2. Please ensure it is unique"
+        );
         // At the top, the snippet starts at line 1.
         let (_, answer) = replace_once(&p, "x\ny", "x", "z").unwrap();
         assert!(answer.ends_with(":\n     1\tz\n     2\ty"), "{answer}");
+    }
+
+    #[test]
+    fn overlapping_starts_are_every_place_a_text_starts() {
+        // Each against every char position checked by hand.
+        for (text, needle) in [
+            ("aaaa", "aa"),
+            ("abababab", "abab"),
+            ("aabaabaaab", "aab"),
+            ("abcabdabcabc", "abcab"),
+            ("ééaé", "é"),
+            ("x", "xy"),
+            ("", "a"),
+        ] {
+            let naive: Vec<usize> = text
+                .char_indices()
+                .filter(|(at, _)| text[*at..].starts_with(needle))
+                .map(|(at, _)| at)
+                .collect();
+            assert_eq!(
+                overlapping_starts(text, needle),
+                naive,
+                "{needle} in {text}"
+            );
+        }
+        let lines: Vec<usize> = line_of_each("a\n\nb a\n", &[0, 3, 5]).collect();
+        assert_eq!(lines, [1, 3, 3]);
+    }
+
+    #[test]
+    fn many_overlapping_occurrences_take_linear_time() {
+        // A long needle repeated through the text, and a newline at every
+        // place: a check that rescans per place would take minutes here.
+        let p = at("/memories/n.md");
+        let text = "a".repeat(200_000);
+        let needle = "a".repeat(100_000);
+        assert_eq!(overlapping_starts(&text, &needle).len(), 100_001);
+        let lines = "\n".repeat(200_000);
+        let refused = replace_once(&p, &lines, "\n", "b").unwrap_err();
+        assert!(
+            refused.ends_with("199999, 200000. Please ensure it is unique"),
+            "{}",
+            &refused[refused.len() - 80..]
+        );
     }
 
     #[test]
