@@ -81,7 +81,8 @@ pub(crate) fn forget_scope_if_empty(client: Client, scope: &str) -> SqlResult<()
 /// Keep directory `dir` when nothing is at or under it any more, as a file
 /// system keeps the directory its last file left (Claude's dialect). The
 /// row counts in the scope as a file does; in a full scope the directory
-/// is not kept. No file may be at `dir` or above it (the callers know).
+/// is not kept. No file may be at `dir` or above it: the callers check
+/// (`path_free`).
 pub(crate) fn keep_directory(client: Client, scope: &str, dir: &str) -> SqlResult<()> {
     if dir == "/" || is_directory(client, scope, dir)? {
         return Ok(());
@@ -272,7 +273,7 @@ pub(crate) fn count_new_files(client: Client, scope: &str, count: i32) -> SqlRes
 }
 
 /// Why a new file's path is not free, if it is not.
-fn path_free(client: Client, scope: &str, path: &str) -> SqlResult<Option<ToolError>> {
+pub(crate) fn path_free(client: Client, scope: &str, path: &str) -> SqlResult<Option<ToolError>> {
     let table = PATH_FREE.run(
         client,
         &[

@@ -16,7 +16,7 @@ use pgrx::prelude::*;
 
 use agent_memory_core::Error;
 use agent_memory_core::error::quoted;
-use agent_memory_core::files::memory_tool::{self as files, Code};
+use agent_memory_core::files::memory_tool as files;
 use agent_memory_core::versions;
 
 use crate::files::store::{self, Client, Placed};
@@ -353,11 +353,7 @@ fn memory_restore(
                 "a file turned up at a path its scope's lock kept free",
             ))
             .or_report(),
-            Placed::Refused(refused) => Err(match refused.code {
-                Code::Efbig | Code::Enospc => Error::limit(refused.message),
-                _ => Error::invalid(refused.message),
-            })
-            .or_report(),
+            Placed::Refused(refused) => Err(refused.into_sql_error()).or_report(),
         }
     })?;
     crate::pg::notify::queue_files_change(scope)?;

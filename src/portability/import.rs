@@ -613,7 +613,7 @@ fn import_file(f: &lines::File) -> SqlResult<Outcome> {
                     )));
                 }
                 Placed::Refused(refusal) => {
-                    return Err(crate::pg::error::report(Error::invalid(refusal.message)));
+                    return Err(crate::pg::error::report(refusal.into_sql_error()));
                 }
             },
         };
@@ -722,10 +722,18 @@ fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
                 quoted(scope)
             )));
         }
+        if let Some(refusal) = store::path_free(client, scope, &path)? {
+            return Err(crate::pg::error::report(Error::invalid(format!(
+                "directory {} of scope {}: {}",
+                quoted(&path),
+                quoted(scope),
+                refusal.message
+            ))));
+        }
         store::keep_directory(client, scope, &path)?;
         if !store::is_directory(client, scope, &path)? {
             return Err(crate::pg::error::report(Error::limit(format!(
-                "directory {} of scope {} was not kept: a file is above it, or the scope is full (agent_memory.max_files_per_scope)",
+                "directory {} of scope {} was not kept: the scope is full (agent_memory.max_files_per_scope)",
                 quoted(&path),
                 quoted(scope)
             ))));

@@ -121,6 +121,16 @@ impl ToolError {
     fn invalid(message: impl Into<String>) -> ToolError {
         ToolError::new(Code::Einval, message)
     }
+
+    /// The error a function that speaks SQL rather than the envelope
+    /// (a restore, an import) raises for this refusal: a size or count
+    /// limit is 54000, as for every limit; anything else is bad input.
+    pub fn into_sql_error(self) -> Error {
+        match self.code {
+            Code::Efbig | Code::Enospc => Error::limit(self.message),
+            _ => Error::invalid(self.message),
+        }
+    }
 }
 
 pub type ToolResult<T> = std::result::Result<T, ToolError>;

@@ -35,6 +35,24 @@ FROM exported WHERE line ->> 'kind' IN ('kv', 'message') ORDER BY n LIMIT 2;
 
 -- The round trip: everything erased, the lines imported, the export again
 -- the same (activity is renewed by the writes).
+-- A directory is not kept under a file; a file past a limit is refused
+-- with the limit's code, as the write would.
+SELECT agent_memory.memory_tool('limits', '{"command": "append", "path": "/a", "content": "file a"}') ->> 'ok' AS ok;
+SELECT r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
+FROM agent_memory.import('{"kind": "directory", "scope": "limits", "path": "/a/b"}') AS r;
+SELECT count(*) AS kept FROM agent_memory.memory_directories WHERE scope = 'limits';
+SET agent_memory.max_file_bytes = 5;
+SELECT r -> 'error' ->> 'code' AS code
+FROM agent_memory.import('{"kind": "file", "scope": "limits", "path": "/big", "content": "0123456789", "version": 1,
+                           "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "versions": []}') AS r;
+RESET agent_memory.max_file_bytes;
+SET agent_memory.max_files_per_scope = 1;
+SELECT r -> 'error' ->> 'code' AS code
+FROM agent_memory.import('{"kind": "file", "scope": "limits", "path": "/two", "content": "2", "version": 1,
+                           "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "versions": []}') AS r;
+RESET agent_memory.max_files_per_scope;
+SELECT agent_memory.erase_user('nobody', scopes => ARRAY['limits']) ->> 'files' AS files;
+
 SELECT agent_memory.erase_user('mover', owners => ARRAY['mover'], scopes => ARRAY['mover']) ->> 'sessions' AS sessions;
 SELECT n, agent_memory.import(line::text) FROM exported ORDER BY n;
 CREATE TEMP TABLE reexported AS
