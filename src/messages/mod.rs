@@ -359,8 +359,10 @@ fn append_locked(
             let moved = row.value::<bool>(4)?.unwrap_or(true);
             let stale = row.value::<bool>(5)?.unwrap_or(false);
             if written.is_none() {
-                // The slot holds a tool call: its results go first.
-                write_slot(client, session_id, key, slot, message, seq)?;
+                // The slot holds a tool call: its results go first. (This
+                // message is no tool result, so it is stored.)
+                let held = slot_held(client, session_id, key, slot, message)?;
+                overwrite_slot(client, session_id, key, slot, message, seq, &held)?;
             }
             record_append_on_session(client, session_id, key, seq, moved, stale)?;
             return Ok(seq);
@@ -402,12 +404,29 @@ fn append_locked(
         }
         _ => repack(client, session_id, key, keep)?,
     };
+    let held = slot_held(client, session_id, key, slot, message)?;
+    // A tool result whose call the thread does not hold (never appended,
+    // or trimmed) is not stored: it takes a seq but no room, so no message
+    // is trimmed for it. One whose call is in the slot it takes trims the
+    // call (and the call's other results) and is then not stored either.
+    let call_in_slot = message
+        .answers()
+        .is_some_and(|id| held.calls.iter().any(|call| call == id));
+    let takes_room = held.call_held || call_in_slot;
     let claimed = CLAIM_POSITION
-        .run(client, &[session_id.into(), key.into()])?
+        .run(
+            client,
+            &[session_id.into(), key.into(), i64::from(takes_room).into()],
+        )?
         .first();
     let seq = claimed.required::<i64>(1, "seq")?;
     let moved = claimed.value::<bool>(2)?.unwrap_or(true);
-    write_slot(client, session_id, key, slot, message, seq)?;
+    if held.call_held {
+        overwrite_slot(client, session_id, key, slot, message, seq, &held)?;
+    } else if call_in_slot {
+        drop_results(client, session_id, key, slot, &held)?;
+        remove_slots(client, session_id, key, vec![slot])?;
+    }
     record_append_on_session(client, session_id, key, seq, moved, stale)?;
     Ok(seq)
 }
@@ -476,19 +495,22 @@ impl<'a> NewMessage<'a> {
     }
 }
 
-/// Write `message` as `seq` into `slot`, whose position and seq the caller
-/// has taken: the message the slot holds goes, and if it is a tool call its
-/// results go with it. A tool result whose call the thread does not hold
-/// then (never appended, or trimmed) is trimmed at once: the slot is left
-/// empty and the message is not stored.
-fn write_slot(
+/// What slot `slot` of thread `key` holds before a message takes it: the
+/// tool calls of the message there, and whether the thread holds, in
+/// another slot, the call the new message answers (true when it answers
+/// none).
+struct SlotHeld {
+    calls: Vec<String>,
+    call_held: bool,
+}
+
+fn slot_held(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
     key: &str,
     slot: i32,
     message: &NewMessage<'_>,
-    seq: i64,
-) -> SqlResult<()> {
+) -> SqlResult<SlotHeld> {
     let row = SLOT_CALLS
         .run(
             client,
@@ -505,16 +527,45 @@ fn write_slot(
         .map(|calls| messages::call_ids(&calls.0))
         .unwrap_or_default();
     let call_held = row.required::<bool>(2, "call held")?;
-    if !calls.is_empty() {
+    Ok(SlotHeld { calls, call_held })
+}
+
+/// Before slot `slot` is overwritten or emptied: the results of the tool
+/// calls it holds go with them.
+fn drop_results(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    slot: i32,
+    held: &SlotHeld,
+) -> SqlResult<()> {
+    if !held.calls.is_empty() {
         DROP_RESULTS.run(
             client,
-            &[session_id.into(), key.into(), slot.into(), calls.into()],
+            &[
+                session_id.into(),
+                key.into(),
+                slot.into(),
+                held.calls.clone().into(),
+            ],
         )?;
     }
-    if !call_held {
-        remove_slots(client, session_id, key, vec![slot])?;
-        return Ok(());
-    }
+    Ok(())
+}
+
+/// Write `message` as `seq` in the slot its thread's next position has
+/// taken: the message the slot holds goes, and if it is a tool call its
+/// results go with it.
+fn overwrite_slot(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    key: &str,
+    slot: i32,
+    message: &NewMessage<'_>,
+    seq: i64,
+    held: &SlotHeld,
+) -> SqlResult<()> {
+    drop_results(client, session_id, key, slot, held)?;
     OVERWRITE.run(
         client,
         &[
@@ -1050,13 +1101,14 @@ static OVERWRITE: Statement = Statement::read_write(
     &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, JSONB, TEXT, INT8],
 );
 
-/// Take the thread's next position and the session's next seq (the
-/// general path); returns the seq and whether the append moved to another
-/// thread than the session's previous one.
+/// Take the session's next seq and move the thread's position by $3 (1,
+/// or 0 for a message that is not stored) (the general path); returns the
+/// seq and whether the append moved to another thread than the session's
+/// previous one.
 static CLAIM_POSITION: Statement = Statement::read_write(
     concat!(
         "UPDATE agent_memory.message_threads t
-         SET appended = t.appended + 1, appends = t.appends + 1, last_seq = ",
+         SET appended = t.appended + $3, appends = t.appends + 1, last_seq = ",
         next_seq!(),
         "
          FROM agent_memory.sessions s
@@ -1064,7 +1116,7 @@ static CLAIM_POSITION: Statement = Statement::read_write(
            AND s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()
          RETURNING t.last_seq, s.last_thread_key IS DISTINCT FROM $2"
     ),
-    &[TEXT, TEXT],
+    &[TEXT, TEXT, INT8],
 );
 
 /// What the general path needs, read at once under the lock: does the

@@ -11,7 +11,8 @@
 //!   assistant's tool call, the results answering it go too (a result
 //!   answers the newest call of its id before it: ids may repeat);
 //! - a tool result (role `tool`, string `metadata.tool_call_id`) whose call
-//!   no other slot holds then is trimmed at once: its slot is left empty;
+//!   no slot holds is not stored and takes no position; one whose call only
+//!   the slot it takes holds trims that call and is not stored either;
 //! - pop removes the newest stored message of the thread and gives one
 //!   position back;
 //! - a read window is the newest `lim` stored messages, without the tool
@@ -97,6 +98,13 @@ impl Ring {
     /// Append; returns what became of a tool result (None: not one).
     fn append(&mut self, message: Message) -> Option<bool> {
         let slot = self.appended % self.keep;
+        // A result whose call no slot holds is not stored and takes no
+        // room.
+        if let Some(id) = message.answers()
+            && !self.slots.iter().flatten().any(|m| m.calls().contains(&id))
+        {
+            return Some(false);
+        }
         self.appended += 1;
         if let Some(old) = self.slots[slot].take() {
             // A result answers the newest call of its id before it: one

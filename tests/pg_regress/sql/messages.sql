@@ -100,6 +100,18 @@ SELECT array_length(agent_memory.append_messages('chat',
            {"role": "tool", "content": "g1 done", "metadata": {"tool_call_id": "g1"}},
            {"role": "tool", "content": "g2 done", "metadata": {"tool_call_id": "g2"}}]', 'batch', keep => 3), 1) AS seqs;
 SELECT role, content FROM agent_memory.messages('chat', 'batch');
+-- A result that is not stored takes no room: three late results trim
+-- none of the two messages held.
+SELECT count(*) FROM (VALUES
+  (agent_memory.append_message('chat', 'user', 'A', node_id => 'room', keep => 3)),
+  (agent_memory.append_message('chat', 'user', 'B', node_id => 'room', keep => 3)),
+  (agent_memory.append_message('chat', 'tool', 'late 1', node_id => 'room', keep => 3, metadata => '{"tool_call_id": "gone"}')),
+  (agent_memory.append_message('chat', 'tool', 'late 2', node_id => 'room', keep => 3, metadata => '{"tool_call_id": "gone"}')),
+  (agent_memory.append_message('chat', 'tool', 'late 3', node_id => 'room', keep => 3, metadata => '{"tool_call_id": "gone"}')),
+  (agent_memory.append_message('chat', 'user', 'C', node_id => 'room', keep => 3))) AS appends(seq);
+SELECT seq, role, content FROM agent_memory.messages('chat', 'room');
+SELECT messages, appends, trimmed FROM agent_memory.message_thread_stats
+WHERE session_id = 'chat' AND node_id = 'room';
 -- keep 2 has no room for a call and two results: the second result trims
 -- the call, the first result goes with it, and the second is trimmed at once.
 SELECT array_length(agent_memory.append_messages('chat',
