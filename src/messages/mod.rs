@@ -1156,21 +1156,30 @@ static CREATE_IMPLICIT: Statement = Statement::read_write(
 /// The results ($4 call ids) of a tool call being overwritten in slot $3:
 /// they go with it. A result answers the newest call of its id before it,
 /// so one that follows a later call reusing the id (another message of
-/// the thread, newer than the oldest being overwritten) stays.
+/// the thread, newer than the oldest being overwritten) stays. The later
+/// calls of each id are found in one pass over the thread's calls, and
+/// each result compared with its id's first: no scan per result.
 static DROP_RESULTS: Statement = Statement::read_write(
-    "WITH gone AS (
+    "WITH later AS MATERIALIZED (
+       SELECT i.id, pg_catalog.min(c.seq) AS seq
+       FROM agent_memory.thread_messages c,
+            pg_catalog.jsonb_array_elements(
+              CASE WHEN pg_catalog.jsonb_typeof(c.metadata -> 'tool_calls') = 'array'
+                   THEN c.metadata -> 'tool_calls' END) AS e (item),
+            LATERAL (SELECT CASE pg_catalog.jsonb_typeof(e.item)
+                              WHEN 'string' THEN e.item #>> '{}'
+                              WHEN 'object' THEN CASE WHEN pg_catalog.jsonb_typeof(e.item -> 'id') = 'string'
+                                                      THEN e.item ->> 'id' END END AS id) AS i
+       WHERE c.session_id = $1 AND c.thread_key = $2 AND c.tenant = agent_memory.caller_tenant()
+         AND c.slot <> $3 AND c.role = 'assistant' AND i.id = ANY ($4)
+       GROUP BY i.id),
+     gone AS (
        DELETE FROM agent_memory.thread_messages r
        WHERE r.session_id = $1 AND r.thread_key = $2 AND r.tenant = agent_memory.caller_tenant()
          AND r.slot <> $3 AND r.role = 'tool'
          AND r.metadata ->> 'tool_call_id' = ANY ($4)
-         AND NOT EXISTS (
-           SELECT FROM agent_memory.thread_messages c
-           WHERE c.session_id = $1 AND c.thread_key = $2 AND c.tenant = r.tenant
-             AND c.slot <> $3 AND c.seq < r.seq AND c.role = 'assistant'
-             AND (c.metadata -> 'tool_calls' @> pg_catalog.jsonb_build_array(r.metadata ->> 'tool_call_id')
-                  OR c.metadata -> 'tool_calls'
-                     @> pg_catalog.jsonb_build_array(
-                          pg_catalog.jsonb_build_object('id', r.metadata ->> 'tool_call_id'))))
+         AND NOT EXISTS (SELECT FROM later l
+                         WHERE l.id = r.metadata ->> 'tool_call_id' AND l.seq < r.seq)
        RETURNING 1)
      SELECT count(*)::int4 FROM gone",
     &[TEXT, TEXT, INT4, TEXT_ARRAY],

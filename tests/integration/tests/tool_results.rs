@@ -444,3 +444,69 @@ fn no_thread_and_no_window_holds_a_result_without_its_call() {
     drop(client);
     drop_database(db);
 }
+
+/// Tuples the transaction has read so far from thread_messages and its
+/// indexes.
+fn thread_tuples_read(tx: &mut postgres::Transaction<'_>) -> i64 {
+    tx.query_one(
+        "SELECT sum(pg_stat_get_xact_tuples_returned(c.oid) + pg_stat_get_xact_tuples_fetched(c.oid))::int8
+         FROM pg_class c
+         WHERE c.oid = 'agent_memory.thread_messages'::regclass
+            OR c.oid IN (SELECT indexrelid FROM pg_index
+                         WHERE indrelid = 'agent_memory.thread_messages'::regclass)",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Overwriting a call drops its results in passes over the thread, not in
+/// one pass per result. Work is counted, not timed: a pass per result
+/// reads the thread once for each of its RESULTS results, millions of
+/// tuples here.
+#[test]
+fn overwriting_a_call_reads_its_thread_a_bounded_number_of_times() {
+    const RESULTS: i32 = 2_000;
+    let keep = RESULTS + 1;
+    let db = "am_it_tool_results_cost";
+    let mut client = fresh_database(db);
+    client
+        .execute(
+            "SELECT agent_memory.append_message('cost', 'assistant', '', metadata => '{\"tool_calls\": [\"x\"]}', keep => $1)",
+            &[&keep],
+        )
+        .unwrap();
+    client
+        .execute(
+            "SELECT agent_memory.append_messages('cost',
+               (SELECT jsonb_agg(jsonb_build_object('role', 'tool', 'content', 'r' || i,
+                                                    'metadata', jsonb_build_object('tool_call_id', 'x')))
+                FROM generate_series(1, $1) i), keep => $2)",
+            &[&RESULTS, &keep],
+        )
+        .unwrap();
+    let mut tx = client.transaction().unwrap();
+    let before = thread_tuples_read(&mut tx);
+    tx.execute(
+        "SELECT agent_memory.append_message('cost', 'user', 'overwrites the call', keep => $1)",
+        &[&keep],
+    )
+    .unwrap();
+    let read = thread_tuples_read(&mut tx) - before;
+    let held: i64 = tx
+        .query_one(
+            "SELECT count(*) FROM agent_memory.messages('cost', NULL, $1)",
+            &[&keep],
+        )
+        .unwrap()
+        .get(0);
+    tx.rollback().unwrap();
+    println!("overwriting a call of {RESULTS} results read {read} tuples of the thread");
+    assert_eq!(held, 1, "the call's results went with it");
+    assert!(
+        read <= 10 * i64::from(keep),
+        "overwriting a call read {read} tuples of a thread of {keep} messages"
+    );
+    drop(client);
+    drop_database(db);
+}
