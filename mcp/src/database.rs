@@ -1,9 +1,20 @@
 //! The connections: a small pool, one kept prepared statement per tool on
-//! each connection, and a second try on a fresh connection when the first
-//! one turns out to be closed (the database restarted since it was opened).
+//! each connection, and a second try on a fresh connection when the one
+//! taken turns out to be closed (the database restarted since it was
+//! opened) before the statement was sent. Once a statement is sent it is
+//! never sent again: it may have committed. A call that is cancelled (by
+//! its client, or because the server is closing) has its running statement
+//! cancelled in PostgreSQL.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, Shared};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 use tokio_postgres::NoTls;
 use tokio_postgres::types::ToSql;
 
@@ -13,8 +24,16 @@ use crate::options::Options;
 /// or could not be reached.
 #[derive(Debug)]
 pub enum Failure {
-    Refused { sqlstate: String, message: String },
+    Refused {
+        sqlstate: String,
+        message: String,
+    },
     Unavailable(String),
+    /// The connection was lost after the statement was sent: it may or may
+    /// not have committed.
+    Interrupted(String),
+    /// The call was cancelled before its statement ran.
+    Cancelled,
 }
 
 impl Failure {
@@ -30,6 +49,20 @@ impl Failure {
             Failure::Unavailable(message) => json!({
                 "ok": false,
                 "error": {"message": format!("the database is unavailable: {message}"), "code": "EUNAVAILABLE"},
+            }),
+            Failure::Interrupted(message) => json!({
+                "ok": false,
+                "error": {
+                    "message": format!(
+                        "the database is unavailable: the connection was lost while the statement ran, \
+                         so the change may or may not have been applied ({message})"
+                    ),
+                    "code": "EUNAVAILABLE",
+                },
+            }),
+            Failure::Cancelled => json!({
+                "ok": false,
+                "error": {"message": "the call was cancelled before it ran", "code": "EUNAVAILABLE"},
             }),
         }
     }
@@ -49,8 +82,44 @@ pub fn code_of(sqlstate: &str) -> &'static str {
     }
 }
 
+/// Resolves once the call it belongs to is cancelled; every clone resolves
+/// with it.
+pub type Cancelled = Shared<BoxFuture<'static, ()>>;
+
+/// The cancellation of a call, from whatever signals it (the request's
+/// cancellation token).
+pub fn cancellation(signal: impl Future<Output = ()> + Send + 'static) -> Cancelled {
+    signal.boxed().shared()
+}
+
+/// How long a cancelled statement may take to end before its connection is
+/// dropped rather than given back to the pool.
+const CANCELLED_STATEMENT_GRACE: Duration = Duration::from_secs(5);
+
 pub struct Database {
     pool: Pool,
+    /// The server is closing: every running statement is cancelled.
+    closing: Arc<watch::Sender<bool>>,
+    /// How many statements are sent and not yet ended.
+    running: Arc<watch::Sender<usize>>,
+    /// This call's cancellation, for the view `cancelled_by` gives.
+    cancelled: Option<Cancelled>,
+}
+
+/// Counts a statement as running until dropped.
+struct Running(Arc<watch::Sender<usize>>);
+
+impl Running {
+    fn start(running: &Arc<watch::Sender<usize>>) -> Running {
+        running.send_modify(|count| *count += 1);
+        Running(running.clone())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.send_modify(|count| *count -= 1);
+    }
 }
 
 /// The connection `options` describe: `--dsn`, named as this server, with
@@ -89,7 +158,54 @@ impl Database {
             .max_size(options.pool_size.max(1))
             .build()
             .map_err(|error| error.to_string())?;
-        Ok(Database { pool })
+        Ok(Database {
+            pool,
+            closing: Arc::new(watch::Sender::new(false)),
+            running: Arc::new(watch::Sender::new(0)),
+            cancelled: None,
+        })
+    }
+
+    /// The same database for one call that `cancelled` may cancel.
+    pub fn cancelled_by(&self, cancelled: Cancelled) -> Database {
+        Database {
+            pool: self.pool.clone(),
+            closing: self.closing.clone(),
+            running: self.running.clone(),
+            cancelled: Some(cancelled),
+        }
+    }
+
+    /// Cancels every running statement and waits, at most `patience`, for
+    /// them to end; calls after this one are refused.
+    pub async fn close(&self, patience: Duration) {
+        self.closing.send_replace(true);
+        let mut running = self.running.subscribe();
+        let ended = tokio::time::timeout(patience, running.wait_for(|count| *count == 0)).await;
+        if ended.is_err() {
+            tracing::warn!("statements still running after they were cancelled");
+        }
+    }
+
+    /// Resolves when this call is cancelled or the server closes.
+    async fn interrupted(&self) {
+        let mut closing = self.closing.subscribe();
+        let closes = async move {
+            // An error means the sender is gone, which cannot happen while
+            // `self` holds it: wait for ever then.
+            if closing.wait_for(|closing| *closing).await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        match &self.cancelled {
+            Some(cancelled) => {
+                tokio::select! {
+                    () = cancelled.clone() => {}
+                    () = closes => {}
+                }
+            }
+            None => closes.await,
+        }
     }
 
     /// The one row of `sql` (prepared once per connection), first column.
@@ -102,7 +218,7 @@ impl Database {
         let mut last = String::new();
         for _ in 0..3 {
             match self.value_once(sql, args).await {
-                Err(Attempt::ConnectionClosed(message)) => last = message,
+                Err(Attempt::NotSent(message)) => last = message,
                 other => return other.map_err(Attempt::into_failure),
             }
         }
@@ -113,16 +229,50 @@ impl Database {
     where
         T: for<'a> tokio_postgres::types::FromSql<'a>,
     {
-        let client = self
-            .pool
-            .get()
+        let client = tokio::select! {
+            client = self.pool.get() => client
+                .map_err(|error| Attempt::Failed(Failure::Unavailable(error.to_string())))?,
+            () = self.interrupted() => return Err(Attempt::Failed(Failure::Cancelled)),
+        };
+        // Preparing runs nothing: a connection found closed here is worth
+        // another try.
+        let statement = client
+            .prepare_cached(sql)
             .await
-            .map_err(|error| Attempt::Failed(Failure::Unavailable(error.to_string())))?;
-        let statement = client.prepare_cached(sql).await.map_err(Attempt::from)?;
-        let row = client
-            .query_one(&statement, args)
-            .await
-            .map_err(Attempt::from)?;
+            .map_err(Attempt::not_sent)?;
+        if client.is_closed() {
+            return Err(Attempt::NotSent("the connection is closed".into()));
+        }
+        if self.interrupted().now_or_never().is_some() {
+            return Err(Attempt::Failed(Failure::Cancelled));
+        }
+        let _running = Running::start(&self.running);
+        let mut query = Box::pin(client.query_one(&statement, args));
+        let ended = tokio::select! {
+            // The statement is sent on the first poll: from then on a
+            // cancellation has to reach PostgreSQL.
+            biased;
+            row = &mut query => Some(row),
+            () = self.interrupted() => {
+                // The statement ends with PostgreSQL's cancel (or had ended
+                // before it arrived). Waiting for its end keeps the connection
+                // from going back to the pool with the cancel still to land
+                // on the next statement.
+                if let Err(error) = client.cancel_token().cancel_query(NoTls).await {
+                    tracing::warn!("cancelling a statement: {error}");
+                }
+                tokio::time::timeout(CANCELLED_STATEMENT_GRACE, &mut query).await.ok()
+            }
+        };
+        drop(query);
+        let Some(row) = ended else {
+            // Never reuse a connection whose statement may still run.
+            drop(deadpool_postgres::Object::take(client));
+            return Err(Attempt::Failed(Failure::Interrupted(
+                "the statement did not end when cancelled".into(),
+            )));
+        };
+        let row = row.map_err(Attempt::sent)?;
         row.try_get(0).map_err(|error| {
             Attempt::Failed(Failure::Refused {
                 sqlstate: "XX000".into(),
@@ -132,40 +282,55 @@ impl Database {
     }
 }
 
-/// One try's outcome: a closed connection is worth one more try, since
-/// nothing ran on it.
+/// One try's outcome: a connection that closed before the statement was
+/// sent is worth another try, since nothing ran on it.
 enum Attempt {
-    ConnectionClosed(String),
+    NotSent(String),
     Failed(Failure),
 }
 
 impl Attempt {
     fn into_failure(self) -> Failure {
         match self {
-            Attempt::ConnectionClosed(message) => Failure::Unavailable(message),
+            Attempt::NotSent(message) => Failure::Unavailable(message),
             Attempt::Failed(failure) => failure,
         }
     }
+
+    /// An error before the statement was sent: a lost connection is tried
+    /// again.
+    fn not_sent(error: tokio_postgres::Error) -> Attempt {
+        if error.is_closed() || is_connection_ended(&error) {
+            return Attempt::NotSent(error.to_string());
+        }
+        Attempt::Failed(failure_of(error))
+    }
+
+    /// An error once the statement was sent: a lost connection leaves
+    /// unknown whether it committed, so it is not sent again.
+    fn sent(error: tokio_postgres::Error) -> Attempt {
+        if error.is_closed() || is_connection_ended(&error) {
+            return Attempt::Failed(Failure::Interrupted(error.to_string()));
+        }
+        Attempt::Failed(failure_of(error))
+    }
 }
 
-impl From<tokio_postgres::Error> for Attempt {
-    fn from(error: tokio_postgres::Error) -> Attempt {
-        if let Some(db) = error.as_db_error() {
-            let sqlstate = db.code().code();
-            // The server ended the connection (a restart): nothing ran.
-            if sqlstate.starts_with("57P") {
-                return Attempt::ConnectionClosed(db.message().to_owned());
-            }
-            return Attempt::Failed(Failure::Refused {
-                sqlstate: sqlstate.to_owned(),
-                message: db.message().to_owned(),
-            });
-        }
-        if error.is_closed() {
-            Attempt::ConnectionClosed(error.to_string())
-        } else {
-            Attempt::Failed(Failure::Unavailable(error.to_string()))
-        }
+/// Whether the server ended the connection (57P: a shutdown, a terminated
+/// backend).
+fn is_connection_ended(error: &tokio_postgres::Error) -> bool {
+    error
+        .as_db_error()
+        .is_some_and(|db| db.code().code().starts_with("57P"))
+}
+
+fn failure_of(error: tokio_postgres::Error) -> Failure {
+    match error.as_db_error() {
+        Some(db) => Failure::Refused {
+            sqlstate: db.code().code().to_owned(),
+            message: db.message().to_owned(),
+        },
+        None => Failure::Unavailable(error.to_string()),
     }
 }
 

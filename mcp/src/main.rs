@@ -23,6 +23,10 @@ use crate::database::Database;
 use crate::options::Options;
 use crate::server::MemoryServer;
 
+/// How long the server waits, when it closes, for its cancelled statements
+/// to end.
+const STATEMENTS_END_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -49,8 +53,9 @@ async fn main() -> ExitCode {
         }
     };
     let options = Arc::new(options);
+    let database = Arc::new(database);
     let server = MemoryServer::new(
-        Arc::new(database),
+        database.clone(),
         options.clone(),
         Arc::new(Changes::new(config, &options)),
     );
@@ -58,6 +63,9 @@ async fn main() -> ExitCode {
         None => serve_stdio(server).await,
         Some(address) => serve_http(address, server).await,
     };
+    // No statement of this server keeps running once it has gone: whatever
+    // was still running is cancelled in PostgreSQL (and rolled back).
+    database.close(STATEMENTS_END_PATIENCE).await;
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -73,8 +81,11 @@ async fn serve_stdio(server: MemoryServer) -> Result<(), String> {
         .serve(transport)
         .await
         .map_err(|error| error.to_string())?;
+    // Once stdin ends, rmcp gives the calls still running five seconds to
+    // finish and be answered, then cancels the rest: their statements are
+    // cancelled in PostgreSQL and they are not answered.
     running.waiting().await.map_err(|error| error.to_string())?;
-    // The last answers are out before the process ends.
+    // The answers given are all written out before the process ends.
     let _ = writer.await;
     Ok(())
 }

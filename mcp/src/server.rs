@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::changes::Changes;
 
-use crate::database::Database;
+use crate::database::{self, Database};
 use crate::options::Options;
 use crate::resources;
 use crate::tools;
@@ -61,6 +61,17 @@ impl MemoryServer {
             subscribed: Arc::default(),
             ..self.clone()
         }
+    }
+
+    /// The database for one request: its statement is cancelled in
+    /// PostgreSQL when the request is (by the client, or by the server
+    /// going away), so a cancelled write does not commit later and its
+    /// connection goes back to the pool.
+    fn database_for(&self, context: &RequestContext<RoleServer>) -> Database {
+        let token = context.ct.clone();
+        self.database.cancelled_by(database::cancellation(
+            async move { token.cancelled().await },
+        ))
     }
 
     fn offered(&self, uri: &str) -> Result<(), ErrorData> {
@@ -131,10 +142,11 @@ impl ServerHandler for MemoryServer {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
-        let answer = tools::call(&self.database, &self.options, &request.name, arguments)
+        let database = self.database_for(&context);
+        let answer = tools::call(&database, &self.options, &request.name, arguments)
             .await
             .ok_or_else(|| ErrorData::invalid_params(format!("no tool {}", request.name), None))?;
         let content = vec![ContentBlock::text(answer.envelope.to_string())];
@@ -169,7 +181,7 @@ impl ServerHandler for MemoryServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let resource = resources::offered(&self.options)
             .into_iter()
@@ -178,7 +190,7 @@ impl ServerHandler for MemoryServer {
                 ErrorData::resource_not_found(format!("no resource {}", request.uri), None)
             })?;
         let text = resource
-            .read(&self.database)
+            .read(&self.database_for(&context))
             .await
             .map_err(|failure| ErrorData::internal_error(failure.envelope().to_string(), None))?;
         let contents =

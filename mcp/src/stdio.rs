@@ -1,48 +1,189 @@
-//! stdio with two things more than rmcp's own, which skips these lines in
-//! silence and leaves the client waiting: a line that is not JSON at all
-//! gets JSON-RPC's parse error (-32700) back, and a message longer than
-//! rmcp reads gets an invalid request error (-32600) with its id. The
-//! server keeps reading. Anything else goes to rmcp, which answers a
-//! malformed request itself (-32600, -32601).
+//! stdio with more than rmcp's own, which skips some lines in silence and
+//! leaves the client waiting. Every line that rmcp would skip is answered
+//! here, and the server keeps reading:
 //!
-//! One task owns stdout and writes whole lines only, rmcp's and the parse
-//! errors, so the two never interleave.
+//! - a line that is not JSON at all gets JSON-RPC's parse error (-32700);
+//! - JSON that rmcp's stricter parse refuses (nested deeper than
+//!   serde_json's 128 levels, invalid UTF-8 inside a string) gets an
+//!   invalid request error (-32600) with the id a lenient parse finds;
+//! - a message longer than rmcp reads gets an invalid request error with
+//!   its id, read from its beginning; only that beginning is kept, so one
+//!   endless line cannot fill the memory.
+//!
+//! Anything else goes to rmcp, which answers a malformed request itself
+//! (-32600, -32601).
+//!
+//! One task owns stdout and writes whole lines only, rmcp's and the
+//! refusals, so the two never interleave.
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use std::fmt;
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// A parse error, as JSON-RPC 2.0 answers a message it could not parse.
 pub const PARSE_ERROR: &str = r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error: the message is not JSON"}}"#;
 
-/// The longest line rmcp reads.
+/// The longest line rmcp reads, its newline included.
 const LONGEST_LINE: usize = rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
 
-/// The error that answers `line` here, or None for a line rmcp reads.
+/// How much of a line too long to pass on is kept: enough for the id that
+/// usually comes first.
+const KEPT_OF_A_LONG_LINE: usize = 64 << 10;
+
+/// The capacity the line buffer keeps between lines; a longer line's
+/// memory is given back once it is handled.
+const KEPT_CAPACITY: usize = 64 << 10;
+
+/// The UTF-8 byte order mark, which rmcp ignores before a message.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// What one read of a line gave.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// A whole line (or the last bytes before the end), in the buffer.
+    Whole,
+    /// A line longer than `limit`: the buffer holds its beginning only, the
+    /// rest was read and dropped through its newline.
+    TooLong,
+    /// The input ended.
+    End,
+}
+
+/// Reads the next line into `line` (cleared first), holding at most
+/// `limit` bytes of it: a longer line is read to its end but only its
+/// beginning kept.
+async fn read_line<R: AsyncBufRead + Unpin>(
+    input: &mut R,
+    line: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Line> {
+    line.clear();
+    if line.capacity() > KEPT_CAPACITY {
+        line.shrink_to(KEPT_CAPACITY);
+    }
+    let mut too_long = false;
+    loop {
+        let available = input.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (too_long, line.is_empty()) {
+                (true, _) => Line::TooLong,
+                (false, true) => Line::End,
+                (false, false) => Line::Whole,
+            });
+        }
+        let newline = available.iter().position(|byte| *byte == b'\n');
+        let taken = newline.map_or(available.len(), |at| at + 1);
+        if !too_long {
+            if line.len() + taken <= limit {
+                line.extend_from_slice(&available[..taken]);
+            } else {
+                too_long = true;
+                let room = KEPT_OF_A_LONG_LINE.saturating_sub(line.len());
+                line.extend_from_slice(&available[..taken.min(room)]);
+                line.truncate(KEPT_OF_A_LONG_LINE);
+                line.shrink_to(KEPT_OF_A_LONG_LINE);
+            }
+        }
+        input.consume(taken);
+        if newline.is_some() {
+            return Ok(if too_long { Line::TooLong } else { Line::Whole });
+        }
+    }
+}
+
+/// The error that answers a whole `line` here, or None for a line rmcp
+/// reads and answers itself.
 fn refusal_of(line: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Request {
-        id: Option<serde_json::Value>,
-    }
-    if line.len() <= LONGEST_LINE {
-        // JSON that is not a valid message: rmcp says what is wrong with it.
-        return serde_json::from_slice::<serde::de::IgnoredAny>(line)
-            .is_err()
-            .then(|| PARSE_ERROR.to_owned());
-    }
-    let id = match serde_json::from_slice::<Request>(line) {
-        Ok(request) => request.id,
-        Err(error) if error.is_data() => None,
-        Err(_) => return Some(PARSE_ERROR.to_owned()),
+    let message = line.strip_prefix(UTF8_BOM).unwrap_or(line);
+    // The parse rmcp makes: what it reads, or refuses as not matching a
+    // message (it answers -32600 then), is its own to answer. What fails
+    // as input it cannot parse (not JSON, too deep, invalid UTF-8), it
+    // skips in silence.
+    let error = match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(message) {
+        Ok(_) => return None,
+        Err(error) => error,
     };
-    Some(
-        serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "error": {"code": -32600, "message": format!("the message is longer than {LONGEST_LINE} bytes")},
-        })
-        .to_string(),
+    match error.classify() {
+        serde_json::error::Category::Data | serde_json::error::Category::Io => None,
+        serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+            if serde_json::from_slice::<IgnoredAny>(message).is_err() {
+                return Some(PARSE_ERROR.to_owned());
+            }
+            Some(invalid_request(
+                id_of(message),
+                &format!("the message cannot be read: {error}"),
+            ))
+        }
+    }
+}
+
+/// The error that answers a line longer than `LONGEST_LINE`, of which
+/// `beginning` was kept.
+fn refusal_of_too_long(beginning: &[u8]) -> String {
+    let message = beginning.strip_prefix(UTF8_BOM).unwrap_or(beginning);
+    invalid_request(
+        id_of(message),
+        &format!("the message is longer than {LONGEST_LINE} bytes"),
     )
+}
+
+fn invalid_request(id: serde_json::Value, message: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": {"code": -32600, "message": message},
+    })
+    .to_string()
+}
+
+/// The id of a message, read leniently: from an object's beginning even
+/// when the rest is cut off or malformed, skipping other members without
+/// checking their depth or UTF-8. Null when none is found.
+fn id_of(message: &[u8]) -> serde_json::Value {
+    let mut id = None;
+    let mut deserializer = serde_json::Deserializer::from_slice(message);
+    // An error after the id was found (the rest cut off) leaves it found.
+    let _ = IdFinder(&mut id).deserialize(&mut deserializer);
+    id.unwrap_or(serde_json::Value::Null)
+}
+
+/// Visits an object's members, keeping the value of "id".
+struct IdFinder<'a>(&'a mut Option<serde_json::Value>);
+
+impl<'de> DeserializeSeed<'de> for IdFinder<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for IdFinder<'_> {
+    type Value = ();
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a JSON-RPC message")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<(), A::Error> {
+        while let Some(key) = members.next_key::<String>()? {
+            if key == "id" && self.0.is_none() {
+                // An id that is not a plain value (nested too deep, say) is
+                // no id to answer with.
+                match members.next_value::<serde_json::Value>() {
+                    Ok(id) if id.is_string() || id.is_number() => *self.0 = Some(id),
+                    Ok(_) => {}
+                    Err(error) => return Err(error),
+                }
+            } else {
+                members.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The stream rmcp reads and the one it writes, and the task that writes
@@ -51,7 +192,7 @@ pub fn transport() -> ((DuplexStream, DuplexStream), JoinHandle<()>) {
     const BUFFER: usize = 1 << 16;
     let (to_server, server_reads) = tokio::io::duplex(BUFFER);
     let (server_writes, from_server) = tokio::io::duplex(BUFFER);
-    // Every line stdout gets, whole: rmcp's and the parse errors.
+    // Every line stdout gets, whole: rmcp's and the refusals.
     let (lines_out, mut lines_to_write) = mpsc::unbounded_channel::<String>();
 
     let errors = lines_out.clone();
@@ -60,15 +201,13 @@ pub fn transport() -> ((DuplexStream, DuplexStream), JoinHandle<()>) {
         let mut stdin = BufReader::new(tokio::io::stdin());
         let mut line = Vec::new();
         loop {
-            line.clear();
-            match stdin.read_until(b'\n', &mut line).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            if let Some(refusal) = refusal_of(&line) {
+            let refusal = match read_line(&mut stdin, &mut line, LONGEST_LINE).await {
+                Ok(Line::End) | Err(_) => break,
+                Ok(Line::TooLong) => Some(refusal_of_too_long(&line)),
+                Ok(Line::Whole) if line.iter().all(u8::is_ascii_whitespace) => continue,
+                Ok(Line::Whole) => refusal_of(&line),
+            };
+            if let Some(refusal) = refusal {
                 tracing::warn!("a message on stdin refused: {refusal}");
                 let _ = errors.send(refusal);
                 continue;
@@ -112,25 +251,120 @@ pub fn transport() -> ((DuplexStream, DuplexStream), JoinHandle<()>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::AsyncReadExt;
+
+    const PING: &[u8] = b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"ping\"}\n";
+
+    fn answer(refusal: Option<String>) -> serde_json::Value {
+        serde_json::from_str(&refusal.expect("an answer")).expect("JSON")
+    }
 
     #[test]
     fn lines_that_are_not_json_get_a_parse_error() {
         assert_eq!(refusal_of(b"not json\n").as_deref(), Some(PARSE_ERROR));
-        assert_eq!(
-            refusal_of(b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"ping\"}\n"),
-            None
-        );
+        assert_eq!(refusal_of(PING), None);
         assert_eq!(refusal_of(b"[1, 2]\n"), None);
     }
 
     #[test]
+    fn a_byte_order_mark_before_a_message_is_left_to_rmcp() {
+        let mut line = UTF8_BOM.to_vec();
+        line.extend(PING);
+        assert_eq!(refusal_of(&line), None);
+    }
+
+    #[test]
+    fn json_rmcp_cannot_read_gets_an_invalid_request_error_with_its_id() {
+        // Params nested deeper than serde_json's limit.
+        let deep = format!(
+            r#"{{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {}1{}}}"#,
+            r#"{"a": "#.repeat(130),
+            "}".repeat(130)
+        );
+        let refusal = answer(refusal_of(deep.as_bytes()));
+        assert_eq!(
+            (&refusal["id"], &refusal["error"]["code"]),
+            (&5.into(), &(-32600).into())
+        );
+
+        // Invalid UTF-8 inside a string.
+        let mut invalid =
+            br#"{"jsonrpc": "2.0", "id": "six", "method": "ping", "params": {"x": ""#.to_vec();
+        invalid.extend(b"\xff\xfe");
+        invalid.extend(b"\"}}\n");
+        let refusal = answer(refusal_of(&invalid));
+        assert_eq!(
+            (&refusal["id"], &refusal["error"]["code"]),
+            (&"six".into(), &(-32600).into())
+        );
+
+        // Arrays nested 200 levels: no id to answer with.
+        let nested = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let refusal = answer(refusal_of(nested.as_bytes()));
+        assert_eq!(
+            (&refusal["id"], &refusal["error"]["code"]),
+            (&serde_json::Value::Null, &(-32600).into())
+        );
+    }
+
+    #[test]
     fn lines_too_long_get_an_error_with_their_id() {
-        let mut line =
-            br#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"x": ""#.to_vec();
-        line.extend(std::iter::repeat_n(b'x', LONGEST_LINE));
-        line.extend(b"\"}}\n");
-        let refusal: serde_json::Value = serde_json::from_str(&refusal_of(&line).unwrap()).unwrap();
+        let beginning =
+            br#"{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"x": "xxxx"#;
+        let refusal = answer(Some(refusal_of_too_long(beginning)));
         assert_eq!(refusal["id"], 7);
         assert_eq!(refusal["error"]["code"], -32600);
+    }
+
+    #[tokio::test]
+    async fn a_line_too_long_is_dropped_without_being_held() {
+        // 64 MiB with no newline, then the newline and a ping.
+        let endless = tokio::io::repeat(b'x').take(64 << 20);
+        let input = b"{\"id\": 3, \"params\": \""
+            .chain(endless)
+            .chain(&b"\"}\n"[..])
+            .chain(PING);
+        let mut input = BufReader::new(input);
+        let mut line = Vec::new();
+        let limit = 1 << 20;
+
+        assert_eq!(
+            read_line(&mut input, &mut line, limit).await.unwrap(),
+            Line::TooLong
+        );
+        assert!(
+            line.capacity() <= KEPT_OF_A_LONG_LINE.max(limit),
+            "{}",
+            line.capacity()
+        );
+        assert_eq!(answer(Some(refusal_of_too_long(&line)))["id"], 3);
+
+        assert_eq!(
+            read_line(&mut input, &mut line, limit).await.unwrap(),
+            Line::Whole
+        );
+        assert_eq!(line, PING);
+        assert!(line.capacity() <= KEPT_CAPACITY, "{}", line.capacity());
+        assert_eq!(
+            read_line(&mut input, &mut line, limit).await.unwrap(),
+            Line::End
+        );
+    }
+
+    #[tokio::test]
+    async fn the_memory_of_a_long_line_is_given_back() {
+        let long = vec![b' '; 1 << 20];
+        let mut input = BufReader::new(long.chain(PING));
+        let mut line = Vec::new();
+        assert_eq!(
+            read_line(&mut input, &mut line, 2 << 20).await.unwrap(),
+            Line::Whole
+        );
+        assert!(line.capacity() >= 1 << 20);
+        assert_eq!(
+            read_line(&mut input, &mut line, 2 << 20).await.unwrap(),
+            Line::End
+        );
+        assert!(line.capacity() <= KEPT_CAPACITY, "{}", line.capacity());
     }
 }

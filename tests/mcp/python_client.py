@@ -20,6 +20,7 @@ It prints `ok - <check>` per check and exits with 1 at the first failure.
 import asyncio
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -233,26 +234,156 @@ async def outages(client):
 
 
 def malformed_json_rpc():
-    """Raw lines on the server's stdin: stdout must carry only JSON-RPC."""
+    """Raw lines on the server's stdin: each gets one answer, and stdout
+    carries only JSON-RPC."""
+    def message(**fields):
+        return json.dumps({"jsonrpc": "2.0", **fields}).encode()
+
+    deep = "".join(['{"a": '] * 130) + "1" + "}" * 130
     lines = [
-        "this is not json",
-        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}),
-        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        json.dumps({"id": 2, "method": "tools/list"}),
-        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-            "name": "memory", "arguments": {"command": "append", "path": "/huge.md", "content": "x" * (17 << 20)}}}),
-        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+        b"this is not json",
+        message(id=1, method="initialize", params={
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
+        message(method="notifications/initialized"),
+        json.dumps({"id": 2, "method": "tools/list"}).encode(),
+        message(id=3, method="tools/call", params={
+            "name": "memory", "arguments": {"command": "append", "path": "/huge.md", "content": "x" * (64 << 20)}}),
+        message(id=4, method="tools/list"),
+        b'{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "memory", "arguments": ' + deep.encode() + b"}}",
+        b'{"jsonrpc": "2.0", "id": 6, "method": "ping", "params": {"text": "\xff\xfe"}}',
+        b"[" * 200 + b"]" * 200,
+        b"\xef\xbb\xbf" + message(id=7, method="ping"),
     ]
-    process = subprocess.run([SERVER, *server_args()], input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60)
-    answers = [json.loads(line) for line in process.stdout.splitlines()]
-    check(process.returncode == 0, "the server ends cleanly when its stdin ends", process.stderr)
-    check(answers[0].get("error", {}).get("code") == -32700, "a line that is not JSON gets a parse error", answers[0])
-    check(answers[1]["id"] == 1 and "result" in answers[1], "the server keeps serving after it", answers[1])
-    check(answers[2].get("error", {}).get("code") == -32600, "a message that is not JSON-RPC gets an invalid request error", answers[2])
-    check(answers[3]["id"] == 3 and answers[3]["error"]["code"] == -32600,
-          "a message longer than the server reads gets an invalid request error with its id", answers[3].get("error"))
-    check(answers[4]["id"] == 4 and len(answers[4]["result"]["tools"]) == len(TOOLS), "and the next request is answered")
+    process = subprocess.run([SERVER, *server_args()], input=b"\n".join(lines) + b"\n", capture_output=True, timeout=120)
+    answers = [json.loads(line) for line in process.stdout.decode().splitlines()]
+    check(process.returncode == 0, "the server ends cleanly when its stdin ends", process.stderr.decode())
+    check(len(answers) == len(lines) - 1, "every line but the notification gets one answer", answers)
+    # Refusals made before rmcp reads a line may overtake rmcp's answers:
+    # those with an id are matched by it, the others by their order.
+    by_id = {answer["id"]: answer for answer in answers if answer.get("id") is not None}
+    without_id = [answer["error"]["code"] for answer in answers if answer.get("id") is None]
+    check(without_id[0] == -32700, "a line that is not JSON gets a parse error", answers)
+    check("result" in by_id[1], "the server keeps serving after it", by_id[1])
+    check(without_id[1] == -32600, "a message that is not JSON-RPC gets an invalid request error", answers)
+    check(by_id[3]["error"]["code"] == -32600,
+          "a message longer than the server reads (64 MiB) gets an invalid request error with its id", by_id[3])
+    check(len(by_id[4]["result"]["tools"]) == len(TOOLS), "and the next request is answered", by_id[4])
+    check(by_id[5]["error"]["code"] == -32600,
+          "a message nested deeper than the server reads gets an invalid request error with its id", by_id[5])
+    check(by_id[6]["error"]["code"] == -32600,
+          "a message with invalid UTF-8 in a string gets an invalid request error with its id", by_id[6])
+    check(without_id[2:] == [-32600], "arrays nested 200 levels get an invalid request error", answers)
+    check("result" in by_id[7], "a message after a byte order mark is answered", by_id[7])
+
+
+class RawServer:
+    """The server over stdio, one JSON-RPC line at a time."""
+
+    def __init__(self, *extra):
+        self.process = subprocess.Popen([SERVER, *server_args(), *extra], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}})
+        self.receive(10)
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message):
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        self.process.stdin.flush()
+
+    def call(self, id, tool, arguments):
+        self.send({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+
+    def receive(self, timeout):
+        """The next line of stdout as JSON, or None after `timeout` seconds."""
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        if not ready:
+            return None
+        line = self.process.stdout.readline()
+        return json.loads(line) if line else None
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+def lock_waiting_backend():
+    """The server's backend that waits on a lock, once one does."""
+    for _ in range(200):
+        pid = sql("SELECT max(pid) FROM pg_stat_activity WHERE application_name = 'agent-memory-mcp' "
+                  "AND wait_event_type = 'Lock'")
+        if pid is not None:
+            return pid
+        time.sleep(0.05)
+    return None
+
+
+def kv_count(key):
+    return sql("SELECT count(*) FROM agent_memory.kv_entries WHERE session_id = %s AND key = %s", SESSION_ID, key)
+
+
+def lost_connections():
+    """The connection is lost while a write waits on a lock: the write is
+    not sent again on another connection, where it would run twice."""
+    with psycopg.connect(DSN) as holder:
+        holder.execute("LOCK TABLE agent_memory.kv_entries IN EXCLUSIVE MODE")
+        server = RawServer()
+        server.call(10, "remember", {"key": "lost-connection", "value": 1})
+        pid = lock_waiting_backend()
+        check(pid is not None, "a write waits on a lock the test holds")
+        run(f"SELECT pg_terminate_backend({pid})")
+        answer = server.receive(2)
+        holder.rollback()
+    answer = answer or server.receive(10)
+    envelope_text = answer["result"]["content"][0]["text"] if answer and "result" in answer else None
+    check(envelope_text and json.loads(envelope_text)["error"]["code"] == "EUNAVAILABLE"
+          and "may or may not" in json.loads(envelope_text)["error"]["message"],
+          "a write whose connection is lost as it runs is answered EUNAVAILABLE: it may or may not be applied", answer)
+    time.sleep(0.5)
+    check(kv_count("lost-connection") == 0, "and it is not sent again on another connection")
+    server.close()
+
+
+def cancelled_calls():
+    """A call the client cancels: its statement is cancelled in PostgreSQL,
+    and the pool's only connection serves the next call."""
+    with psycopg.connect(DSN) as holder:
+        holder.execute("LOCK TABLE agent_memory.kv_entries IN EXCLUSIVE MODE")
+        server = RawServer("--pool-size", "1")
+        server.call(20, "remember", {"key": "cancelled", "value": 1})
+        check(lock_waiting_backend() is not None, "a write waits on a lock the test holds")
+        server.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 20, "reason": "test"}})
+        stopped = False
+        for _ in range(100):
+            if sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'agent-memory-mcp' "
+                   "AND wait_event_type = 'Lock'") == 0:
+                stopped = True
+                break
+            time.sleep(0.05)
+        check(stopped, "a cancelled call's statement stops in PostgreSQL")
+        holder.rollback()
+    server.call(21, "memory", {"command": "read", "path": "/preferences.md"})
+    answer = server.receive(5)
+    check(answer is not None and answer["id"] == 21 and not answer["result"].get("isError"),
+          "the next call is served on the pool's one connection", answer)
+    time.sleep(0.5)
+    check(kv_count("cancelled") == 0, "and the cancelled write did not happen")
+    server.close()
+
+
+def abandoned_calls():
+    """stdin ends while a write waits: the server cancels it as it exits,
+    rather than leave it to commit after."""
+    with psycopg.connect(DSN) as holder:
+        holder.execute("LOCK TABLE agent_memory.kv_entries IN EXCLUSIVE MODE")
+        server = RawServer()
+        server.call(30, "remember", {"key": "abandoned", "value": 1})
+        check(lock_waiting_backend() is not None, "a write waits on a lock the test holds")
+        server.close()
+        check(server.process.returncode == 0, "the server exits once its stdin ends, the write still waiting")
+        holder.rollback()
+    time.sleep(0.5)
+    check(kv_count("abandoned") == 0, "and the write it abandoned is not applied after it")
 
 
 def free_port():
@@ -312,6 +443,9 @@ async def main():
         await refusals(client)
         await outages(client)
     malformed_json_rpc()
+    lost_connections()
+    cancelled_calls()
+    abandoned_calls()
     await over_http()
     await tenants()
 
