@@ -692,3 +692,13 @@ GRANT EXECUTE ON FUNCTION agent_memory.import(text, text, text, text, text) TO a
 GRANT EXECUTE ON FUNCTION agent_memory.import_lines(text[], text, text, text, text) TO agent_memory_writer;
 COMMENT ON FUNCTION agent_memory.import_lines(text[], text, text, text, text) IS
     'Take the lines of an export in order, as import takes each, writing runs of entries, messages and files together; returns import''s result for each line, in order';
+
+-- An idle timeout is at most 100 years, so that the times it is added to
+-- or taken from stay valid timestamps: one past that range made every
+-- cleanup run fail, for every tenant. Longer ones become 100 years.
+ALTER DOMAIN agent_memory.positive_interval DROP CONSTRAINT positive_interval_check;
+UPDATE agent_memory.sessions SET idle_timeout = interval '100 years'
+WHERE idle_timeout > interval '100 years';
+ALTER DOMAIN agent_memory.positive_interval
+    ADD CONSTRAINT positive_interval_check CHECK (VALUE > interval '0' AND VALUE <= interval '100 years');
+COMMENT ON DOMAIN agent_memory.positive_interval IS 'An interval longer than zero and at most 100 years (a session''s idle timeout)';

@@ -25,8 +25,9 @@ COMMENT ON DOMAIN agent_memory.message_role IS 'Who wrote a message: system, use
 CREATE DOMAIN agent_memory.memory_key AS text CHECK (VALUE <> '');
 COMMENT ON DOMAIN agent_memory.memory_key IS 'A key of key-value memory: any non-empty text';
 
-CREATE DOMAIN agent_memory.positive_interval AS interval CHECK (VALUE > interval '0');
-COMMENT ON DOMAIN agent_memory.positive_interval IS 'An interval longer than zero (a session''s idle timeout)';
+CREATE DOMAIN agent_memory.positive_interval AS interval
+    CONSTRAINT positive_interval_check CHECK (VALUE > interval '0' AND VALUE <= interval '100 years');
+COMMENT ON DOMAIN agent_memory.positive_interval IS 'An interval longer than zero and at most 100 years (a session''s idle timeout)';
 
 -- Paths compare bytewise (see memory_files).
 CREATE DOMAIN agent_memory.memory_path AS text COLLATE "C" CHECK (VALUE LIKE '/_%');

@@ -1,5 +1,5 @@
 //! The checks every SQL function applies to its arguments before it runs
-//! anything: identifiers and lists.
+//! anything: identifiers, lists and durations.
 
 use crate::error::quoted;
 use crate::{Error, Result};
@@ -53,10 +53,65 @@ pub fn one_of<'a>(what: &str, value: Option<&'a str>, choices: &[&str]) -> Resul
         .with_detail(format!("{what} is one of: {}", choices.join(", "))))
 }
 
+/// The longest duration a session may idle or an entry live: 100 years,
+/// in months. Far enough for "never" and near enough that a time it is
+/// added to or taken from stays a valid timestamp.
+pub const MAX_DURATION_MONTHS: i64 = 100 * 12;
+
+const MICROS_PER_DAY: i128 = 86_400_000_000;
+
+/// A duration argument named `what` (an interval's months, days and
+/// microseconds): longer than zero as a whole, and at most
+/// [`MAX_DURATION_MONTHS`]. A whole is weighed as PostgreSQL compares
+/// intervals, a month as 30 days, so `1 day -25 hours` is negative.
+pub fn check_duration(what: &str, months: i32, days: i32, micros: i64) -> Result<()> {
+    let span = (i128::from(months) * 30 + i128::from(days)) * MICROS_PER_DAY + i128::from(micros);
+    if span <= 0 {
+        return Err(Error::invalid(format!("{what} must be positive")));
+    }
+    if span > i128::from(MAX_DURATION_MONTHS) * 30 * MICROS_PER_DAY {
+        return Err(Error::invalid(format!(
+            "{what} must be at most {} years",
+            MAX_DURATION_MONTHS / 12
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ErrorKind;
+
+    #[test]
+    fn a_duration_is_positive_as_a_whole_and_at_most_100_years() {
+        const HOUR: i64 = 3_600_000_000;
+        assert!(check_duration("ttl", 0, 0, 1).is_ok());
+        assert!(check_duration("ttl", 0, 1, -23 * HOUR).is_ok());
+        assert!(check_duration("ttl", 1200, 0, 0).is_ok());
+        assert!(check_duration("ttl", 1199, 30, 0).is_ok());
+        for (months, days, micros) in [
+            (0, 0, 0),
+            (0, 1, -25 * HOUR),
+            (1, -31, 0),
+            (-1, 0, 0),
+            (0, 0, i64::MIN),
+        ] {
+            let refused = check_duration("ttl", months, days, micros).unwrap_err();
+            assert_eq!(refused.kind, ErrorKind::InvalidParameter);
+            assert_eq!(refused.message, "ttl must be positive");
+        }
+        // Past 100 years, up to PostgreSQL's infinite interval.
+        for (months, days, micros) in [
+            (1200, 0, 1),
+            (1200, 1, 0),
+            (3_600_000, 0, 0),
+            (i32::MAX, i32::MAX, i64::MAX),
+        ] {
+            let refused = check_duration("idle_timeout", months, days, micros).unwrap_err();
+            assert_eq!(refused.message, "idle_timeout must be at most 100 years");
+        }
+    }
 
     #[test]
     fn an_id_is_present_not_empty_and_at_most_256_characters() {

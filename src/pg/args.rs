@@ -60,14 +60,13 @@ pub fn required<T>(value: Option<T>, column: &str) -> SqlResult<T> {
         .or_report()
 }
 
-/// Refuse a non-positive interval.
+/// Refuse an interval that is not positive as a whole, or is over the
+/// longest duration (see `agent_memory_core::args::check_duration`).
 pub fn checked_positive(what: &str, value: Option<Interval>) -> SqlResult<Option<Interval>> {
-    match value {
-        Some(i) if i.as_micros() <= 0 && i.months() <= 0 && i.days() <= 0 => {
-            Err(Error::invalid(format!("{what} must be positive"))).or_report()
-        }
-        other => Ok(other),
+    if let Some(i) = &value {
+        args::check_duration(what, i.months(), i.days(), i.micros()).or_report()?;
     }
+    Ok(value)
 }
 
 /// A text[] argument without NULL elements.

@@ -106,6 +106,11 @@ SELECT agent_memory.kv_set('kv', 'meal', '"veg"', expected_version => 3);
 SELECT agent_memory.kv_entry('kv', 'meal') IS NULL AS meal_absent, agent_memory.kv_entry('no-such-session', 'fare') IS NULL AS gone;
 SELECT agent_memory.kv_set('kv', 'fare', '350', expected_version => -1);
 \echo :LAST_ERROR_SQLSTATE
+-- A ttl negative as a whole would store an entry expired at once.
+SELECT agent_memory.kv_set('kv', 'fare', '350', ttl => '1 day -25 hours');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_set('kv', 'fare', '350', ttl => '300000 years');
+\echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.kv_delete('kv', 'fare', expected_version => 1);
 \echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.kv_get('kv', 'fare') AS fare_kept;

@@ -53,6 +53,12 @@ FROM agent_memory.import('{"kind": "file", "scope": "limits", "path": "/two", "c
 RESET agent_memory.max_files_per_scope;
 SELECT agent_memory.erase_user('nobody', scopes => ARRAY['limits']) ->> 'files' AS files;
 
+-- A session's idle timeout over 100 years is refused.
+SELECT r -> 'error' ->> 'code' AS code
+FROM agent_memory.import('{"kind": "session", "user_id": "u", "metadata": {}, "session_id": "forever",
+                           "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z",
+                           "project_id": null, "active_node_id": null, "idle_timeout": "300000 years"}') AS r;
+
 SELECT agent_memory.erase_user('mover', owners => ARRAY['mover'], scopes => ARRAY['mover']) ->> 'sessions' AS sessions;
 SELECT n, agent_memory.import(line::text) FROM exported ORDER BY n;
 CREATE TEMP TABLE reexported AS

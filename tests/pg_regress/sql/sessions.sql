@@ -24,6 +24,14 @@ SELECT agent_memory.create_session('alice', session_id => repeat('x', 257));
 \echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.create_session('alice', session_id => 's-neg', idle_timeout => '-5 minutes');
 \echo :LAST_ERROR_SQLSTATE
+-- Positive as a whole, as PostgreSQL compares intervals, and at most 100
+-- years (times past that are no timestamps).
+SELECT agent_memory.create_session('alice', session_id => 's-neg', idle_timeout => '1 day -25 hours');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.create_session('alice', session_id => 's-neg', idle_timeout => '300000 years');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.create_session('alice', session_id => 's-neg', idle_timeout => '100 years 1 second');
+\echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS sessions_of_alice FROM agent_memory.sessions WHERE user_id = 'alice';
 
 -- Activity.
