@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::args::check_id;
+use crate::versions;
 use crate::{Error, Result};
 
 /// The keys an import puts its items under instead of the line's own.
@@ -280,8 +281,17 @@ pub fn parse_line(line: &str, renames: &Renames<'_>) -> Result<Item> {
 }
 
 fn check_version(what: &str, version: i64) -> Result<()> {
-    if version < 1 {
+    check_number(what, version, versions::MOST_IMPORTED.into())
+}
+
+/// A version, revision or seq: from 1 to `most`, so that writes after the
+/// import can still count up.
+fn check_number(what: &str, number: i64, most: i64) -> Result<()> {
+    if number < 1 {
         return Err(Error::invalid(format!("{what} must be 1 or more")));
+    }
+    if number > most {
+        return Err(Error::invalid(format!("{what} must be at most {most}")));
     }
     Ok(())
 }
@@ -330,7 +340,7 @@ fn check_keys(item: &Item) -> Result<()> {
             if let Some(node) = &m.node_id {
                 check_id("node_id", Some(node))?;
             }
-            check_version("seq", m.seq)?;
+            check_number("seq", m.seq, versions::MOST_IMPORTED_SEQ)?;
             if !m.metadata.is_object() {
                 return Err(Error::invalid("metadata must be a JSON object"));
             }
@@ -564,6 +574,10 @@ mod tests {
         assert!(refused(&empty).contains("key must not be empty"));
         let zero = ENTRY.replacen(r#""version": 3"#, r#""version": 0"#, 1);
         assert!(refused(&zero).contains("version must be 1 or more"));
+        // Writes after an import count up from its version: one at the
+        // integer's limit could never be written again.
+        let top = ENTRY.replacen(r#""version": 3"#, r#""version": 2147483647"#, 1);
+        assert!(refused(&top).contains("version must be at most 1000000000"));
         let newer = ENTRY.replacen(r#""version": 2"#, r#""version": 7"#, 1);
         assert!(refused(&newer).contains("older than the entry's version"));
         let line = r#"{"kind": "message", "session_id": "s", "node_id": null, "seq": 0, "keep": 5,

@@ -10,6 +10,14 @@ use crate::error::{Error, Result};
 /// The version of an item that does not exist.
 pub const ABSENT: i32 = 0;
 
+/// The highest version or revision an import may give an item: far above
+/// any that writes reach, and far enough below the integer's limit that
+/// the writes after it can still count on.
+pub const MOST_IMPORTED: i32 = 1_000_000_000;
+
+/// The highest message seq an import may give, for the same reason.
+pub const MOST_IMPORTED_SEQ: i64 = 1_000_000_000_000_000_000;
+
 /// A precondition argument as given: none, or a version (0: absent).
 pub fn checked_expected(argument: &str, expected: Option<i32>) -> Result<Option<i32>> {
     match expected {

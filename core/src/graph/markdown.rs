@@ -16,6 +16,7 @@
 use std::fmt::Write as _;
 
 use crate::error::{Error, Result, quoted};
+use crate::versions;
 
 /// A timestamp as written in frontmatter: daycare writes milliseconds since
 /// the epoch; we write ISO 8601 text.
@@ -677,14 +678,14 @@ fn version_field(no: usize, value: Value) -> Result<Option<i32>> {
     let version = Some(s.text.as_str())
         .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
         .and_then(|t| t.parse::<i32>().ok())
-        .filter(|&v| v >= 1);
+        .filter(|&v| (1..=versions::MOST_IMPORTED).contains(&v));
     match version {
         Some(v) => Ok(Some(v)),
         None => Err(line_error(
             no,
             format!(
                 "version must be an integer from 1 to {}, got {}",
-                i32::MAX,
+                versions::MOST_IMPORTED,
                 quoted(&s.text)
             ),
         )),
@@ -1145,6 +1146,7 @@ mod tests {
             ("---\nversion: 0\n---\n", "line 2: version must be an integer"),
             ("---\nversion: 1.5\n---\n", "version must be an integer"),
             ("---\nversion: 99999999999\n---\n", "version must be an integer"),
+            ("---\nversion: 2147483647\n---\n", "from 1 to 1000000000"),
             ("---\ntitle: \"a\\qb\"\n---\n", "line 2: unknown escape \"\\\\q\""),
             ("---\ntitle: \"\\uD83D x\"\n---\n", "bad \\u escape"),
             ("---\ntitle: \"open\n---\n", "line 2: unterminated double-quoted"),
