@@ -219,6 +219,9 @@ fn recall_embed(
         let dimension = dimension(client)?;
         recall::check_embedding(&embedding, Some(dimension)).or_report()?;
         let vector = embedding.clone();
+        // A session's items take embeddings only while it is active
+        // (idle minutes $6 by default).
+        let idle = idle_timeout_minutes();
         let stored = match kind {
             Kind::Message => EMBED_MESSAGE.run(
                 client,
@@ -227,6 +230,8 @@ fn recall_embed(
                     item.seq.into(),
                     vector.into(),
                     source_md5.into(),
+                    None::<&str>.into(),
+                    idle.into(),
                 ],
             )?,
             Kind::Part => EMBED_PART.run(
@@ -237,13 +242,25 @@ fn recall_embed(
                     vector.into(),
                     source_md5.into(),
                     item.node_key.into(),
+                    idle.into(),
                 ],
             )?,
-            Kind::Kv | Kind::Node | Kind::File => {
-                let statement = match kind {
-                    Kind::Kv => &EMBED_KV,
-                    Kind::Node => &EMBED_NODE,
-                    _ => &EMBED_FILE,
+            Kind::Kv => EMBED_KV.run(
+                client,
+                &[
+                    item.key.into(),
+                    item.name.into(),
+                    vector.into(),
+                    source_md5.into(),
+                    None::<&str>.into(),
+                    idle.into(),
+                ],
+            )?,
+            Kind::Node | Kind::File => {
+                let statement = if kind == Kind::Node {
+                    &EMBED_NODE
+                } else {
+                    &EMBED_FILE
                 };
                 statement.run(
                     client,
@@ -407,7 +424,7 @@ static SET_DIMENSION: Statement = Statement::read_write(
 /// caller's tenant's), with the md5 of its text; when $4 is given, only if
 /// that md5 is $4.
 macro_rules! embed {
-    ($kind:tt, $table:literal, $alias:literal, $key:literal) => {
+    ($kind:tt, $table:literal, $alias:literal, $key:expr) => {
         concat!(
             "UPDATE agent_memory.",
             $table,
@@ -426,38 +443,60 @@ macro_rules! embed {
     };
 }
 
-/// Key-value entry $2 of session $1, while it has not expired.
+/// The condition that the session $1 of a session's item is active
+/// (default idle minutes $6), for the statements below.
+macro_rules! of_active_session {
+    () => {
+        concat!(
+            " AND EXISTS (SELECT FROM agent_memory.sessions s
+                          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+            crate::sessions::active!("s", "$6"),
+            ")"
+        )
+    };
+}
+
+/// Key-value entry $2 of active session $1, while it has not expired ($5
+/// is unused: the session's statements take the same arguments).
 static EMBED_KV: Statement = Statement::read_write(
     embed!(
         "kv",
         "kv_entries",
         "e",
-        "e.session_id = $1 AND e.key = $2 AND e.expires_at > pg_catalog.now()"
+        concat!(
+            "e.session_id = $1 AND e.key = $2 AND e.expires_at > pg_catalog.now()",
+            of_active_session!()
+        )
     ),
-    &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
+    &[TEXT, TEXT, FLOAT4_ARRAY, TEXT, TEXT, INT4],
 );
 
-/// Message seq $2 of session $1 (among the session's messages: seq has no
-/// index of its own, and a session keeps a bounded number).
+/// Message seq $2 of active session $1 (among the session's messages: seq
+/// has no index of its own, and a session keeps a bounded number; $5 is
+/// unused).
 static EMBED_MESSAGE: Statement = Statement::read_write(
     embed!(
         "message",
         "thread_messages",
         "m",
-        "m.session_id = $1 AND m.seq = $2"
+        concat!("m.session_id = $1 AND m.seq = $2", of_active_session!())
     ),
-    &[TEXT, INT8, FLOAT4_ARRAY, TEXT],
+    &[TEXT, INT8, FLOAT4_ARRAY, TEXT, TEXT, INT4],
 );
 
-/// Part $2 of node key $5 ('' for the session's entry) of session $1.
+/// Part $2 of node key $5 ('' for the session's entry) of active session
+/// $1.
 static EMBED_PART: Statement = Statement::read_write(
     embed!(
         "working_memory",
         "wm_parts",
         "p",
-        "p.session_id = $1 AND p.node_key = $5 AND p.part = $2"
+        concat!(
+            "p.session_id = $1 AND p.node_key = $5 AND p.part = $2",
+            of_active_session!()
+        )
     ),
-    &[TEXT, TEXT, FLOAT4_ARRAY, TEXT, TEXT],
+    &[TEXT, TEXT, FLOAT4_ARRAY, TEXT, TEXT, INT4],
 );
 
 /// Node $2 of owner $1.

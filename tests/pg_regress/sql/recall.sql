@@ -259,6 +259,21 @@ SELECT kind, ref FROM recall(NULL, session_id => 'm1', embedding => '{0,0,1}', k
 ROLLBACK;
 SELECT count(*) FROM recall(NULL, session_id => 'm1', embedding => '{0,0,1}', kinds => '{kv}');
 -- Items that are gone, refs that are not the kind's, bad embeddings.
+-- A session that is no longer active takes no embedding, though its rows
+-- wait for the cleanup.
+SELECT create_session('idler', session_id => 'idle-1') IS NOT NULL AS created,
+       kv_set('idle-1', 'pet', '"a tabby"') ->> 'stored' AS stored,
+       append_message('idle-1', 'user', 'my tabby') AS seq,
+       wm_set('idle-1', 'fetched_context', '{"pet": "tabby"}') AS set;
+BEGIN;
+SELECT recall_embed('kv', 'idle-1', 'pet', '{1,0,0}') AS kv,
+       recall_embed('message', 'idle-1', '1', '{1,0,0}') AS message,
+       recall_embed('working_memory', 'idle-1', 'fetched_context', '{1,0,0}') AS part;
+ROLLBACK;
+UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 day' WHERE session_id = 'idle-1';
+SELECT recall_embed('kv', 'idle-1', 'pet', '{1,0,0}') AS kv,
+       recall_embed('message', 'idle-1', '1', '{1,0,0}') AS message,
+       recall_embed('working_memory', 'idle-1', 'fetched_context', '{1,0,0}') AS part;
 SELECT recall_embed('kv', 'm1', 'nothing', '{1,0,0}') AS stored;
 SELECT recall_embed('node', 'someone-else', 'kitchen', '{1,0,0}') AS stored;
 SELECT recall_embed('message', 'm1', 'first', '{1,0,0}');
