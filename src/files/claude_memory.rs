@@ -240,6 +240,17 @@ fn move_tree(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResu
             return Ok(Err(claude::bad_destination(from, to, &refused.message)));
         }
     }
+    // So must the paths of the versions kept there, which move with them.
+    if let Some(longest) = versions::longest_kept_path(client, scope, &from.stored)? {
+        let moved = longest as usize - from.stored.len() + to.stored.len();
+        if moved > files::MAX_PATH_BYTES {
+            let why = format!(
+                "a kept version's path would have {moved} bytes; at most {} are allowed",
+                files::MAX_PATH_BYTES
+            );
+            return Ok(Err(claude::bad_destination(from, to, &why)));
+        }
+    }
     let prefix_chars = from.stored.chars().count() as i32;
     let [scope_arg, from_arg, under_arg, end_arg] = moving_args();
     MOVE.run(

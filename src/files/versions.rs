@@ -217,6 +217,19 @@ pub(crate) fn number_new_file(client: Client, scope: &str, path: &str) -> SqlRes
 
 /// Move the versions kept for the file or directory `from` with it to
 /// `to` (a rename): versions left at `to` by files deleted there go first.
+/// The bytes of the longest path of a version kept at `at` or under it,
+/// if any: a move of `at` must keep it a valid path.
+pub(crate) fn longest_kept_path(client: Client, scope: &str, at: &str) -> SqlResult<Option<i32>> {
+    let [under, end] = range_of(at);
+    LONGEST_KEPT_PATH
+        .run(
+            client,
+            &[scope.into(), at.into(), under.as_str().into(), end.as_str().into()],
+        )?
+        .first()
+        .value::<i32>(1)
+}
+
 pub(crate) fn move_versions(client: Client, scope: &str, from: &str, to: &str) -> SqlResult<()> {
     let [to_under, to_end] = range_of(to);
     DROP_AT_OR_UNDER.run(
@@ -574,6 +587,16 @@ static NUMBER_NEW_FILE: Statement = Statement::read_write(
 static DROP_AT_OR_UNDER: Statement = Statement::read_write(
     concat!(
         "DELETE FROM agent_memory.memory_file_versions v WHERE ",
+        at_or_under!("v")
+    ),
+    &[TEXT, TEXT, TEXT, TEXT],
+);
+
+/// The bytes of the longest path kept at $2 or under it.
+static LONGEST_KEPT_PATH: Statement = Statement::read_write(
+    concat!(
+        "SELECT pg_catalog.max(pg_catalog.octet_length(v.path))::int4
+         FROM agent_memory.memory_file_versions v WHERE ",
         at_or_under!("v")
     ),
     &[TEXT, TEXT, TEXT, TEXT],

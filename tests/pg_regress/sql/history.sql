@@ -112,6 +112,22 @@ SELECT agent_memory.claude_memory('s', '{"command": "create", "path": "/memories
 SELECT agent_memory.claude_memory('s', '{"command": "str_replace", "path": "/memories/a/todo.md", "old_str": "x", "new_str": "y"}');
 SELECT agent_memory.claude_memory('s', '{"command": "rename", "old_path": "/memories/a", "new_path": "/memories/b"}');
 SELECT path, version FROM agent_memory.memory_file_versions WHERE scope = 's' AND path LIKE '/_/todo.md' ORDER BY path, version;
+-- A rename that would take a kept version's path past 1,024 bytes is
+-- refused, as one that would take a file's there.
+CREATE TEMP TABLE long_path AS
+SELECT '/memories/d/' || repeat('x', 240) || '/' || repeat('x', 240) || '/' || repeat('x', 240)
+       || '/' || repeat('x', 240) AS path;
+SELECT left(agent_memory.claude_memory('long', jsonb_build_object('command', 'create', 'path', path, 'file_text', 'old')), 22)
+FROM long_path;
+SELECT left(agent_memory.claude_memory('long', jsonb_build_object('command', 'delete', 'path', path)), 22)
+FROM long_path;
+SELECT agent_memory.claude_memory('long', '{"command": "create", "path": "/memories/d/keep", "file_text": "k"}');
+SELECT regexp_replace(agent_memory.claude_memory('long', jsonb_build_object('command', 'rename',
+         'old_path', '/memories/d', 'new_path', '/memories/' || repeat('y', 100))), 'y{100}', 'y…');
+SELECT max(octet_length(path)) AS longest FROM agent_memory.memory_file_versions WHERE scope = 'long';
+SELECT agent_memory.memory_purge_history('long');
+SELECT agent_memory.claude_memory('long', '{"command": "delete", "path": "/memories/d"}');
+DROP TABLE long_path;
 
 -- Purge a file's versions, then the scope's.
 SELECT agent_memory.memory_purge_history('s', '/b');
