@@ -498,9 +498,55 @@ fn runs_of_one_place<E>(
     found
 }
 
+/// Whether a file line may go where no file is but versions of a deleted
+/// one are kept (`kept`: their numbers and contents): each kept version
+/// must be older than the line's file and, where the line keeps a version
+/// of the same number, hold the same content. Then one number still names
+/// one content; otherwise the line is refused as an item there with other
+/// content.
+pub fn kept_versions_agree(kept: &[(i32, &str)], file: &File) -> bool {
+    kept.iter().all(|&(version, content)| {
+        version < file.version
+            && file
+                .versions
+                .iter()
+                .find(|v| v.version == version)
+                .is_none_or(|v| v.content == content)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_goes_where_kept_versions_agree_with_it() {
+        let version = |version: i32, content: &str| FileVersion {
+            version,
+            content: content.into(),
+            created_at: String::new(),
+            updated_at: String::new(),
+            replaced_at: String::new(),
+        };
+        let file = File {
+            scope: "s".into(),
+            path: "/x".into(),
+            content: "NEW3".into(),
+            version: 3,
+            created_at: String::new(),
+            updated_at: String::new(),
+            versions: vec![version(1, "NEW1"), version(2, "NEW2")],
+        };
+        assert!(kept_versions_agree(&[], &file));
+        // The same history, or part of it: an export imported again.
+        assert!(kept_versions_agree(&[(1, "NEW1"), (2, "NEW2")], &file));
+        assert!(kept_versions_agree(&[(2, "NEW2")], &file));
+        // Another content under a number the line keeps.
+        assert!(!kept_versions_agree(&[(1, "OLD1")], &file));
+        // A kept version as new as the line's file, or newer.
+        assert!(!kept_versions_agree(&[(3, "NEW3")], &file));
+        assert!(!kept_versions_agree(&[(1, "NEW1"), (5, "OLD5")], &file));
+    }
     use crate::ErrorKind;
 
     const ENTRY: &str = r#"{"kind": "kv", "session_id": "s1", "key": "goal", "value": {"a": 1},

@@ -224,10 +224,28 @@ pub(crate) fn longest_kept_path(client: Client, scope: &str, at: &str) -> SqlRes
     LONGEST_KEPT_PATH
         .run(
             client,
-            &[scope.into(), at.into(), under.as_str().into(), end.as_str().into()],
+            &[
+                scope.into(),
+                at.into(),
+                under.as_str().into(),
+                end.as_str().into(),
+            ],
         )?
         .first()
         .value::<i32>(1)
+}
+
+/// The numbers and contents of the versions kept at `path`.
+pub(crate) fn kept_at(client: Client, scope: &str, path: &str) -> SqlResult<Vec<(i32, String)>> {
+    let table = KEPT_AT.run(client, &[scope.into(), path.into()])?;
+    let mut kept = Vec::with_capacity(table.len());
+    for row in table {
+        kept.push((
+            row.required::<i32>(1, "version")?,
+            row.required::<String>(2, "content")?,
+        ));
+    }
+    Ok(kept)
 }
 
 pub(crate) fn move_versions(client: Client, scope: &str, from: &str, to: &str) -> SqlResult<()> {
@@ -590,6 +608,14 @@ static DROP_AT_OR_UNDER: Statement = Statement::read_write(
         at_or_under!("v")
     ),
     &[TEXT, TEXT, TEXT, TEXT],
+);
+
+/// The versions kept at path $2, as a write under the scope's lock sees
+/// them.
+static KEPT_AT: Statement = Statement::read_write(
+    "SELECT v.version, v.content FROM agent_memory.memory_file_versions v
+     WHERE v.scope = $1 AND v.path = $2 AND v.tenant = agent_memory.caller_tenant()",
+    &[TEXT, TEXT],
 );
 
 /// The bytes of the longest path kept at $2 or under it.

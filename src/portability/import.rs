@@ -24,6 +24,7 @@ use agent_memory_core::sessions::{budget, kv, words};
 use agent_memory_core::working_memory as wm;
 
 use crate::files::store::{self, Placed};
+use crate::files::versions;
 use crate::graph::nodes::{checked_node, checked_owner, checked_size};
 use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_keys};
 use crate::pg::datums::{JsonB, JsonbBytes};
@@ -590,6 +591,20 @@ fn import_file(f: &lines::File) -> SqlResult<Outcome> {
                     quoted(scope)
                 )));
             }
+            None if !lines::kept_versions_agree(
+                &versions::kept_at(client, scope, &path)?
+                    .iter()
+                    .map(|(version, content)| (*version, content.as_str()))
+                    .collect::<Vec<_>>(),
+                f,
+            ) =>
+            {
+                return Err(exists_otherwise(format!(
+                    "kept versions of a deleted file at {} of scope {}",
+                    quoted(&path),
+                    quoted(scope)
+                )));
+            }
             None => match store::place_new_file(client, scope, &path, &f.content)? {
                 Placed::Created(_) => {
                     IMPORT_FILE_STATE.run(
@@ -942,7 +957,9 @@ static IMPORT_FILES: Statement = Statement::read_write(
                        AND d.tenant = agent_memory.caller_tenant())
           OR EXISTS (SELECT FROM pg_catalog.unnest(l.above) AS a(path)
                      JOIN agent_memory.memory_files f
-                       ON f.scope = $1 AND f.path = a.path AND f.tenant = agent_memory.caller_tenant())),
+                       ON f.scope = $1 AND f.path = a.path AND f.tenant = agent_memory.caller_tenant())
+          OR EXISTS (SELECT FROM agent_memory.memory_file_versions v
+                     WHERE v.scope = $1 AND v.path = l.path AND v.tenant = agent_memory.caller_tenant())),
      written AS (
        INSERT INTO agent_memory.memory_files AS f
          (scope, path, content, version, created_at, updated_at, tenant)

@@ -129,6 +129,37 @@ SELECT agent_memory.memory_purge_history('long');
 SELECT agent_memory.claude_memory('long', '{"command": "delete", "path": "/memories/d"}');
 DROP TABLE long_path;
 
+-- An import where a deleted file's versions are kept goes in only if they
+-- agree with the line's: older than its file, the same content under the
+-- same number. Else one number would name two contents.
+SELECT agent_memory.memory_tool('hx', '{"command": "append", "path": "/x", "content": "OLD1"}') ->> 'ok' AS ok;
+SELECT agent_memory.memory_tool('hx', '{"command": "update", "path": "/x", "oldContent": "OLD1", "content": "OLD2"}') ->> 'ok' AS ok;
+SELECT agent_memory.memory_tool('hx', '{"command": "update", "path": "/x", "oldContent": "OLD2", "content": "OLD3"}') ->> 'ok' AS ok;
+SELECT agent_memory.memory_tool('hx', '{"command": "delete", "path": "/x"}') ->> 'ok' AS ok;
+-- So in a run of files too.
+SELECT r ->> 'status' AS status, r -> 'error' ->> 'code' AS code
+FROM agent_memory.import_lines(ARRAY[
+    '{"kind": "file", "scope": "hx", "path": "/w", "content": "W", "version": 1,
+      "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "versions": []}',
+    '{"kind": "file", "scope": "hx", "path": "/x", "content": "NEW1", "version": 1,
+      "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "versions": []}']) AS r;
+SELECT r ->> 'status' AS status, r -> 'error' ->> 'code' AS code
+FROM agent_memory.import('{"kind": "file", "scope": "hx", "path": "/x", "content": "NEW2", "version": 2,
+    "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+    "versions": [{"version": 1, "content": "NEW1", "created_at": "2026-01-01T00:00:00Z",
+                  "updated_at": "2026-01-01T00:00:00Z", "replaced_at": "2026-01-01T00:00:00Z"}]}') AS r;
+SELECT r ->> 'status' AS status, r -> 'error' ->> 'code' AS code
+FROM agent_memory.import('{"kind": "file", "scope": "hx", "path": "/x", "content": "NEW4", "version": 4,
+    "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+    "versions": [{"version": 1, "content": "OLD1", "created_at": "2026-01-01T00:00:00Z",
+                  "updated_at": "2026-01-01T00:00:00Z", "replaced_at": "2026-01-01T00:00:00Z"}]}') AS r;
+SELECT version, content FROM agent_memory.memory_versions('hx', '/x');
+SELECT agent_memory.memory_tool('hx', '{"command": "read", "path": "/x"}') -> 'result' ->> 'version' AS version;
+SELECT agent_memory.memory_purge_history('hx');
+SELECT agent_memory.memory_tool('hx', '{"command": "delete", "path": "/x"}') ->> 'ok' AS ok;
+SELECT agent_memory.memory_tool('hx', '{"command": "delete", "path": "/w"}') ->> 'ok' AS ok;
+SELECT agent_memory.memory_purge_history('hx');
+
 -- Purge a file's versions, then the scope's.
 SELECT agent_memory.memory_purge_history('s', '/b');
 SELECT agent_memory.memory_purge_history('s');
