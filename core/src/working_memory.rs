@@ -135,6 +135,22 @@ fn type_name(value: &Value) -> &'static str {
     json_type(value).name()
 }
 
+/// A config field that is no `what`: of another type, or a number that
+/// is not one (a fraction where an integer is needed) or is past a
+/// double's range.
+fn not_a_config_number(key: &str, what: &str, value: &Value) -> Error {
+    match value.as_f64() {
+        None if value.is_number() => {
+            Error::invalid(format!("config.{key} {value} is out of range"))
+        }
+        Some(_) => Error::invalid(format!("config.{key} must be {what}, not {value}")),
+        None => Error::invalid(format!(
+            "config.{key} must be {what}, not {}",
+            type_name(value)
+        )),
+    }
+}
+
 fn wrong_type(part: Part, what: &str, value: &Value) -> Error {
     Error::invalid(format!(
         "working-memory part {} must be {what}, not {}",
@@ -297,20 +313,15 @@ fn sanitise_config(value: Value) -> Result<Value> {
     for (key, field) in config {
         let checked = match key.as_str() {
             "history_length" => {
-                let n = field.as_f64().filter(|n| n.fract() == 0.0).ok_or_else(|| {
-                    Error::invalid(format!(
-                        "config.history_length must be an integer, not {}",
-                        type_name(&field)
-                    ))
-                })?;
+                let n = field
+                    .as_f64()
+                    .filter(|n| n.fract() == 0.0)
+                    .ok_or_else(|| not_a_config_number("history_length", "an integer", &field))?;
                 json!(n.clamp(1.0, MAX_MESSAGES as f64) as i64)
             }
             "auto_refresh_interval" => {
                 let n = field.as_f64().ok_or_else(|| {
-                    Error::invalid(format!(
-                        "config.auto_refresh_interval must be a number, not {}",
-                        type_name(&field)
-                    ))
+                    not_a_config_number("auto_refresh_interval", "a number", &field)
                 })?;
                 if n < 0.0 { json!(0) } else { field }
             }
@@ -591,6 +602,18 @@ mod tests {
                 "{bad}"
             );
         }
+        // A number past a double's range is named as such.
+        let huge: Value = serde_json::from_str(r#"{"auto_refresh_interval": 1e400}"#).unwrap();
+        assert_eq!(
+            sanitise(Part::Config, huge, &strip()).unwrap_err().message,
+            "config.auto_refresh_interval 1e+400 is out of range"
+        );
+        assert_eq!(
+            sanitise(Part::Config, json!({"history_length": 2.5}), &strip())
+                .unwrap_err()
+                .message,
+            "config.history_length must be an integer, not 2.5"
+        );
         let config = effective_config(Some(&json!({"history_length": 5})));
         assert_eq!(config["history_length"], json!(5));
         assert_eq!(config["include_context"], json!(true));
