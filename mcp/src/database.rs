@@ -248,6 +248,7 @@ impl Database {
         }
         let _running = Running::start(&self.running);
         let mut query = Box::pin(client.query_one(&statement, args));
+        let mut cancelled = false;
         let ended = tokio::select! {
             // The statement is sent on the first poll: from then on a
             // cancellation has to reach PostgreSQL.
@@ -255,9 +256,8 @@ impl Database {
             row = &mut query => Some(row),
             () = self.interrupted() => {
                 // The statement ends with PostgreSQL's cancel (or had ended
-                // before it arrived). Waiting for its end keeps the connection
-                // from going back to the pool with the cancel still to land
-                // on the next statement.
+                // before it arrived).
+                cancelled = true;
                 if let Err(error) = client.cancel_token().cancel_query(NoTls).await {
                     tracing::warn!("cancelling a statement: {error}");
                 }
@@ -265,9 +265,14 @@ impl Database {
             }
         };
         drop(query);
-        let Some(row) = ended else {
-            // Never reuse a connection whose statement may still run.
+        if cancelled {
+            // PostgreSQL signals the backend after the cancel request is
+            // answered: on a connection given back, the signal could land
+            // on the next call's statement. A connection that was sent a
+            // cancel is never reused.
             drop(deadpool_postgres::Object::take(client));
+        }
+        let Some(row) = ended else {
             return Err(Attempt::Failed(Failure::Interrupted(
                 "the statement did not end when cancelled".into(),
             )));
