@@ -241,13 +241,10 @@ fn move_tree(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResu
         }
     }
     // So must the paths of the versions kept there, which move with them.
-    if let Some(longest) = versions::longest_kept_path(client, scope, &from.stored)? {
-        let moved = longest as usize - from.stored.len() + to.stored.len();
-        if moved > files::MAX_PATH_BYTES {
-            let why = format!(
-                "a kept version's path would have {moved} bytes; at most {} are allowed",
-                files::MAX_PATH_BYTES
-            );
+    for path in versions::kept_paths(client, scope, &from.stored)? {
+        let moved = format!("{}{}", to.stored, &path[from.stored.len()..]);
+        if let Err(refused) = files::normalise_path(&moved) {
+            let why = format!("a kept version would not fit: {}", refused.message);
             return Ok(Err(claude::bad_destination(from, to, &why)));
         }
     }

@@ -217,22 +217,24 @@ pub(crate) fn number_new_file(client: Client, scope: &str, path: &str) -> SqlRes
 
 /// Move the versions kept for the file or directory `from` with it to
 /// `to` (a rename): versions left at `to` by files deleted there go first.
-/// The bytes of the longest path of a version kept at `at` or under it,
-/// if any: a move of `at` must keep it a valid path.
-pub(crate) fn longest_kept_path(client: Client, scope: &str, at: &str) -> SqlResult<Option<i32>> {
+/// The paths of the versions kept at `at` or under it, each once: a move
+/// of `at` must keep each a valid path.
+pub(crate) fn kept_paths(client: Client, scope: &str, at: &str) -> SqlResult<Vec<String>> {
     let [under, end] = range_of(at);
-    LONGEST_KEPT_PATH
-        .run(
-            client,
-            &[
-                scope.into(),
-                at.into(),
-                under.as_str().into(),
-                end.as_str().into(),
-            ],
-        )?
-        .first()
-        .value::<i32>(1)
+    let table = KEPT_PATHS.run(
+        client,
+        &[
+            scope.into(),
+            at.into(),
+            under.as_str().into(),
+            end.as_str().into(),
+        ],
+    )?;
+    let mut paths = Vec::with_capacity(table.len());
+    for row in table {
+        paths.push(row.required::<String>(1, "path")?);
+    }
+    Ok(paths)
 }
 
 /// The numbers and contents of the versions kept at `path`.
@@ -618,11 +620,10 @@ static KEPT_AT: Statement = Statement::read_write(
     &[TEXT, TEXT],
 );
 
-/// The bytes of the longest path kept at $2 or under it.
-static LONGEST_KEPT_PATH: Statement = Statement::read_write(
+/// The paths kept at $2 or under it, each once.
+static KEPT_PATHS: Statement = Statement::read_write(
     concat!(
-        "SELECT pg_catalog.max(pg_catalog.octet_length(v.path))::int4
-         FROM agent_memory.memory_file_versions v WHERE ",
+        "SELECT DISTINCT v.path FROM agent_memory.memory_file_versions v WHERE ",
         at_or_under!("v")
     ),
     &[TEXT, TEXT, TEXT, TEXT],

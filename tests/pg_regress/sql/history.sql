@@ -124,6 +124,18 @@ FROM long_path;
 SELECT agent_memory.claude_memory('long', '{"command": "create", "path": "/memories/d/keep", "file_text": "k"}');
 SELECT regexp_replace(agent_memory.claude_memory('long', jsonb_build_object('command', 'rename',
          'old_path', '/memories/d', 'new_path', '/memories/' || repeat('y', 100))), 'y{100}', 'y…');
+-- And past 32 segments.
+CREATE TEMP TABLE deep_path AS
+SELECT '/memories/a/' || string_agg('d' || i, '/') || '/f.md' AS path FROM generate_series(1, 28) i;
+SELECT left(agent_memory.claude_memory('long', jsonb_build_object('command', 'create', 'path', path, 'file_text', 'v1')), 22)
+FROM deep_path;
+SELECT left(agent_memory.claude_memory('long', jsonb_build_object('command', 'delete', 'path', path)), 22)
+FROM deep_path;
+SELECT agent_memory.claude_memory('long', '{"command": "create", "path": "/memories/a/keep.md", "file_text": "k"}');
+SELECT agent_memory.claude_memory('long', '{"command": "rename", "old_path": "/memories/a", "new_path": "/memories/x/y/z/a"}');
+SELECT agent_memory.claude_memory('long', '{"command": "rename", "old_path": "/memories/a", "new_path": "/memories/x/a"}');
+SELECT agent_memory.claude_memory('long', '{"command": "delete", "path": "/memories/x"}');
+DROP TABLE deep_path;
 SELECT max(octet_length(path)) AS longest FROM agent_memory.memory_file_versions WHERE scope = 'long';
 SELECT agent_memory.memory_purge_history('long');
 SELECT agent_memory.claude_memory('long', '{"command": "delete", "path": "/memories/d"}');

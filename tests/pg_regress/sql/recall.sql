@@ -274,6 +274,7 @@ UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 day' WHE
 SELECT recall_embed('kv', 'idle-1', 'pet', '{1,0,0}') AS kv,
        recall_embed('message', 'idle-1', '1', '{1,0,0}') AS message,
        recall_embed('working_memory', 'idle-1', 'fetched_context', '{1,0,0}') AS part;
+DELETE FROM agent_memory.sessions WHERE session_id = 'idle-1';
 SELECT recall_embed('kv', 'm1', 'nothing', '{1,0,0}') AS stored;
 SELECT recall_embed('node', 'someone-else', 'kitchen', '{1,0,0}') AS stored;
 SELECT recall_embed('message', 'm1', 'first', '{1,0,0}');
