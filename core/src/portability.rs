@@ -500,12 +500,16 @@ fn runs_of_one_place<E>(
 
 /// Whether a file line may go where no file is but versions of a deleted
 /// one are kept (`kept`: their numbers and contents): each kept version
-/// must be older than the line's file and, where the line keeps a version
-/// of the same number, hold the same content. Then one number still names
-/// one content; otherwise the line is refused as an item there with other
-/// content.
+/// must hold the line's content of its number, the file's own or a kept
+/// one's, or be older than the file and of a number the line does not
+/// keep. Then one number still names one content (a deleted file's last
+/// version is kept, so its export agrees); otherwise the line is refused
+/// as an item there with other content.
 pub fn kept_versions_agree(kept: &[(i32, &str)], file: &File) -> bool {
     kept.iter().all(|&(version, content)| {
+        if version == file.version {
+            return content == file.content;
+        }
         version < file.version
             && file
                 .versions
@@ -543,8 +547,15 @@ mod tests {
         assert!(kept_versions_agree(&[(2, "NEW2")], &file));
         // Another content under a number the line keeps.
         assert!(!kept_versions_agree(&[(1, "OLD1")], &file));
-        // A kept version as new as the line's file, or newer.
-        assert!(!kept_versions_agree(&[(3, "NEW3")], &file));
+        // A deleted file's history, its last version kept: its export
+        // goes back.
+        assert!(kept_versions_agree(
+            &[(1, "NEW1"), (2, "NEW2"), (3, "NEW3")],
+            &file
+        ));
+        // A kept version as new as the line's file with other content, or
+        // newer.
+        assert!(!kept_versions_agree(&[(3, "OLD3")], &file));
         assert!(!kept_versions_agree(&[(1, "NEW1"), (5, "OLD5")], &file));
     }
     use crate::ErrorKind;

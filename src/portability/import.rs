@@ -599,11 +599,11 @@ fn import_file(f: &lines::File) -> SqlResult<Outcome> {
                 f,
             ) =>
             {
-                return Err(exists_otherwise(format!(
-                    "kept versions of a deleted file at {} of scope {}",
+                return Err(crate::pg::error::report(Error::conflict(format!(
+                    "the versions kept at {} of scope {} are another file's (memory_purge_history removes them)",
                     quoted(&path),
                     quoted(scope)
-                )));
+                ))));
             }
             None => match store::place_new_file(client, scope, &path, &f.content)? {
                 Placed::Created(_) => {

@@ -167,6 +167,14 @@ FROM agent_memory.import('{"kind": "file", "scope": "hx", "path": "/x", "content
                   "updated_at": "2026-01-01T00:00:00Z", "replaced_at": "2026-01-01T00:00:00Z"}]}') AS r;
 SELECT version, content FROM agent_memory.memory_versions('hx', '/x');
 SELECT agent_memory.memory_tool('hx', '{"command": "read", "path": "/x"}') -> 'result' ->> 'version' AS version;
+-- Deleted again, its last version kept, the same line goes back.
+SELECT agent_memory.memory_tool('hx', '{"command": "delete", "path": "/x"}') ->> 'ok' AS ok;
+SELECT r ->> 'status' AS status, r -> 'error' ->> 'code' AS code
+FROM agent_memory.import('{"kind": "file", "scope": "hx", "path": "/x", "content": "NEW4", "version": 4,
+    "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
+    "versions": [{"version": 1, "content": "OLD1", "created_at": "2026-01-01T00:00:00Z",
+                  "updated_at": "2026-01-01T00:00:00Z", "replaced_at": "2026-01-01T00:00:00Z"}]}') AS r;
+SELECT agent_memory.memory_tool('hx', '{"command": "read", "path": "/x"}') -> 'result' ->> 'content' AS content;
 SELECT agent_memory.memory_purge_history('hx');
 SELECT agent_memory.memory_tool('hx', '{"command": "delete", "path": "/x"}') ->> 'ok' AS ok;
 SELECT agent_memory.memory_tool('hx', '{"command": "delete", "path": "/w"}') ->> 'ok' AS ok;
