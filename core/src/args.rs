@@ -61,12 +61,19 @@ pub const MAX_DURATION_MONTHS: i64 = 100 * 12;
 const MICROS_PER_DAY: i128 = 86_400_000_000;
 
 /// A duration argument named `what` (an interval's months, days and
-/// microseconds): longer than zero as a whole, and at most
-/// [`MAX_DURATION_MONTHS`]. A whole is weighed as PostgreSQL compares
-/// intervals, a month as 30 days, so `1 day -25 hours` is negative.
+/// microseconds): longer than zero, with no part negative, and at most
+/// [`MAX_DURATION_MONTHS`] (a month weighed as 30 days, as PostgreSQL
+/// compares intervals). A part may not be negative because a month or a
+/// day added to a time has no fixed length: `-1 mon 30 days 1 hour` is
+/// positive by comparison, yet takes a time back in a month of 31 days.
 pub fn check_duration(what: &str, months: i32, days: i32, micros: i64) -> Result<()> {
+    if months < 0 || days < 0 || micros < 0 {
+        return Err(Error::invalid(format!(
+            "{what} must be positive, with no part negative"
+        )));
+    }
     let span = (i128::from(months) * 30 + i128::from(days)) * MICROS_PER_DAY + i128::from(micros);
-    if span <= 0 {
+    if span == 0 {
         return Err(Error::invalid(format!("{what} must be positive")));
     }
     if span > i128::from(MAX_DURATION_MONTHS) * 30 * MICROS_PER_DAY {
@@ -87,19 +94,28 @@ mod tests {
     fn a_duration_is_positive_as_a_whole_and_at_most_100_years() {
         const HOUR: i64 = 3_600_000_000;
         assert!(check_duration("ttl", 0, 0, 1).is_ok());
-        assert!(check_duration("ttl", 0, 1, -23 * HOUR).is_ok());
+        assert!(check_duration("ttl", 0, 1, 23 * HOUR).is_ok());
         assert!(check_duration("ttl", 1200, 0, 0).is_ok());
         assert!(check_duration("ttl", 1199, 30, 0).is_ok());
+        let refused = check_duration("ttl", 0, 0, 0).unwrap_err();
+        assert_eq!(refused.kind, ErrorKind::InvalidParameter);
+        assert_eq!(refused.message, "ttl must be positive");
+        // A negative part, whatever the whole: a month or a day has no
+        // fixed length where a time is added to.
         for (months, days, micros) in [
-            (0, 0, 0),
             (0, 1, -25 * HOUR),
-            (1, -31, 0),
+            (0, 1, -23 * HOUR),
+            (-1, 30, HOUR),
+            (1, -27, 0),
             (-1, 0, 0),
             (0, 0, i64::MIN),
         ] {
             let refused = check_duration("ttl", months, days, micros).unwrap_err();
             assert_eq!(refused.kind, ErrorKind::InvalidParameter);
-            assert_eq!(refused.message, "ttl must be positive");
+            assert_eq!(
+                refused.message,
+                "ttl must be positive, with no part negative"
+            );
         }
         // Past 100 years, up to PostgreSQL's infinite interval.
         for (months, days, micros) in [

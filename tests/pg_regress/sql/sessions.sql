@@ -24,8 +24,8 @@ SELECT agent_memory.create_session('alice', session_id => repeat('x', 257));
 \echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.create_session('alice', session_id => 's-neg', idle_timeout => '-5 minutes');
 \echo :LAST_ERROR_SQLSTATE
--- Positive as a whole, as PostgreSQL compares intervals, and at most 100
--- years (times past that are no timestamps).
+-- Positive with no part negative (a day or a month has no fixed length),
+-- and at most 100 years (times past that are no timestamps).
 SELECT agent_memory.create_session('alice', session_id => 's-neg', idle_timeout => '1 day -25 hours');
 \echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.create_session('alice', session_id => 's-neg', idle_timeout => '300000 years');
