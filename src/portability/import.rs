@@ -760,13 +760,17 @@ fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
 
 /// A session as exported: inserted, or claimed when an append made it
 /// without a user. Returns whether it was written, and else whether the
-/// session there has the line's user.
+/// session there has the line's user. Its times are at most now: activity
+/// in the future would keep the session from ever expiring, and its end
+/// (activity plus idle timeout) could be past the last timestamp.
 static IMPORT_SESSION: Statement = Statement::read_write(
     "WITH written AS (
        INSERT INTO agent_memory.sessions AS s
          (session_id, user_id, project_id, active_node_id, metadata, idle_timeout,
           created_at, last_activity_at, tenant)
-       VALUES ($1, $2, $3, $4, $5, $6::interval, $7::timestamptz, $8::timestamptz,
+       VALUES ($1, $2, $3, $4, $5, $6::interval,
+               LEAST($7::timestamptz, pg_catalog.now()),
+               LEAST($8::timestamptz, pg_catalog.now()),
                agent_memory.caller_tenant())
        ON CONFLICT (session_id, tenant) DO UPDATE
        SET user_id = excluded.user_id, project_id = excluded.project_id,
