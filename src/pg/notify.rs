@@ -296,13 +296,18 @@ pub fn as_owner_of<R>(table: &str, body: impl FnOnce() -> SqlResult<R>) -> SqlRe
 
 /// Run `body` as role `owner`, as a SECURITY DEFINER function runs, and
 /// switch back however it ends (an error also restores the role when its
-/// transaction or subtransaction aborts).
+/// transaction or subtransaction aborts). The body runs with search_path
+/// `pg_catalog, pg_temp`, as a function with that setting does: the
+/// caller's path, which a function with none keeps (kv_get, memory_tool),
+/// could otherwise lead the owner to an operator the caller planted.
 fn as_role<R>(owner: pg_sys::Oid, body: impl FnOnce() -> R) -> R {
     let mut user = pg_sys::Oid::INVALID;
     let mut context: std::ffi::c_int = 0;
-    // SAFETY: reading and setting the backend's current user, as
-    // fmgr_security_definer does; the finally block restores both.
-    unsafe {
+    // SAFETY: reading and setting the backend's current user and a GUC
+    // nest level, as fmgr_security_definer does; the finally block
+    // restores the user, and the nest level is closed after the body (an
+    // error closes it with its transaction or subtransaction).
+    let nest_level = unsafe {
         pg_sys::GetUserIdAndSecContext(&mut user, &mut context);
         pg_sys::SetUserIdAndSecContext(
             owner,
@@ -310,9 +315,21 @@ fn as_role<R>(owner: pg_sys::Oid, body: impl FnOnce() -> R) -> R {
                 | pg_sys::SECURITY_LOCAL_USERID_CHANGE as std::ffi::c_int
                 | pg_sys::SECURITY_RESTRICTED_OPERATION as std::ffi::c_int,
         );
-    }
+        let nest_level = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"search_path".as_ptr(),
+            c"pg_catalog, pg_temp".as_ptr(),
+            pg_sys::GucContext::PGC_USERSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        nest_level
+    };
     let body = std::panic::AssertUnwindSafe(body);
-    PgTryBuilder::new(move || {
+    let result = PgTryBuilder::new(move || {
         let body = body;
         (body.0)()
     })
@@ -320,7 +337,10 @@ fn as_role<R>(owner: pg_sys::Oid, body: impl FnOnce() -> R) -> R {
         // SAFETY: restores what was read above.
         unsafe { pg_sys::SetUserIdAndSecContext(user, context) }
     })
-    .execute()
+    .execute();
+    // SAFETY: closes the nest level opened above, restoring search_path.
+    unsafe { pg_sys::AtEOXact_GUC(true, nest_level) };
+    result
 }
 
 /// The channel on which the caller's changes are announced.
@@ -540,14 +560,15 @@ unsafe extern "C-unwind" fn before_utility(statement: *mut pg_sys::PlannedStmt) 
 /// The owner of table $1.
 static TABLE_OWNER: Statement = Statement::read_only(
     "SELECT c.relowner FROM pg_catalog.pg_class c
-     WHERE c.oid = $1::pg_catalog.regclass",
+     WHERE c.oid OPERATOR(pg_catalog.=) $1::pg_catalog.regclass::pg_catalog.oid",
     &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
 );
 
 /// Tenant $1's channel; run as the secret's owner.
 static TENANT_CHANNEL: Statement = Statement::read_only(
-    "SELECT 'agent_memory_' || pg_catalog.left(pg_catalog.encode(pg_catalog.sha256(
-              pg_catalog.convert_to(s.secret || '/' || $1, 'UTF8')), 'hex'), 40)
+    "SELECT 'agent_memory_' OPERATOR(pg_catalog.||) pg_catalog.left(pg_catalog.encode(pg_catalog.sha256(
+              pg_catalog.convert_to(s.secret OPERATOR(pg_catalog.||) '/' OPERATOR(pg_catalog.||) $1, 'UTF8')),
+              'hex'), 40)
      FROM agent_memory.notify_secret s",
     &[PgOid::BuiltIn(PgBuiltInOids::TEXTOID)],
 );

@@ -10,7 +10,7 @@
 //! search_path, 0 that behaved differently`.
 
 use agent_memory_integration::calls::{Base, EMBEDDINGS, FIXTURE, SqlFunction, every_function};
-use agent_memory_integration::{drop_database, fresh_database};
+use agent_memory_integration::{connect, drop_database, fresh_database};
 use postgres::Client;
 use postgres::types::ToSql;
 
@@ -62,10 +62,15 @@ CREATE OPERATOR public.+ (LEFTARG = timestamptz, RIGHTARG = interval, FUNCTION =
 CREATE OPERATOR public.- (LEFTARG = timestamptz, RIGHTARG = interval, FUNCTION = public.ts_plus_planted);
 CREATE FUNCTION public.int_eq_planted(integer, integer) RETURNS boolean LANGUAGE sql AS 'SELECT public.planted()';
 CREATE OPERATOR public.= (LEFTARG = integer, RIGHTARG = integer, FUNCTION = public.int_eq_planted);
+CREATE FUNCTION public.oid_eq_planted(oid, regclass) RETURNS boolean LANGUAGE sql AS 'SELECT public.planted()';
+CREATE OPERATOR public.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = public.oid_eq_planted);
+CREATE FUNCTION public.bigint_le_planted(bigint, bigint) RETURNS boolean LANGUAGE sql AS 'SELECT public.planted()';
+CREATE OPERATOR public.<= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = public.bigint_le_planted);
 "#;
 
 /// Every valid call of every function, in a fixed order: how each ended
-/// (`ok` or its SQLSTATE) and the error messages.
+/// (`ok` or its SQLSTATE), and the error messages and the answers that
+/// speak of a planted object.
 fn run_all(
     client: &mut Client,
     functions: &[(SqlFunction, &Base)],
@@ -81,7 +86,14 @@ fn run_all(
             let params: Vec<&(dyn ToSql + Sync)> =
                 args.iter().map(|a| a as &(dyn ToSql + Sync)).collect();
             let outcome = match client.query_one(sql.as_str(), &params) {
-                Ok(_) => "ok".to_string(),
+                Ok(row) => {
+                    // An envelope carries a caught error as its answer.
+                    let answer: String = row.get(0);
+                    if answer.contains("planted") {
+                        messages.push(format!("{key}: answered {answer}"));
+                    }
+                    "ok".to_string()
+                }
                 Err(e) => match e.as_db_error() {
                     Some(db) => {
                         messages.push(format!("{key}: {}", db.message()));
@@ -98,16 +110,53 @@ fn run_all(
 
 #[test]
 fn objects_planted_on_the_search_path_change_no_function() {
+    compare_with_planted_objects("");
+}
+
+/// With tenant isolation on, the writes also name the tenant's change
+/// channel, which the extension reads as the tables' owner: a planted
+/// operator reached there would run as that role.
+#[test]
+fn objects_planted_on_the_search_path_change_no_function_of_a_tenant() {
+    compare_with_planted_objects("SET agent_memory.tenant_isolation = on;");
+}
+
+/// Run every valid call in a clean database and in one with objects
+/// planted on the caller's path, both set up by `setting` first.
+fn compare_with_planted_objects(setting: &str) {
     let mut clean = fresh_database(CLEAN);
     clean
-        .batch_execute(&format!("{EMBEDDINGS}{FIXTURE}"))
+        .batch_execute(&format!("{setting}{EMBEDDINGS}{FIXTURE}"))
         .expect("fixture");
-    let functions = every_function(&mut clean);
+    let mut functions = every_function(&mut clean);
+    // The functions that keep the caller's search_path go first: what a
+    // backend caches from its first call (a plan, a tenant's channel) is
+    // then made under the planted path.
+    let unpinned: Vec<String> = clean
+        .query(
+            "SELECT p.proname || '(' || pg_catalog.oidvectortypes(p.proargtypes) || ')'
+             FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace = 'agent_memory'::regnamespace AND p.proconfig IS NULL",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    functions.sort_by_key(|(function, _)| !unpinned.contains(&function.key));
     let mut planted = fresh_database(PLANTED);
     planted
-        .batch_execute(&format!("{EMBEDDINGS}{FIXTURE}"))
+        .batch_execute(&format!("{setting}{EMBEDDINGS}{FIXTURE}"))
         .expect("fixture");
     planted.batch_execute(PLANT).expect("plant the objects");
+    // The calls run in new backends: nothing the fixture's calls left in
+    // a backend (a plan, a tenant's channel) is taken over.
+    drop(clean);
+    drop(planted);
+    let mut clean = connect(CLEAN);
+    clean.batch_execute(setting).unwrap();
+    let mut planted = connect(PLANTED);
+    planted.batch_execute(setting).unwrap();
     // The planted objects work: the caller's own SQL finds them first.
     planted
         .batch_execute("SET search_path = public, pg_catalog")
