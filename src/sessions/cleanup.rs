@@ -630,7 +630,7 @@ static RECORD_RUN: Statement = Statement::read_write(
        RETURNING run_id),
      pruned AS (
        DELETE FROM agent_memory.cleanup_runs
-       WHERE run_id OPERATOR(pg_catalog.<=) (SELECT run_id FROM run) OPERATOR(pg_catalog.-) $7)
+       WHERE run_id OPERATOR(pg_catalog.<=) ((SELECT run_id FROM run) OPERATOR(pg_catalog.-) $7))
      SELECT run_id FROM run",
     &[
         pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIMESTAMPTZOID),
