@@ -760,16 +760,17 @@ fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
 
 /// A session as exported: inserted, or claimed when an append made it
 /// without a user. Returns whether it was written, and else whether the
-/// session there has the line's user. Its times are at most now: activity
-/// in the future would keep the session from ever expiring, and its end
-/// (activity plus idle timeout) could be past the last timestamp.
+/// session there has the line's user. Its times are at most now (and it
+/// is made at most when last active): activity in the future would keep
+/// the session from ever expiring, and its end (activity plus idle
+/// timeout) could be past the last timestamp.
 static IMPORT_SESSION: Statement = Statement::read_write(
     "WITH written AS (
        INSERT INTO agent_memory.sessions AS s
          (session_id, user_id, project_id, active_node_id, metadata, idle_timeout,
           created_at, last_activity_at, tenant)
        VALUES ($1, $2, $3, $4, $5, $6::interval,
-               LEAST($7::timestamptz, pg_catalog.now()),
+               LEAST($7::timestamptz, $8::timestamptz, pg_catalog.now()),
                LEAST($8::timestamptz, pg_catalog.now()),
                agent_memory.caller_tenant())
        ON CONFLICT (session_id, tenant) DO UPDATE
@@ -916,9 +917,16 @@ static IMPORT_NODE_VERSIONS: Statement = Statement::read_write(
     &[TEXT, TEXT, JSONB],
 );
 
-/// Give a file just placed its exported version and dates.
+/// Give a file just placed its exported version and dates. A version kept
+/// at its number (a deleted file's last, found to agree with it) goes:
+/// kept versions stay older than their file.
 static IMPORT_FILE_STATE: Statement = Statement::read_write(
-    "UPDATE agent_memory.memory_files
+    "WITH current AS (
+       DELETE FROM agent_memory.memory_file_versions
+       WHERE scope OPERATOR(pg_catalog.=) $1 AND path OPERATOR(pg_catalog.=) $2
+         AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
+         AND version OPERATOR(pg_catalog.>=) $3)
+     UPDATE agent_memory.memory_files
      SET version = $3, created_at = $4::timestamptz, updated_at = $5::timestamptz
      WHERE scope OPERATOR(pg_catalog.=) $1 AND path OPERATOR(pg_catalog.=) $2
        AND tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()",

@@ -175,6 +175,10 @@ FROM agent_memory.import('{"kind": "file", "scope": "hx", "path": "/x", "content
     "versions": [{"version": 1, "content": "OLD1", "created_at": "2026-01-01T00:00:00Z",
                   "updated_at": "2026-01-01T00:00:00Z", "replaced_at": "2026-01-01T00:00:00Z"}]}') AS r;
 SELECT agent_memory.memory_tool('hx', '{"command": "read", "path": "/x"}') -> 'result' ->> 'content' AS content;
+-- Its kept versions stay older than it, so its export goes in again.
+SELECT array_agg(version ORDER BY version) AS kept FROM agent_memory.memory_versions('hx', '/x');
+SELECT agent_memory.import(line::text) ->> 'status' AS status
+FROM agent_memory.export(scope => 'hx') AS line WHERE line ->> 'path' = '/x';
 SELECT agent_memory.memory_purge_history('hx');
 SELECT agent_memory.memory_tool('hx', '{"command": "delete", "path": "/x"}') ->> 'ok' AS ok;
 SELECT agent_memory.memory_tool('hx', '{"command": "delete", "path": "/w"}') ->> 'ok' AS ok;

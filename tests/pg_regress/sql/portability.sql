@@ -57,9 +57,10 @@ SELECT agent_memory.erase_user('nobody', scopes => ARRAY['limits']) ->> 'files' 
 -- other, and reads of it work.
 SELECT r ->> 'status' AS status
 FROM agent_memory.import('{"kind": "session", "user_id": "u", "metadata": {}, "session_id": "ahead",
-                           "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "294270-01-01T00:00:00Z",
+                           "created_at": "2099-01-01T00:00:00Z", "last_activity_at": "294270-01-01T00:00:00Z",
                            "project_id": null, "active_node_id": null, "idle_timeout": "100 years"}') AS r;
-SELECT last_activity_at <= now() AS not_ahead FROM agent_memory.sessions WHERE session_id = 'ahead';
+SELECT last_activity_at <= now() AS not_ahead, created_at <= last_activity_at AS made_before
+FROM agent_memory.sessions WHERE session_id = 'ahead';
 SELECT agent_memory.kv_set('ahead', 'k', '1') ->> 'stored' AS stored, agent_memory.kv_get('ahead', 'k');
 SELECT agent_memory.end_session('ahead');
 -- A session's idle timeout over 100 years is refused.
