@@ -702,3 +702,9 @@ WHERE idle_timeout > interval '100 years';
 ALTER DOMAIN agent_memory.positive_interval
     ADD CONSTRAINT positive_interval_check CHECK (VALUE > interval '0' AND VALUE <= interval '100 years');
 COMMENT ON DOMAIN agent_memory.positive_interval IS 'An interval longer than zero and at most 100 years (a session''s idle timeout)';
+
+-- visible_tenant() is '' while isolation is off for the caller, not NULL:
+-- a role left without isolation where other roles have it saw and changed
+-- their rows by direct SQL through the policies.
+COMMENT ON FUNCTION agent_memory.visible_tenant() IS
+    'The tenant whose rows the caller sees and changes: '''' (the memory every role shares) while agent_memory.tenant_isolation is off for it, else caller_tenant()';

@@ -8,7 +8,7 @@ COMMENT ON FUNCTION agent_memory.version() IS
 COMMENT ON FUNCTION agent_memory.caller_tenant() IS
     'The tenant the caller reads and writes as: '''' (one memory for every role) while agent_memory.tenant_isolation is off, else the current role, or role/tenant after SET agent_memory.tenant';
 COMMENT ON FUNCTION agent_memory.visible_tenant() IS
-    'The tenant whose rows the caller sees and changes while agent_memory.tenant_isolation is on; NULL (every tenant) while it is off';
+    'The tenant whose rows the caller sees and changes: '''' (the memory every role shares) while agent_memory.tenant_isolation is off for it, else caller_tenant()';
 COMMENT ON FUNCTION agent_memory.notify_channel() IS
     'The channel to LISTEN on for the caller''s changes: agent_memory while agent_memory.tenant_isolation is off, else one per tenant that no other tenant can name';
 

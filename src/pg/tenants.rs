@@ -74,12 +74,18 @@ fn isolated_tenant() -> SqlResult<String> {
     Ok(tenant_key(&role, tenant.as_deref()))
 }
 
-/// The tenant whose rows the caller may see and change; NULL (every
-/// tenant's) while `agent_memory.tenant_isolation` is off.
+/// The tenant whose rows the caller may see and change: '' (the memory
+/// every role shares) while `agent_memory.tenant_isolation` is off for
+/// it. Not every tenant's: where isolation is on for other roles, a role
+/// left without it must not reach their rows by direct SQL.
 // Not pinned either: it runs no SQL (see caller_tenant).
 #[pg_extern(stable, parallel_safe)]
 fn visible_tenant() -> SqlResult<Option<String>> {
-    TENANT_ISOLATION.get().then(isolated_tenant).transpose()
+    if TENANT_ISOLATION.get() {
+        isolated_tenant().map(Some)
+    } else {
+        Ok(Some(String::new()))
+    }
 }
 
 // The tenant column, policies and table owner of every memory table.

@@ -219,6 +219,24 @@ SELECT n ->> 'title' AS title, n ->> 'body' AS body, n ->> 'version' AS version 
 SELECT agent_memory.memory_tool('ten-scope', '{"command": "read", "path": "/ana/notes"}') -> 'result' AS notes;
 SELECT count(*) AS ana_sessions FROM agent_memory.sessions;
 
+-- A role left without isolation shares the memory of tenant '' only: it
+-- neither sees nor changes Ana's rows through the tables.
+RESET ROLE;
+CREATE ROLE ten_cy LOGIN;
+GRANT agent_memory_writer TO ten_cy;
+SET agent_memory.tenant_isolation = off;
+SET ROLE ten_cy;
+SELECT agent_memory.visible_tenant() = '' AS shared, (SELECT count(*) FROM agent_memory.sessions) AS sessions,
+       (SELECT count(*) FROM agent_memory.kv_entries) AS entries;
+UPDATE agent_memory.kv_entries SET value = '"planted"';
+RESET ROLE;
+SET agent_memory.tenant_isolation = on;
+SET ROLE ten_ana;
+SELECT agent_memory.kv_get('ten-a', 'secret') AS ana_secret;
+RESET ROLE;
+DROP ROLE ten_cy;
+SET ROLE ten_ana;
+
 -- Two tenants of one role: the application picks one per transaction.
 BEGIN;
 SET LOCAL agent_memory.tenant = 'acme';
