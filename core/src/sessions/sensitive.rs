@@ -12,6 +12,7 @@
 use std::sync::LazyLock;
 
 use regex::Regex;
+use unicode_normalization::UnicodeNormalization;
 
 /// The kinds of sensitive data, in the order they are reported.
 pub const KINDS: [&str; 10] = [
@@ -101,9 +102,25 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
     ]
 });
 
+/// Format characters (zero-width spaces and joiners, direction marks):
+/// invisible, so they may sit inside a number or a keyword unseen.
+static FORMAT_CHARACTERS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\p{Cf}+").expect("pattern compiles"));
+
+/// `text` as the detectors read it: compatibility forms folded (full-width
+/// digits and letters become ASCII) and format characters left out, so
+/// that neither hides a secret a reader would see. ASCII text is as it is.
+fn as_read(text: &str) -> String {
+    if text.is_ascii() {
+        return text.to_string();
+    }
+    let folded: String = text.nfkc().collect();
+    FORMAT_CHARACTERS.replace_all(&folded, "").into_owned()
+}
+
 /// The kinds of sensitive data found in `text`, each once, in [`KINDS`] order.
 pub fn findings(text: &str) -> Vec<&'static str> {
-    let mut rest = text.to_string();
+    let mut rest = as_read(text);
     let mut found = Vec::new();
     for d in DETECTORS.iter() {
         let mut spans = Vec::new();
@@ -129,11 +146,39 @@ pub fn findings(text: &str) -> Vec<&'static str> {
     found
 }
 
+/// The digits of a match, in any script: the detectors' `\d` matches every
+/// decimal digit, and a check of the digits must read them all.
 fn digits_of(s: &str) -> Vec<u8> {
-    s.bytes()
-        .filter(u8::is_ascii_digit)
-        .map(|b| b - b'0')
-        .collect()
+    s.chars().filter_map(digit_value).collect()
+}
+
+static DECIMAL_DIGIT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\d$").expect("pattern compiles"));
+
+fn is_decimal_digit(c: char) -> bool {
+    let mut buffer = [0u8; 4];
+    DECIMAL_DIGIT.is_match(c.encode_utf8(&mut buffer))
+}
+
+/// The value of a decimal digit of any script. Unicode encodes each
+/// script's digits as a run of ten from zero, so the value is the distance
+/// back to the run's start (runs that follow each other, the mathematical
+/// digits, are folded to ASCII before).
+fn digit_value(c: char) -> Option<u8> {
+    if c.is_ascii_digit() {
+        return Some(c as u8 - b'0');
+    }
+    if !is_decimal_digit(c) {
+        return None;
+    }
+    let mut value = 0u8;
+    while value < 9 {
+        match char::from_u32(c as u32 - u32::from(value) - 1) {
+            Some(before) if is_decimal_digit(before) => value += 1,
+            _ => break,
+        }
+    }
+    Some(value)
 }
 
 /// Luhn checksum of a 13–19 digit card number.
@@ -177,6 +222,33 @@ pub fn cpf_valid(digits: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_in_other_digits_or_with_invisible_marks_are_found() {
+        // Full-width, Arabic-Indic and Devanagari digits of a test card,
+        // and one cut by zero-width spaces.
+        for card in [
+            "\u{ff14}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}",
+            "\u{664}\u{661}\u{661}\u{661}\u{661}\u{661}\u{661}\u{661}\u{661}\u{661}\u{661}\u{661}\u{661}\u{661}\u{661}\u{661}",
+            "\u{96a}\u{967}\u{967}\u{967} \u{967}\u{967}\u{967}\u{967} \u{967}\u{967}\u{967}\u{967} \u{967}\u{967}\u{967}\u{967}",
+            "card 4111\u{200b}1111\u{200b}1111\u{200b}1111",
+            "card 4111 1111 1111 111\u{ff11}",
+        ] {
+            assert_eq!(findings(card), ["payment_card"], "{card}");
+        }
+        // A valid CPF in full-width digits.
+        assert_eq!(
+            findings("\u{ff15}\u{ff12}\u{ff19}\u{ff19}\u{ff18}\u{ff12}\u{ff12}\u{ff14}\u{ff17}\u{ff12}\u{ff15}"),
+            ["cpf"]
+        );
+        // A password keyword spelt with a zero-width joiner.
+        assert_eq!(findings("pass\u{200d}word: hunter22"), ["password"]);
+        // Digits of other scripts that pass no check stay unreported.
+        assert!(findings("\u{664}\u{662}").is_empty());
+        assert_eq!(digit_value('\u{669}'), Some(9));
+        assert_eq!(digit_value('\u{660}'), Some(0));
+        assert_eq!(digit_value('x'), None);
+    }
 
     fn kinds(text: &str) -> Vec<&'static str> {
         findings(text)
