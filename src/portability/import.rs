@@ -280,6 +280,15 @@ fn missing_session(session_id: &str) -> pgrx::pg_sys::panic::ErrorReport {
 fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
     lock_session(&s.session_id)?;
     Spi::connect_mut(|client| {
+        // The idle timeout obeys create_session's rule (PostgreSQL reads
+        // the text; the domain then bounds it again).
+        if let Some(idle_timeout) = s.idle_timeout.as_deref() {
+            let read = AS_INTERVAL
+                .read(client, &[idle_timeout.into()])?
+                .first()
+                .value::<Interval>(1)?;
+            crate::pg::args::checked_positive("idle_timeout", read)?;
+        }
         let table = IMPORT_SESSION.run(
             client,
             &[
@@ -757,6 +766,9 @@ fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
         Ok(Outcome::Imported)
     })
 }
+
+/// Text $1 read as an interval.
+static AS_INTERVAL: Statement = Statement::read_only("SELECT $1::pg_catalog.interval", &[TEXT]);
 
 /// A session as exported: inserted, or claimed when an append made it
 /// without a user. Returns whether it was written, and else whether the

@@ -63,7 +63,12 @@ SELECT last_activity_at <= now() AS not_ahead, created_at <= last_activity_at AS
 FROM agent_memory.sessions WHERE session_id = 'ahead';
 SELECT agent_memory.kv_set('ahead', 'k', '1') ->> 'stored' AS stored, agent_memory.kv_get('ahead', 'k');
 SELECT agent_memory.end_session('ahead');
--- A session's idle timeout over 100 years is refused.
+-- A session's idle timeout over 100 years, or with a negative part, is
+-- refused, as create_session refuses it.
+SELECT r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
+FROM agent_memory.import('{"kind": "session", "user_id": "u", "metadata": {}, "session_id": "short",
+                           "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z",
+                           "project_id": null, "active_node_id": null, "idle_timeout": "-1 mon 30 days 1 hour"}') AS r;
 SELECT r -> 'error' ->> 'code' AS code
 FROM agent_memory.import('{"kind": "session", "user_id": "u", "metadata": {}, "session_id": "forever",
                            "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z",
