@@ -238,7 +238,9 @@ mod tests {
         }
         // A valid CPF in full-width digits.
         assert_eq!(
-            findings("\u{ff15}\u{ff12}\u{ff19}\u{ff19}\u{ff18}\u{ff12}\u{ff12}\u{ff14}\u{ff17}\u{ff12}\u{ff15}"),
+            findings(
+                "\u{ff15}\u{ff12}\u{ff19}\u{ff19}\u{ff18}\u{ff12}\u{ff12}\u{ff14}\u{ff17}\u{ff12}\u{ff15}"
+            ),
             ["cpf"]
         );
         // A password keyword spelt with a zero-width joiner.
