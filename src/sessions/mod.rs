@@ -123,18 +123,22 @@ fn create_session(
     Spi::connect_mut(|client| {
         // Two tries: a concurrent creator of the same id may win the insert.
         for _ in 0..2 {
-            // An id that is stored is renewed, claimed or replaced: take the
-            // session's write lock before its row, in the order every writer
-            // takes them, so that this queues behind end_session and writes
-            // instead of deadlocking with them. A new id takes no write lock
-            // (creating many sessions in one transaction would fill the lock
+            // A given id takes the session's write lock before its row, in
+            // the order every writer takes them, so that this queues behind
+            // end_session and writes instead of deadlocking with them, and a
+            // writer that would create the id (an append) waits for this
+            // transaction's row instead of holding the lock while it waits.
+            // A generated id takes none: nobody else can name it (and
+            // creating many sessions in one transaction would fill the lock
             // table).
+            if let Some(id) = session_id {
+                lock_session(id)?;
+            }
             let stored = match session_id {
                 Some(id) => session_stored(client, id)?,
                 None => false,
             };
             if let Some(id) = session_id.filter(|_| stored) {
-                lock_session(id)?;
                 let existing = LOCK_FOR_CREATE.run(client, &[id.into(), minutes.into()])?;
                 if !existing.is_empty() {
                     let existing = existing.first();
@@ -188,6 +192,9 @@ fn create_session(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn renew_activity(session_id: &str) -> SqlResult<bool> {
+    // The session's row is written after its write lock, as every writer
+    // writes it.
+    lock_session(session_id)?;
     Spi::connect_mut(|client| renew_in(client, session_id))
 }
 
