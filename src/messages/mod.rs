@@ -315,9 +315,7 @@ fn lock_threads_for_snapshot(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
 ) -> SqlResult<()> {
-    // IsolationUsesXactSnapshot(), a macro in C.
-    // SAFETY: a plain read of the backend's isolation level global.
-    if unsafe { pg_sys::XactIsoLevel } >= pg_sys::XACT_REPEATABLE_READ as i32 {
+    if crate::sessions::uses_transaction_snapshot() {
         LOCK_THREADS.run(client, &[session_id.into()])?;
     }
     Ok(())

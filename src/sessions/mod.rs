@@ -49,7 +49,40 @@ pub const SESSION_LOCK_CLASS: i32 = session_lock_class!();
 /// here without running a statement. With tenant isolation on, the caller's
 /// tenant is part of the key (`hashtext(tenant || chr(1) || session_id)`):
 /// one tenant's writes never queue behind another's session of the same id.
+///
+/// Under REPEATABLE READ or SERIALIZABLE a call reads the transaction's
+/// snapshot, which may predate a change of the session committed while
+/// this one waited for the lock: the session's row is then locked too,
+/// which fails with a serialization failure when it changed since (every
+/// change of entries renews it), as a concurrent update of one row does.
 pub fn lock_session(session_id: &str) -> SqlResult<()> {
+    take_write_lock(session_id)?;
+    if uses_transaction_snapshot() {
+        first_value_of::<i64>(&LOCK_SESSION_ROW, &[session_id.into()])?;
+    }
+    Ok(())
+}
+
+/// `lock_session`, and under REPEATABLE READ or SERIALIZABLE the
+/// session's working-memory rows as well: a clear deletes them without
+/// renewing the session, and a write read from an older snapshot would
+/// bring a cleared part back.
+pub fn lock_session_and_parts(session_id: &str) -> SqlResult<()> {
+    take_write_lock(session_id)?;
+    if uses_transaction_snapshot() {
+        first_value_of::<i64>(&LOCK_SESSION_AND_PARTS, &[session_id.into()])?;
+    }
+    Ok(())
+}
+
+/// Whether statements read the transaction's snapshot (REPEATABLE READ,
+/// SERIALIZABLE), as IsolationUsesXactSnapshot(), a macro in C, says.
+pub fn uses_transaction_snapshot() -> bool {
+    // SAFETY: a plain read of the backend's isolation level global.
+    unsafe { pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as i32 }
+}
+
+fn take_write_lock(session_id: &str) -> SqlResult<()> {
     unsafe extern "C" {
         // PostgreSQL's common/hashfn.c (what hash_any wraps)?; never errors.
         fn hash_bytes(k: *const u8, keylen: i32) -> u32;
@@ -119,21 +152,20 @@ fn create_session(
     }
     let idle_timeout = checked_positive("idle_timeout", idle_timeout)?;
     let minutes = idle_timeout_minutes();
+    // A given id takes the session's write lock before its row, in the
+    // order every writer takes them, so that this queues behind end_session
+    // and writes instead of deadlocking with them, and a writer that would
+    // create the id (an append) waits for this transaction's row instead of
+    // holding the lock while it waits. A generated id takes none: nobody
+    // else can name it (and creating many sessions in one transaction would
+    // fill the lock table).
+    if let Some(id) = session_id {
+        lock_session(id)?;
+    }
 
     Spi::connect_mut(|client| {
         // Two tries: a concurrent creator of the same id may win the insert.
         for _ in 0..2 {
-            // A given id takes the session's write lock before its row, in
-            // the order every writer takes them, so that this queues behind
-            // end_session and writes instead of deadlocking with them, and a
-            // writer that would create the id (an append) waits for this
-            // transaction's row instead of holding the lock while it waits.
-            // A generated id takes none: nobody else can name it (and
-            // creating many sessions in one transaction would fill the lock
-            // table).
-            if let Some(id) = session_id {
-                lock_session(id)?;
-            }
             let stored = match session_id {
                 Some(id) => session_stored(client, id)?,
                 None => false,
@@ -358,6 +390,26 @@ static LOCK_FOR_CREATE: Statement = Statement::read_write(
          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() FOR UPDATE"
     ),
     &[TEXT, INT4],
+);
+
+/// Lock session $1's row, if there is one (see lock_session).
+static LOCK_SESSION_ROW: Statement = Statement::read_write(
+    "SELECT count(*) FROM (SELECT FROM agent_memory.sessions
+                           WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                           FOR SHARE) AS session",
+    &[TEXT],
+);
+
+/// Lock session $1's row and working-memory rows (see
+/// lock_session_and_parts).
+static LOCK_SESSION_AND_PARTS: Statement = Statement::read_write(
+    "SELECT (SELECT count(*) FROM (SELECT FROM agent_memory.sessions
+                                  WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                                  FOR SHARE) AS session)
+          + (SELECT count(*) FROM (SELECT FROM agent_memory.wm_parts
+                                  WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                                  FOR SHARE) AS parts)",
+    &[TEXT],
 );
 
 static SESSION_STORED: Statement = Statement::read_only(

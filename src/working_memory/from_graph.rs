@@ -18,7 +18,7 @@ use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
 use crate::pg::plans::{Columns, Statement, first_value_of, iso};
 use crate::sessions::{
-    active, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
+    active, callers_active_session, idle_timeout_minutes, lock_session_and_parts, session_gone,
     session_lock_class,
 };
 use crate::working_memory::compose::snapshot_after_writes;
@@ -105,7 +105,7 @@ fn wm_init(
     if let Some(project) = project_id {
         graph::check_owner(project).or_report()?;
     }
-    lock_session(session_id)?;
+    lock_session_and_parts(session_id)?;
     let project = match project_id {
         Some(project) => {
             session_project(session_id)?;
@@ -132,7 +132,7 @@ fn no_project(session_id: &str) -> pgrx::pg_sys::panic::ErrorReport {
 fn set_active_node(session_id: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
-    lock_session(session_id)?;
+    lock_session_and_parts(session_id)?;
     let project = session_project(session_id)?;
     let active = (!node.is_empty()).then_some(node);
     if let Some(node) = active {

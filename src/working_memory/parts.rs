@@ -25,7 +25,8 @@ use crate::pg::plans::{self, Columns, Statement};
 use crate::pg::settings;
 use crate::sessions::cache as session_cache;
 use crate::sessions::{
-    RENEW, active_until, callers_active_session, idle_timeout_minutes, lock_session, session_gone,
+    RENEW, active_until, callers_active_session, idle_timeout_minutes, lock_session_and_parts,
+    session_gone,
 };
 
 /// The node argument: NULL is the session's global entry ('' in the table).
@@ -237,7 +238,7 @@ fn wm_set(
             .ok_or_else(|| Error::internal("value is not a jsonb"))
             .or_report()?;
         wm::check_type(part, json_type).or_report()?;
-        lock_session(session_id)?;
+        lock_session_and_parts(session_id)?;
         check_expected(session_id, node, part, expected)?;
         write_part(session_id, node, part, &value)?
     } else {
@@ -246,7 +247,7 @@ fn wm_set(
             .ok_or_else(|| Error::null("value"))
             .or_report()?;
         let clean = wm::sanitise(part, decoded, &strip_keys()).or_report()?;
-        lock_session(session_id)?;
+        lock_session_and_parts(session_id)?;
         check_expected(session_id, node, part, expected)?;
         write_part(session_id, node, part, JsonB(clean))?
     };
@@ -276,7 +277,7 @@ fn wm_set_many(
         let part = Part::parse(&name).or_report()?;
         clean.push((part, wm::sanitise(part, value, &strip).or_report()?));
     }
-    lock_session(session_id)?;
+    lock_session_and_parts(session_id)?;
     let mut changed = 0;
     for (part, value) in clean {
         if write_part(session_id, node, part, JsonB(value))?.is_some() {
@@ -302,7 +303,7 @@ fn wm_patch(
     wm::check_patch(part, &patch).or_report()?;
     let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
     // Under the session's write lock the read sees every earlier writer.
-    lock_session(session_id)?;
+    lock_session_and_parts(session_id)?;
     check_expected(session_id, node, part, expected)?;
     // A node's part that was never set starts from what the entry stores
     // (the global part, or nothing yet: the contract's empty value, except
@@ -411,7 +412,7 @@ fn wm_clear(
             let session_id = checked_id("session_id", Some(session_id))?;
             // NULL node: the whole session; '__global__' its global entry.
             let node = node_id.map(|n| node_key(Some(n))).transpose()?;
-            lock_session(session_id)?;
+            lock_session_and_parts(session_id)?;
             clear(Some(session_id), node, false)
         }
     }
