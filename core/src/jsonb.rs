@@ -177,6 +177,8 @@ pub struct JsonbWriter {
     last_key: Vec<Option<(usize, usize)>>,
     closed_root: bool,
     error: Option<Error>,
+    /// The most bytes the document may take, and the error past them.
+    budget: Option<(usize, Error)>,
 }
 
 impl Default for JsonbWriter {
@@ -199,7 +201,16 @@ impl JsonbWriter {
             last_key: Vec::new(),
             closed_root: false,
             error: None,
+            budget: None,
         }
+    }
+
+    /// Stop with `error` (and let go of what was written) once the
+    /// document takes more than `max_bytes`: a caller's bound on what one
+    /// value may hold in memory, checked as each element ends.
+    pub fn with_budget(mut self, max_bytes: usize, error: Error) -> JsonbWriter {
+        self.budget = Some((max_bytes, error));
+        self
     }
 
     /// Record the document's first error and stop writing it: what was
@@ -264,6 +275,13 @@ impl JsonbWriter {
         frame.total += len;
         if frame.total > JENTRY_OFFLENMASK {
             self.fail(too_big());
+            return;
+        }
+        if let Some((max_bytes, error)) = &self.budget
+            && self.buf.len() > *max_bytes
+        {
+            let error = error.clone();
+            self.fail(error);
             return;
         }
         let entry = if frame.written % JB_OFFSET_STRIDE == 0 {
@@ -884,6 +902,26 @@ mod tests {
         write_inner(&mut in_place);
         in_place.end();
         assert_eq!(copied.finish().unwrap(), in_place.finish().unwrap());
+    }
+
+    #[test]
+    fn a_document_past_its_budget_stops_and_lets_go() {
+        let mut w = JsonbWriter::with_capacity(0).with_budget(1000, Error::limit("over budget"));
+        w.begin_array(100);
+        for _ in 0..100 {
+            w.string(&"x".repeat(100));
+        }
+        // Stopped at the element that passed 1000 bytes, holding nothing.
+        assert!(w.buf.len() <= 4, "{}", w.buf.len());
+        w.end();
+        assert_eq!(w.finish().unwrap_err().message, "over budget");
+        // Within its budget a document is whole.
+        let mut w = JsonbWriter::with_capacity(0).with_budget(1000, Error::limit("over budget"));
+        w.begin_array(2);
+        w.string("a");
+        w.string("b");
+        w.end();
+        assert!(w.finish().is_ok());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use agent_memory_core::graph::ROOT_ID;
 use agent_memory_core::graph::tree::{Graph, Tree};
 use agent_memory_core::jsonb::{JsonbWriter, key_order};
 use agent_memory_core::packed::{Packed, Span};
-use agent_memory_core::{ErrorKind, graph, time};
+use agent_memory_core::{Error, ErrorKind, graph, time};
 
 use crate::graph::nodes::checked_owner;
 use crate::pg::args::required;
@@ -282,7 +282,18 @@ pub fn tree_document(owner: &str) -> SqlResult<Vec<u8>> {
     let root_at = keyed.partition_point(|&(id, _)| key_order(id, ROOT_ID).is_lt());
     let parents: Vec<u32> = keyed.iter().map(|&(_, rank)| rank).collect();
 
-    let mut w = JsonbWriter::with_capacity(256 + objects.bytes.len() + graph.len() * 8);
+    let max_bytes = crate::pg::settings::max_result_bytes();
+    let mut w =
+        JsonbWriter::with_capacity((256 + objects.bytes.len() + graph.len() * 8).min(max_bytes))
+            .with_budget(
+                max_bytes,
+                Error::limit(format!(
+                    "the tree takes more than {max_bytes} bytes as one JSON value"
+                ))
+                .with_detail(
+                    "agent_memory.max_result_bytes limits a value a function builds in memory",
+                ),
+            );
     w.begin_object(2);
     w.string("root");
     w.string("children");

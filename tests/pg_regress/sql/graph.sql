@@ -303,3 +303,16 @@ SELECT create_session('gina', session_id => 'graph-pre');
 SELECT wm_init('graph-pre', 'hotel', 'gina') IS NOT NULL AS initialised;
 SELECT wm_get('graph-pre', 'node_context', 'hotel') ? 'revision' AS has_revision;
 SELECT end_session('graph-pre');
+
+-- One tree value is bounded by agent_memory.max_result_bytes: a node under
+-- many parents is written under each.
+SELECT graph_create('wide', 'Child', repeat('d', 500), '', ARRAY['__root__'], node_id => 'child') AS child;
+SELECT count(graph_create('wide', 'P' || i, '', '[[child]]', ARRAY['__root__'], node_id => 'p' || i)) AS parents
+FROM generate_series(1, 10) i;
+SET agent_memory.max_result_bytes = 4096;
+SELECT graph_tree('wide');
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_result_bytes;
+SELECT jsonb_array_length(graph_tree('wide') -> 'children' -> 'p1') AS under_p1;
+SELECT count(graph_delete('wide', node_id)) FROM graph_nodes('wide');
+
