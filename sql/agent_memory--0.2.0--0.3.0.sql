@@ -708,3 +708,14 @@ COMMENT ON DOMAIN agent_memory.positive_interval IS 'An interval longer than zer
 -- their rows by direct SQL through the policies.
 COMMENT ON FUNCTION agent_memory.visible_tenant() IS
     'The tenant whose rows the caller sees and changes: '''' (the memory every role shares) while agent_memory.tenant_isolation is off for it, else caller_tenant()';
+
+-- The functions that build one value from many stored ones add up the
+-- values' sizes first (value_bytes), to refuse past
+-- agent_memory.max_result_bytes before building anything.
+CREATE FUNCTION agent_memory.value_bytes(value jsonb) RETURNS integer
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE internal AS 'byteaoctetlen';
+COMMENT ON FUNCTION agent_memory.value_bytes(jsonb) IS
+    'The bytes a jsonb value takes uncompressed, read from its header without fetching the value';
+REVOKE ALL ON FUNCTION agent_memory.value_bytes(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION agent_memory.value_bytes(jsonb) TO agent_memory_reader, agent_memory_writer;

@@ -241,6 +241,7 @@ SELECT create_distributed_function('agent_memory.claude_memory_tool_result(text,
 -- citus_check: not_delegated agent_memory.version()
 -- citus_check: not_delegated agent_memory.caller_tenant()
 -- citus_check: not_delegated agent_memory.visible_tenant()
+-- citus_check: not_delegated agent_memory.value_bytes(jsonb)
 -- It reads the secret of the node it is called on (see notify_secret):
 -- citus_check: not_delegated agent_memory.notify_channel()
 -- citus_check: not_delegated agent_memory.sensitive_findings(text)

@@ -11,6 +11,8 @@ COMMENT ON FUNCTION agent_memory.visible_tenant() IS
     'The tenant whose rows the caller sees and changes: '''' (the memory every role shares) while agent_memory.tenant_isolation is off for it, else caller_tenant()';
 COMMENT ON FUNCTION agent_memory.notify_channel() IS
     'The channel to LISTEN on for the caller''s changes: agent_memory while agent_memory.tenant_isolation is off, else one per tenant that no other tenant can name';
+COMMENT ON FUNCTION agent_memory.value_bytes(jsonb) IS
+    'The bytes a jsonb value takes uncompressed, read from its header without fetching the value';
 
 -- Sessions
 COMMENT ON FUNCTION agent_memory.create_session(text, jsonb, text, interval) IS

@@ -41,6 +41,7 @@ GRANT EXECUTE ON FUNCTION
     agent_memory.caller_tenant(),
     agent_memory.visible_tenant(),
     agent_memory.notify_channel(),
+    agent_memory.value_bytes(jsonb),
     agent_memory.is_active(text),
     agent_memory.session_stats(),
     agent_memory.user_sessions(text),

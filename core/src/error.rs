@@ -99,6 +99,16 @@ impl Error {
         Self::new(ErrorKind::LimitExceeded, message)
     }
 
+    /// A value a function would build in memory is past
+    /// `agent_memory.max_result_bytes` (`max_bytes`): `what_takes` names
+    /// it, with its verb ("the tree takes").
+    pub fn too_large_to_build(what_takes: &str, max_bytes: usize) -> Self {
+        Self::limit(format!(
+            "{what_takes} more than {max_bytes} bytes as one JSON value"
+        ))
+        .with_detail("agent_memory.max_result_bytes limits a value a function builds in memory")
+    }
+
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Conflict, message)
     }

@@ -18,7 +18,8 @@ use crate::graph::nodes::{checked_node, checked_owner, node_limits, unknown_node
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, required};
 use crate::pg::datums::{JsonB, iso_of};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement};
+use crate::pg::plans::{Columns, Statement, first_value_of};
+use crate::pg::settings;
 
 /// One file of a graph folder, read from the database.
 struct FileRow {
@@ -88,6 +89,13 @@ fn graph_to_markdown(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<St
 #[search_path(pg_catalog, pg_temp)]
 fn graph_export(owner: Option<&str>) -> SqlResult<JsonB> {
     let owner = checked_owner(owner)?;
+    let max_bytes = settings::max_result_bytes();
+    let bytes = first_value_of::<i64>(&EXPORT_BYTES, &[owner.into()])?.unwrap_or(0);
+    if usize::try_from(bytes).map_or(true, |bytes| bytes > max_bytes) {
+        return Err(Error::too_large_to_build("the folder takes", max_bytes)
+            .with_hint("read the nodes one by one with graph_to_markdown"))
+        .or_report();
+    }
     let mut files = Map::new();
     for file in documents(owner, None, true)? {
         files.insert(
@@ -223,6 +231,26 @@ static DOCUMENTS: Statement = Statement::read_only(
         TEXT,
         pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID),
     ],
+);
+
+/// What graph_export's folder of owner $1 takes at least: the bytes of
+/// its files' text, read from the values' headers, and a frontmatter's
+/// worth for each.
+static EXPORT_BYTES: Statement = Statement::read_only(
+    "SELECT ((SELECT coalesce(sum(pg_catalog.octet_length(n.title)::int8
+                                 + pg_catalog.octet_length(n.description)
+                                 + pg_catalog.octet_length(n.body)
+                                 + pg_catalog.pg_column_size(n.links) + 256), 0)
+             FROM agent_memory.graph_nodes n
+             WHERE n.owner = $1 AND n.tenant = agent_memory.caller_tenant())
+          + (SELECT coalesce(sum(pg_catalog.octet_length(v.title)::int8
+                                 + pg_catalog.octet_length(v.description)
+                                 + pg_catalog.octet_length(v.body)
+                                 + pg_catalog.octet_length(v.change_description)
+                                 + pg_catalog.pg_column_size(v.links) + 256), 0)
+             FROM agent_memory.graph_node_versions v
+             WHERE v.owner = $1 AND v.tenant = agent_memory.caller_tenant()))::int8",
+    &[TEXT],
 );
 
 /// A node as a folder holds it ($8, $9: timestamps as text, NULL for now()),

@@ -287,12 +287,7 @@ pub fn tree_document(owner: &str) -> SqlResult<Vec<u8>> {
         JsonbWriter::with_capacity((256 + objects.bytes.len() + graph.len() * 8).min(max_bytes))
             .with_budget(
                 max_bytes,
-                Error::limit(format!(
-                    "the tree takes more than {max_bytes} bytes as one JSON value"
-                ))
-                .with_detail(
-                    "agent_memory.max_result_bytes limits a value a function builds in memory",
-                ),
+                Error::too_large_to_build("the tree takes", max_bytes),
             );
     w.begin_object(2);
     w.string("root");

@@ -722,11 +722,8 @@ fn messages_json(
 }
 
 fn too_large_for_json(max_bytes: usize) -> Error {
-    Error::limit(format!(
-        "the messages take more than {max_bytes} bytes as one JSON value"
-    ))
-    .with_detail("agent_memory.max_result_bytes limits a value a function builds in memory")
-    .with_hint("read them as rows with messages(), or ask for fewer with lim")
+    Error::too_large_to_build("the messages take", max_bytes)
+        .with_hint("read them as rows with messages(), or ask for fewer with lim")
 }
 
 /// A timestamptz as jsonb_build_object writes it (ISO 8601, in the

@@ -718,3 +718,17 @@ pub fn iso_of(timestamp: TimestampWithTimeZone, fraction_digits: u32) -> String 
         fraction_digits,
     )
 }
+
+extension_sql!(
+    r#"
+-- The bytes a jsonb value takes once read whole, from its header alone:
+-- the length octet_length reads of any varlena, without fetching or
+-- decompressing the value. The functions that build one value from many
+-- stored ones add these up first, to refuse past max_result_bytes before
+-- building anything.
+CREATE FUNCTION agent_memory.value_bytes(value jsonb) RETURNS integer
+IMMUTABLE STRICT PARALLEL SAFE
+LANGUAGE internal AS 'byteaoctetlen';
+"#,
+    name = "value_bytes"
+);

@@ -300,7 +300,7 @@ pub fn define_all() {
     GucRegistry::define_int_guc(
         c"agent_memory.max_result_bytes",
         c"Largest single value (JSON or text) a function builds in memory.",
-        c"Bounds messages_json and memory_render; functions that return rows stream them instead.",
+        c"Bounds messages_json, memory_render, working_memory, kv_get_all, build_context, graph_tree and graph_export; functions that return rows stream them instead.",
         &MAX_RESULT_BYTES,
         1024,
         i32::MAX,

@@ -13,7 +13,8 @@ use agent_memory_core::time::{POSTGRES_EPOCH_UNIX_MICROS, iso_utc};
 use crate::pg::args::{BOOL, INT4, TEXT, TEXT_ARRAY, checked_id, checked_list};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Statement, first_value_of, iso};
+use crate::pg::plans::{Columns, Statement, iso};
+use crate::pg::settings;
 use crate::sessions::kv::{delete_keys, write_entries};
 use crate::sessions::{callers_active_session, idle_timeout_minutes};
 
@@ -27,19 +28,28 @@ fn build_context(
     let session_id = checked_id("session_id", session_id)?;
     let keys = keys.map(|keys| checked_list("keys", keys)).transpose()?;
     let include_metadata = include_metadata.unwrap_or(false);
-    let context = first_value_of::<JsonbBytes>(
-        &BUILD,
-        &[
-            session_id.into(),
-            idle_timeout_minutes().into(),
-            keys.into(),
-            include_metadata.into(),
-        ],
-    )?;
-    match context {
-        Some(context) => Ok(context),
-        None => session_missing(session_id),
-    }
+    let max_bytes = settings::max_result_bytes();
+    Spi::connect(|client| {
+        let table = BUILD.read(
+            client,
+            &[
+                session_id.into(),
+                idle_timeout_minutes().into(),
+                keys.into(),
+                include_metadata.into(),
+                i32::try_from(max_bytes).unwrap_or(i32::MAX).into(),
+            ],
+        )?;
+        if table.is_empty() {
+            return session_missing(session_id);
+        }
+        match table.first().value::<JsonbBytes>(1)? {
+            Some(context) => Ok(context),
+            None => Err(Error::too_large_to_build("the context takes", max_bytes)
+                .with_hint("name fewer keys, or read them one by one with kv_get"))
+            .or_report(),
+        }
+    })
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
@@ -77,12 +87,14 @@ fn clear_context(session_id: &str) -> SqlResult<i32> {
 
 /// $1 session (of the caller's tenant), $2 idle minutes, $3 keys (NULL:
 /// all, else a probe per key: OFFSET 0 keeps the lateral read from
-/// becoming a join that may read the whole session), $4 include metadata.
-/// No row when the session is missing or expired. Every table is filtered
-/// by $1, so that Citus sends the statement whole to the session's node.
+/// becoming a join that may read the whole session), $4 include metadata,
+/// $5 the most bytes the value may take: NULL in column 1 past it, with
+/// what it would take (z, read from the values' headers) in column 2. No
+/// row when the session is missing or expired. Every table is filtered by
+/// $1, so that Citus sends the statement whole to the session's node.
 static BUILD: Statement = Statement::read_only(
     concat!(
-        "SELECT pg_catalog.jsonb_build_object(
+        "SELECT CASE WHEN z.bytes <= $5 THEN pg_catalog.jsonb_build_object(
                   'sessionId', s.session_id,
                   'timestamp', ",
         iso!("pg_catalog.now()"),
@@ -107,12 +119,31 @@ static BUILD: Statement = Statement::read_only(
                                              OFFSET 0) v)
                             END)
                   || CASE WHEN $4 THEN pg_catalog.jsonb_build_object('sessionMetadata', s.metadata)
-                          ELSE '{}'::jsonb END
+                          ELSE '{}'::jsonb END END,
+                z.bytes
          FROM agent_memory.sessions s
+         CROSS JOIN LATERAL (
+           SELECT CASE WHEN $4 THEN agent_memory.value_bytes(s.metadata) ELSE 0 END
+                  + CASE WHEN $3::text[] IS NULL THEN
+                      (SELECT coalesce(sum(pg_catalog.octet_length(k.key)::int8
+                                           + agent_memory.value_bytes(k.value)), 0)
+                       FROM agent_memory.kv_entries k
+                       WHERE k.session_id = $1 AND k.tenant = s.tenant
+                         AND k.expires_at > pg_catalog.now())
+                    ELSE
+                      (SELECT coalesce(sum(pg_catalog.octet_length(e.key)::int8 + v.bytes), 0)
+                       FROM pg_catalog.unnest($3::text[]) AS e(key),
+                            LATERAL (SELECT agent_memory.value_bytes(k.value) AS bytes
+                                     FROM agent_memory.kv_entries k
+                                     WHERE k.session_id = $1 AND k.key = e.key
+                                       AND k.tenant = s.tenant
+                                       AND k.expires_at > pg_catalog.now()
+                                     OFFSET 0) v)
+                    END AS bytes) z
          WHERE ",
         callers_active_session!("$2")
     ),
-    &[TEXT, INT4, TEXT_ARRAY, BOOL],
+    &[TEXT, INT4, TEXT_ARRAY, BOOL, INT4],
 );
 
 /// What build_context answers for a session that is missing or expired:

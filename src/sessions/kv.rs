@@ -446,10 +446,26 @@ fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonbBytes>> {
 /// All live entries of a session as one object (NULL for a session that does
 /// not exist or has expired).
 pub fn get_all(session_id: &str) -> SqlResult<Option<JsonbBytes>> {
-    first_value_of::<JsonbBytes>(
-        &GET_ALL,
-        &[session_id.into(), idle_timeout_minutes().into()],
-    )
+    let max_bytes = settings::max_result_bytes();
+    Spi::connect(|client| {
+        let table = GET_ALL.read(
+            client,
+            &[
+                session_id.into(),
+                idle_timeout_minutes().into(),
+                i32::try_from(max_bytes).unwrap_or(i32::MAX).into(),
+            ],
+        )?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        match table.first().value::<JsonbBytes>(1)? {
+            Some(entries) => Ok(Some(entries)),
+            None => Err(Error::too_large_to_build("the entries take", max_bytes)
+                .with_hint("read them one by one with kv_get"))
+            .or_report(),
+        }
+    })
 }
 
 #[pg_extern(stable, parallel_safe)]
@@ -839,15 +855,23 @@ static ENTRY: Statement = Statement::read_only(
 /// All live entries as one object, or NULL when the session is gone.
 static GET_ALL: Statement = Statement::read_only(
     concat!(
-        "SELECT (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
-                 FROM agent_memory.kv_entries k
-                 WHERE k.session_id = $1 AND k.tenant = s.tenant
-                   AND k.expires_at > pg_catalog.now())
+        "SELECT CASE WHEN z.bytes <= $3 THEN
+                  (SELECT coalesce(pg_catalog.jsonb_object_agg(k.key, k.value), '{}')
+                   FROM agent_memory.kv_entries k
+                   WHERE k.session_id = $1 AND k.tenant = s.tenant
+                     AND k.expires_at > pg_catalog.now()) END,
+                z.bytes
          FROM agent_memory.sessions s
+         CROSS JOIN LATERAL (
+           SELECT coalesce(sum(pg_catalog.octet_length(k.key)::int8
+                               + agent_memory.value_bytes(k.value)), 0) AS bytes
+           FROM agent_memory.kv_entries k
+           WHERE k.session_id = $1 AND k.tenant = s.tenant
+             AND k.expires_at > pg_catalog.now()) z
          WHERE ",
         callers_active_session!("$2")
     ),
-    &[TEXT, INT4],
+    &[TEXT, INT4, INT4],
 );
 
 /// Delete keys $2 (only at version $4, when not NULL) and take off the

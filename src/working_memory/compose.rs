@@ -23,6 +23,7 @@ use crate::pg::args::{INT4, TEXT, checked_id};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, iso};
+use crate::pg::settings;
 use crate::sessions::{callers_active_session, idle_timeout_minutes, session_gone};
 use crate::working_memory::parts::node_key;
 
@@ -57,18 +58,19 @@ const OWN_THREAD: usize = 1;
 
 /// The pair of statements (`[EVERY_THREAD, OWN_THREAD]`) of a composed
 /// read: `$compose` builds the SQL around a filter of the messages `h`
-/// it reads; both take $1 session, $2 node key, $3 idle minutes.
+/// it reads; both take $1 session, $2 node key, $3 idle minutes, $4 the
+/// most bytes the value may take.
 macro_rules! per_entry {
     ($compose:ident, $writes:literal) => {
         [
             Statement {
                 sql: $compose!(""),
-                args: &[TEXT, TEXT, INT4],
+                args: &[TEXT, TEXT, INT4, INT4],
                 writes: $writes,
             },
             Statement {
                 sql: $compose!(" AND h.thread_key = $2"),
-                args: &[TEXT, TEXT, INT4],
+                args: &[TEXT, TEXT, INT4, INT4],
                 writes: $writes,
             },
         ]
@@ -85,14 +87,15 @@ fn for_entry(pair: &'static [Statement; 2], node: &str) -> &'static Statement {
 }
 
 /// The sessions row ($1, of the caller's tenant) if it is active (s), the
-/// entry's session part (sp), and the configuration in force (c: the
-/// defaults overlaid with the stored config part, whose keys are checked on
-/// every write) with its settings as SQL values (t); `$joins` may add more.
+/// entry's session part (sp), the configuration in force (c: the defaults
+/// overlaid with the stored config part, whose keys are checked on every
+/// write) with its settings as SQL values (t), and what the composed value
+/// may hold at most (z: `bytes`, see below); `$joins` may add more.
 macro_rules! session_and_config {
-    () => {
-        session_and_config!("")
+    ($limit:literal, $thread:literal) => {
+        session_and_config!($limit, $thread, "")
     };
-    ($joins:expr) => {
+    ($limit:literal, $thread:literal, $joins:expr) => {
         concat!(
             " FROM agent_memory.sessions s
               CROSS JOIN LATERAL (SELECT ",
@@ -108,9 +111,40 @@ macro_rules! session_and_config {
                                          (c.config ->> 'include_project_structure')::bool AS structure,
                                          (c.config ->> 'include_context')::bool AS context,
                                          (c.config ->> 'include_working_history')::bool AS working_history) t ",
+            composed_bytes!($limit, $thread),
             $joins,
             " WHERE ",
             callers_active_session!("$3")
+        )
+    };
+}
+
+/// z.bytes: the bytes of the entry's parts, its own and the session's
+/// global ones, and of the newest `$limit` messages of its scope, read
+/// from the values' headers: at least what a composed value takes of
+/// them. A read builds its value only while this is within $4
+/// (`agent_memory.max_result_bytes`).
+macro_rules! composed_bytes {
+    ($limit:literal, $thread:literal) => {
+        concat!(
+            "CROSS JOIN LATERAL (SELECT
+               (SELECT coalesce(sum(pg_catalog.octet_length(w.content)::int8
+                                    + agent_memory.value_bytes(w.metadata)), 0)
+                FROM (SELECT h.content, h.metadata FROM agent_memory.thread_messages h
+                      WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()",
+            $thread,
+            "
+                      ORDER BY h.seq DESC LIMIT ",
+            $limit,
+            ") w)
+               + (SELECT coalesce(sum(agent_memory.value_bytes(p.value)::int8), 0)
+                  FROM agent_memory.wm_parts p
+                  WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+                    AND p.node_key = $2)
+               + (SELECT coalesce(sum(agent_memory.value_bytes(p.value)::int8), 0)
+                  FROM agent_memory.wm_parts p
+                  WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
+                    AND p.node_key = '' AND $2 <> '') AS bytes) z "
         )
     };
 }
@@ -187,12 +221,12 @@ macro_rules! empty_structure {
     };
 }
 
-/// The snapshot ($1 session, $2 node key, $3 idle minutes); no row
+/// The snapshot ($1 session, $2 node key, $3 idle minutes, $4 most bytes); no row
 /// when the session is missing or expired.
 macro_rules! snapshot {
     ($thread:literal) => {
         concat!(
-            "SELECT pg_catalog.jsonb_build_object(
+            "SELECT CASE WHEN z.bytes <= $4 THEN pg_catalog.jsonb_build_object(
            'session', pg_catalog.jsonb_build_object(
               'session_id', s.session_id,
               'project_id', coalesce(sp.value ->> 'project_id', s.project_id, ''),
@@ -222,8 +256,8 @@ macro_rules! snapshot {
            'last_user_message', coalesce(",
             last_user_message!($thread),
             ", ''),
-           'config', c.config)",
-            session_and_config!()
+           'config', c.config) END, z.bytes",
+            session_and_config!("t.history_length", $thread)
         )
     };
 }
@@ -234,13 +268,13 @@ static SNAPSHOT: [Statement; 2] = per_entry!(snapshot, false);
 /// statement would reuse the caller's snapshot, from before the writes.
 static SNAPSHOT_AFTER_WRITES: [Statement; 2] = per_entry!(snapshot, true);
 
-/// The entry ($1 session, $2 node key, $3 idle minutes): the same
+/// The entry ($1 session, $2 node key, $3 idle minutes, $4 most bytes): the same
 /// parts under the names, the newest 50 messages, and when the
 /// entry's own parts were first and last written.
 macro_rules! entry {
     ($thread:literal) => {
         concat!(
-            "SELECT pg_catalog.jsonb_build_object(
+            "SELECT CASE WHEN z.bytes <= $4 THEN pg_catalog.jsonb_build_object(
                'project_id', coalesce(sp.value ->> 'project_id', s.project_id),
                'current_node', CASE WHEN t.context THEN coalesce(",
             part!("node_context"),
@@ -284,21 +318,22 @@ macro_rules! entry {
                'updated_at', (SELECT ",
             iso!("max(p.updated_at)"),
             " FROM agent_memory.wm_parts p
-             WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant() AND p.node_key = $2))",
-            session_and_config!()
+             WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant() AND p.node_key = $2))
+             END, z.bytes",
+            session_and_config!("50", $thread)
         )
     };
 }
 
 static ENTRY: [Statement; 2] = per_entry!(entry, false);
 
-/// The context bundle ($1 session, $2 node key, $3 idle minutes):
+/// The context bundle ($1 session, $2 node key, $3 idle minutes, $4 most bytes):
 /// the recent messages with what describes them, the working history and
-/// the last user message. Column 2 is the entry's project.
+/// the last user message. Column 3 is the entry's project.
 macro_rules! context {
     ($thread:literal) => {
         concat!(
-            "SELECT pg_catalog.jsonb_build_object(
+            "SELECT CASE WHEN z.bytes <= $4 THEN pg_catalog.jsonb_build_object(
                'messages', m.messages,
                'message_metadata', pg_catalog.jsonb_build_object(
               'session_id', s.session_id,
@@ -317,13 +352,17 @@ macro_rules! context {
             ", '\"\"') ELSE '\"\"' END,
                'last_user_message', coalesce(",
             last_user_message!($thread),
-            ", '')),
+            ", '')) END, z.bytes,
                coalesce(sp.value ->> 'project_id', s.project_id)",
-            session_and_config!(concat!(
-                "CROSS JOIN LATERAL (SELECT ",
-                recent_messages!("t.history_length", $thread),
-                " AS messages) m"
-            ))
+            session_and_config!(
+                "t.history_length",
+                $thread,
+                concat!(
+                    "CROSS JOIN LATERAL (SELECT CASE WHEN z.bytes <= $4 THEN ",
+                    recent_messages!("t.history_length", $thread),
+                    " END AS messages) m"
+                )
+            )
         )
     };
 }
@@ -331,19 +370,22 @@ macro_rules! context {
 static CONTEXT: [Statement; 2] = per_entry!(context, false);
 
 /// Run one of the composed reads; the session must be active. With
-/// `project`, column 2 is read too.
+/// `project`, column 3 is read too.
 fn compose(
     statements: &'static [Statement; 2],
+    what_takes: &str,
     session_id: &str,
     node: &str,
     project: bool,
 ) -> SqlResult<(JsonbBytes, Option<String>)> {
     let statement = for_entry(statements, node);
+    let max_bytes = settings::max_result_bytes();
     Spi::connect_mut(|client| {
         let args = [
             session_id.into(),
             node.into(),
             idle_timeout_minutes().into(),
+            i32::try_from(max_bytes).unwrap_or(i32::MAX).into(),
         ];
         let table = if statement.writes {
             statement.run(client, &args)?
@@ -354,12 +396,14 @@ fn compose(
             return Err(session_gone(session_id)).or_report();
         }
         let row = table.first();
-        let json = row
-            .value::<JsonbBytes>(1)?
-            .ok_or_else(|| Error::internal("a composed read gave NULL"))
-            .or_report()?;
+        let Some(json) = row.value::<JsonbBytes>(1)? else {
+            // Not built: what it would hold is past the limit.
+            return Err(Error::too_large_to_build(what_takes, max_bytes)
+                .with_hint("ask for fewer messages with the config's history_length, or read the parts with wm_part"))
+            .or_report();
+        };
         let project = if project {
-            row.value::<String>(2)?
+            row.value::<String>(3)?
         } else {
             None
         };
@@ -369,7 +413,14 @@ fn compose(
 
 /// The snapshot of an entry after the calling function changed it.
 pub fn snapshot_after_writes(session_id: &str, node: &str) -> SqlResult<JsonbBytes> {
-    Ok(compose(&SNAPSHOT_AFTER_WRITES, session_id, node, false)?.0)
+    Ok(compose(
+        &SNAPSHOT_AFTER_WRITES,
+        "the snapshot takes",
+        session_id,
+        node,
+        false,
+    )?
+    .0)
 }
 
 #[pg_extern(stable, parallel_safe)]
@@ -380,7 +431,7 @@ fn working_memory(
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
-    Ok(compose(&SNAPSHOT, session_id, node, false)?.0)
+    Ok(compose(&SNAPSHOT, "the snapshot takes", session_id, node, false)?.0)
 }
 
 #[pg_extern(stable, parallel_safe)]
@@ -391,7 +442,7 @@ fn working_memory_entry(
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
-    Ok(compose(&ENTRY, session_id, node, false)?.0)
+    Ok(compose(&ENTRY, "the entry takes", session_id, node, false)?.0)
 }
 
 #[pg_extern(stable, parallel_safe)]
@@ -403,7 +454,7 @@ fn wm_context(
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
-    let (bundle, project) = compose(&CONTEXT, session_id, node, true)?;
+    let (bundle, project) = compose(&CONTEXT, "the context takes", session_id, node, true)?;
     // A caller naming a project must get that project's session only.
     if let (Some(asked), Some(actual)) = (project_id, project.as_deref())
         && asked != actual

@@ -8,7 +8,12 @@
 //! - `messages_json(s, NULL, 100000)` stops at `max_result_bytes` (54000),
 //!   holding at most three times that plus `SMALL`;
 //! - `memory_render(scope, 'full', 400000000)` likewise;
-//! - `memory_render(scope, 'full', 4000)` keeps what fits: at most `SMALL`.
+//! - `memory_render(scope, 'full', 4000)` keeps what fits: at most `SMALL`;
+//! - `working_memory(s)` over a window of 20 MB of messages (with
+//!   `max_result_bytes` at 8 MB), and
+//!   `kv_get_all(s)` and `build_context(s)` over 100 MB of entries (of one
+//!   long word each, within the word budget), count what they would hold
+//!   before building it and refuse (54000): at most `SMALL`.
 //!
 //! It prints `memory: N calls over M MB stored, K within their bounds
 //! (peaks ...)`.
@@ -29,6 +34,7 @@ const SMALL: u64 = 48 * MB;
 const MAX_RESULT: u64 = 64 * MB;
 const MESSAGES: i64 = 2000;
 const FILES: i64 = 2000;
+const ENTRIES: i64 = 500;
 
 /// The backend's private resident memory, in bytes.
 fn rss_anon(pid: i32) -> u64 {
@@ -84,7 +90,10 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
              SELECT count(agent_memory.memory_tool('peaks', jsonb_build_object(
                       'command', 'append', 'path', '/files/' || i,
                       'content', repeat('a file of the peaks test ', 4000))))
-             FROM generate_series(1, {FILES}) i;"
+             FROM generate_series(1, {FILES}) i;
+             SELECT agent_memory.wm_set('peaks', 'config', '{{\"history_length\": 1000}}') IS NOT NULL;
+             SELECT count(agent_memory.kv_set('peaks', 'k' || i, to_jsonb(repeat('x', 200000))))
+             FROM generate_series(1, {ENTRIES}) i;"
         ))
         .unwrap();
     let stored: i64 = admin
@@ -99,7 +108,7 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
     assert!(stored as u64 > 300 * MB, "only {stored} bytes stored");
     drop(admin);
 
-    let calls: [(&str, Option<&str>, u64); 4] = [
+    let calls: [(&str, Option<&str>, u64); 7] = [
         (
             "SELECT count(*), sum(octet_length(content)) FROM agent_memory.messages('peaks', NULL, 100000)",
             None,
@@ -118,6 +127,22 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
         (
             "SELECT length(agent_memory.memory_render('peaks', 'full', 4000))",
             None,
+            SMALL,
+        ),
+        (
+            "SET agent_memory.max_result_bytes = '8MB';
+             SELECT agent_memory.working_memory('peaks') IS NOT NULL",
+            Some("54000"),
+            SMALL,
+        ),
+        (
+            "SELECT agent_memory.kv_get_all('peaks') IS NOT NULL",
+            Some("54000"),
+            SMALL,
+        ),
+        (
+            "SELECT agent_memory.build_context('peaks') IS NOT NULL",
+            Some("54000"),
             SMALL,
         ),
     ];

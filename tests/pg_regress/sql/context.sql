@@ -47,6 +47,21 @@ SELECT agent_memory.clear_context_keys('ctx', ARRAY[]::text[]);
 SELECT agent_memory.clear_context('ctx');
 SELECT agent_memory.build_context('ctx') -> 'memory' AS memory;
 
+-- One value is bounded by agent_memory.max_result_bytes, counted before it
+-- is built: the entries named, or every entry. A word budget does not
+-- bound it (a long word counts as one).
+SELECT agent_memory.update_context('ctx', jsonb_build_object('big', repeat('w', 3000), 'small', 's')) ->> 'stored' AS stored;
+SET agent_memory.max_result_bytes = 1024;
+SELECT agent_memory.build_context('ctx');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.kv_get_all('ctx');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.build_context('ctx', ARRAY['small']) -> 'memory' AS named;
+SELECT agent_memory.build_context('ctx', ARRAY['big']);
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_result_bytes;
+SELECT agent_memory.clear_context('ctx') AS cleared;
+
 -- update_context renews the session's activity.
 UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 hour' WHERE session_id = 'ctx';
 SELECT agent_memory.update_context('ctx', '{"k": "v"}') ->> 'stored' AS stored;

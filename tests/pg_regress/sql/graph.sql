@@ -314,5 +314,12 @@ SELECT graph_tree('wide');
 \echo :LAST_ERROR_SQLSTATE
 RESET agent_memory.max_result_bytes;
 SELECT jsonb_array_length(graph_tree('wide') -> 'children' -> 'p1') AS under_p1;
+-- So is the folder graph_export builds, before it reads the nodes.
+SET agent_memory.max_result_bytes = 2048;
+SELECT graph_export('wide');
+\echo :LAST_ERROR_SQLSTATE
+SET agent_memory.max_result_bytes = 8192;
+SELECT count(*) AS files FROM jsonb_object_keys(graph_export('wide'));
+RESET agent_memory.max_result_bytes;
 SELECT count(graph_delete('wide', node_id)) FROM graph_nodes('wide');
 

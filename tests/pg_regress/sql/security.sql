@@ -4,8 +4,9 @@
 -- Every function that runs SQL pins search_path, and every function runs
 -- as its caller. Not pinned: the four that run no SQL, the two tenant
 -- functions (the default of every tenant column, called per inserted row,
--- where the SET would cost most of their time), version() and
--- sensitive_findings(); and the two key-value reads, kv_get() and
+-- where the SET would cost most of their time), version(),
+-- sensitive_findings() and value_bytes() (PostgreSQL's own code, which
+-- reads a value's header); and the two key-value reads, kv_get() and
 -- kv_has(), and memory_tool(), where the SET cost a tenth of a call, whose
 -- statements name every table, function, operator and type with its schema
 -- (the planted objects below show them unaffected).
