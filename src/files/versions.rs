@@ -449,10 +449,13 @@ macro_rules! at_or_under {
     };
 }
 
-/// Only a file that an append of $6 bytes leaves within $7 bytes.
+/// Only the file at $2 (none under it: an append to a directory is
+/// refused and must save and lock nothing), when an append of $6 bytes
+/// leaves it within $7 bytes.
 macro_rules! fits_append {
     () => {
-        " AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) $6) OPERATOR(pg_catalog.<=) $7"
+        " AND f.path OPERATOR(pg_catalog.=) $2
+          AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) $6) OPERATOR(pg_catalog.<=) $7"
     };
 }
 

@@ -580,14 +580,18 @@ static DELETE_EXPIRED_VERSIONS_DIRECTLY: Statement = Statement::read_write(
 
 /// The soonest expired row of `$table` still there, from $1 on: where the
 /// next batch starts. Read-write so that it sees the batch just removed.
-/// Written in UTC with a numeric offset, which reads back as the same
-/// instant whatever DateStyle and TimeZone say (a zone abbreviation may
-/// name another zone).
+/// Written in UTC with a numeric offset and the era, which reads back as
+/// the same instant whatever DateStyle and TimeZone say (a zone
+/// abbreviation may name another zone; a year BC without its era reads as
+/// a year AD, after now, which ended the kind's run at every batch).
 macro_rules! next_expired {
     ($table:literal, $from:literal) => {
         concat!(
-            "SELECT pg_catalog.to_char(k.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')
-                    OPERATOR(pg_catalog.||) '+00'
+            "SELECT CASE WHEN pg_catalog.isfinite(k.expires_at)
+                         THEN pg_catalog.to_char(k.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')
+                              OPERATOR(pg_catalog.||) '+00 '
+                              OPERATOR(pg_catalog.||) pg_catalog.to_char(k.expires_at AT TIME ZONE 'UTC', 'BC')
+                         ELSE k.expires_at::pg_catalog.text END
              FROM agent_memory.",
             $table,
             " k WHERE k.expires_at <= pg_catalog.now() AND k.expires_at ",

@@ -82,6 +82,19 @@ SELECT agent_memory.cleanup_expired() - 'run_id' AS removed;
 SHOW lock_timeout;
 COMMIT;
 
+-- Expiries in a year BC, or at -infinity (which only direct writes store),
+-- go in order with the rest, batch after batch.
+SELECT agent_memory.create_session('u', session_id => 'eras');
+INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
+SELECT 'eras', 'bc' || i, '1', 0, timestamptz '4000-01-01 00:00:00+00 BC' + i * interval '1 day'
+FROM generate_series(1, 3) i;
+INSERT INTO agent_memory.kv_entries (session_id, key, value, words, expires_at)
+VALUES ('eras', 'minus', '1', 0, '-infinity'), ('eras', 'recent', '1', 0, now() - interval '1 minute'),
+       ('eras', 'live', '1', 0, now() + interval '1 day');
+SELECT agent_memory.cleanup_expired(2) ->> 'entries' AS entries;
+SELECT key FROM agent_memory.kv_entries WHERE session_id = 'eras';
+SELECT agent_memory.end_session('eras');
+
 -- The history is bounded: recording a run drops all but the newest
 -- agent_memory.cleanup_history runs.
 SET agent_memory.cleanup_history = 3;

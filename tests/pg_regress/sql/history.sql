@@ -90,6 +90,12 @@ SET agent_memory.max_file_bytes = 10;
 SELECT agent_memory.memory_tool('s', '{"command": "append", "path": "/notes.md", "content": "far too long"}');
 RESET agent_memory.max_file_bytes;
 SELECT count(*) AS kept FROM agent_memory.memory_versions('s', '/notes.md');
+-- Nor does an append to a directory keep what is under it.
+SELECT agent_memory.memory_tool('s', '{"command": "append", "path": "/dir/a.md", "content": "under"}') ->> 'ok' AS ok;
+SELECT agent_memory.memory_tool('s', '{"command": "append", "path": "/dir", "content": "!"}') -> 'error' ->> 'code' AS code;
+SELECT count(*) AS kept_under FROM agent_memory.memory_versions('s', '/dir/a.md');
+SELECT agent_memory.memory_tool('s', '{"command": "delete", "path": "/dir"}') ->> 'ok' AS ok;
+SELECT agent_memory.memory_purge_history('s', '/dir/a.md') AS purged;
 -- Claude's dialect too (its /memories/notes.md is the file /notes.md).
 SELECT agent_memory.claude_memory('s', '{"command": "str_replace", "path": "/memories/notes.md", "old_str": "one", "new_str": "ONE"}');
 SELECT version, content FROM agent_memory.memory_versions('s', '/notes.md');
