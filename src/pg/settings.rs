@@ -166,11 +166,11 @@ pub fn define_all() {
     GucRegistry::define_int_guc(
         c"agent_memory.session_idle_timeout",
         c"Inactivity after which a session expires.",
-        c"A session's own idle_timeout, when set, wins.",
+        c"A session's own idle_timeout, when set, wins. One value per server: the cleanup and every role must agree on which sessions have expired.",
         &SESSION_IDLE_TIMEOUT_MIN,
         1,
         i32::MAX,
-        GucContext::Suset,
+        GucContext::Sighup,
         GucFlags::UNIT_MIN,
     );
     GucRegistry::define_int_guc(

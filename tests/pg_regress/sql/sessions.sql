@@ -57,9 +57,15 @@ SELECT user_id, idle_timeout FROM agent_memory.sessions WHERE session_id = 's-bo
 SELECT agent_memory.create_session('dave', session_id => 's-dave');
 UPDATE agent_memory.sessions SET last_activity_at = now() - interval '499 minutes' WHERE session_id = 's-dave';
 SELECT agent_memory.is_active('s-dave') AS active_at_499_minutes;
+-- It is one value per server (postgresql.conf, ALTER SYSTEM): a role or a
+-- database with a longer one would keep sessions the cleanup removes.
 SET agent_memory.session_idle_timeout = '8h';
-SELECT agent_memory.is_active('s-dave') AS active_with_8h_timeout;
-RESET agent_memory.session_idle_timeout;
+\echo :LAST_ERROR_SQLSTATE
+ALTER ROLE CURRENT_USER SET agent_memory.session_idle_timeout = '8h';
+\echo :LAST_ERROR_SQLSTATE
+UPDATE agent_memory.sessions SET idle_timeout = '8h' WHERE session_id = 's-dave';
+SELECT agent_memory.is_active('s-dave') AS active_with_its_own_8h_timeout;
+UPDATE agent_memory.sessions SET idle_timeout = NULL WHERE session_id = 's-dave';
 
 -- Stats and per-user listing include expired sessions not yet cleaned up.
 -- Durations: three sessions of 90 s, and s-dave of 1 day (now expired).
