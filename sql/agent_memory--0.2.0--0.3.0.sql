@@ -719,3 +719,12 @@ COMMENT ON FUNCTION agent_memory.value_bytes(jsonb) IS
     'The bytes a jsonb value takes uncompressed, read from its header without fetching the value';
 REVOKE ALL ON FUNCTION agent_memory.value_bytes(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION agent_memory.value_bytes(jsonb) TO agent_memory_reader, agent_memory_writer;
+
+-- A manual cleanup run is its tenant's: other tenants no longer see what it
+-- removed, and pruning keeps the newest runs of each tenant and of the
+-- worker, so no tenant's runs push out another's.
+ALTER TABLE agent_memory.cleanup_runs ADD COLUMN tenant text COLLATE "C";
+CREATE INDEX cleanup_runs_tenant_idx ON agent_memory.cleanup_runs (tenant, run_id);
+ALTER TABLE agent_memory.cleanup_runs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_runs ON agent_memory.cleanup_runs FOR SELECT
+    USING (tenant IS NULL OR tenant = agent_memory.visible_tenant());

@@ -441,8 +441,13 @@ CREATE TABLE agent_memory.cleanup_runs (
     sessions_deleted bigint      NOT NULL DEFAULT 0,
     entries_deleted  bigint      NOT NULL DEFAULT 0,
     batches          integer     NOT NULL DEFAULT 0,
-    error            text
+    error            text,
+    -- The tenant whose rows a manual run removed (caller_tenant()); NULL
+    -- for the worker's runs, which remove every tenant's.
+    tenant           text COLLATE "C"
 );
+-- Pruning keeps the newest runs of each tenant, and of the worker.
+CREATE INDEX cleanup_runs_tenant_idx ON agent_memory.cleanup_runs (tenant, run_id);
 
 COMMENT ON TABLE agent_memory.cleanup_runs IS
     'History of cleanup runs: when, who (manual or worker), rows removed per kind, and the error if one stopped it';

@@ -99,8 +99,12 @@ ALTER TABLE agent_memory.memory_scopes ENABLE ROW LEVEL SECURITY, FORCE ROW LEVE
 ALTER TABLE agent_memory.memory_directories ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY, OWNER TO agent_memory_owner;
 -- Read by the extension as its owner only (see notify_channel()).
 ALTER TABLE agent_memory.notify_secret OWNER TO agent_memory_owner;
--- Written by the extension as its owner only: roles may read the runs.
+-- Written by the extension as its owner only: roles may read the worker's
+-- runs and their own tenant's (the owner is not subject to the policy).
 ALTER TABLE agent_memory.cleanup_runs OWNER TO agent_memory_owner;
+ALTER TABLE agent_memory.cleanup_runs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_runs ON agent_memory.cleanup_runs FOR SELECT
+    USING (tenant IS NULL OR tenant = agent_memory.visible_tenant());
 -- Changed by recall_rebuild() with the search columns, owned like them.
 ALTER TABLE agent_memory.recall_settings OWNER TO agent_memory_owner;
 

@@ -321,17 +321,22 @@ impl Counts {
     }
 }
 
-/// Write a run into `cleanup_runs`; returns its id.
+/// Write a run into `cleanup_runs`: a manual one as the caller's tenant's,
+/// the worker's (`tenant` None) as every tenant's; returns its id.
 pub fn record_run(
     started_at: TimestampWithTimeZone,
-    triggered_by: &str,
+    tenant: Option<&str>,
     counts: Counts,
     error: Option<&str>,
 ) -> SqlResult<i64> {
     let kept_runs = crate::pg::settings::CLEANUP_HISTORY.get();
+    let (statement, triggered_by) = match tenant {
+        Some(_) => (&RECORD_MANUAL_RUN, "manual"),
+        None => (&RECORD_WORKER_RUN, "worker"),
+    };
     let id = crate::pg::notify::as_owner_of("agent_memory.cleanup_runs", || {
         first_value_of::<i64>(
-            &RECORD_RUN,
+            statement,
             &[
                 started_at.into(),
                 triggered_by.into(),
@@ -340,6 +345,7 @@ pub fn record_run(
                 counts.batches.into(),
                 error.into(),
                 kept_runs.into(),
+                tenant.into(),
             ],
         )
     })?;
@@ -398,7 +404,8 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
             removing(|locking| remove_all(kind, locking, batch_size))
         })?);
     }
-    let run_id = record_run(started_at, "manual", counts, None)?;
+    let tenant = crate::pg::tenants::caller_tenant()?;
+    let run_id = record_run(started_at, Some(&tenant), counts, None)?;
     Ok(JsonB(json!({
         "sessions": counts.sessions,
         "entries": counts.entries,
@@ -626,25 +633,51 @@ static NEXT_EXPIRED_SESSION: Statement = Statement::read_write(
 /// Record a run and drop the runs older than the newest $7: a bounded
 /// history. Run as the table's owner: roles may read the runs, not write
 /// them.
-static RECORD_RUN: Statement = Statement::read_write(
-    "WITH run AS (
-       INSERT INTO agent_memory.cleanup_runs
-         (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches, error)
-       VALUES ($1, pg_catalog.clock_timestamp(), $2, $3, $4, $5, $6)
-       RETURNING run_id),
-     pruned AS (
-       DELETE FROM agent_memory.cleanup_runs
-       WHERE run_id OPERATOR(pg_catalog.<=) ((SELECT run_id FROM run) OPERATOR(pg_catalog.-) $7))
-     SELECT run_id FROM run",
-    &[
-        pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIMESTAMPTZOID),
-        TEXT,
-        INT8,
-        INT8,
-        INT4,
-        TEXT,
-        INT4,
-    ],
+/// Record a run ($8: its tenant) and drop all but the newest $7 runs of the
+/// same tenant, `$same_tenant` ($1 to $6: the columns).
+macro_rules! record_run {
+    ($same_tenant:literal) => {
+        concat!(
+            "WITH run AS (
+               INSERT INTO agent_memory.cleanup_runs
+                 (started_at, finished_at, triggered_by, sessions_deleted, entries_deleted, batches,
+                  error, tenant)
+               VALUES ($1, pg_catalog.clock_timestamp(), $2, $3, $4, $5, $6, $8)
+               RETURNING run_id),
+             pruned AS (
+               DELETE FROM agent_memory.cleanup_runs r
+               WHERE r.",
+            $same_tenant,
+            " AND r.run_id OPERATOR(pg_catalog.<=) (
+                 SELECT o.run_id FROM agent_memory.cleanup_runs o
+                 WHERE o.",
+            $same_tenant,
+            "
+                 ORDER BY o.run_id DESC OFFSET ($7 OPERATOR(pg_catalog.-) 1) LIMIT 1))
+             SELECT run_id FROM run"
+        )
+    };
+}
+
+const RECORD_RUN_ARGS: &[pgrx::PgOid] = &[
+    pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::TIMESTAMPTZOID),
+    TEXT,
+    INT8,
+    INT8,
+    INT4,
+    TEXT,
+    INT4,
+    TEXT,
+];
+
+/// The worker's runs (tenant NULL). The pruning reads the runs before this
+/// one: keeping $7 - 1 of them keeps $7 with it.
+static RECORD_WORKER_RUN: Statement =
+    Statement::read_write(record_run!("tenant IS NULL"), RECORD_RUN_ARGS);
+
+static RECORD_MANUAL_RUN: Statement = Statement::read_write(
+    record_run!("tenant OPERATOR(pg_catalog.=) $8"),
+    RECORD_RUN_ARGS,
 );
 
 /// Whether sql/citus.sql installed the per-shard cleanup. On Citus the

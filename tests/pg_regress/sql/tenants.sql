@@ -247,6 +247,16 @@ COMMIT;
 SELECT agent_memory.is_active('ten-acme') AS ana_sees_acme;
 RESET ROLE;
 
+-- A tenant's manual cleanup run is its own: what it removed is not shown
+-- to another tenant.
+SET ROLE ten_ana;
+SELECT agent_memory.cleanup_expired() ->> 'sessions' AS removed;
+SELECT count(*) AS own_runs FROM agent_memory.cleanup_runs WHERE tenant = agent_memory.caller_tenant();
+SET ROLE ten_bo;
+SELECT count(*) AS runs_of_ana FROM agent_memory.cleanup_runs WHERE tenant = 'ten_ana';
+RESET ROLE;
+SELECT count(*) AS runs_of_ana FROM agent_memory.cleanup_runs WHERE tenant = 'ten_ana';
+
 -- Superusers see every tenant (and so does the cleanup worker).
 SELECT session_id, tenant FROM agent_memory.sessions WHERE session_id LIKE 'ten-%' ORDER BY session_id;
 
