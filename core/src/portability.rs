@@ -223,6 +223,7 @@ pub fn parse_line(line: &str, renames: &Renames<'_>) -> Result<Item> {
         Some(_) => return Err(Error::invalid("kind must be a string")),
         None => return Err(Error::invalid("line has no kind")),
     };
+    check_finite_times(&object)?;
     let object = Value::Object(object);
     let rename = |key: &mut String, to: Option<&str>| {
         if let Some(to) = to {
@@ -278,6 +279,33 @@ pub fn parse_line(line: &str, renames: &Renames<'_>) -> Result<Item> {
     };
     check_keys(&item)?;
     Ok(item)
+}
+
+/// The times of a line (its `…_at` fields and its kept versions') are
+/// finite: no write stores an infinite time, and one in a session's
+/// creation made every read of the tenant's session statistics fail.
+fn check_finite_times(object: &serde_json::Map<String, Value>) -> Result<()> {
+    let times = |fields: &serde_json::Map<String, Value>| -> Result<()> {
+        for (name, value) in fields {
+            if let (true, Some(text)) = (name.ends_with("_at"), value.as_str()) {
+                let word = text.trim().trim_start_matches(['+', '-']);
+                if word.eq_ignore_ascii_case("infinity") {
+                    return Err(Error::invalid(format!(
+                        "{name} must be a finite time, not {}",
+                        crate::error::quoted(text)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    };
+    times(object)?;
+    if let Some(Value::Array(versions)) = object.get("versions") {
+        for version in versions.iter().filter_map(Value::as_object) {
+            times(version)?;
+        }
+    }
+    Ok(())
 }
 
 fn check_version(what: &str, version: i64) -> Result<()> {
@@ -795,5 +823,38 @@ mod tests {
             vec![Ok(session.clone()), Ok(session), Ok(entry("s1", "a"))];
         assert_eq!(runs(&items), vec![(RunKind::Lines, 0..3)]);
         assert_eq!(runs(&items[2..]), vec![]);
+    }
+
+    #[test]
+    fn infinite_times_are_refused_in_a_line_and_its_versions() {
+        let renames = Renames::default();
+        let session = r#"{"kind": "session", "session_id": "s", "user_id": "u", "project_id": null,
+            "active_node_id": null, "metadata": {}, "idle_timeout": null,
+            "created_at": " -Infinity", "last_activity_at": "2026-01-01"}"#;
+        let error = parse_line(session, &renames).unwrap_err();
+        assert_eq!(error.kind.sqlstate(), "22023");
+        assert!(
+            error
+                .message
+                .starts_with("created_at must be a finite time"),
+            "{}",
+            error.message
+        );
+        let entry = r#"{"kind": "kv", "session_id": "s", "key": "k", "value": {"created_at": "infinity"},
+            "version": 2, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2027-01-01",
+            "versions": [{"version": 1, "value": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01",
+                          "expires_at": "infinity", "replaced_at": "2026-01-01"}]}"#;
+        let error = parse_line(entry, &renames).unwrap_err();
+        assert!(
+            error.message.starts_with("expires_at must be"),
+            "{}",
+            error.message
+        );
+        // A value's own fields are the user's, not times of the line.
+        let fine = entry.replace(
+            r#""expires_at": "infinity""#,
+            r#""expires_at": "2027-01-01""#,
+        );
+        assert!(parse_line(&fine, &renames).is_ok());
     }
 }

@@ -30,7 +30,7 @@ use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_keys};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
-use crate::pg::plans::{Columns, Statement, on_citus};
+use crate::pg::plans::{Columns, Statement, first_value_of, on_citus};
 use crate::pg::settings;
 use crate::pg::subtransaction::in_subtransaction;
 use crate::sessions::{idle_timeout_minutes, lock_session, sensitive};
@@ -72,10 +72,11 @@ fn import_lines(
 ) -> Result<SetOfIterator<'static, pgrx::JsonB>, pgrx::pg_sys::panic::ErrorReport> {
     let renames = checked_keys(session_id, user_id, owner, scope)?;
     let lines = lines.ok_or_else(|| Error::null("lines")).or_report()?;
-    let parsed: Vec<Parsed> = lines
+    let mut parsed: Vec<Parsed> = lines
         .iter()
         .map(|line| parsed(line.as_deref(), &renames))
         .collect();
+    refuse_lines_of_other_users_sessions(&mut parsed)?;
     // Citus routes a statement to one key's shard: there the lines go one
     // by one, each statement naming its line's key, as import's do.
     if on_citus()? {
@@ -93,6 +94,41 @@ fn import_lines(
         Err(_) => import_by_runs(&parsed, runs)?,
     };
     Ok(SetOfIterator::new(results.into_iter().map(pgrx::JsonB)))
+}
+
+/// When a session line names a session there of another user, it is
+/// refused, and so are its session's other lines: they would land in
+/// another user's session. The session's write lock is held from here,
+/// so the session stays as it was read.
+fn refuse_lines_of_other_users_sessions(parsed: &mut [Parsed]) -> SqlResult<()> {
+    let mut refused: Vec<String> = Vec::new();
+    for item in parsed.iter() {
+        if let Ok(Item::Session(s)) = item
+            && !refused.contains(&s.session_id)
+        {
+            lock_session(&s.session_id)?;
+            let args = [s.session_id.as_str().into(), s.user_id.as_deref().into()];
+            if first_value_of::<bool>(&OF_ANOTHER_USER, &args)? == Some(true) {
+                refused.push(s.session_id.clone());
+            }
+        }
+    }
+    for line in parsed.iter_mut() {
+        let (kind, session_id) = match line {
+            Ok(Item::Entry(e)) => ("kv", &e.session_id),
+            Ok(Item::Part(p)) => ("part", &p.session_id),
+            Ok(Item::Message(m)) => ("message", &m.session_id),
+            _ => continue,
+        };
+        if refused.contains(session_id) {
+            let message = format!(
+                "session {} exists with another user: its lines are not imported",
+                quoted(session_id)
+            );
+            *line = Err((Some(kind), "23505".into(), message));
+        }
+    }
+    Ok(())
 }
 
 /// The lines' results, `runs` written together and every other line alone,
@@ -306,13 +342,19 @@ fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
         if row.required::<bool>(1, "written")? {
             return Ok(Outcome::Imported);
         }
-        if row.value::<bool>(2)? == Some(true) {
-            return Ok(Outcome::Unchanged);
+        if row.value::<bool>(2)? != Some(true) {
+            return Err(crate::pg::error::report(Error::conflict(format!(
+                "session {} exists with another user",
+                quoted(&s.session_id)
+            ))));
         }
-        Err(crate::pg::error::report(Error::conflict(format!(
-            "session {} exists with another user",
-            quoted(&s.session_id)
-        ))))
+        if row.value::<bool>(3)? != Some(true) {
+            return Err(exists_otherwise(format!(
+                "session {}",
+                quoted(&s.session_id)
+            )));
+        }
+        Ok(Outcome::Unchanged)
     })
 }
 
@@ -770,14 +812,34 @@ fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
 /// Text $1 read as an interval.
 static AS_INTERVAL: Statement = Statement::read_only("SELECT $1::pg_catalog.interval", &[TEXT]);
 
+/// Whether the session `s` there is as the line ($2 to $6 of
+/// IMPORT_SESSION) has it: its user, project, active node, metadata and
+/// idle timeout (its times move on as it is used).
+macro_rules! session_as_line {
+    () => {
+        "(s.user_id IS NOT DISTINCT FROM $2 AND s.project_id IS NOT DISTINCT FROM $3
+          AND s.active_node_id IS NOT DISTINCT FROM $4 AND s.metadata = $5
+          AND s.idle_timeout IS NOT DISTINCT FROM $6::interval)"
+    };
+}
+
+/// Whether session $1 is there with a user other than $2.
+static OF_ANOTHER_USER: Statement = Statement::read_only(
+    "SELECT s.user_id IS NOT NULL AND s.user_id IS DISTINCT FROM $2
+     FROM agent_memory.sessions s
+     WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()",
+    &[TEXT, TEXT],
+);
+
 /// A session as exported: inserted, or claimed when an append made it
 /// without a user. Returns whether it was written, and else whether the
-/// session there has the line's user. Its times are at most now (and it
+/// session there is as the line has it. Its times are at most now (and it
 /// is made at most when last active): activity in the future would keep
 /// the session from ever expiring, and its end (activity plus idle
 /// timeout) could be past the last timestamp.
 static IMPORT_SESSION: Statement = Statement::read_write(
-    "WITH written AS (
+    concat!(
+        "WITH written AS (
        INSERT INTO agent_memory.sessions AS s
          (session_id, user_id, project_id, active_node_id, metadata, idle_timeout,
           created_at, last_activity_at, tenant)
@@ -793,7 +855,12 @@ static IMPORT_SESSION: Statement = Statement::read_write(
        RETURNING 1)
      SELECT EXISTS (SELECT FROM written),
             (SELECT s.user_id IS NOT DISTINCT FROM $2 FROM agent_memory.sessions s
-             WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant())",
+             WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()),
+            (SELECT ",
+        session_as_line!(),
+        " FROM agent_memory.sessions s
+             WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant())"
+    ),
     &[TEXT, TEXT, TEXT, TEXT, JSONB, TEXT, TEXT, TEXT],
 );
 

@@ -103,6 +103,28 @@ SELECT agent_memory.kv_get('copy-1', 'goal') ->> 'city' AS city;
 SELECT agent_memory.graph_read('heir', 'trip') ->> 'title' AS title;
 SELECT agent_memory.memory_tool('heir', '{"command": "read", "path": "/trips/porto.md"}') -> 'result' ->> 'content' AS content;
 
+-- Into a session of another user: the session line is refused, and
+-- import_lines refuses that session's other lines with it.
+SELECT agent_memory.create_session('bob', session_id => 'bobs');
+SELECT r ->> 'kind' AS kind, r ->> 'status' AS status, r -> 'error' ->> 'code' AS code, count(*)
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM exported
+                                WHERE line ->> 'session_id' = 'mover-1'), session_id => 'bobs') AS r
+GROUP BY 1, 2, 3 ORDER BY 1;
+SELECT agent_memory.kv_get_all('bobs') AS bobs_memory, (SELECT count(*) FROM agent_memory.messages('bobs')) AS bobs_messages;
+SELECT agent_memory.end_session('bobs');
+-- A session there with other content than the line's is refused too;
+-- with the line's content (its times aside), it is unchanged.
+SELECT r ->> 'status' AS status, r -> 'error' ->> 'message' AS message
+FROM exported, agent_memory.import(jsonb_set(line, '{metadata}', '{"plan": "other"}')::text) AS r
+WHERE line ->> 'kind' = 'session' AND line ->> 'session_id' = 'mover-1';
+SELECT r ->> 'status' AS status
+FROM exported, agent_memory.import(jsonb_set(line, '{created_at}', '"2020-01-01T00:00:00Z"')::text) AS r
+WHERE line ->> 'kind' = 'session' AND line ->> 'session_id' = 'mover-1';
+-- An infinite time is refused: no write stores one.
+SELECT r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
+FROM exported, agent_memory.import(jsonb_set(line, '{created_at}', '"-infinity"')::text, session_id => 'endless') AS r
+WHERE line ->> 'kind' = 'session' AND line ->> 'session_id' = 'mover-1';
+
 -- Lines refused, each alone, with what was wrong: none, truncated, not an
 -- object, of no kind, with a field of another kind, of the wrong type, an
 -- empty key, no session, a bad date; an entry that has expired since;
