@@ -426,6 +426,9 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
                 "created_at": e.created_at,
                 "updated_at": e.updated_at,
                 "expires_at": e.expires_at,
+                "versions": e.versions.iter()
+                    .map(|v| json!({"version": v.version, "value": v.value}))
+                    .collect::<Vec<_>>(),
             })
         })
         .collect();
@@ -468,6 +471,12 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
                 "imported" => Outcome::Imported,
                 "unchanged" => Outcome::Unchanged,
                 "expired" => Outcome::Expired,
+                "kept" => {
+                    return Err(crate::pg::error::report(Error::conflict(format!(
+                        "the versions kept of {} are another entry's (kv_purge_history removes them)",
+                        crate::sessions::kv::entry_name(session_id, &e.key)
+                    ))));
+                }
                 _ => {
                     return Err(exists_otherwise(crate::sessions::kv::entry_name(
                         session_id, &e.key,
@@ -866,12 +875,17 @@ static IMPORT_SESSION: Statement = Statement::read_write(
 
 /// Entries as exported ($2, a jsonb array in the lines' order), into an
 /// active session (idle minutes $3): each written where the session holds
-/// no live entry at its key, their words counted on the session once.
-/// Returns whether the session was found, the session's words when any
-/// entry was written, the sum of the words' changes and their highest
-/// running sum in the lines' order, and each line's status in order:
-/// expired, imported, unchanged (the live entry there has the line's
-/// value and version) or conflict.
+/// no live entry at its key and the versions kept at the key agree with
+/// the line (each holds the line's value of its number, or is older and
+/// of a number the line does not keep: one number names one content, and
+/// no kept version is newer than the entry), their words counted on the
+/// session once. The kept copy of the version written is dropped: the
+/// entry holds it. Returns whether the session was found, the session's
+/// words when any entry was written, the sum of the words' changes and
+/// their highest running sum in the lines' order, and each line's status
+/// in order: expired, imported, unchanged (the live entry there has the
+/// line's value and version), kept (the kept versions disagree) or
+/// conflict.
 static IMPORT_ENTRIES: Statement = Statement::read_write(
     concat!(
         "WITH s AS (
@@ -882,11 +896,20 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
          line AS (
            SELECT * FROM pg_catalog.jsonb_to_recordset($2) AS l(at int4, key text, value jsonb,
                     words int4, version int4, created_at timestamptz, updated_at timestamptz,
-                    expires_at timestamptz)),
+                    expires_at timestamptz, versions jsonb)),
          old AS (
            SELECT k.key, k.value, k.version, k.words, k.expires_at > pg_catalog.now() AS live
            FROM line l, s, agent_memory.kv_entries k
            WHERE k.session_id = $1 AND k.key = l.key AND k.tenant = s.tenant),
+         disagreeing AS (
+           SELECT DISTINCT l.key
+           FROM line l, s, agent_memory.kv_entry_versions v
+           WHERE v.session_id = $1 AND v.key = l.key AND v.tenant = s.tenant
+             AND NOT CASE WHEN v.version = l.version THEN v.value = l.value
+                          ELSE v.version < l.version AND NOT EXISTS (
+                                 SELECT FROM pg_catalog.jsonb_to_recordset(l.versions)
+                                             AS lv(version int4, value jsonb)
+                                 WHERE lv.version = v.version AND lv.value <> v.value) END),
          written AS (
            INSERT INTO agent_memory.kv_entries AS k
              (session_id, key, value, words, prev_words, created_at, updated_at, expires_at, version, tenant)
@@ -894,11 +917,16 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
                   l.created_at, l.updated_at, l.expires_at, l.version, s.tenant
            FROM line l CROSS JOIN s LEFT JOIN old o ON o.key = l.key
            WHERE l.expires_at > pg_catalog.now() AND o.live IS NOT TRUE
+             AND l.key NOT IN (SELECT d.key FROM disagreeing d)
            ON CONFLICT (session_id, key, tenant) DO UPDATE
            SET value = excluded.value, words = excluded.words, prev_words = excluded.prev_words,
                created_at = excluded.created_at, updated_at = excluded.updated_at,
                expires_at = excluded.expires_at, version = excluded.version
-           RETURNING k.key, k.words - k.prev_words AS change, k.expires_at),
+           RETURNING k.key, k.words - k.prev_words AS change, k.expires_at, k.version),
+         unkept AS (
+           DELETE FROM agent_memory.kv_entry_versions v USING written w, s
+           WHERE v.session_id = $1 AND v.key = w.key AND v.version = w.version
+             AND v.tenant = s.tenant),
          counted AS (
            UPDATE agent_memory.sessions x
            SET kv_words = x.kv_words + w.change,
@@ -916,6 +944,8 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
                           CASE WHEN l.expires_at <= pg_catalog.now() THEN 'expired'
                                WHEN w.key IS NOT NULL THEN 'imported'
                                WHEN o.live AND o.value = l.value AND o.version = l.version THEN 'unchanged'
+                               WHEN o.live IS NOT TRUE AND l.key IN (SELECT d.key FROM disagreeing d)
+                               THEN 'kept'
                                ELSE 'conflict' END ORDER BY l.at)
                  FROM line l LEFT JOIN old o ON o.key = l.key LEFT JOIN written w ON w.key = l.key)"
     ),

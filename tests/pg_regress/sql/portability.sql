@@ -120,6 +120,26 @@ WHERE line ->> 'kind' = 'session' AND line ->> 'session_id' = 'mover-1';
 SELECT r ->> 'status' AS status
 FROM exported, agent_memory.import(jsonb_set(line, '{created_at}', '"2020-01-01T00:00:00Z"')::text) AS r
 WHERE line ->> 'kind' = 'session' AND line ->> 'session_id' = 'mover-1';
+-- An entry goes where a deleted entry's versions are kept only when they
+-- agree with it (one number names one content), and the kept copy of its
+-- own version goes: the entry holds it.
+SET agent_memory.history_retention = 5;
+SELECT agent_memory.create_session('u5', session_id => 'kept-kv');
+SELECT agent_memory.kv_set('kept-kv', 'plan', '"A1"') ->> 'version' AS version;
+SELECT agent_memory.kv_set('kept-kv', 'plan', '"A2"') ->> 'version' AS version;
+CREATE TEMP TABLE kept_lines AS
+SELECT line FROM agent_memory.export(session_id => 'kept-kv') AS line WHERE line ->> 'kind' = 'kv';
+SELECT agent_memory.kv_delete('kept-kv', 'plan');
+SELECT r ->> 'status' AS status FROM kept_lines, agent_memory.import(line::text) AS r;
+SELECT version, value FROM agent_memory.kv_versions('kept-kv', 'plan');
+SELECT agent_memory.kv_delete('kept-kv', 'plan');
+SELECT agent_memory.kv_set('kept-kv', 'plan', '"B3"') ->> 'version' AS version;
+SELECT agent_memory.kv_delete('kept-kv', 'plan');
+SELECT r ->> 'status' AS status, r -> 'error' ->> 'message' AS message
+FROM kept_lines, agent_memory.import(line::text) AS r;
+SELECT version, value FROM agent_memory.kv_versions('kept-kv', 'plan');
+SELECT agent_memory.end_session('kept-kv');
+RESET agent_memory.history_retention;
 -- An infinite time is refused: no write stores one.
 SELECT r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
 FROM exported, agent_memory.import(jsonb_set(line, '{created_at}', '"-infinity"')::text, session_id => 'endless') AS r
