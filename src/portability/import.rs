@@ -561,30 +561,34 @@ fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
     checked_size(&content, None)?;
     let item = format!("graph node {} of owner {}", quoted(node_id), quoted(owner));
     Spi::connect_mut(|client| {
-        let table = IMPORT_NODE.run(
-            client,
-            &[
-                owner.into(),
-                node_id.into(),
-                content.title.as_str().into(),
-                content.description.as_str().into(),
-                content.body.as_str().into(),
-                content.links.clone().into(),
-                content.refs().into(),
-                n.version.into(),
-                n.revision.into(),
-                n.created_at.as_str().into(),
-                n.updated_at.as_str().into(),
-            ],
-        )?;
+        let table = IMPORT_NODE.run(client, &node_args(owner, node_id, &content, n))?;
         let row = table.first();
-        let outcome = if row.required::<bool>(1, "written")? {
-            notify::queue_graph_change(owner)?;
-            Outcome::Imported
-        } else if row.value::<bool>(2)? == Some(true) {
-            Outcome::Unchanged
-        } else {
-            return Err(exists_otherwise(item));
+        let written = row.required::<bool>(1, "written")?;
+        let mut as_line = row.value::<bool>(2)?;
+        if !written && as_line.is_none() {
+            // The insert waited for a node that a concurrent transaction
+            // wrote and committed after this statement's snapshot, which
+            // does not show it: read it again with a new one.
+            as_line = NODE_AS_LINE
+                .run(client, &node_args(owner, node_id, &content, n))?
+                .first()
+                .value::<bool>(1)?;
+        }
+        let outcome = match (written, as_line) {
+            (true, _) => {
+                notify::queue_graph_change(owner)?;
+                Outcome::Imported
+            }
+            (false, Some(true)) => Outcome::Unchanged,
+            (false, Some(false)) => return Err(exists_otherwise(item)),
+            // Still hidden: a snapshot of the whole transaction.
+            (false, None) => {
+                return Err(Error::new(
+                    agent_memory_core::error::ErrorKind::VersionConflict,
+                    format!("{item} was written by a concurrent transaction"),
+                ))
+                .or_report();
+            }
         };
         let mut versions = Vec::with_capacity(n.versions.len());
         for v in &n.versions {
@@ -613,6 +617,28 @@ fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
         }
         Ok(outcome)
     })
+}
+
+/// The arguments of IMPORT_NODE and NODE_AS_LINE.
+fn node_args<'a>(
+    owner: &'a str,
+    node_id: &'a str,
+    content: &'a Content,
+    n: &'a lines::Node,
+) -> [pgrx::datum::DatumWithOid<'a>; 11] {
+    [
+        owner.into(),
+        node_id.into(),
+        content.title.as_str().into(),
+        content.description.as_str().into(),
+        content.body.as_str().into(),
+        content.links.clone().into(),
+        content.refs().into(),
+        n.version.into(),
+        n.revision.into(),
+        n.created_at.as_str().into(),
+        n.updated_at.as_str().into(),
+    ]
 }
 
 /// A path as the memory tool stores it: normalised already.
@@ -993,24 +1019,41 @@ static IMPORT_PART: Statement = Statement::read_write(
 
 /// A graph node as exported. Returns whether it was written, and else
 /// whether the node there has the line's content, version and revision.
+/// Whether node $2 of owner $1 is there as the line has it (NULL: not
+/// there, as the statement's snapshot sees it).
+macro_rules! node_as_line {
+    () => {
+        "(SELECT n.title = $3 AND n.description = $4 AND n.body = $5 AND n.links = $6
+                 AND n.version = $8 AND n.revision = $9
+          FROM agent_memory.graph_nodes n
+          WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant())"
+    };
+}
+
+const NODE_ARGS: &[pgrx::PgOid] = &[
+    TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, INT4, TEXT, TEXT,
+];
+
 static IMPORT_NODE: Statement = Statement::read_write(
-    "WITH written AS (
-       INSERT INTO agent_memory.graph_nodes
-         (owner, node_id, title, description, body, links, refs, version, revision,
-          created_at, updated_at, tenant)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz, $11::timestamptz,
-               agent_memory.caller_tenant())
-       ON CONFLICT DO NOTHING
-       RETURNING 1)
-     SELECT EXISTS (SELECT FROM written),
-            (SELECT n.title = $3 AND n.description = $4 AND n.body = $5 AND n.links = $6
-                    AND n.version = $8 AND n.revision = $9
-             FROM agent_memory.graph_nodes n
-             WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant())",
-    &[
-        TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, INT4, TEXT, TEXT,
-    ],
+    concat!(
+        "WITH written AS (
+           INSERT INTO agent_memory.graph_nodes
+             (owner, node_id, title, description, body, links, refs, version, revision,
+              created_at, updated_at, tenant)
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::timestamptz, $11::timestamptz,
+                   agent_memory.caller_tenant())
+           ON CONFLICT DO NOTHING
+           RETURNING 1)
+         SELECT EXISTS (SELECT FROM written), ",
+        node_as_line!()
+    ),
+    NODE_ARGS,
 );
+
+/// The comparison alone, with a snapshot of its own (read-write: under
+/// READ COMMITTED a new one). $7, $10 and $11 are unused.
+static NODE_AS_LINE: Statement =
+    Statement::read_write(concat!("SELECT ", node_as_line!()), NODE_ARGS);
 
 /// Kept versions $3 (a jsonb array, with refs) of a node, each once.
 static IMPORT_NODE_VERSIONS: Statement = Statement::read_write(
