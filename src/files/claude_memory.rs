@@ -40,11 +40,11 @@ fn view(
     client: Client,
     scope: &str,
     path: &Target,
-    range: Option<(i64, i64)>,
+    range: &claude::ViewRange,
 ) -> SqlResult<Answer<String>> {
     if !path.is_root() {
         let shown = store::with_file(client, scope, &path.stored, |content, _| {
-            claude::file_view(path, content, range)
+            claude::file_view(path, content, range.clone()?)
         })?;
         if let Some(answer) = shown {
             return Ok(answer);
@@ -336,7 +336,7 @@ fn check_precondition(
 /// Run a checked request on a scope.
 fn run(client: Client, scope: &str, request: &Request) -> SqlResult<Answer<String>> {
     match request {
-        Request::View { path, range } => view(client, scope, path, *range),
+        Request::View { path, range } => view(client, scope, path, range),
         Request::Create { path, text } => create(client, scope, path, text),
         Request::StrReplace { path, old, new } => edit(client, scope, path, |content| {
             claude::replace_once(path, content, old, new)

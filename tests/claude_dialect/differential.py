@@ -40,8 +40,11 @@ HAND_WRITTEN: list[list[dict]] = [
         {"command": "create", "path": "/memories/a.txt", "file_text": "one\ntwo\nthree"},
         *[
             {"command": "view", "path": "/memories/a.txt", "view_range": r}
-            for r in ([1, 100], [0, 2], [4, 10], [3, 2], [2], [2, 10], [1, 3], [2, -1], [1, 1], [-5, -1])
+            for r in ([1, 100], [0, 2], [4, 10], [3, 2], [2], [2, 10], [1, 3], [2, -1], [1, 1], [-5, -1],
+                      [True, 2], "1-2", "")
         ],
+        {"command": "view", "path": "/memories", "view_range": ["a", "b"]},
+        {"command": "view", "path": "/memories", "view_range": "12"},
         {"command": "create", "path": "/memories/a.txt", "file_text": "again"},
         {"command": "insert", "path": "/memories/a.txt", "insert_line": 3, "insert_text": "four"},
         {"command": "insert", "path": "/memories/a.txt", "insert_line": 9, "insert_text": "x"},

@@ -42,12 +42,19 @@ impl Target {
     }
 }
 
+/// A `view_range` as the SDK reads it: two numbers it slices by, nothing
+/// (absent, or not of two elements), or two elements it cannot slice by,
+/// where it fails with a Python exception for a file.
+pub type ViewRange = std::result::Result<Option<(i64, i64)>, String>;
+
 /// One request, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     View {
         path: Target,
-        range: Option<(i64, i64)>,
+        /// The range a file's view takes; a directory's ignores it,
+        /// whatever it is, as the SDK does.
+        range: ViewRange,
     },
     Create {
         path: Target,
@@ -243,17 +250,20 @@ pub fn parse(request: &serde_json::Value) -> Answer<Request> {
     let path = |name: &str| -> Answer<Target> { target(&text(name)?) };
     Ok(match command {
         "view" => {
+            // Python's ints, and its booleans, which are ints too.
+            let number = |v: &Value| v.as_i64().or_else(|| v.as_bool().map(i64::from));
             let range = match fields.get("view_range") {
-                None | Some(Value::Null) => None,
+                None | Some(Value::Null) => Ok(None),
                 Some(Value::Array(pair)) if pair.len() == 2 => {
-                    match (pair[0].as_i64(), pair[1].as_i64()) {
-                        (Some(start), Some(end)) => Some((start, end)),
-                        _ => return Err(bad_range()),
+                    match (number(&pair[0]), number(&pair[1])) {
+                        (Some(start), Some(end)) => Ok(Some((start, end))),
+                        _ => Err(bad_range()),
                     }
                 }
                 // The SDK reads a range of two elements and ignores others.
-                Some(Value::Array(_)) => None,
-                Some(_) => return Err(bad_range()),
+                Some(Value::Array(_)) => Ok(None),
+                Some(Value::String(s)) if s.chars().count() != 2 => Ok(None),
+                Some(_) => Err(bad_range()),
             };
             Request::View {
                 path: path("path")?,
@@ -688,7 +698,7 @@ mod tests {
             ok,
             Request::View {
                 path: at("/memories"),
-                range: Some((1, -1))
+                range: Ok(Some((1, -1)))
             }
         );
         let cases = [
@@ -719,10 +729,6 @@ mod tests {
                 "Parameter `insert_line` must be an integer",
             ),
             (
-                json!({"command": "view", "path": "/memories/a", "view_range": "1-2"}),
-                "Parameter `view_range` must be a list of two integers [start, end]",
-            ),
-            (
                 json!({"command": "str_replace", "path": "/memories/a", "old_str": "", "new_str": "x"}),
                 "Parameter `old_str` must not be empty",
             ),
@@ -751,9 +757,22 @@ mod tests {
             parse(&request).unwrap(),
             Request::View {
                 path: at("/memories/a"),
-                range: None
+                range: Ok(None)
             }
         );
+        // As the SDK reads them: booleans are numbers, a string of
+        // another length than two is ignored, and two elements it cannot
+        // slice by are left to the view of a file to refuse.
+        let range = |value: serde_json::Value| match parse(
+            &json!({"command": "view", "path": "/memories/a", "view_range": value}),
+        ) {
+            Ok(Request::View { range, .. }) => range,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(range(json!([true, 1])), Ok(Some((1, 1))));
+        assert_eq!(range(json!("1-2")), Ok(None));
+        assert_eq!(range(json!(["a", "b"])), Err(bad_range()));
+        assert_eq!(range(json!([1.5, 2])), Err(bad_range()));
     }
 
     #[test]
@@ -990,7 +1009,7 @@ mod tests {
         let q = target("/memories/b.md").unwrap();
         let view = Request::View {
             path: p.clone(),
-            range: None,
+            range: Ok(None),
         };
         assert_eq!(view.changed_file(), None);
         let rename = Request::Rename {

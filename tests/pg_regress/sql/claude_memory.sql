@@ -74,6 +74,11 @@ SELECT claude_memory('c', '{"command": "view", "path": "/memories/people/user.md
 SELECT claude_memory('c', '{"command": "view", "path": "/memories/people/user.md", "view_range": [1, 99]}');
 SELECT claude_memory('c', '{"command": "view", "path": "/memories/people/user.md", "view_range": [3, 2]}');
 SELECT claude_memory('c', '{"command": "view", "path": "/memories/people/user.md", "view_range": [4]}') = claude_memory('c', '{"command": "view", "path": "/memories/people/user.md"}') AS one_element_ignored;
+-- As the SDK reads a range: a string of another length than two is
+-- ignored, booleans are numbers, and a directory ignores any range.
+SELECT claude_memory('c', '{"command": "view", "path": "/memories/people/user.md", "view_range": "1-2"}') = claude_memory('c', '{"command": "view", "path": "/memories/people/user.md"}') AS string_ignored;
+SELECT claude_memory('c', '{"command": "view", "path": "/memories/people/user.md", "view_range": [true, 1]}');
+SELECT claude_memory('c', '{"command": "view", "path": "/memories/people", "view_range": ["a", "b"]}') = claude_memory('c', '{"command": "view", "path": "/memories/people"}') AS directory_ignores_it;
 SELECT claude_memory('c', '{"command": "view", "path": "/memories/people/../people/./user.md", "view_range": [3, 3]}');
 
 -- Bad paths and malformed calls: each answered, nothing changed.
@@ -99,7 +104,7 @@ SELECT claude_memory('c', request::jsonb) FROM (VALUES
   ('{"command": "view"}'),
   ('{"command": "view", "path": 7}'),
   ('{"command": "view", "path": "/memories", "deep": ' || repeat('[', 101) || repeat(']', 101) || '}'),
-  ('{"command": "view", "path": "/memories/people/user.md", "view_range": "1-2"}'),
+  ('{"command": "view", "path": "/memories/people/user.md", "view_range": ["a", "b"]}'),
   ('{"command": "create", "path": "/memories/x"}'),
   ('{"command": "create", "path": "/memories/x", "file_text": ["x"]}'),
   ('{"command": "str_replace", "path": "/memories/people/user.md", "old_str": "", "new_str": "x"}'),
