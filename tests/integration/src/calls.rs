@@ -121,6 +121,10 @@ pub const BASES: &[Base] = &[
         calls: &[&[]],
     },
     Base {
+        function: "value_bytes(jsonb)",
+        calls: &[&[Some(r#"{"tier": "pro", "n": 1}"#)]],
+    },
+    Base {
         function: "create_session(text, jsonb, text, interval)",
         calls: &[&[
             Some("new-user"),
