@@ -6,7 +6,9 @@
 -- then graph nodes, files and directories; items of a kind by their key.
 -- RETURN QUERY gathers them in a tuplestore, which spills to disk past
 -- work_mem: an export of any size holds at most work_mem of lines in
--- memory. Only live items go: no expired session, entry or version.
+-- memory. Only live items go: no expired session, entry or version. The
+-- versions kept of an entry or a file that is gone have a line of their own
+-- (kv_history, file_history).
 CREATE FUNCTION agent_memory.export(
     session_id text DEFAULT NULL,
     user_id    text DEFAULT NULL,
@@ -60,6 +62,23 @@ BEGIN
         JOIN agent_memory.kv_entries k ON k.session_id = s.session_id AND k.tenant = s.tenant
         WHERE k.expires_at > now()
         UNION ALL
+        -- The versions kept of an entry that is gone: kv_restore can bring
+        -- one back.
+        SELECT v.session_id, 1, 0, v.key::text,
+               jsonb_build_object(
+                   'kind', 'kv_history', 'session_id', v.session_id, 'key', v.key,
+                   'versions', jsonb_agg(jsonb_build_object(
+                       'version', v.version, 'value', v.value, 'created_at', v.created_at,
+                       'updated_at', v.updated_at, 'expires_at', v.expires_at,
+                       'replaced_at', v.replaced_at) ORDER BY v.version))
+        FROM chosen s
+        JOIN agent_memory.kv_entry_versions v ON v.session_id = s.session_id AND v.tenant = s.tenant
+        WHERE v.expires_at > now()
+          AND NOT EXISTS (SELECT FROM agent_memory.kv_entries k
+                          WHERE k.session_id = v.session_id AND k.key = v.key
+                            AND k.tenant = v.tenant AND k.expires_at > now())
+        GROUP BY v.session_id, v.key
+        UNION ALL
         SELECT p.session_id, 2, 0, p.node_key || '/' || p.part,
                jsonb_build_object(
                    'kind', 'part', 'session_id', p.session_id, 'node_id', nullif(p.node_key, ''),
@@ -109,6 +128,20 @@ BEGIN
                        WHERE v.scope = f.scope AND v.path = f.path AND v.tenant = f.tenant), '[]'))
         FROM agent_memory.memory_files f
         WHERE f.scope = export.scope AND f.tenant = callers_tenant
+        UNION ALL
+        -- The versions kept of a file that was deleted.
+        SELECT NULL, 5, 0, v.path::text,
+               jsonb_build_object(
+                   'kind', 'file_history', 'scope', v.scope, 'path', v.path,
+                   'versions', jsonb_agg(jsonb_build_object(
+                       'version', v.version, 'content', v.content,
+                       'created_at', v.created_at, 'updated_at', v.updated_at,
+                       'replaced_at', v.replaced_at) ORDER BY v.version))
+        FROM agent_memory.memory_file_versions v
+        WHERE v.scope = export.scope AND v.tenant = callers_tenant
+          AND NOT EXISTS (SELECT FROM agent_memory.memory_files f
+                          WHERE f.scope = v.scope AND f.path = v.path AND f.tenant = v.tenant)
+        GROUP BY v.scope, v.path
         UNION ALL
         SELECT NULL, 6, 0, d.path::text,
                jsonb_build_object('kind', 'directory', 'scope', d.scope, 'path', d.path)

@@ -130,6 +130,25 @@ pub struct FileVersion {
     pub replaced_at: String,
 }
 
+/// The versions kept of a key-value entry that is gone (deleted, or
+/// expired): `kv_restore` can still bring one back, so an export has them.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntryHistory {
+    pub session_id: String,
+    pub key: String,
+    pub versions: Vec<EntryVersion>,
+}
+
+/// The versions kept of a memory file that was deleted.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileHistory {
+    pub scope: String,
+    pub path: String,
+    pub versions: Vec<FileVersion>,
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Directory {
@@ -168,10 +187,12 @@ pub enum Item {
     Node(Node),
     File(File),
     Directory(Directory),
+    EntryHistory(EntryHistory),
+    FileHistory(FileHistory),
 }
 
 /// The kinds a line may have, as its `kind` field names them.
-pub const KINDS: [&str; 7] = [
+pub const KINDS: [&str; 9] = [
     "session",
     "kv",
     "part",
@@ -179,6 +200,8 @@ pub const KINDS: [&str; 7] = [
     "node",
     "file",
     "directory",
+    "kv_history",
+    "file_history",
 ];
 
 impl Item {
@@ -192,6 +215,8 @@ impl Item {
             Item::Node(_) => "node",
             Item::File(_) => "file",
             Item::Directory(_) => "directory",
+            Item::EntryHistory(_) => "kv_history",
+            Item::FileHistory(_) => "file_history",
         }
     }
 }
@@ -268,6 +293,16 @@ pub fn parse_line(line: &str, renames: &Renames<'_>) -> Result<Item> {
             let mut directory: Directory = fields(&kind, object)?;
             rename(&mut directory.scope, renames.scope);
             Item::Directory(directory)
+        }
+        "kv_history" => {
+            let mut history: EntryHistory = fields(&kind, object)?;
+            rename(&mut history.session_id, renames.session_id);
+            Item::EntryHistory(history)
+        }
+        "file_history" => {
+            let mut history: FileHistory = fields(&kind, object)?;
+            rename(&mut history.scope, renames.scope);
+            Item::FileHistory(history)
         }
         other => {
             return Err(Error::invalid(format!(
@@ -388,6 +423,32 @@ fn check_keys(item: &Item) -> Result<()> {
         Item::Directory(d) => {
             check_id("scope", Some(&d.scope))?;
         }
+        Item::EntryHistory(h) => {
+            check_id("session_id", Some(&h.session_id))?;
+            check_id("key", Some(&h.key))?;
+            check_history(h.versions.iter().map(|v| v.version))?;
+        }
+        Item::FileHistory(h) => {
+            check_id("scope", Some(&h.scope))?;
+            check_history(h.versions.iter().map(|v| v.version))?;
+        }
+    }
+    Ok(())
+}
+
+/// The versions of a history line: at least one, each number once.
+fn check_history(versions: impl Iterator<Item = i32>) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    for version in versions {
+        check_version("a kept version", version.into())?;
+        if !seen.insert(version) {
+            return Err(Error::invalid(format!(
+                "kept version {version} is there twice"
+            )));
+        }
+    }
+    if seen.is_empty() {
+        return Err(Error::invalid("a history line keeps at least one version"));
     }
     Ok(())
 }
@@ -856,5 +917,52 @@ mod tests {
             r#""expires_at": "2027-01-01""#,
         );
         assert!(parse_line(&fine, &renames).is_ok());
+    }
+
+    #[test]
+    fn history_lines_keep_one_version_or_more_each_once() {
+        let renames = Renames {
+            session_id: Some("copy"),
+            ..Renames::default()
+        };
+        let version = |n: i32| {
+            format!(
+                r#"{{"version": {n}, "value": {n}, "created_at": "2026-01-01", "updated_at": "2026-01-01",
+                    "expires_at": "2027-01-01", "replaced_at": "2026-01-02"}}"#
+            )
+        };
+        let line = |versions: &[String]| {
+            format!(
+                r#"{{"kind": "kv_history", "session_id": "s", "key": "k", "versions": [{}]}}"#,
+                versions.join(", ")
+            )
+        };
+        let Item::EntryHistory(history) =
+            parse_line(&line(&[version(1), version(3)]), &renames).unwrap()
+        else {
+            panic!("not a history line");
+        };
+        assert_eq!(history.session_id, "copy");
+        assert_eq!(history.versions.len(), 2);
+        for (versions, refusal) in [
+            (vec![], "a history line keeps at least one version"),
+            (
+                vec![version(2), version(2)],
+                "kept version 2 is there twice",
+            ),
+            (vec![version(0)], "a kept version must be 1 or more"),
+        ] {
+            assert_eq!(
+                parse_line(&line(&versions), &renames).unwrap_err().message,
+                refusal
+            );
+        }
+        let file = r#"{"kind": "file_history", "scope": "s", "path": "/a", "versions": [
+            {"version": 1, "content": "x", "created_at": "2026-01-01", "updated_at": "2026-01-01",
+             "replaced_at": "2026-01-02"}]}"#;
+        assert!(matches!(
+            parse_line(file, &Renames::default()),
+            Ok(Item::FileHistory(_))
+        ));
     }
 }

@@ -118,6 +118,7 @@ fn refuse_lines_of_other_users_sessions(parsed: &mut [Parsed]) -> SqlResult<()> 
             Ok(Item::Entry(e)) => ("kv", &e.session_id),
             Ok(Item::Part(p)) => ("part", &p.session_id),
             Ok(Item::Message(m)) => ("message", &m.session_id),
+            Ok(Item::EntryHistory(h)) => ("kv_history", &h.session_id),
             _ => continue,
         };
         if refused.contains(session_id) {
@@ -299,6 +300,8 @@ fn write_item(item: &Item) -> SqlResult<Outcome> {
         Item::Node(n) => import_node(n),
         Item::File(f) => import_file(f),
         Item::Directory(d) => import_directory(d),
+        Item::EntryHistory(h) => import_entry_history(h),
+        Item::FileHistory(h) => import_file_history(h),
     }
 }
 
@@ -843,6 +846,131 @@ fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
         Ok(Outcome::Imported)
     })
 }
+
+/// The outcome of a history line's statement: (session or scope found,
+/// versions that disagree with those there, versions written, versions
+/// not expired).
+fn history_outcome(row: pgrx::spi::SpiTupleTable<'_>, item: String) -> SqlResult<Outcome> {
+    if row.required::<bool>(2, "disagreeing")? {
+        return Err(crate::pg::error::report(Error::conflict(format!(
+            "the versions kept of {item} disagree with those there, or with its version (kv_purge_history and memory_purge_history remove kept versions)"
+        ))));
+    }
+    Ok(if row.required::<i64>(3, "written")? > 0 {
+        Outcome::Imported
+    } else if row.required::<i64>(4, "live")? == 0 {
+        Outcome::Expired
+    } else {
+        Outcome::Unchanged
+    })
+}
+
+fn import_entry_history(h: &lines::EntryHistory) -> SqlResult<Outcome> {
+    lock_session(&h.session_id)?;
+    let versions = serde_json::to_value(&h.versions).unwrap_or_default();
+    Spi::connect_mut(|client| {
+        let table = IMPORT_ENTRY_HISTORY.run(
+            client,
+            &[
+                h.session_id.as_str().into(),
+                h.key.as_str().into(),
+                JsonB(versions).into(),
+                idle_timeout_minutes().into(),
+            ],
+        )?;
+        let row = table.first();
+        if !row.required::<bool>(1, "session found")? {
+            return Err(missing_session(&h.session_id));
+        }
+        history_outcome(row, crate::sessions::kv::entry_name(&h.session_id, &h.key))
+    })
+}
+
+fn import_file_history(h: &lines::FileHistory) -> SqlResult<Outcome> {
+    let path = stored_path(&h.path)?;
+    let scope = h.scope.as_str();
+    let versions = serde_json::to_value(&h.versions).unwrap_or_default();
+    Spi::connect_mut(|client| {
+        store::lock_scope(client, scope)?;
+        let table = IMPORT_FILE_HISTORY.run(
+            client,
+            &[scope.into(), path.as_str().into(), JsonB(versions).into()],
+        )?;
+        history_outcome(
+            table.first(),
+            format!("path {} of scope {}", quoted(&path), quoted(scope)),
+        )
+    })
+}
+
+/// The versions $3 kept of key $2 of an active session $1 (idle minutes
+/// $4) whose entry is gone, each once, when they agree with what is there:
+/// no kept version of one of their numbers with another value, and none of
+/// them as new as a live entry at the key. Returns whether the session was
+/// found, whether they disagree, how many were written, and how many are
+/// not expired.
+static IMPORT_ENTRY_HISTORY: Statement = Statement::read_write(
+    concat!(
+        "WITH s AS (
+           SELECT s.tenant FROM agent_memory.sessions s
+           WHERE ",
+        crate::sessions::callers_active_session!("$4"),
+        "),
+         v AS (
+           SELECT * FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, value jsonb,
+                    created_at timestamptz, updated_at timestamptz, expires_at timestamptz,
+                    replaced_at timestamptz)
+           WHERE v.expires_at > pg_catalog.now()),
+         disagreeing AS (
+           SELECT FROM v, s, agent_memory.kv_entry_versions o
+           WHERE o.session_id = $1 AND o.key = $2 AND o.tenant = s.tenant
+             AND o.version = v.version AND o.value <> v.value
+           UNION ALL
+           SELECT FROM v, s, agent_memory.kv_entries k
+           WHERE k.session_id = $1 AND k.key = $2 AND k.tenant = s.tenant
+             AND k.expires_at > pg_catalog.now() AND v.version >= k.version),
+         written AS (
+           INSERT INTO agent_memory.kv_entry_versions
+             (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
+           SELECT $1, $2, v.version, v.value, v.created_at, v.updated_at, v.expires_at, v.replaced_at,
+                  s.tenant
+           FROM v, s WHERE NOT EXISTS (SELECT FROM disagreeing)
+           ON CONFLICT DO NOTHING
+           RETURNING 1)
+         SELECT EXISTS (SELECT FROM s), EXISTS (SELECT FROM disagreeing),
+                (SELECT pg_catalog.count(*) FROM written), (SELECT pg_catalog.count(*) FROM v)"
+    ),
+    &[TEXT, TEXT, JSONB, INT4],
+);
+
+/// The versions $3 kept of path $2 of scope $1 where the file is gone, each
+/// once, when they agree with what is there (as for entries). Returns
+/// true, whether they disagree, how many were written, and how many there
+/// are.
+static IMPORT_FILE_HISTORY: Statement = Statement::read_write(
+    "WITH v AS (
+       SELECT * FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, content text,
+                created_at timestamptz, updated_at timestamptz, replaced_at timestamptz)),
+     disagreeing AS (
+       SELECT FROM v, agent_memory.memory_file_versions o
+       WHERE o.scope = $1 AND o.path = $2 AND o.tenant = agent_memory.caller_tenant()
+         AND o.version = v.version AND o.content <> v.content
+       UNION ALL
+       SELECT FROM v, agent_memory.memory_files f
+       WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
+         AND v.version >= f.version),
+     written AS (
+       INSERT INTO agent_memory.memory_file_versions
+         (scope, path, version, content, created_at, updated_at, replaced_at, tenant)
+       SELECT $1, $2, v.version, v.content, v.created_at, v.updated_at, v.replaced_at,
+              agent_memory.caller_tenant()
+       FROM v WHERE NOT EXISTS (SELECT FROM disagreeing)
+       ON CONFLICT DO NOTHING
+       RETURNING 1)
+     SELECT true, EXISTS (SELECT FROM disagreeing),
+            (SELECT pg_catalog.count(*) FROM written), (SELECT pg_catalog.count(*) FROM v)",
+    &[TEXT, TEXT, JSONB],
+);
 
 /// Text $1 read as an interval.
 static AS_INTERVAL: Statement = Statement::read_only("SELECT $1::pg_catalog.interval", &[TEXT]);

@@ -138,6 +138,17 @@ SELECT agent_memory.kv_delete('kept-kv', 'plan');
 SELECT r ->> 'status' AS status, r -> 'error' ->> 'message' AS message
 FROM kept_lines, agent_memory.import(line::text) AS r;
 SELECT version, value FROM agent_memory.kv_versions('kept-kv', 'plan');
+-- The versions of the deleted entry go in a line of their own, and come
+-- back with it: kv_restore can bring one back in the copy too.
+SELECT line ->> 'kind' AS kind, jsonb_array_length(line -> 'versions') AS versions
+FROM agent_memory.export(session_id => 'kept-kv') AS line;
+SELECT r ->> 'kind' AS kind, r ->> 'status' AS status
+FROM agent_memory.import_lines((SELECT array_agg(line::text) FROM agent_memory.export(session_id => 'kept-kv') AS line),
+                               session_id => 'kept-copy') AS r;
+SELECT version, value FROM agent_memory.kv_versions('kept-copy', 'plan');
+SELECT agent_memory.kv_restore('kept-copy', 'plan', 2) ->> 'version' AS restored_as;
+SELECT agent_memory.kv_get('kept-copy', 'plan');
+SELECT agent_memory.end_session('kept-copy');
 SELECT agent_memory.end_session('kept-kv');
 RESET agent_memory.history_retention;
 -- An infinite time is refused: no write stores one.
