@@ -334,6 +334,35 @@ impl FirstRow for pgrx::spi::SpiTupleTable<'_> {
     }
 }
 
+/// Run a read-only statement that builds one value in column 1 only while
+/// what it would take, counted first from the stored values' headers, is
+/// within `agent_memory.max_result_bytes` (the last of `args`, as
+/// `settings::max_result_bytes_arg` gives it). Returns the value, None
+/// without a row, and 54000 when it was not built: `what_takes` names it
+/// with its verb, `hint` says how to read less.
+pub fn bounded_value(
+    statement: &'static Statement,
+    args: &[pgrx::datum::DatumWithOid<'_>],
+    what_takes: &str,
+    hint: &str,
+) -> SqlResult<Option<crate::pg::datums::JsonbBytes>> {
+    pgrx::Spi::connect(|client| {
+        let table = statement.read(client, args)?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        match table.first().value(1)? {
+            Some(value) => Ok(Some(value)),
+            None => Err(agent_memory_core::Error::too_large_to_build(
+                what_takes,
+                crate::pg::settings::max_result_bytes(),
+            )
+            .with_hint(hint))
+            .or_report(),
+        }
+    })
+}
+
 /// Run a kept statement in its own SPI connection and return column 1 of
 /// its first row (None: no row, or NULL). Writing statements run read-write.
 pub fn first_value_of<T: pgrx::FromDatum + pgrx::IntoDatum>(

@@ -19,6 +19,11 @@ pub fn max_result_bytes() -> usize {
     MAX_RESULT_BYTES.get().max(0) as usize
 }
 
+/// `agent_memory.max_result_bytes` as a statement's int4 argument.
+pub fn max_result_bytes_arg() -> i32 {
+    MAX_RESULT_BYTES.get()
+}
+
 /// Hard ceiling of messages kept per (session, node), whatever the setting.
 pub const MAX_MESSAGES_CAP: i32 = 200;
 

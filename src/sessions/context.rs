@@ -13,7 +13,7 @@ use agent_memory_core::time::{POSTGRES_EPOCH_UNIX_MICROS, iso_utc};
 use crate::pg::args::{BOOL, INT4, TEXT, TEXT_ARRAY, checked_id, checked_list};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Statement, iso};
+use crate::pg::plans::{Statement, bounded_value, iso};
 use crate::pg::settings;
 use crate::sessions::kv::{delete_keys, write_entries};
 use crate::sessions::{callers_active_session, idle_timeout_minutes};
@@ -28,28 +28,18 @@ fn build_context(
     let session_id = checked_id("session_id", session_id)?;
     let keys = keys.map(|keys| checked_list("keys", keys)).transpose()?;
     let include_metadata = include_metadata.unwrap_or(false);
-    let max_bytes = settings::max_result_bytes();
-    Spi::connect(|client| {
-        let table = BUILD.read(
-            client,
-            &[
-                session_id.into(),
-                idle_timeout_minutes().into(),
-                keys.into(),
-                include_metadata.into(),
-                i32::try_from(max_bytes).unwrap_or(i32::MAX).into(),
-            ],
-        )?;
-        if table.is_empty() {
-            return session_missing(session_id);
-        }
-        match table.first().value::<JsonbBytes>(1)? {
-            Some(context) => Ok(context),
-            None => Err(Error::too_large_to_build("the context takes", max_bytes)
-                .with_hint("name fewer keys, or read them one by one with kv_get"))
-            .or_report(),
-        }
-    })
+    let args = [
+        session_id.into(),
+        idle_timeout_minutes().into(),
+        keys.into(),
+        include_metadata.into(),
+        settings::max_result_bytes_arg().into(),
+    ];
+    let hint = "name fewer keys, or read them one by one with kv_get";
+    match bounded_value(&BUILD, &args, "the context takes", hint)? {
+        Some(context) => Ok(context),
+        None => session_missing(session_id),
+    }
 }
 
 #[pg_extern(volatile, parallel_unsafe)]

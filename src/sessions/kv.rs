@@ -24,7 +24,7 @@ use crate::pg::args::{
 };
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
+use crate::pg::plans::{Columns, Rows, Statement, bounded_value, first_value_of, iso, on_citus};
 use crate::pg::settings;
 use crate::sessions::{
     active, active_until, callers_active_session, idle_timeout_minutes, lock_session,
@@ -446,26 +446,17 @@ fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonbBytes>> {
 /// All live entries of a session as one object (NULL for a session that does
 /// not exist or has expired).
 pub fn get_all(session_id: &str) -> SqlResult<Option<JsonbBytes>> {
-    let max_bytes = settings::max_result_bytes();
-    Spi::connect(|client| {
-        let table = GET_ALL.read(
-            client,
-            &[
-                session_id.into(),
-                idle_timeout_minutes().into(),
-                i32::try_from(max_bytes).unwrap_or(i32::MAX).into(),
-            ],
-        )?;
-        if table.is_empty() {
-            return Ok(None);
-        }
-        match table.first().value::<JsonbBytes>(1)? {
-            Some(entries) => Ok(Some(entries)),
-            None => Err(Error::too_large_to_build("the entries take", max_bytes)
-                .with_hint("read them one by one with kv_get"))
-            .or_report(),
-        }
-    })
+    let args = [
+        session_id.into(),
+        idle_timeout_minutes().into(),
+        settings::max_result_bytes_arg().into(),
+    ];
+    bounded_value(
+        &GET_ALL,
+        &args,
+        "the entries take",
+        "read them one by one with kv_get",
+    )
 }
 
 #[pg_extern(stable, parallel_safe)]

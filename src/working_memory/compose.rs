@@ -385,7 +385,7 @@ fn compose(
             session_id.into(),
             node.into(),
             idle_timeout_minutes().into(),
-            i32::try_from(max_bytes).unwrap_or(i32::MAX).into(),
+            settings::max_result_bytes_arg().into(),
         ];
         let table = if statement.writes {
             statement.run(client, &args)?
