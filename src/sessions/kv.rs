@@ -344,6 +344,13 @@ pub fn write_entries(
             .filter(|(key, _, _)| !plan.evicted.contains(key))
             .map(|(_, _, expires_at)| *expires_at)
             .min_by_key(|expires_at| expires_at.into_inner());
+        // An evicted entry is deleted as kv_delete deletes it: its value is
+        // kept, and the key written again goes past its version, so that
+        // one number never names two values.
+        if retention > 0 && !plan.evicted.is_empty() {
+            let evicted: Vec<&str> = plan.evicted.iter().map(String::as_str).collect();
+            kv_versions::save_entries(client, session_id, Some(&evicted), retention)?;
+        }
         RECOUNTED.run(
             client,
             &[

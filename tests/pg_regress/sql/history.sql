@@ -72,6 +72,15 @@ SELECT count(*) AS kept FROM agent_memory.kv_versions('h', 'brief');
 SELECT (agent_memory.cleanup_expired() ->> 'entries')::int >= 1 AS removed;
 SELECT count(*) AS rows_left FROM agent_memory.kv_entry_versions WHERE session_id = 'h' AND key = 'brief';
 
+-- An entry evicted by the word budget is kept as a deleted one is, and
+-- the key written again goes past its version: a number names one value.
+SET agent_memory.kv_word_budget = 3;
+SELECT agent_memory.kv_set('h', 'old', '"one two"') ->> 'version' AS version;
+SELECT agent_memory.kv_set('h', 'new', '"three four"') -> 'evicted' AS evicted;
+SELECT version, value FROM agent_memory.kv_versions('h', 'old');
+SELECT agent_memory.kv_set('h', 'old', '"five"') ->> 'version' AS written_again_as;
+RESET agent_memory.kv_word_budget;
+
 -- The history goes with its session.
 SELECT agent_memory.kv_set('h', 'goal', '"last but one"') ->> 'version' AS version;
 SELECT agent_memory.kv_set('h', 'goal', '"last"') ->> 'version' AS version;
