@@ -1385,10 +1385,15 @@ static CLEAR: Statement = Statement::read_write(
              AND ($2::text IS NULL OR t.thread_key = $2)
            RETURNING t.session_id, t.thread_key, t.tenant, t.last_seq),
          -- The session's numbers go on after those of the cleared messages.
+         -- A cleared thread is no longer the session's last: the next
+         -- append, to whichever thread, moves to it and so writes this row,
+         -- which a REPEATABLE READ append that began before it must see.
          counted AS (
            UPDATE agent_memory.sessions s
            SET last_message_seq = greatest(s.last_message_seq,
-                                                      (SELECT pg_catalog.max(d.last_seq) FROM threads d))
+                                                      (SELECT pg_catalog.max(d.last_seq) FROM threads d)),
+               last_thread_key = CASE WHEN s.last_thread_key IN (SELECT d.thread_key FROM threads d)
+                                      THEN NULL ELSE s.last_thread_key END
            WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND EXISTS (SELECT FROM threads))
          SELECT count(*)::int4
          FROM agent_memory.thread_messages m JOIN threads USING (session_id, thread_key, tenant)
