@@ -3,8 +3,9 @@
 //! without splitting a tool call from its results.
 //!
 //! A thread's messages live in a ring of `keep` slots (see sql/schema.sql).
-//! Appends overwrite the oldest slot; only a change of `keep` repacks the
-//! ring, and [`plan_repack`] decides that repack.
+//! Appends overwrite the oldest slot; a change of `keep`, or results that
+//! went with an overwritten call, repack the ring, and [`plan_keeping`]
+//! decides that repack.
 
 use std::collections::HashSet;
 
@@ -205,16 +206,15 @@ pub struct Repack {
     pub moves: Vec<(i32, i32)>,
 }
 
-/// Plan a repack that makes room for one more message under `keep`: keep
-/// the newest `keep - 1` messages, then drop every kept tool result whose
-/// call is not kept, so that the thread holds no result without its call.
-/// A result answers the newest call of its id before it: a later call that
-/// reuses the id does not keep it.
-pub fn plan_repack(stored: &[Stored], keep: i32) -> Repack {
+/// Plan a repack that keeps the newest `most` messages, then drops every
+/// kept tool result whose call is not kept, so that the thread holds no
+/// result without its call. A result answers the newest call of its id
+/// before it: a later call that reuses the id does not keep it. The kept
+/// messages take slots 0, 1, … in seq order, whatever slots were empty.
+pub fn plan_keeping(stored: &[Stored], most: usize) -> Repack {
     let mut by_seq: Vec<&Stored> = stored.iter().collect();
     by_seq.sort_by_key(|m| m.seq);
-    let room = (keep.max(1) - 1) as usize;
-    let cut = by_seq.len().saturating_sub(room);
+    let cut = by_seq.len().saturating_sub(most);
     let (dropped, kept) = by_seq.split_at(cut);
     let mut kept_calls: HashSet<&str> = HashSet::new();
     let mut repack = Repack {
@@ -394,15 +394,25 @@ mod tests {
     fn a_repack_keeps_the_newest_and_renumbers_them_in_order() {
         // Ring of 4 that wrapped: slots hold seqs 5, 6, 3, 4.
         let stored = [msg(0, 5), msg(1, 6), msg(2, 3), msg(3, 4)];
-        let plan = plan_repack(&stored, 3);
+        let plan = plan_keeping(&stored, 2);
         assert_eq!(plan.removed, vec![2, 3]);
         assert_eq!(plan.moves, vec![(0, 0), (1, 1)]);
     }
 
     #[test]
+    fn a_repack_without_room_closes_the_gaps() {
+        // Ring of 4 whose slot 2 was emptied: seqs 5, 2, -, 4.
+        let stored = [msg(0, 5), msg(1, 2), msg(3, 4)];
+        let plan = plan_keeping(&stored, 4);
+        assert!(plan.removed.is_empty());
+        assert_eq!(plan.moves, vec![(1, 0), (3, 1), (0, 2)]);
+        assert_eq!(plan_keeping(&stored, 2).removed, vec![1]);
+    }
+
+    #[test]
     fn a_larger_keep_drops_nothing() {
         let stored = [msg(0, 3), msg(1, 1), msg(2, 2)];
-        let plan = plan_repack(&stored, 10);
+        let plan = plan_keeping(&stored, 9);
         assert!(plan.removed.is_empty());
         assert_eq!(plan.moves, vec![(1, 0), (2, 1), (0, 2)]);
     }
@@ -423,7 +433,7 @@ mod tests {
         };
         let stored = [call, answer(1, 2, "c1"), answer(2, 3, "c2"), msg(3, 4)];
         // Room for 2 of the 4: seq 1 drops, so its results (2 and 3) drop too.
-        let plan = plan_repack(&stored, 3);
+        let plan = plan_keeping(&stored, 2);
         assert_eq!(plan.removed, vec![0, 1, 2]);
         assert_eq!(plan.moves, vec![(3, 0)]);
         // A result whose call is kept stays.
@@ -437,12 +447,12 @@ mod tests {
             },
             answer(2, 3, "c9"),
         ];
-        let plan = plan_repack(&stored, 3);
+        let plan = plan_keeping(&stored, 2);
         assert_eq!(plan.removed, vec![0]);
         assert_eq!(plan.moves, vec![(1, 0), (2, 1)]);
         // A result whose call the thread never held goes too.
         let stored = [msg(0, 1), answer(1, 2, "c7"), msg(2, 3)];
-        let plan = plan_repack(&stored, 10);
+        let plan = plan_keeping(&stored, 9);
         assert_eq!(plan.removed, vec![1]);
         assert_eq!(plan.moves, vec![(0, 0), (2, 1)]);
     }
@@ -464,10 +474,10 @@ mod tests {
         // Two turns that both name their call call_0.
         let stored = [call(0, 1), answer(1, 2), call(2, 3), answer(3, 4)];
         // The first call drops: its result goes, the second turn stays.
-        let plan = plan_repack(&stored, 4);
+        let plan = plan_keeping(&stored, 3);
         assert_eq!(plan.removed, vec![0, 1]);
         assert_eq!(plan.moves, vec![(2, 0), (3, 1)]);
         // Room for all: nothing goes.
-        assert!(plan_repack(&stored, 5).removed.is_empty());
+        assert!(plan_keeping(&stored, 4).removed.is_empty());
     }
 }

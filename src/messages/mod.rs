@@ -8,8 +8,11 @@
 //! thread's next position and writes its slot, overwriting the
 //! oldest message in place: trimming costs one in-place update whatever the
 //! table holds. When that message is a tool call, its results are removed
-//! first; a new thread, another `keep`, an idempotency key or a missing
-//! session take the general path, which may repack the ring.
+//! first, and the ring is repacked when that empties other slots: the
+//! messages a thread holds always take the positions just before its next
+//! one, so an append trims a message only when the ring is full. A new
+//! thread, another `keep`, an idempotency key or a missing session take the
+//! general path, which may repack the ring.
 //!
 //! `append_messages` gives the result of appending its messages one by one.
 //! A run of plain messages (no tool call or result, no idempotency key)
@@ -52,15 +55,25 @@ fn checked_limit(lim: Option<i32>) -> SqlResult<i32> {
     messages::checked_limit(lim).or_report()
 }
 
-/// Make room for one more message under a new (or first) keep: keep the
-/// newest `keep - 1` messages without splitting a tool call from its
-/// results, renumber them from slot 0, and set the thread's ring. Returns
-/// the next free slot (how many it kept).
+/// How much of a ring a repack leaves free.
+#[derive(Clone, Copy)]
+enum Room {
+    /// None: the newest `keep` messages stay.
+    None,
+    /// One slot, for a message about to be appended.
+    One,
+}
+
+/// Repack a thread under `keep` (a new or first one, or its own after
+/// slots were emptied): keep its newest messages, leaving `room`, without
+/// splitting a tool call from its results, renumber them from slot 0, and
+/// set the thread's ring. Returns how many it kept: the next position.
 fn repack(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
     key: &str,
     keep: i32,
+    room: Room,
 ) -> SqlResult<i32> {
     let mut stored = Vec::new();
     for row in THREAD_MESSAGES.read(client, &[session_id.into(), key.into()])? {
@@ -74,7 +87,11 @@ fn repack(
             answers: row.value::<String>(4)?,
         });
     }
-    let plan = messages::plan_repack(&stored, keep);
+    let most = match room {
+        Room::None => keep,
+        Room::One => keep - 1,
+    };
+    let plan = messages::plan_keeping(&stored, most.max(0) as usize);
     if !plan.removed.is_empty() {
         remove_slots(client, session_id, key, plan.removed.clone())?;
     }
@@ -360,7 +377,7 @@ fn append_locked(
                 // The slot holds a tool call: its results go first. (This
                 // message is no tool result, so it is stored.)
                 let held = slot_held(client, session_id, key, slot, message)?;
-                overwrite_slot(client, session_id, key, slot, message, seq, &held)?;
+                overwrite_slot(client, session_id, key, keep, slot, message, seq, &held)?;
             }
             record_append_on_session(client, session_id, key, seq, moved, stale)?;
             return Ok(seq);
@@ -400,30 +417,34 @@ fn append_locked(
         (Some(ring_keep), Some(appended)) if ring_keep == keep => {
             (appended % i64::from(keep)) as i32
         }
-        _ => repack(client, session_id, key, keep)?,
+        _ => repack(client, session_id, key, keep, Room::One)?,
     };
     let held = slot_held(client, session_id, key, slot, message)?;
     // A tool result whose call the thread does not hold (never appended,
     // or trimmed) is not stored: it takes a seq but no room, so no message
     // is trimmed for it. One whose call is in the slot it takes trims the
-    // call (and the call's other results) and is then not stored either.
+    // call (and the call's other results) and is then not stored either:
+    // the position stays at the emptied slot, which the next append takes.
     let call_in_slot = message
         .answers()
         .is_some_and(|id| held.calls.iter().any(|call| call == id));
-    let takes_room = held.call_held || call_in_slot;
+    let stored = held.call_held;
     let claimed = CLAIM_POSITION
         .run(
             client,
-            &[session_id.into(), key.into(), i64::from(takes_room).into()],
+            &[session_id.into(), key.into(), i64::from(stored).into()],
         )?
         .first();
     let seq = claimed.required::<i64>(1, "seq")?;
     let moved = claimed.value::<bool>(2)?.unwrap_or(true);
-    if held.call_held {
-        overwrite_slot(client, session_id, key, slot, message, seq, &held)?;
+    if stored {
+        overwrite_slot(client, session_id, key, keep, slot, message, seq, &held)?;
     } else if call_in_slot {
-        drop_results(client, session_id, key, slot, &held)?;
+        let dropped = drop_results(client, session_id, key, slot, &held)?;
         remove_slots(client, session_id, key, vec![slot])?;
+        if dropped {
+            repack(client, session_id, key, keep, Room::None)?;
+        }
     }
     record_append_on_session(client, session_id, key, seq, moved, stale)?;
     Ok(seq)
@@ -529,16 +550,20 @@ fn slot_held(
 }
 
 /// Before slot `slot` is overwritten or emptied: the results of the tool
-/// calls it holds go with them.
+/// calls it holds go with them. Returns whether any went (their slots are
+/// then empty).
 fn drop_results(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
     key: &str,
     slot: i32,
     held: &SlotHeld,
-) -> SqlResult<()> {
-    if !held.calls.is_empty() {
-        DROP_RESULTS.run(
+) -> SqlResult<bool> {
+    if held.calls.is_empty() {
+        return Ok(false);
+    }
+    let dropped = DROP_RESULTS
+        .run(
             client,
             &[
                 session_id.into(),
@@ -546,24 +571,30 @@ fn drop_results(
                 slot.into(),
                 held.calls.clone().into(),
             ],
-        )?;
-    }
-    Ok(())
+        )?
+        .first()
+        .value::<i32>(1)?
+        .unwrap_or(0);
+    Ok(dropped > 0)
 }
 
 /// Write `message` as `seq` in the slot its thread's next position has
 /// taken: the message the slot holds goes, and if it is a tool call its
-/// results go with it.
+/// results go with it. Their slots would stay empty while later appends
+/// trimmed the messages after them, so the ring (of `keep`, the thread's)
+/// is then repacked, leaving those slots to the next appends.
+#[allow(clippy::too_many_arguments)]
 fn overwrite_slot(
     client: &mut pgrx::spi::SpiClient<'_>,
     session_id: &str,
     key: &str,
+    keep: i32,
     slot: i32,
     message: &NewMessage<'_>,
     seq: i64,
     held: &SlotHeld,
 ) -> SqlResult<()> {
-    drop_results(client, session_id, key, slot, held)?;
+    let dropped = drop_results(client, session_id, key, slot, held)?;
     OVERWRITE.run(
         client,
         &[
@@ -578,6 +609,9 @@ fn overwrite_slot(
             seq.into(),
         ],
     )?;
+    if dropped {
+        repack(client, session_id, key, keep, Room::None)?;
+    }
     Ok(())
 }
 
@@ -1558,7 +1592,7 @@ pub(crate) fn import_message_run(
                 )?;
             }
             Some(thread_keep) if thread_keep != keep => {
-                repack(client, session_id, key, keep)?;
+                repack(client, session_id, key, keep, Room::One)?;
             }
             Some(_) => {}
         }

@@ -9,10 +9,14 @@
 //! - a thread is a ring of `keep` slots: append number p goes to slot
 //!   p % keep, and the message it replaces goes; if that one is an
 //!   assistant's tool call, the results answering it go too (a result
-//!   answers the newest call of its id before it: ids may repeat);
+//!   answers the newest call of its id before it: ids may repeat), and
+//!   the thread is then repacked: its messages take slots 0, 1, ... in seq
+//!   order and the next append goes after them, so no slot stays empty
+//!   while a later append trims a message;
 //! - a tool result (role `tool`, string `metadata.tool_call_id`) whose call
 //!   no slot holds is not stored and takes no position; one whose call only
-//!   the slot it takes holds trims that call and is not stored either;
+//!   the slot it takes holds trims that call and is not stored either, and
+//!   the next append takes that slot;
 //! - pop removes the newest stored message of the thread and gives one
 //!   position back;
 //! - a read window is the newest `lim` stored messages, without the tool
@@ -84,6 +88,8 @@ struct Ring {
     keep: usize,
     slots: Vec<Option<Message>>,
     appended: usize,
+    /// Repacks after results left with their call.
+    repacks: usize,
 }
 
 impl Ring {
@@ -92,6 +98,7 @@ impl Ring {
             keep,
             slots: vec![None; keep],
             appended: 0,
+            repacks: 0,
         }
     }
 
@@ -105,7 +112,7 @@ impl Ring {
         {
             return Some(false);
         }
-        self.appended += 1;
+        let mut emptied = false;
         if let Some(old) = self.slots[slot].take() {
             // A result answers the newest call of its id before it: one
             // that follows a later call reusing the id stays.
@@ -122,6 +129,7 @@ impl Ring {
                 });
                 if answered_old {
                     *other = None;
+                    emptied = true;
                 }
             }
         }
@@ -132,8 +140,24 @@ impl Ring {
         };
         if held {
             self.slots[slot] = Some(message);
+            self.appended += 1;
+        }
+        if emptied {
+            self.repack();
         }
         answers.map(|_| held)
+    }
+
+    /// The stored messages into slots 0, 1, ... in seq order; the next
+    /// append goes after them.
+    fn repack(&mut self) {
+        let stored = self.stored();
+        self.repacks += 1;
+        self.appended = stored.len();
+        self.slots = vec![None; self.keep];
+        for (slot, message) in stored.into_iter().enumerate() {
+            self.slots[slot] = Some(message);
+        }
     }
 
     fn pop(&mut self) -> Option<Message> {
@@ -435,12 +459,13 @@ fn no_thread_and_no_window_holds_a_result_without_its_call() {
         }
         check(&mut client, &rings, &mut random, step);
     }
+    let repacks: usize = rings.iter().map(|r| r.repacks).sum();
     println!(
-        "{STEPS} steps: {} tool results stored, {} trimmed at once",
+        "{STEPS} steps: {} tool results stored, {} trimmed at once, {repacks} repacks",
         tally.stored_results, tally.trimmed_at_once
     );
-    // The run exercised both sides of the rule.
-    assert!(tally.stored_results > 0 && tally.trimmed_at_once > 0);
+    // The run exercised both sides of the rule, and the repack.
+    assert!(tally.stored_results > 0 && tally.trimmed_at_once > 0 && repacks > 0);
     drop(client);
     drop_database(db);
 }

@@ -241,3 +241,30 @@ UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 hour' WH
 SELECT agent_memory.clear_messages('renewed') AS cleared;
 SELECT last_activity_at > now() - interval '1 minute' AS renewed FROM agent_memory.sessions WHERE session_id = 'renewed';
 SELECT agent_memory.end_session('renewed');
+
+-- A thread keeps its newest keep messages: the results that go with an
+-- overwritten call leave room, taken by the next appends before any other
+-- message is trimmed. Here u4 overwrites call a, whose result goes too: the
+-- thread holds c2, u, u4 of 4, so the late result of call b finds its call
+-- and takes the free slot; the next message then trims the oldest, c2, and
+-- rb with it.
+SELECT count(*) FROM (VALUES
+  (agent_memory.append_message('gaps', 'assistant', 'c1', metadata => '{"tool_calls": [{"id": "a"}]}', keep => 4)),
+  (agent_memory.append_message('gaps', 'assistant', 'c2', metadata => '{"tool_calls": [{"id": "b"}]}', keep => 4)),
+  (agent_memory.append_message('gaps', 'tool', 'ra', metadata => '{"tool_call_id": "a"}', keep => 4)),
+  (agent_memory.append_message('gaps', 'user', 'u', keep => 4)),
+  (agent_memory.append_message('gaps', 'user', 'u4', keep => 4))) AS appends(seq);
+SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages('gaps');
+SELECT agent_memory.append_message('gaps', 'tool', 'rb', metadata => '{"tool_call_id": "b"}', keep => 4) AS rb;
+SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages('gaps');
+SELECT agent_memory.append_message('gaps', 'user', 'u5', keep => 4) AS u5;
+SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages('gaps');
+-- A result whose call is the oldest message trims the call and is not
+-- stored: its slot is the next append's.
+SELECT count(*) FROM (VALUES
+  (agent_memory.append_message('gaps', 'assistant', 'c3', node_id => 'own', metadata => '{"tool_calls": ["d"]}', keep => 2)),
+  (agent_memory.append_message('gaps', 'user', 'v1', node_id => 'own', keep => 2)),
+  (agent_memory.append_message('gaps', 'tool', 'rd', node_id => 'own', metadata => '{"tool_call_id": "d"}', keep => 2)),
+  (agent_memory.append_message('gaps', 'user', 'v2', node_id => 'own', keep => 2))) AS appends(seq);
+SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages('gaps', 'own');
+SELECT agent_memory.end_session('gaps');
