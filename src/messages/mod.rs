@@ -57,11 +57,13 @@ fn checked_limit(lim: Option<i32>) -> SqlResult<i32> {
 
 /// How much of a ring a repack leaves free.
 #[derive(Clone, Copy)]
-enum Room {
+enum Room<'a> {
     /// None: the newest `keep` messages stay.
     None,
-    /// One slot, for a message about to be appended.
-    One,
+    /// One slot, for a message about to be appended that answers call
+    /// `.0` when it is a tool result; none when the thread does not hold
+    /// that call, since such a result is not stored.
+    For(Option<&'a str>),
 }
 
 /// Repack a thread under `keep` (a new or first one, or its own after
@@ -73,7 +75,7 @@ fn repack(
     session_id: &str,
     key: &str,
     keep: i32,
-    room: Room,
+    room: Room<'_>,
 ) -> SqlResult<i32> {
     let mut stored = Vec::new();
     for row in THREAD_MESSAGES.read(client, &[session_id.into(), key.into()])? {
@@ -89,7 +91,8 @@ fn repack(
     }
     let most = match room {
         Room::None => keep,
-        Room::One => keep - 1,
+        Room::For(Some(call)) if !stored.iter().any(|m| m.calls.iter().any(|c| c == call)) => keep,
+        Room::For(_) => keep - 1,
     };
     let plan = messages::plan_keeping(&stored, most.max(0) as usize);
     if !plan.removed.is_empty() {
@@ -417,7 +420,9 @@ fn append_locked(
         (Some(ring_keep), Some(appended)) if ring_keep == keep => {
             (appended % i64::from(keep)) as i32
         }
-        _ => repack(client, session_id, key, keep, Room::One)?,
+        // A result that takes no room may leave a full ring: its next
+        // position is then slot 0.
+        _ => repack(client, session_id, key, keep, Room::For(message.answers()))? % keep,
     };
     let held = slot_held(client, session_id, key, slot, message)?;
     // A tool result whose call the thread does not hold (never appended,
@@ -1592,7 +1597,7 @@ pub(crate) fn import_message_run(
                 )?;
             }
             Some(thread_keep) if thread_keep != keep => {
-                repack(client, session_id, key, keep, Room::One)?;
+                repack(client, session_id, key, keep, Room::For(None))?;
             }
             Some(_) => {}
         }

@@ -268,3 +268,12 @@ SELECT count(*) FROM (VALUES
   (agent_memory.append_message('gaps', 'user', 'v2', node_id => 'own', keep => 2))) AS appends(seq);
 SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages('gaps', 'own');
 SELECT agent_memory.end_session('gaps');
+
+-- A result that is not stored takes no room under a new keep either: keep
+-- 2 keeps the newest two of u1, u2, u3.
+SELECT count(agent_memory.append_message('rekeep', 'user', 'u' || i, keep => 3)) FROM generate_series(1, 3) i;
+SELECT agent_memory.append_message('rekeep', 'tool', 'late', metadata => '{"tool_call_id": "gone"}', keep => 2) AS late;
+SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages('rekeep');
+SELECT agent_memory.append_message('rekeep', 'user', 'u4', keep => 2) AS u4;
+SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages('rekeep');
+SELECT agent_memory.end_session('rekeep');
