@@ -1297,7 +1297,7 @@ static SET_THREAD: Statement = Statement::read_write(
 macro_rules! newest_messages {
     () => {
         concat!(
-            "SELECT m.seq, m.node_id, m.role, m.content, m.metadata, m.created_at
+            "SELECT m.seq, m.node_id, m.role, m.content, m.metadata, m.created_at, m.thread_key
              FROM agent_memory.thread_messages m JOIN agent_memory.sessions s USING (session_id, tenant)
              WHERE m.session_id = $1 AND m.tenant = agent_memory.caller_tenant()
                AND ($2::text IS NULL OR m.thread_key = $2) AND ",
@@ -1308,24 +1308,26 @@ macro_rules! newest_messages {
 }
 
 /// The predicate "message `$row` is not a tool result, or window
-/// `$window` (rows with role and metadata, in the order of `$order`) holds
-/// an assistant message before it that makes its call": a tool result is a
-/// `tool` message whose `metadata.tool_call_id` is a string, and a call's
-/// id is a string item of `metadata.tool_calls` or the string `id` of an
-/// object item. Reads drop the results whose call is outside their window,
-/// so that no window starts with a result an LLM API would refuse; a call
-/// after the result (a later turn reusing the id) does not count. The
-/// window's results without such a call are one uncorrelated subquery,
-/// which PostgreSQL hashes.
+/// `$window` (rows with role, metadata and the non-NULL thread key
+/// `$thread`, in the order of `$order`) holds an assistant message of its
+/// thread before it that makes its call": a tool result is a `tool`
+/// message whose `metadata.tool_call_id` is a string, and a call's id is a
+/// string item of `metadata.tool_calls` or the string `id` of an object
+/// item. Reads drop the results whose call is outside their window, so
+/// that no window starts with a result an LLM API would refuse; a call
+/// after the result (a later turn reusing the id), or in another thread
+/// (which may reuse it too), does not count. The window's results without
+/// such a call are one uncorrelated subquery, which PostgreSQL hashes.
 macro_rules! holds_its_call {
-    ($row:literal, $window:literal, $order:literal) => {
+    ($row:literal, $window:literal, $order:literal, $thread:literal) => {
         concat!(
             "(", $row, ".role <> 'tool'
               OR pg_catalog.jsonb_typeof(", $row, ".metadata -> 'tool_call_id') IS DISTINCT FROM 'string'
               OR ", $row, ".", $order, " NOT IN (
                    SELECT r.", $order, " FROM ", $window, " r
                    LEFT JOIN (
-                     SELECT CASE pg_catalog.jsonb_typeof(c.item)
+                     SELECT w.", $thread, " AS thread,
+                            CASE pg_catalog.jsonb_typeof(c.item)
                               WHEN 'string' THEN c.item #>> '{}'
                               WHEN 'object' THEN CASE WHEN pg_catalog.jsonb_typeof(c.item -> 'id') = 'string'
                                                       THEN c.item ->> 'id' END END AS id,
@@ -1335,7 +1337,8 @@ macro_rules! holds_its_call {
                             CASE WHEN w.role = 'assistant'
                                   AND pg_catalog.jsonb_typeof(w.metadata -> 'tool_calls') = 'array'
                                  THEN w.metadata -> 'tool_calls' END) AS c (item)
-                     GROUP BY 1) f ON f.id = r.metadata ->> 'tool_call_id'
+                     GROUP BY 1, 2) f
+                     ON f.thread = r.", $thread, " AND f.id = r.metadata ->> 'tool_call_id'
                    WHERE r.role = 'tool' AND pg_catalog.jsonb_typeof(r.metadata -> 'tool_call_id') = 'string'
                      AND (f.first IS NULL OR f.first > r.", $order, ")))"
         )
@@ -1353,7 +1356,7 @@ static READ_MESSAGES: StreamStatement = StreamStatement {
         ")
          SELECT n.seq, n.node_id, n.role::text, n.content, n.metadata::jsonb, n.created_at
          FROM newest n WHERE ",
-        holds_its_call!("n", "newest", "seq"),
+        holds_its_call!("n", "newest", "seq", "thread_key"),
         " ORDER BY seq"
     ),
     params: 4,

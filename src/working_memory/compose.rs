@@ -152,7 +152,8 @@ macro_rules! composed_bytes {
 /// The newest `$limit` messages of the entry's scope, oldest first, in the
 /// shape of `messages_json`; else (no message in the history) the newest of
 /// the stored messages part; else `[]`. Either window drops the tool results
-/// whose call it does not hold.
+/// whose call it does not hold in the result's thread (the stored part is
+/// one thread).
 macro_rules! recent_messages {
     ($limit:literal, $thread:literal) => {
         concat!(
@@ -162,7 +163,7 @@ macro_rules! recent_messages {
             ")
              THEN coalesce(
                (WITH newest AS MATERIALIZED (
-                  SELECT h.role, h.content, h.metadata, h.seq, h.created_at
+                  SELECT h.role, h.content, h.metadata, h.seq, h.created_at, h.thread_key
                   FROM agent_memory.thread_messages h
                   WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()",
             $thread,
@@ -174,18 +175,19 @@ macro_rules! recent_messages {
                          'role', m.role, 'content', m.content, 'metadata', m.metadata,
                          'seq', m.seq, 'created_at', m.created_at) ORDER BY m.seq)
                 FROM newest m WHERE ",
-            crate::messages::holds_its_call!("m", "newest", "seq"),
+            crate::messages::holds_its_call!("m", "newest", "seq", "thread_key"),
             "), '[]')
              ELSE coalesce(
                (WITH newest AS MATERIALIZED (
-                  SELECT a.e, a.i, a.e ->> 'role' AS role, a.e -> 'metadata' AS metadata
+                  SELECT a.e, a.i, a.e ->> 'role' AS role, a.e -> 'metadata' AS metadata,
+                         ''::text AS thread_key
                   FROM pg_catalog.jsonb_array_elements(",
             part!("messages"),
             ") WITH ORDINALITY AS a (e, i) ORDER BY a.i DESC LIMIT ",
             $limit,
             ")
                 SELECT pg_catalog.jsonb_agg(x.e ORDER BY x.i) FROM newest x WHERE ",
-            crate::messages::holds_its_call!("x", "newest", "i"),
+            crate::messages::holds_its_call!("x", "newest", "i", "thread_key"),
             "), '[]') END"
         )
     };

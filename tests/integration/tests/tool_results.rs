@@ -20,7 +20,8 @@
 //! - pop removes the newest stored message of the thread and gives one
 //!   position back;
 //! - a read window is the newest `lim` stored messages, without the tool
-//!   results whose call is not in the window before them.
+//!   results whose call is not in the window before them, in their own
+//!   thread (the threads reuse call ids).
 //!
 //! Set TOOL_RESULTS_SEED to replay a run; the seed is printed.
 
@@ -192,20 +193,21 @@ impl Tally {
     }
 }
 
-/// The newest `lim` of `stored` (in seq order), without the results whose
-/// call the window does not hold before them.
-fn window(stored: &[Message], lim: usize) -> Vec<Message> {
+/// The newest `lim` of `stored` (thread and message, in seq order),
+/// without the results whose call the window does not hold before them in
+/// their thread.
+fn window(stored: &[(usize, Message)], lim: usize) -> Vec<Message> {
     let newest = &stored[stored.len().saturating_sub(lim)..];
     newest
         .iter()
-        .filter(|m| {
+        .filter(|(thread, m)| {
             m.answers().is_none_or(|id| {
-                newest
-                    .iter()
-                    .any(|c| c.seq < m.seq && c.calls().contains(&id))
+                newest.iter().any(|(call_thread, c)| {
+                    call_thread == thread && c.seq < m.seq && c.calls().contains(&id)
+                })
             })
         })
-        .cloned()
+        .map(|(_, m)| m.clone())
         .collect()
 }
 
@@ -319,15 +321,20 @@ fn random_message(
 }
 
 fn check(client: &mut Client, rings: &[Ring], random: &mut Random, step: usize) {
-    let mut all: Vec<Message> = rings.iter().flat_map(Ring::stored).collect();
-    all.sort_by_key(|m| m.seq);
-    for (thread, ring) in THREADS.iter().zip(rings) {
+    let mut all: Vec<(usize, Message)> = rings
+        .iter()
+        .enumerate()
+        .flat_map(|(t, ring)| ring.stored().into_iter().map(move |m| (t, m)))
+        .collect();
+    all.sort_by_key(|(_, m)| m.seq);
+    for (t, (thread, ring)) in THREADS.iter().zip(rings).enumerate() {
         let stored = ring.stored();
         let everything = read_window(client, Some(thread), 1000);
         assert_eq!(
             everything, stored,
             "step {step}: thread {thread} holds what the model holds"
         );
+        let stored: Vec<(usize, Message)> = stored.into_iter().map(|m| (t, m)).collect();
         let lim = 1 + random.below(ring.keep + 1);
         assert_eq!(
             read_window(client, Some(thread), lim as i32),

@@ -277,3 +277,26 @@ SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages
 SELECT agent_memory.append_message('rekeep', 'user', 'u4', keep => 2) AS u4;
 SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages('rekeep');
 SELECT agent_memory.end_session('rekeep');
+
+-- A result answers a call of its own thread: call ids repeat across
+-- threads, and a session-wide window leaves out a result whose call is
+-- outside it even when another thread's call of that id is inside.
+SELECT count(*) FROM (VALUES
+  (agent_memory.append_message('xcall', 'assistant', 'A call', 'a', '{"tool_calls": [{"id": "call_0"}]}')),
+  (agent_memory.append_message('xcall', 'assistant', 'B call', 'b', '{"tool_calls": [{"id": "call_0"}]}')),
+  (agent_memory.append_message('xcall', 'tool', 'A result', 'a', '{"tool_call_id": "call_0"}')),
+  (agent_memory.append_message('xcall', 'tool', 'B result', 'b', '{"tool_call_id": "call_0"}'))) AS appends(seq);
+SELECT seq, node_id, content FROM agent_memory.messages('xcall', NULL, 3);
+SELECT jsonb_path_query_array(agent_memory.messages_json('xcall', NULL, 3), '$[*].content') AS json_window;
+SELECT agent_memory.wm_set('xcall', 'config', '{"history_length": 3}') IS NOT NULL AS configured;
+SELECT jsonb_path_query_array(agent_memory.working_memory('xcall') -> 'messages', '$[*].content') AS history;
+SELECT seq, node_id, content FROM agent_memory.messages('xcall', NULL, 4);
+-- With no message in the history, the snapshot's window is the stored
+-- messages part, one thread: a result stays with its call there.
+SELECT agent_memory.clear_messages('xcall') AS cleared;
+SELECT agent_memory.wm_set('xcall', 'messages',
+         '[{"role": "assistant", "content": "P call", "metadata": {"tool_calls": ["p1"]}},
+           {"role": "tool", "content": "P result", "metadata": {"tool_call_id": "p1"}},
+           {"role": "tool", "content": "Q result", "metadata": {"tool_call_id": "q1"}}]') IS NOT NULL AS stored;
+SELECT jsonb_path_query_array(agent_memory.working_memory('xcall') -> 'messages', '$[*].content') AS history;
+SELECT agent_memory.end_session('xcall');
