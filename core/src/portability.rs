@@ -323,8 +323,9 @@ fn check_finite_times(object: &serde_json::Map<String, Value>) -> Result<()> {
     let times = |fields: &serde_json::Map<String, Value>| -> Result<()> {
         for (name, value) in fields {
             if let (true, Some(text)) = (name.ends_with("_at"), value.as_str()) {
-                let word = text.trim().trim_start_matches(['+', '-']);
-                if word.eq_ignore_ascii_case("infinity") {
+                // PostgreSQL reads "infinity" with a sign, a time zone and
+                // spaces around it.
+                if text.to_ascii_lowercase().contains("infinity") {
                     return Err(Error::invalid(format!(
                         "{name} must be a finite time, not {}",
                         crate::error::quoted(text)
@@ -891,7 +892,7 @@ mod tests {
         let renames = Renames::default();
         let session = r#"{"kind": "session", "session_id": "s", "user_id": "u", "project_id": null,
             "active_node_id": null, "metadata": {}, "idle_timeout": null,
-            "created_at": " -Infinity", "last_activity_at": "2026-01-01"}"#;
+            "created_at": " -Infinity UTC", "last_activity_at": "2026-01-01"}"#;
         let error = parse_line(session, &renames).unwrap_err();
         assert_eq!(error.kind.sqlstate(), "22023");
         assert!(

@@ -866,6 +866,11 @@ fn history_outcome(row: pgrx::spi::SpiTupleTable<'_>, item: String) -> SqlResult
 }
 
 fn import_entry_history(h: &lines::EntryHistory) -> SqlResult<Outcome> {
+    // The checks a kept version of a kv line passes.
+    for v in &h.versions {
+        kv::check_value_size(&h.key, &v.value).or_report()?;
+        sensitive::guard_write(&h.key, &v.value)?;
+    }
     lock_session(&h.session_id)?;
     let versions = serde_json::to_value(&h.versions).unwrap_or_default();
     Spi::connect_mut(|client| {
@@ -889,6 +894,10 @@ fn import_entry_history(h: &lines::EntryHistory) -> SqlResult<Outcome> {
 fn import_file_history(h: &lines::FileHistory) -> SqlResult<Outcome> {
     let path = stored_path(&h.path)?;
     let scope = h.scope.as_str();
+    let max_bytes = store::max_file_bytes().max(0) as usize;
+    if let Some(v) = h.versions.iter().find(|v| v.content.len() > max_bytes) {
+        return Err(Error::limit(store::too_big(v.content.len() as i64).message)).or_report();
+    }
     let versions = serde_json::to_value(&h.versions).unwrap_or_default();
     Spi::connect_mut(|client| {
         store::lock_scope(client, scope)?;

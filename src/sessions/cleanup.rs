@@ -321,18 +321,20 @@ impl Counts {
     }
 }
 
-/// Write a run into `cleanup_runs`: a manual one as the caller's tenant's,
-/// the worker's (`tenant` None) as every tenant's; returns its id.
+/// Write a run into `cleanup_runs` (`triggered_by`: manual or worker): as
+/// its tenant's, or with `tenant` None as every tenant's (the worker's);
+/// returns its id.
 pub fn record_run(
     started_at: TimestampWithTimeZone,
+    triggered_by: &str,
     tenant: Option<&str>,
     counts: Counts,
     error: Option<&str>,
 ) -> SqlResult<i64> {
     let kept_runs = crate::pg::settings::CLEANUP_HISTORY.get();
-    let (statement, triggered_by) = match tenant {
-        Some(_) => (&RECORD_MANUAL_RUN, "manual"),
-        None => (&RECORD_WORKER_RUN, "worker"),
+    let statement = match tenant {
+        Some(_) => &RECORD_TENANTS_RUN,
+        None => &RECORD_SHARED_RUN,
     };
     let id = crate::pg::notify::as_owner_of("agent_memory.cleanup_runs", || {
         first_value_of::<i64>(
@@ -394,6 +396,9 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
         );
     }
     let started_at = pgrx::datetime::clock_timestamp();
+    // The run is its tenant's. A group role under isolation has none: it
+    // is refused (42501) before any work, as by every other function.
+    let tenant = crate::pg::tenants::caller_tenant()?;
     let mut counts = Counts::default();
     for kind in Expired::ALL {
         // One subtransaction for the whole kind (one per batch would
@@ -404,8 +409,7 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
             removing(|locking| remove_all(kind, locking, batch_size))
         })?);
     }
-    let tenant = crate::pg::tenants::caller_tenant()?;
-    let run_id = record_run(started_at, Some(&tenant), counts, None)?;
+    let run_id = record_run(started_at, "manual", Some(&tenant), counts, None)?;
     Ok(JsonB(json!({
         "sessions": counts.sessions,
         "entries": counts.entries,
@@ -670,12 +674,12 @@ const RECORD_RUN_ARGS: &[pgrx::PgOid] = &[
     TEXT,
 ];
 
-/// The worker's runs (tenant NULL). The pruning reads the runs before this
-/// one: keeping $7 - 1 of them keeps $7 with it.
-static RECORD_WORKER_RUN: Statement =
+/// The runs every tenant sees (tenant NULL). The pruning reads the runs
+/// before this one: keeping $7 - 1 of them keeps $7 with it.
+static RECORD_SHARED_RUN: Statement =
     Statement::read_write(record_run!("tenant IS NULL"), RECORD_RUN_ARGS);
 
-static RECORD_MANUAL_RUN: Statement = Statement::read_write(
+static RECORD_TENANTS_RUN: Statement = Statement::read_write(
     record_run!("tenant OPERATOR(pg_catalog.=) $8"),
     RECORD_RUN_ARGS,
 );

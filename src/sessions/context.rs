@@ -122,7 +122,7 @@ static BUILD: Statement = Statement::read_only(
                          AND k.expires_at > pg_catalog.now())
                     ELSE
                       (SELECT coalesce(sum(pg_catalog.octet_length(e.key)::int8 + v.bytes), 0)
-                       FROM pg_catalog.unnest($3::text[]) AS e(key),
+                       FROM (SELECT DISTINCT u.key FROM pg_catalog.unnest($3::text[]) AS u(key)) e,
                             LATERAL (SELECT agent_memory.value_bytes(k.value) AS bytes
                                      FROM agent_memory.kv_entries k
                                      WHERE k.session_id = $1 AND k.key = e.key

@@ -262,7 +262,7 @@ fn run_batches() -> Result<(), String> {
     if !left.is_empty() || counts.sessions > 0 || counts.entries > 0 {
         let error = (!left.is_empty()).then(|| left.join("; "));
         in_transaction_or_message(move || {
-            record_run(started_at, None, counts, error.as_deref()).map(|_| ())
+            record_run(started_at, "worker", None, counts, error.as_deref()).map(|_| ())
         })?;
     }
     Ok(())

@@ -120,9 +120,9 @@ macro_rules! session_and_config {
 }
 
 /// z.bytes: the bytes of the entry's parts, its own and the session's
-/// global ones, and of the newest `$limit` messages of its scope, read
-/// from the values' headers: at least what a composed value takes of
-/// them. A read builds its value only while this is within $4
+/// global ones, of the newest `$limit` messages of its scope and of its
+/// last user message (shown on its own too), read from the values'
+/// headers: at least what a composed value takes of them. A read builds its value only while this is within $4
 /// (`agent_memory.max_result_bytes`).
 macro_rules! composed_bytes {
     ($limit:literal, $thread:literal) => {
@@ -137,6 +137,12 @@ macro_rules! composed_bytes {
                       ORDER BY h.seq DESC LIMIT ",
             $limit,
             ") w)
+               + coalesce((SELECT pg_catalog.octet_length(h.content)::int8
+                           FROM agent_memory.thread_messages h
+                           WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()",
+            $thread,
+            " AND h.role = 'user'
+                           ORDER BY h.seq DESC LIMIT 1), 0)
                + (SELECT coalesce(sum(agent_memory.value_bytes(p.value)::int8), 0)
                   FROM agent_memory.wm_parts p
                   WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()

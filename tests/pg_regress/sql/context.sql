@@ -59,6 +59,9 @@ SELECT agent_memory.kv_get_all('ctx');
 SELECT agent_memory.build_context('ctx', ARRAY['small']) -> 'memory' AS named;
 SELECT agent_memory.build_context('ctx', ARRAY['big']);
 \echo :LAST_ERROR_SQLSTATE
+-- A key named twice is shown, and counted, once.
+SET agent_memory.max_result_bytes = 4096;
+SELECT jsonb_object_keys(agent_memory.build_context('ctx', ARRAY['big', 'big']) -> 'memory') AS shown;
 RESET agent_memory.max_result_bytes;
 SELECT agent_memory.clear_context('ctx') AS cleared;
 

@@ -148,12 +148,18 @@ FROM agent_memory.import_lines((SELECT array_agg(line::text) FROM agent_memory.e
 SELECT version, value FROM agent_memory.kv_versions('kept-copy', 'plan');
 SELECT agent_memory.kv_restore('kept-copy', 'plan', 2) ->> 'version' AS restored_as;
 SELECT agent_memory.kv_get('kept-copy', 'plan');
+-- A history line's versions pass the checks a kv line's kept versions do.
+SELECT r -> 'error' ->> 'code' AS code
+FROM agent_memory.import(jsonb_build_object('kind', 'kv_history', 'session_id', 'kept-copy', 'key', 'card',
+       'versions', jsonb_build_array(jsonb_build_object('version', 1, 'value', 'card 4111 1111 1111 1111',
+         'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '2999-01-01',
+         'replaced_at', '2026-01-02')))::text) AS r;
 SELECT agent_memory.end_session('kept-copy');
 SELECT agent_memory.end_session('kept-kv');
 RESET agent_memory.history_retention;
 -- An infinite time is refused: no write stores one.
 SELECT r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
-FROM exported, agent_memory.import(jsonb_set(line, '{created_at}', '"-infinity"')::text, session_id => 'endless') AS r
+FROM exported, agent_memory.import(jsonb_set(line, '{created_at}', '"-infinity UTC"')::text, session_id => 'endless') AS r
 WHERE line ->> 'kind' = 'session' AND line ->> 'session_id' = 'mover-1';
 
 -- Lines refused, each alone, with what was wrong: none, truncated, not an

@@ -256,6 +256,11 @@ SET ROLE ten_bo;
 SELECT count(*) AS runs_of_ana FROM agent_memory.cleanup_runs WHERE tenant = 'ten_ana';
 RESET ROLE;
 SELECT count(*) AS runs_of_ana FROM agent_memory.cleanup_runs WHERE tenant = 'ten_ana';
+-- A group role has no tenant of its own: refused before any work.
+SET ROLE agent_memory_writer;
+SELECT agent_memory.cleanup_expired() ->> 'sessions' AS removed;
+\echo :LAST_ERROR_SQLSTATE
+RESET ROLE;
 
 -- Superusers see every tenant (and so does the cleanup worker).
 SELECT session_id, tenant FROM agent_memory.sessions WHERE session_id LIKE 'ten-%' ORDER BY session_id;

@@ -175,7 +175,7 @@ SELECT wm_clear(NULL, 'trip');
 SELECT create_session('lena', session_id => 'big-wm');
 SELECT append_message('big-wm', 'user', repeat('m', 3000), 'trip') AS seq;
 SELECT wm_set('big-wm', 'fetched_context', jsonb_build_object('doc', repeat('f', 3000)), 'trip') IS NOT NULL AS stored;
-SET agent_memory.max_result_bytes = 4096;
+SET agent_memory.max_result_bytes = 8192;
 SELECT working_memory('big-wm') IS NOT NULL AS global_entry_fits;
 SELECT wm_clear('big-wm', 'trip') AS cleared;
 SELECT working_memory('big-wm', 'trip') IS NOT NULL AS fits_without_parts;
@@ -186,8 +186,15 @@ SELECT wm_context('big-wm', 'trip');
 \echo :LAST_ERROR_SQLSTATE
 SELECT working_memory_entry('big-wm', 'trip');
 \echo :LAST_ERROR_SQLSTATE
-SET agent_memory.max_result_bytes = 8192;
+SET agent_memory.max_result_bytes = 16384;
 SELECT jsonb_array_length(working_memory('big-wm', 'trip') -> 'messages') AS messages;
+-- The last user message counts though the window does not show it.
+SELECT wm_clear('big-wm', 'trip') AS cleared;
+SELECT append_message('big-wm', 'assistant', 'noted', 'trip') AS seq;
+SELECT wm_set('big-wm', 'config', '{"history_length": 1}', 'trip') IS NOT NULL AS stored;
+SET agent_memory.max_result_bytes = 3000;
+SELECT working_memory('big-wm', 'trip');
+\echo :LAST_ERROR_SQLSTATE
 RESET agent_memory.max_result_bytes;
 SELECT end_session('big-wm');
 
