@@ -847,18 +847,23 @@ fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
     })
 }
 
-/// The outcome of a history line's statement: (session or scope found,
-/// versions that disagree with those there, versions written, versions
-/// not expired).
-fn history_outcome(row: pgrx::spi::SpiTupleTable<'_>, item: String) -> SqlResult<Outcome> {
-    if row.required::<bool>(2, "disagreeing")? {
+/// The outcome of a history line: refused when its versions disagree with
+/// what is there; else imported when it wrote any, expired when none is
+/// live, unchanged otherwise.
+fn history_outcome(
+    disagree: bool,
+    written: usize,
+    live: usize,
+    item: String,
+) -> SqlResult<Outcome> {
+    if disagree {
         return Err(crate::pg::error::report(Error::conflict(format!(
             "the versions kept of {item} disagree with those there, or with its version (kv_purge_history and memory_purge_history remove kept versions)"
         ))));
     }
-    Ok(if row.required::<i64>(3, "written")? > 0 {
+    Ok(if written > 0 {
         Outcome::Imported
-    } else if row.required::<i64>(4, "live")? == 0 {
+    } else if live == 0 {
         Outcome::Expired
     } else {
         Outcome::Unchanged
@@ -871,23 +876,38 @@ fn import_entry_history(h: &lines::EntryHistory) -> SqlResult<Outcome> {
         kv::check_value_size(&h.key, &v.value).or_report()?;
         sensitive::guard_write(&h.key, &v.value)?;
     }
+    let item = crate::sessions::kv::entry_name(&h.session_id, &h.key);
+    let versions = JsonB(serde_json::to_value(&h.versions).unwrap_or_default());
+    let live = h.versions.len();
     lock_session(&h.session_id)?;
-    let versions = serde_json::to_value(&h.versions).unwrap_or_default();
     Spi::connect_mut(|client| {
-        let table = IMPORT_ENTRY_HISTORY.run(
+        let row = ENTRY_HISTORY_DISAGREES
+            .read(
+                client,
+                &[
+                    h.session_id.as_str().into(),
+                    h.key.as_str().into(),
+                    versions.clone().into(),
+                    idle_timeout_minutes().into(),
+                ],
+            )?
+            .first();
+        let Some(disagree) = row.value::<bool>(1)? else {
+            return Err(missing_session(&h.session_id));
+        };
+        if disagree {
+            return history_outcome(true, 0, live, item);
+        }
+        let live = row.required::<i64>(2, "live versions")?;
+        let there = row.required::<i64>(3, "versions there")?;
+        IMPORT_ENTRY_VERSIONS.run(
             client,
             &[
                 h.session_id.as_str().into(),
-                h.key.as_str().into(),
-                JsonB(versions).into(),
-                idle_timeout_minutes().into(),
+                JsonB(Value::Array(keyed_history(h))).into(),
             ],
         )?;
-        let row = table.first();
-        if !row.required::<bool>(1, "session found")? {
-            return Err(missing_session(&h.session_id));
-        }
-        history_outcome(row, crate::sessions::kv::entry_name(&h.session_id, &h.key))
+        history_outcome(false, (live - there).max(0) as usize, live as usize, item)
     })
 }
 
@@ -898,86 +918,95 @@ fn import_file_history(h: &lines::FileHistory) -> SqlResult<Outcome> {
     if let Some(v) = h.versions.iter().find(|v| v.content.len() > max_bytes) {
         return Err(Error::limit(store::too_big(v.content.len() as i64).message)).or_report();
     }
-    let versions = serde_json::to_value(&h.versions).unwrap_or_default();
+    let versions = JsonB(serde_json::to_value(&h.versions).unwrap_or_default());
+    let item = format!("path {} of scope {}", quoted(&path), quoted(scope));
     Spi::connect_mut(|client| {
         store::lock_scope(client, scope)?;
-        let table = IMPORT_FILE_HISTORY.run(
-            client,
-            &[scope.into(), path.as_str().into(), JsonB(versions).into()],
-        )?;
-        history_outcome(
-            table.first(),
-            format!("path {} of scope {}", quoted(&path), quoted(scope)),
-        )
+        let row = FILE_HISTORY_DISAGREES
+            .read(
+                client,
+                &[scope.into(), path.as_str().into(), versions.clone().into()],
+            )?
+            .first();
+        let disagree = row.required::<bool>(1, "disagreeing")?;
+        let there = row.required::<i64>(2, "versions there")?.max(0) as usize;
+        if disagree {
+            return history_outcome(true, 0, h.versions.len(), item);
+        }
+        let keyed: Vec<Value> = h
+            .versions
+            .iter()
+            .map(|v| {
+                let mut version = serde_json::to_value(v).unwrap_or_default();
+                version["path"] = json!(path);
+                version
+            })
+            .collect();
+        IMPORT_FILE_VERSIONS.run(client, &[scope.into(), JsonB(Value::Array(keyed)).into()])?;
+        let written = h.versions.len().saturating_sub(there);
+        history_outcome(false, written, h.versions.len(), item)
     })
 }
 
-/// The versions $3 kept of key $2 of an active session $1 (idle minutes
-/// $4) whose entry is gone, each once, when they agree with what is there:
-/// no kept version of one of their numbers with another value, and none of
-/// them as new as a live entry at the key. Returns whether the session was
-/// found, whether they disagree, how many were written, and how many are
-/// not expired.
-static IMPORT_ENTRY_HISTORY: Statement = Statement::read_write(
+/// A history line's versions, each with the entry's key, as
+/// IMPORT_ENTRY_VERSIONS takes them.
+fn keyed_history(h: &lines::EntryHistory) -> Vec<Value> {
+    h.versions
+        .iter()
+        .map(|v| {
+            let mut version = serde_json::to_value(v).unwrap_or_default();
+            version["key"] = json!(h.key);
+            version
+        })
+        .collect()
+}
+
+/// Whether the versions $3 (a jsonb array) of key $2 of an active session
+/// $1 (idle minutes $4) disagree with what is there: a kept version of one
+/// of their numbers with another value, or a live entry at the key no
+/// newer than one of them; how many of them have not expired, and how many
+/// of those are there already (they agree, so the same). No row
+/// when the session is not found. The versions are read with
+/// jsonb_array_elements, which Citus routes.
+static ENTRY_HISTORY_DISAGREES: Statement = Statement::read_only(
     concat!(
-        "WITH s AS (
-           SELECT s.tenant FROM agent_memory.sessions s
-           WHERE ",
-        crate::sessions::callers_active_session!("$4"),
-        "),
-         v AS (
-           SELECT * FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, value jsonb,
-                    created_at timestamptz, updated_at timestamptz, expires_at timestamptz,
-                    replaced_at timestamptz)
-           WHERE v.expires_at > pg_catalog.now()),
-         disagreeing AS (
-           SELECT FROM v, s, agent_memory.kv_entry_versions o
-           WHERE o.session_id = $1 AND o.key = $2 AND o.tenant = s.tenant
-             AND o.version = v.version AND o.value <> v.value
-           UNION ALL
-           SELECT FROM v, s, agent_memory.kv_entries k
-           WHERE k.session_id = $1 AND k.key = $2 AND k.tenant = s.tenant
-             AND k.expires_at > pg_catalog.now() AND v.version >= k.version),
-         written AS (
-           INSERT INTO agent_memory.kv_entry_versions
-             (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
-           SELECT $1, $2, v.version, v.value, v.created_at, v.updated_at, v.expires_at, v.replaced_at,
-                  s.tenant
-           FROM v, s WHERE NOT EXISTS (SELECT FROM disagreeing)
-           ON CONFLICT DO NOTHING
-           RETURNING 1)
-         SELECT EXISTS (SELECT FROM s), EXISTS (SELECT FROM disagreeing),
-                (SELECT pg_catalog.count(*) FROM written), (SELECT pg_catalog.count(*) FROM v)"
+        "SELECT EXISTS (
+                  SELECT FROM pg_catalog.jsonb_array_elements($3) AS v(e), agent_memory.kv_entry_versions o
+                  WHERE o.session_id = $1 AND o.key = $2 AND o.tenant = s.tenant
+                    AND o.version = (v.e ->> 'version')::int4 AND o.value <> v.e -> 'value')
+                OR EXISTS (
+                  SELECT FROM pg_catalog.jsonb_array_elements($3) AS v(e), agent_memory.kv_entries k
+                  WHERE k.session_id = $1 AND k.key = $2 AND k.tenant = s.tenant
+                    AND k.expires_at > pg_catalog.now() AND (v.e ->> 'version')::int4 >= k.version),
+                (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_array_elements($3) AS v(e)
+                 WHERE (v.e ->> 'expires_at')::timestamptz > pg_catalog.now()),
+                (SELECT pg_catalog.count(*)
+                 FROM pg_catalog.jsonb_array_elements($3) AS v(e), agent_memory.kv_entry_versions o
+                 WHERE o.session_id = $1 AND o.key = $2 AND o.tenant = s.tenant
+                   AND o.version = (v.e ->> 'version')::int4
+                   AND (v.e ->> 'expires_at')::timestamptz > pg_catalog.now())
+         FROM agent_memory.sessions s
+         WHERE ",
+        crate::sessions::callers_active_session!("$4")
     ),
     &[TEXT, TEXT, JSONB, INT4],
 );
 
-/// The versions $3 kept of path $2 of scope $1 where the file is gone, each
-/// once, when they agree with what is there (as for entries). Returns
-/// true, whether they disagree, how many were written, and how many there
-/// are.
-static IMPORT_FILE_HISTORY: Statement = Statement::read_write(
-    "WITH v AS (
-       SELECT * FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, content text,
-                created_at timestamptz, updated_at timestamptz, replaced_at timestamptz)),
-     disagreeing AS (
-       SELECT FROM v, agent_memory.memory_file_versions o
-       WHERE o.scope = $1 AND o.path = $2 AND o.tenant = agent_memory.caller_tenant()
-         AND o.version = v.version AND o.content <> v.content
-       UNION ALL
-       SELECT FROM v, agent_memory.memory_files f
-       WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
-         AND v.version >= f.version),
-     written AS (
-       INSERT INTO agent_memory.memory_file_versions
-         (scope, path, version, content, created_at, updated_at, replaced_at, tenant)
-       SELECT $1, $2, v.version, v.content, v.created_at, v.updated_at, v.replaced_at,
-              agent_memory.caller_tenant()
-       FROM v WHERE NOT EXISTS (SELECT FROM disagreeing)
-       ON CONFLICT DO NOTHING
-       RETURNING 1)
-     SELECT true, EXISTS (SELECT FROM disagreeing),
-            (SELECT pg_catalog.count(*) FROM written), (SELECT pg_catalog.count(*) FROM v)",
+/// Whether the versions $3 of path $2 of scope $1 disagree with what is
+/// there (as for entries), and how many of them are there already.
+static FILE_HISTORY_DISAGREES: Statement = Statement::read_only(
+    "SELECT EXISTS (
+              SELECT FROM pg_catalog.jsonb_array_elements($3) AS v(e), agent_memory.memory_file_versions o
+              WHERE o.scope = $1 AND o.path = $2 AND o.tenant = agent_memory.caller_tenant()
+                AND o.version = (v.e ->> 'version')::int4 AND o.content <> v.e ->> 'content')
+            OR EXISTS (
+              SELECT FROM pg_catalog.jsonb_array_elements($3) AS v(e), agent_memory.memory_files f
+              WHERE f.scope = $1 AND f.path = $2 AND f.tenant = agent_memory.caller_tenant()
+                AND (v.e ->> 'version')::int4 >= f.version),
+            (SELECT pg_catalog.count(*)
+             FROM pg_catalog.jsonb_array_elements($3) AS v(e), agent_memory.memory_file_versions o
+             WHERE o.scope = $1 AND o.path = $2 AND o.tenant = agent_memory.caller_tenant()
+               AND o.version = (v.e ->> 'version')::int4)",
     &[TEXT, TEXT, JSONB],
 );
 
@@ -1070,9 +1099,11 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
            WHERE v.session_id = $1 AND v.key = l.key AND v.tenant = s.tenant
              AND NOT CASE WHEN v.version = l.version THEN v.value = l.value
                           ELSE v.version < l.version AND NOT EXISTS (
-                                 SELECT FROM pg_catalog.jsonb_to_recordset(l.versions)
-                                             AS lv(version int4, value jsonb)
-                                 WHERE lv.version = v.version AND lv.value <> v.value) END),
+                                 -- Not jsonb_to_recordset: Citus refuses a
+                                 -- record-returning function of an outer row.
+                                 SELECT FROM pg_catalog.jsonb_array_elements(l.versions) AS lv(e)
+                                 WHERE (lv.e ->> 'version')::int4 = v.version
+                                   AND lv.e -> 'value' <> v.value) END),
          written AS (
            INSERT INTO agent_memory.kv_entries AS k
              (session_id, key, value, words, prev_words, created_at, updated_at, expires_at, version, tenant)

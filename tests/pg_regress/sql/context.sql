@@ -50,7 +50,7 @@ SELECT agent_memory.build_context('ctx') -> 'memory' AS memory;
 -- One value is bounded by agent_memory.max_result_bytes, counted before it
 -- is built: the entries named, or every entry. A word budget does not
 -- bound it (a long word counts as one).
-SELECT agent_memory.update_context('ctx', jsonb_build_object('big', repeat('w', 3000), 'small', 's')) ->> 'stored' AS stored;
+SELECT agent_memory.update_context('ctx', jsonb_build_object('big', repeat('w', 2000), 'small', 's')) ->> 'stored' AS stored;
 SET agent_memory.max_result_bytes = 1024;
 SELECT agent_memory.build_context('ctx');
 \echo :LAST_ERROR_SQLSTATE
@@ -60,7 +60,7 @@ SELECT agent_memory.build_context('ctx', ARRAY['small']) -> 'memory' AS named;
 SELECT agent_memory.build_context('ctx', ARRAY['big']);
 \echo :LAST_ERROR_SQLSTATE
 -- A key named twice is shown, and counted, once.
-SET agent_memory.max_result_bytes = 4096;
+SET agent_memory.max_result_bytes = 3000;
 SELECT jsonb_object_keys(agent_memory.build_context('ctx', ARRAY['big', 'big']) -> 'memory') AS shown;
 RESET agent_memory.max_result_bytes;
 SELECT agent_memory.clear_context('ctx') AS cleared;

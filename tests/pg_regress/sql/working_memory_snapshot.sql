@@ -173,13 +173,13 @@ SELECT wm_clear(NULL, 'trip');
 -- A composed value is bounded by agent_memory.max_result_bytes, counted
 -- before it is built: the entry's parts and the messages it shows.
 SELECT create_session('lena', session_id => 'big-wm');
-SELECT append_message('big-wm', 'user', repeat('m', 3000), 'trip') AS seq;
-SELECT wm_set('big-wm', 'fetched_context', jsonb_build_object('doc', repeat('f', 3000)), 'trip') IS NOT NULL AS stored;
+SELECT append_message('big-wm', 'user', repeat('m ', 1500), 'trip') AS seq;
+SELECT wm_set('big-wm', 'fetched_context', jsonb_build_object('doc', repeat('f ', 1500)), 'trip') IS NOT NULL AS stored;
 SET agent_memory.max_result_bytes = 8192;
 SELECT working_memory('big-wm') IS NOT NULL AS global_entry_fits;
 SELECT wm_clear('big-wm', 'trip') AS cleared;
 SELECT working_memory('big-wm', 'trip') IS NOT NULL AS fits_without_parts;
-SELECT wm_set('big-wm', 'fetched_context', jsonb_build_object('doc', repeat('f', 3000)), 'trip') IS NOT NULL AS stored;
+SELECT wm_set('big-wm', 'fetched_context', jsonb_build_object('doc', repeat('f ', 1500)), 'trip') IS NOT NULL AS stored;
 SELECT working_memory('big-wm', 'trip');
 \echo :LAST_ERROR_SQLSTATE
 SELECT wm_context('big-wm', 'trip');
