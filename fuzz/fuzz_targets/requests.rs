@@ -85,7 +85,9 @@ fn claude_tool(request: &Value) {
     match parsed {
         Request::View { path, range } => {
             check_target(&path);
-            let _ = claude::file_view(&path, content, range);
+            if let Ok(range) = range {
+                let _ = claude::file_view(&path, content, range);
+            }
             let _ = claude::file_view(&path, content, None);
             let listing = claude::directory_listing(&path, &files_under(request, &path), &[]);
             assert!(listing.starts_with("Here're the files and directories"));
