@@ -238,6 +238,35 @@ pub fn plan_keeping(stored: &[Stored], most: usize) -> Repack {
     repack
 }
 
+/// Plan a repack under `keep` that leaves one slot for a message about to
+/// be appended. A tool result (answering call `answers`) is stored only
+/// where the thread holds its call, so the slot is left only when the call
+/// stays; where it goes either way, the newest `keep` stay and the result
+/// is not stored. Where only the slot would push the call out, it goes:
+/// the call stays only with its result.
+pub fn plan_with_room(stored: &[Stored], keep: usize, answers: Option<&str>) -> Repack {
+    let with_room = plan_keeping(stored, keep.saturating_sub(1));
+    let Some(call) = answers else {
+        return with_room;
+    };
+    let holds_call = |plan: &Repack| {
+        plan.moves.iter().any(|&(slot, _)| {
+            stored
+                .iter()
+                .any(|m| m.slot == slot && m.calls.iter().any(|c| c == call))
+        })
+    };
+    if holds_call(&with_room) {
+        return with_room;
+    }
+    let without_room = plan_keeping(stored, keep);
+    if holds_call(&without_room) {
+        with_room
+    } else {
+        without_room
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -479,5 +508,39 @@ mod tests {
         assert_eq!(plan.moves, vec![(2, 0), (3, 1)]);
         // Room for all: nothing goes.
         assert!(plan_keeping(&stored, 4).removed.is_empty());
+    }
+
+    fn calling(slot: i32, seq: i64, call: &str) -> Stored {
+        Stored {
+            calls: vec![call.into()],
+            ..msg(slot, seq)
+        }
+    }
+
+    #[test]
+    fn room_is_left_for_a_result_only_while_its_call_stays() {
+        // A call, then four messages; a result comes with keep 3.
+        let stored = [
+            calling(0, 1, "c1"),
+            msg(1, 2),
+            msg(2, 3),
+            msg(3, 4),
+            msg(4, 5),
+        ];
+        // The call goes either way: the newest three stay, no room.
+        let plan = plan_with_room(&stored, 3, Some("c1"));
+        assert_eq!(plan.removed, vec![0, 1]);
+        assert_eq!(plan.moves, vec![(2, 0), (3, 1), (4, 2)]);
+        // Another message takes a slot: the newest two stay.
+        assert_eq!(plan_with_room(&stored, 3, None).moves, vec![(3, 0), (4, 1)]);
+        // The call stays with room left: room for its result.
+        let plan = plan_with_room(&stored, 6, Some("c1"));
+        assert!(plan.removed.is_empty());
+        // The call would stay only in the slot its result needs: it goes.
+        let plan = plan_with_room(&stored, 5, Some("c1"));
+        assert_eq!(plan.removed, vec![0]);
+        assert_eq!(plan.moves.len(), 4);
+        // A call the thread does not hold: the newest `keep` stay.
+        assert_eq!(plan_with_room(&stored, 2, Some("c9")).moves, vec![(3, 0), (4, 1)]);
     }
 }

@@ -61,8 +61,8 @@ enum Room<'a> {
     /// None: the newest `keep` messages stay.
     None,
     /// One slot, for a message about to be appended that answers call
-    /// `.0` when it is a tool result; none when the thread does not hold
-    /// that call, since such a result is not stored.
+    /// `.0` when it is a tool result; none where the call does not stay,
+    /// since such a result is not stored.
     For(Option<&'a str>),
 }
 
@@ -89,12 +89,11 @@ fn repack(
             answers: row.value::<String>(4)?,
         });
     }
-    let most = match room {
-        Room::None => keep,
-        Room::For(Some(call)) if !stored.iter().any(|m| m.calls.iter().any(|c| c == call)) => keep,
-        Room::For(_) => keep - 1,
+    let keep_messages = keep.max(0) as usize;
+    let plan = match room {
+        Room::None => messages::plan_keeping(&stored, keep_messages),
+        Room::For(call) => messages::plan_with_room(&stored, keep_messages, call),
     };
-    let plan = messages::plan_keeping(&stored, most.max(0) as usize);
     if !plan.removed.is_empty() {
         remove_slots(client, session_id, key, plan.removed.clone())?;
     }

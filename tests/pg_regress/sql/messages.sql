@@ -278,6 +278,13 @@ SELECT agent_memory.append_message('rekeep', 'user', 'u4', keep => 2) AS u4;
 SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages('rekeep');
 SELECT agent_memory.end_session('rekeep');
 
+-- Nor does a result whose call a new keep drops: keep 3 keeps u3, u4, u5.
+SELECT agent_memory.append_message('rekept', 'assistant', 'calling', metadata => '{"tool_calls": [{"id": "c1"}]}', keep => 5) AS call;
+SELECT count(agent_memory.append_message('rekept', 'user', 'u' || i, keep => 5)) FROM generate_series(2, 5) i;
+SELECT agent_memory.append_message('rekept', 'tool', 'result', metadata => '{"tool_call_id": "c1"}', keep => 3) AS result;
+SELECT string_agg(content, ', ' ORDER BY seq) AS held FROM agent_memory.messages('rekept');
+SELECT agent_memory.end_session('rekept');
+
 -- A result answers a call of its own thread: call ids repeat across
 -- threads, and a session-wide window leaves out a result whose call is
 -- outside it even when another thread's call of that id is inside.
