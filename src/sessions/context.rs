@@ -81,7 +81,9 @@ fn clear_context(session_id: &str) -> SqlResult<i32> {
 /// $5 the most bytes the value may take: NULL in column 1 past it, with
 /// what it would take (z, read from the values' headers) in column 2. No
 /// row when the session is missing or expired. Every table is filtered by
-/// $1, so that Citus sends the statement whole to the session's node.
+/// $1, so that Citus sends the statement whole to the session's node. A
+/// key named twice is read once, as it is counted once: the aggregate
+/// would hold every copy of the value until it ends.
 static BUILD: Statement = Statement::read_only(
     concat!(
         "SELECT CASE WHEN z.bytes <= $5 THEN pg_catalog.jsonb_build_object(
@@ -101,7 +103,7 @@ static BUILD: Statement = Statement::read_only(
                                  AND k.expires_at > pg_catalog.now())
                             ELSE
                               (SELECT coalesce(pg_catalog.jsonb_object_agg(e.key, v.value), '{}')
-                               FROM pg_catalog.unnest($3::text[]) AS e(key),
+                               FROM (SELECT DISTINCT u.key FROM pg_catalog.unnest($3::text[]) AS u(key)) e,
                                     LATERAL (SELECT k.value FROM agent_memory.kv_entries k
                                              WHERE k.session_id = $1 AND k.key = e.key
                                                AND k.tenant = s.tenant

@@ -13,7 +13,9 @@
 //!   `max_result_bytes` at 8 MB), and
 //!   `kv_get_all(s)` and `build_context(s)` over 100 MB of entries (of one
 //!   long word each, within the word budget), count what they would hold
-//!   before building it and refuse (54000): at most `SMALL`.
+//!   before building it and refuse (54000): at most `SMALL`;
+//! - `build_context(s, keys)` naming one entry of 200 kB 3,000 times
+//!   reads it once: at most `SMALL`.
 //!
 //! It prints `memory: N calls over M MB stored, K within their bounds
 //! (peaks ...)`.
@@ -108,7 +110,7 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
     assert!(stored as u64 > 300 * MB, "only {stored} bytes stored");
     drop(admin);
 
-    let calls: [(&str, Option<&str>, u64); 7] = [
+    let calls: [(&str, Option<&str>, u64); 8] = [
         (
             "SELECT count(*), sum(octet_length(content)) FROM agent_memory.messages('peaks', NULL, 100000)",
             None,
@@ -143,6 +145,11 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
         (
             "SELECT agent_memory.build_context('peaks') IS NOT NULL",
             Some("54000"),
+            SMALL,
+        ),
+        (
+            "SELECT agent_memory.build_context('peaks', array_fill('k1'::text, ARRAY[3000])) IS NOT NULL",
+            None,
             SMALL,
         ),
     ];
