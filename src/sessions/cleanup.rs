@@ -397,8 +397,13 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
     }
     let started_at = pgrx::datetime::clock_timestamp();
     // The run is its tenant's. A group role under isolation has none: it
-    // is refused (42501) before any work, as by every other function.
+    // is refused (42501) before any work, as by every other function. A
+    // role that bypasses row security (a superuser, as pg_cron's jobs run)
+    // removes every tenant's expired rows, as the worker does, and its
+    // run is recorded as the worker's are.
     let tenant = crate::pg::tenants::caller_tenant()?;
+    let bypasses_row_security = first_value_of::<bool>(&ROW_SECURITY_ACTIVE, &[])? == Some(false);
+    let tenant = (!bypasses_row_security).then_some(tenant);
     let mut counts = Counts::default();
     for kind in Expired::ALL {
         // One subtransaction for the whole kind (one per batch would
@@ -409,7 +414,7 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
             removing(|locking| remove_all(kind, locking, batch_size))
         })?);
     }
-    let run_id = record_run(started_at, "manual", Some(&tenant), counts, None)?;
+    let run_id = record_run(started_at, "manual", tenant.as_deref(), counts, None)?;
     Ok(JsonB(json!({
         "sessions": counts.sessions,
         "entries": counts.entries,
@@ -682,6 +687,13 @@ static RECORD_SHARED_RUN: Statement =
 static RECORD_TENANTS_RUN: Statement = Statement::read_write(
     record_run!("tenant OPERATOR(pg_catalog.=) $8"),
     RECORD_RUN_ARGS,
+);
+
+/// Whether the policies apply to the caller: false for a role that
+/// bypasses row security, which sees every tenant's rows.
+static ROW_SECURITY_ACTIVE: Statement = Statement::read_only(
+    "SELECT pg_catalog.row_security_active('agent_memory.sessions'::pg_catalog.regclass)",
+    &[],
 );
 
 /// Whether sql/citus.sql installed the per-shard cleanup. On Citus the

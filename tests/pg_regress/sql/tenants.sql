@@ -264,6 +264,15 @@ RESET ROLE;
 
 -- Superusers see every tenant (and so does the cleanup worker).
 SELECT session_id, tenant FROM agent_memory.sessions WHERE session_id LIKE 'ten-%' ORDER BY session_id;
+-- A superuser's cleanup (a pg_cron job's) removes every tenant's expired
+-- rows, as the worker does, and is recorded as the worker's runs are.
+SET ROLE ten_ana;
+SELECT agent_memory.create_session('ana', session_id => 'ten-idle', idle_timeout => '1 minute');
+RESET ROLE;
+UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 hour' WHERE session_id = 'ten-idle';
+SELECT (agent_memory.cleanup_expired() ->> 'sessions')::int >= 1 AS removed;
+SELECT count(*) AS idle_left FROM agent_memory.sessions WHERE session_id = 'ten-idle';
+SELECT tenant IS NULL AS every_tenants, triggered_by FROM agent_memory.cleanup_runs ORDER BY run_id DESC LIMIT 1;
 
 -- Clean up, as each tenant.
 SET ROLE ten_bo;
