@@ -46,6 +46,12 @@ impl Kind {
     pub fn from_name(name: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.name() == name)
     }
+
+    /// Whether the items of this kind belong to a session, and so live
+    /// only while it does.
+    pub fn of_session(self) -> bool {
+        matches!(self, Kind::Kv | Kind::Message | Kind::Part)
+    }
 }
 
 /// The kinds a call asks for: all of them when `kinds` is absent; each
@@ -712,6 +718,12 @@ pub fn deeper_meaning_read_needed(
 mod tests {
     use super::*;
     use crate::ErrorKind;
+
+    #[test]
+    fn the_session_kinds_are_its_keys_messages_and_parts() {
+        let of_session: Vec<Kind> = Kind::ALL.into_iter().filter(|k| k.of_session()).collect();
+        assert_eq!(of_session, [Kind::Kv, Kind::Message, Kind::Part]);
+    }
 
     fn names(list: &[&str]) -> Vec<Option<String>> {
         list.iter().map(|s| Some((*s).to_owned())).collect()

@@ -219,60 +219,23 @@ fn recall_embed(
         let dimension = dimension(client)?;
         recall::check_embedding(&embedding, Some(dimension)).or_report()?;
         let vector = embedding.clone();
-        // A session's items take embeddings only while it is active
-        // (idle minutes $6 by default).
-        let idle = idle_timeout_minutes();
-        let stored = match kind {
-            Kind::Message => EMBED_MESSAGE.run(
-                client,
-                &[
-                    item.key.into(),
-                    item.seq.into(),
-                    vector.into(),
-                    source_md5.into(),
-                    None::<&str>.into(),
-                    idle.into(),
-                ],
-            )?,
-            Kind::Part => EMBED_PART.run(
-                client,
-                &[
-                    item.key.into(),
-                    item.name.into(),
-                    vector.into(),
-                    source_md5.into(),
-                    item.node_key.into(),
-                    idle.into(),
-                ],
-            )?,
-            Kind::Kv => EMBED_KV.run(
-                client,
-                &[
-                    item.key.into(),
-                    item.name.into(),
-                    vector.into(),
-                    source_md5.into(),
-                    None::<&str>.into(),
-                    idle.into(),
-                ],
-            )?,
-            Kind::Node | Kind::File => {
-                let statement = if kind == Kind::Node {
-                    &EMBED_NODE
-                } else {
-                    &EMBED_FILE
-                };
-                statement.run(
-                    client,
-                    &[
-                        item.key.into(),
-                        item.name.into(),
-                        vector.into(),
-                        source_md5.into(),
-                    ],
-                )?
-            }
+        // The item's own columns: a message is named by its seq, the rest
+        // by their name.
+        let (statement, name) = match kind {
+            Kind::Message => (&EMBED_MESSAGE, item.seq.into()),
+            Kind::Part => (&EMBED_PART, item.name.into()),
+            Kind::Kv => (&EMBED_KV, item.name.into()),
+            Kind::Node => (&EMBED_NODE, item.name.into()),
+            Kind::File => (&EMBED_FILE, item.name.into()),
         };
+        let mut args = vec![item.key.into(), name, vector.into(), source_md5.into()];
+        if kind.of_session() {
+            // A session's items take embeddings only while it is active
+            // (idle minutes $6 by default); $5 is a part's node key.
+            let node_key = (kind == Kind::Part).then_some(item.node_key);
+            args.extend([node_key.into(), idle_timeout_minutes().into()]);
+        }
+        let stored = statement.run(client, &args)?;
         Ok(!stored.is_empty())
     })
 }
