@@ -90,18 +90,28 @@ fn graph_to_markdown(owner: Option<&str>, node_id: Option<&str>) -> SqlResult<St
 fn graph_export(owner: Option<&str>) -> SqlResult<JsonB> {
     let owner = checked_owner(owner)?;
     let max_bytes = settings::max_result_bytes();
+    let too_large = || {
+        Err(Error::too_large_to_build("the folder takes", max_bytes)
+            .with_hint("read the nodes one by one with graph_to_markdown"))
+        .or_report()
+    };
+    // What the rows take, before reading them; then what the files take as
+    // they are written, since a frontmatter escapes control characters
+    // (six bytes for one).
     let bytes = first_value_of::<i64>(&EXPORT_BYTES, &[owner.into()])?.unwrap_or(0);
     if usize::try_from(bytes).map_or(true, |bytes| bytes > max_bytes) {
-        return Err(Error::too_large_to_build("the folder takes", max_bytes)
-            .with_hint("read the nodes one by one with graph_to_markdown"))
-        .or_report();
+        return too_large();
     }
     let mut files = Map::new();
+    let mut written = 0usize;
     for file in documents(owner, None, true)? {
-        files.insert(
-            graph::file_name(&file.node_id, file.snapshot),
-            Value::String(markdown::render(&file.document)),
-        );
+        let name = graph::file_name(&file.node_id, file.snapshot);
+        let text = markdown::render(&file.document);
+        written = written.saturating_add(name.len() + text.len());
+        if written > max_bytes {
+            return too_large();
+        }
+        files.insert(name, Value::String(text));
     }
     Ok(JsonB(Value::Object(files)))
 }

@@ -321,5 +321,14 @@ SELECT graph_export('wide');
 SET agent_memory.max_result_bytes = 8192;
 SELECT count(*) AS files FROM jsonb_object_keys(graph_export('wide'));
 RESET agent_memory.max_result_bytes;
+-- And as the files are written: a frontmatter writes a control character
+-- in six bytes.
+SELECT graph_create('wide', repeat(chr(1), 1000), repeat(chr(1), 1000), '', ARRAY['__root__'], node_id => 'escaped') AS escaped;
+SET agent_memory.max_result_bytes = 8192;
+SELECT graph_export('wide');
+\echo :LAST_ERROR_SQLSTATE
+SET agent_memory.max_result_bytes = 20000;
+SELECT count(*) AS files FROM jsonb_object_keys(graph_export('wide'));
+RESET agent_memory.max_result_bytes;
 SELECT count(graph_delete('wide', node_id)) FROM graph_nodes('wide');
 
