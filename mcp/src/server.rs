@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
-    Implementation, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, ErrorData, Implementation, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::model::{
     ResourceUpdatedNotificationParam, SubscribeRequestParams, SubscriptionFilter,
@@ -89,7 +89,46 @@ impl MemoryServer {
     }
 }
 
+/// The requests this server serves. rmcp reads a request of one of them
+/// whose params do not fit the method (`tools/call` with a name that is not
+/// a string, `resources/read` without a uri) as a custom request.
+const SERVED: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "subscriptions/listen",
+];
+
+/// The error that answers a custom request: invalid params (-32602) for a
+/// method served whose params did not fit it, method not found (-32601)
+/// for any other.
+fn custom_request_error(request: &CustomRequest) -> ErrorData {
+    if SERVED.contains(&request.method.as_str()) {
+        ErrorData::invalid_params(
+            format!("the params of {} are not valid for it", request.method),
+            None,
+        )
+    } else {
+        ErrorData::new(ErrorCode::METHOD_NOT_FOUND, request.method.clone(), None)
+    }
+}
+
 impl ServerHandler for MemoryServer {
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(custom_request_error(&request))
+    }
+
     fn get_info(&self) -> ServerConfig {
         let mut implementation = Implementation::from_build_env();
         implementation.name = "agent-memory-mcp".into();
@@ -297,5 +336,42 @@ impl ServerHandler for MemoryServer {
             forwarding.abort();
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+
+    fn custom(line: &str) -> CustomRequest {
+        match serde_json::from_str::<ClientJsonRpcMessage>(line).expect("a message") {
+            ClientJsonRpcMessage::Request(request) => match request.request {
+                ClientRequest::CustomRequest(custom) => custom,
+                other => panic!("not a custom request: {other:?}"),
+            },
+            other => panic!("not a request: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn params_that_do_not_fit_a_method_served_are_invalid_params() {
+        for line in [
+            r#"{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"name":5}}"#,
+            r#"{"jsonrpc":"2.0","id":18,"method":"tools/call","params":{"name":"memory","arguments":[1]}}"#,
+            r#"{"jsonrpc":"2.0","id":19,"method":"tools/call"}"#,
+            r#"{"jsonrpc":"2.0","id":20,"method":"resources/read","params":{}}"#,
+        ] {
+            assert_eq!(
+                custom_request_error(&custom(line)).code,
+                ErrorCode::INVALID_PARAMS,
+                "{line}"
+            );
+        }
+        let unknown = custom(r#"{"jsonrpc":"2.0","id":21,"method":"no/such","params":{}}"#);
+        assert_eq!(
+            custom_request_error(&unknown).code,
+            ErrorCode::METHOD_NOT_FOUND
+        );
     }
 }
