@@ -1,17 +1,18 @@
 //! stdio with more than rmcp's own, which skips some lines in silence and
-//! leaves the client waiting. Every line that rmcp would skip is answered
-//! here, and the server keeps reading:
+//! answers others without their id. Every such line is answered here, and
+//! the server keeps reading:
 //!
 //! - a line that is not JSON at all gets JSON-RPC's parse error (-32700);
-//! - JSON that rmcp's stricter parse refuses (nested deeper than
-//!   serde_json's 128 levels, invalid UTF-8 inside a string) gets an
-//!   invalid request error (-32600) with the id a lenient parse finds;
+//! - JSON that is not a valid JSON-RPC message (a wrong version, no
+//!   method, params that are not an object), or that rmcp's stricter parse
+//!   refuses (nested deeper than serde_json's 128 levels, invalid UTF-8
+//!   inside a string), gets an invalid request error (-32600) with the id a
+//!   lenient parse finds;
 //! - a message longer than rmcp reads gets an invalid request error with
 //!   its id, read from its beginning; only that beginning is kept, so one
 //!   endless line cannot fill the memory.
 //!
-//! Anything else goes to rmcp, which answers a malformed request itself
-//! (-32600, -32601).
+//! Anything else goes to rmcp, which answers requests itself.
 //!
 //! One task owns stdout and writes whole lines only, rmcp's and the
 //! refusals, so the two never interleave.
@@ -98,16 +99,23 @@ async fn read_line<R: AsyncBufRead + Unpin>(
 /// reads and answers itself.
 fn refusal_of(line: &[u8]) -> Option<String> {
     let message = line.strip_prefix(UTF8_BOM).unwrap_or(line);
-    // The parse rmcp makes: what it reads, or refuses as not matching a
-    // message (it answers -32600 then), is its own to answer. What fails
-    // as input it cannot parse (not JSON, too deep, invalid UTF-8), it
-    // skips in silence.
+    // The parse rmcp makes: what it reads is its own to answer.
     let error = match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(message) {
         Ok(_) => return None,
         Err(error) => error,
     };
     match error.classify() {
-        serde_json::error::Category::Data | serde_json::error::Category::Io => None,
+        // JSON that is not a JSON-RPC message rmcp knows (a wrong version,
+        // no method, params that are not an object): rmcp would answer it
+        // without its id.
+        serde_json::error::Category::Data | serde_json::error::Category::Io => {
+            Some(invalid_request(
+                id_of(message),
+                &format!("the message is not a valid request: {error}"),
+            ))
+        }
+        // Input rmcp cannot parse (not JSON, too deep, invalid UTF-8) it
+        // skips in silence.
         serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
             if serde_json::from_slice::<IgnoredAny>(message).is_err() {
                 return Some(PARSE_ERROR.to_owned());
@@ -263,7 +271,30 @@ mod tests {
     fn lines_that_are_not_json_get_a_parse_error() {
         assert_eq!(refusal_of(b"not json\n").as_deref(), Some(PARSE_ERROR));
         assert_eq!(refusal_of(PING), None);
-        assert_eq!(refusal_of(b"[1, 2]\n"), None);
+    }
+
+    #[test]
+    fn json_that_is_no_valid_message_gets_an_invalid_request_error_with_its_id() {
+        for (line, id) in [
+            (
+                r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":"x"}"#,
+                16.into(),
+            ),
+            (r#"{"jsonrpc":"1.0","id":13,"method":"ping"}"#, 13.into()),
+            (r#"{"id":"fourteen","method":"ping"}"#, "fourteen".into()),
+            (r#"{"jsonrpc":"2.0","id":15}"#, 15.into()),
+            (
+                r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+                serde_json::Value::Null,
+            ),
+            ("[1, 2]", serde_json::Value::Null),
+            ("5", serde_json::Value::Null),
+        ] {
+            let refusal = answer(refusal_of(line.as_bytes()));
+            assert_eq!(refusal["jsonrpc"], "2.0", "{line}");
+            assert_eq!(refusal["id"], id, "{line}");
+            assert_eq!(refusal["error"]["code"], -32600, "{line}");
+        }
     }
 
     #[test]

@@ -89,6 +89,29 @@ impl Drop for Server {
 }
 
 #[test]
+fn invalid_requests_are_answered_with_their_id() {
+    let mut server = Server::start();
+    server.initialize();
+    for (line, id) in [
+        (
+            r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":"x"}"#,
+            json!(16),
+        ),
+        (r#"{"jsonrpc":"1.0","id":13,"method":"ping"}"#, json!(13)),
+        (r#"{"id":14,"method":"ping"}"#, json!(14)),
+        (r#"{"jsonrpc":"2.0","id":"fifteen"}"#, json!("fifteen")),
+        ("[1]", Value::Null),
+    ] {
+        server.send(line);
+        let answer = server.receive();
+        assert_eq!(answer["jsonrpc"], "2.0", "{line}: {answer}");
+        assert_eq!(answer.get("id"), Some(&id), "{line}: {answer}");
+        assert_eq!(answer["error"]["code"], -32600, "{line}: {answer}");
+    }
+    server.ping(1);
+}
+
+#[test]
 fn params_that_do_not_fit_the_method_are_invalid_params() {
     let mut server = Server::start();
     server.initialize();
