@@ -1,6 +1,7 @@
-//! stdio with more than rmcp's own, which skips some lines in silence and
-//! answers others without their id. Every such line is answered here, and
-//! the server keeps reading:
+//! stdio with more than rmcp's own, which skips some lines in silence,
+//! answers others without their id, and stops serving at a notification
+//! that comes first. Such lines are handled here, and the server keeps
+//! reading:
 //!
 //! - a line that is not JSON at all gets JSON-RPC's parse error (-32700);
 //! - JSON that is not a valid JSON-RPC message (a wrong version, no
@@ -10,7 +11,9 @@
 //!   lenient parse finds;
 //! - a message longer than rmcp reads gets an invalid request error with
 //!   its id, read from its beginning; only that beginning is kept, so one
-//!   endless line cannot fill the memory.
+//!   endless line cannot fill the memory;
+//! - a notification or response before the session has begun is dropped
+//!   (and logged).
 //!
 //! Anything else goes to rmcp, which answers requests itself.
 //!
@@ -19,6 +22,7 @@
 
 use std::fmt;
 
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta, ProtocolVersion};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
@@ -95,13 +99,42 @@ async fn read_line<R: AsyncBufRead + Unpin>(
     }
 }
 
-/// The error that answers a whole `line` here, or None for a line rmcp
-/// reads and answers itself.
-fn refusal_of(line: &[u8]) -> Option<String> {
+/// What a whole line on stdin is, as the server handles it.
+#[derive(Debug, PartialEq)]
+enum Message {
+    /// Answered here with this error: rmcp would skip the line in silence,
+    /// or answer it without its id.
+    Refused(String),
+    /// A request, passed on to rmcp.
+    Request(Request),
+    /// A notification, passed on once the session has begun.
+    Notification,
+    /// A response or error from the client, passed on once the session has
+    /// begun.
+    Response,
+}
+
+#[derive(Debug, PartialEq)]
+struct Request {
+    /// rmcp begins the session with it: an `initialize`, or a request that
+    /// carries the metadata of protocol 2026-07-28.
+    begins_session: bool,
+}
+
+/// What the whole `line` is: a message for rmcp, or one answered here.
+fn classify(line: &[u8]) -> Message {
     let message = line.strip_prefix(UTF8_BOM).unwrap_or(line);
     // The parse rmcp makes: what it reads is its own to answer.
-    let error = match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(message) {
-        Ok(_) => return None,
+    let error = match serde_json::from_slice::<ClientJsonRpcMessage>(message) {
+        Ok(ClientJsonRpcMessage::Request(request)) => {
+            return Message::Request(Request {
+                begins_session: begins_session(&request.request),
+            });
+        }
+        Ok(ClientJsonRpcMessage::Notification(_)) => return Message::Notification,
+        Ok(ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_)) => {
+            return Message::Response;
+        }
         Err(error) => error,
     };
     match error.classify() {
@@ -109,7 +142,7 @@ fn refusal_of(line: &[u8]) -> Option<String> {
         // no method, params that are not an object): rmcp would answer it
         // without its id.
         serde_json::error::Category::Data | serde_json::error::Category::Io => {
-            Some(invalid_request(
+            Message::Refused(invalid_request(
                 id_of(message),
                 &format!("the message is not a valid request: {error}"),
             ))
@@ -118,12 +151,32 @@ fn refusal_of(line: &[u8]) -> Option<String> {
         // skips in silence.
         serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
             if serde_json::from_slice::<IgnoredAny>(message).is_err() {
-                return Some(PARSE_ERROR.to_owned());
+                return Message::Refused(PARSE_ERROR.to_owned());
             }
-            Some(invalid_request(
+            Message::Refused(invalid_request(
                 id_of(message),
                 &format!("the message cannot be read: {error}"),
             ))
+        }
+    }
+}
+
+/// Whether rmcp, still waiting for its session to begin, begins it with
+/// `request`. It answers a ping or a discovery and keeps waiting; any other
+/// request begins the session when it carries complete metadata of a
+/// protocol it knows (this server supports every one rmcp knows), and is
+/// refused otherwise.
+fn begins_session(request: &ClientRequest) -> bool {
+    match request {
+        ClientRequest::InitializeRequest(_) => true,
+        ClientRequest::PingRequest(_) | ClientRequest::DiscoverRequest(_) => false,
+        request => {
+            let meta = request.get_meta();
+            meta.missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                .is_empty()
+                && meta
+                    .protocol_version()
+                    .is_some_and(|version| ProtocolVersion::KNOWN_VERSIONS.contains(&version))
         }
     }
 }
@@ -151,17 +204,28 @@ fn invalid_request(id: serde_json::Value, message: &str) -> String {
 /// when the rest is cut off or malformed, skipping other members without
 /// checking their depth or UTF-8. Null when none is found.
 fn id_of(message: &[u8]) -> serde_json::Value {
-    let mut id = None;
-    let mut deserializer = serde_json::Deserializer::from_slice(message);
-    // An error after the id was found (the rest cut off) leaves it found.
-    let _ = IdFinder(&mut id).deserialize(&mut deserializer);
-    id.unwrap_or(serde_json::Value::Null)
+    members_of(message).id.unwrap_or(serde_json::Value::Null)
 }
 
-/// Visits an object's members, keeping the value of "id".
-struct IdFinder<'a>(&'a mut Option<serde_json::Value>);
+fn members_of(message: &[u8]) -> Members {
+    let mut members = Members::default();
+    let mut deserializer = serde_json::Deserializer::from_slice(message);
+    // An error after the id was found (the rest cut off) leaves it found.
+    let _ = MembersFinder(&mut members).deserialize(&mut deserializer);
+    members
+}
 
-impl<'de> DeserializeSeed<'de> for IdFinder<'_> {
+/// The members of a message this module reads.
+#[derive(Default)]
+struct Members {
+    /// The id, a string or number.
+    id: Option<serde_json::Value>,
+}
+
+/// Visits an object's members, keeping what `Members` holds.
+struct MembersFinder<'a>(&'a mut Members);
+
+impl<'de> DeserializeSeed<'de> for MembersFinder<'_> {
     type Value = ();
 
     fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
@@ -169,7 +233,7 @@ impl<'de> DeserializeSeed<'de> for IdFinder<'_> {
     }
 }
 
-impl<'de> Visitor<'de> for IdFinder<'_> {
+impl<'de> Visitor<'de> for MembersFinder<'_> {
     type Value = ();
 
     fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
@@ -178,11 +242,11 @@ impl<'de> Visitor<'de> for IdFinder<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut members: A) -> Result<(), A::Error> {
         while let Some(key) = members.next_key::<String>()? {
-            if key == "id" && self.0.is_none() {
+            if key == "id" && self.0.id.is_none() {
                 // An id that is not a plain value (nested too deep, say) is
                 // no id to answer with.
                 match members.next_value::<serde_json::Value>() {
-                    Ok(id) if id.is_string() || id.is_number() => *self.0 = Some(id),
+                    Ok(id) if id.is_string() || id.is_number() => self.0.id = Some(id),
                     Ok(_) => {}
                     Err(error) => return Err(error),
                 }
@@ -208,17 +272,31 @@ pub fn transport() -> ((DuplexStream, DuplexStream), JoinHandle<()>) {
         let mut to_server = to_server;
         let mut stdin = BufReader::new(tokio::io::stdin());
         let mut line = Vec::new();
+        // rmcp ends the whole server when what it reads first is not a
+        // request: notifications and responses wait for the session.
+        let mut session_begun = false;
         loop {
-            let refusal = match read_line(&mut stdin, &mut line, LONGEST_LINE).await {
+            let message = match read_line(&mut stdin, &mut line, LONGEST_LINE).await {
                 Ok(Line::End) | Err(_) => break,
-                Ok(Line::TooLong) => Some(refusal_of_too_long(&line)),
+                Ok(Line::TooLong) => Message::Refused(refusal_of_too_long(&line)),
                 Ok(Line::Whole) if line.iter().all(u8::is_ascii_whitespace) => continue,
-                Ok(Line::Whole) => refusal_of(&line),
+                Ok(Line::Whole) => classify(&line),
             };
-            if let Some(refusal) = refusal {
-                tracing::warn!("a message on stdin refused: {refusal}");
-                let _ = errors.send(refusal);
-                continue;
+            match message {
+                Message::Refused(refusal) => {
+                    tracing::warn!("a message on stdin refused: {refusal}");
+                    let _ = errors.send(refusal);
+                    continue;
+                }
+                Message::Notification | Message::Response if !session_begun => {
+                    tracing::warn!(
+                        "a message on stdin dropped: a notification or response before initialize: {}",
+                        String::from_utf8_lossy(&line).trim_end()
+                    );
+                    continue;
+                }
+                Message::Request(request) => session_begun |= request.begins_session,
+                Message::Notification | Message::Response => {}
             }
             if !line.ends_with(b"\n") {
                 line.push(b'\n');
@@ -263,6 +341,14 @@ mod tests {
 
     const PING: &[u8] = b"{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"ping\"}\n";
 
+    /// The error that answers `line` here, if any.
+    fn refusal_of(line: &[u8]) -> Option<String> {
+        match classify(line) {
+            Message::Refused(refusal) => Some(refusal),
+            _ => None,
+        }
+    }
+
     fn answer(refusal: Option<String>) -> serde_json::Value {
         serde_json::from_str(&refusal.expect("an answer")).expect("JSON")
     }
@@ -295,6 +381,51 @@ mod tests {
             assert_eq!(refusal["id"], id, "{line}");
             assert_eq!(refusal["error"]["code"], -32600, "{line}");
         }
+    }
+
+    #[test]
+    fn messages_are_classified() {
+        assert_eq!(
+            classify(PING),
+            Message::Request(Request {
+                begins_session: false
+            })
+        );
+        let initialize = br#"{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        assert_eq!(
+            classify(initialize),
+            Message::Request(Request {
+                begins_session: true
+            })
+        );
+        // Without the metadata of 2026-07-28, rmcp refuses a call before
+        // initialize and keeps waiting.
+        let call = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+        assert!(matches!(
+            classify(call),
+            Message::Request(Request {
+                begins_session: false,
+                ..
+            })
+        ));
+        assert_eq!(
+            classify(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Message::Notification
+        );
+        assert_eq!(
+            classify(
+                br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"x"}}"#
+            ),
+            Message::Notification
+        );
+        assert_eq!(
+            classify(br#"{"jsonrpc":"2.0","id":5,"result":{}}"#),
+            Message::Response
+        );
+        assert_eq!(
+            classify(br#"{"jsonrpc":"2.0","id":5,"error":{"code":1,"message":"m"}}"#),
+            Message::Response
+        );
     }
 
     #[test]

@@ -112,6 +112,18 @@ fn invalid_requests_are_answered_with_their_id() {
 }
 
 #[test]
+fn notifications_and_responses_before_initialize_are_dropped() {
+    let mut server = Server::start();
+    server.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    server.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":0}}"#);
+    server.send(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#);
+    server.send(r#"{"jsonrpc":"2.0","id":6,"error":{"code":1,"message":"m"}}"#);
+    server.ping(1);
+    server.initialize();
+    server.ping(2);
+}
+
+#[test]
 fn params_that_do_not_fit_the_method_are_invalid_params() {
     let mut server = Server::start();
     server.initialize();
