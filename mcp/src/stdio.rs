@@ -18,14 +18,21 @@
 //! Anything else goes to rmcp, which answers requests itself.
 //!
 //! One task owns stdout and writes whole lines only, rmcp's and the
-//! refusals, so the two never interleave.
+//! refusals, so the two never interleave. What waits for it is bounded:
+//! while more than `QUEUED_BYTES_CAP` bytes are queued for stdout, or
+//! `IN_FLIGHT_CAP` requests are running, stdin is not read, so a client
+//! that does not read its answers cannot grow the server's memory.
 
+use std::collections::HashSet;
 use std::fmt;
+use std::sync::Arc;
 
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, GetMeta, ProtocolVersion};
+use rmcp::model::{
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, GetMeta, ProtocolVersion,
+};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 
 /// A parse error, as JSON-RPC 2.0 answers a message it could not parse.
@@ -107,8 +114,9 @@ enum Message {
     Refused(String),
     /// A request, passed on to rmcp.
     Request(Request),
-    /// A notification, passed on once the session has begun.
-    Notification,
+    /// A notification, passed on once the session has begun; a
+    /// cancellation names the request it cancels.
+    Notification { cancels: Option<String> },
     /// A response or error from the client, passed on once the session has
     /// begun.
     Response,
@@ -116,9 +124,13 @@ enum Message {
 
 #[derive(Debug, PartialEq)]
 struct Request {
+    /// The id as JSON text, as rmcp writes it back in the answer.
+    id: String,
     /// rmcp begins the session with it: an `initialize`, or a request that
     /// carries the metadata of protocol 2026-07-28.
     begins_session: bool,
+    /// rmcp answers it once it is done; `subscriptions/listen` stays open.
+    answered: bool,
 }
 
 /// What the whole `line` is: a message for rmcp, or one answered here.
@@ -128,10 +140,23 @@ fn classify(line: &[u8]) -> Message {
     let error = match serde_json::from_slice::<ClientJsonRpcMessage>(message) {
         Ok(ClientJsonRpcMessage::Request(request)) => {
             return Message::Request(Request {
+                id: json_text(&request.id),
                 begins_session: begins_session(&request.request),
+                answered: !matches!(
+                    request.request,
+                    ClientRequest::SubscriptionsListenRequest(_)
+                ),
             });
         }
-        Ok(ClientJsonRpcMessage::Notification(_)) => return Message::Notification,
+        Ok(ClientJsonRpcMessage::Notification(notification)) => {
+            let cancels = match &notification.notification {
+                ClientNotification::CancelledNotification(cancelled) => {
+                    cancelled.params.request_id.as_ref().map(json_text)
+                }
+                _ => None,
+            };
+            return Message::Notification { cancels };
+        }
         Ok(ClientJsonRpcMessage::Response(_) | ClientJsonRpcMessage::Error(_)) => {
             return Message::Response;
         }
@@ -181,6 +206,11 @@ fn begins_session(request: &ClientRequest) -> bool {
     }
 }
 
+/// A value as JSON text: how ids are compared.
+fn json_text<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
 /// The error that answers a line longer than `LONGEST_LINE`, of which
 /// `beginning` was kept.
 fn refusal_of_too_long(beginning: &[u8]) -> String {
@@ -207,6 +237,16 @@ fn id_of(message: &[u8]) -> serde_json::Value {
     members_of(message).id.unwrap_or(serde_json::Value::Null)
 }
 
+/// The id (as JSON text) of the request a line rmcp writes answers, or None
+/// for a notification or a request of the server's.
+fn answered_id(line: &str) -> Option<String> {
+    let members = members_of(line.as_bytes());
+    match members.method {
+        true => None,
+        false => members.id.map(|id| id.to_string()),
+    }
+}
+
 fn members_of(message: &[u8]) -> Members {
     let mut members = Members::default();
     let mut deserializer = serde_json::Deserializer::from_slice(message);
@@ -220,6 +260,8 @@ fn members_of(message: &[u8]) -> Members {
 struct Members {
     /// The id, a string or number.
     id: Option<serde_json::Value>,
+    /// Whether it has a method: it is a request or a notification.
+    method: bool,
 }
 
 /// Visits an object's members, keeping what `Members` holds.
@@ -251,10 +293,104 @@ impl<'de> Visitor<'de> for MembersFinder<'_> {
                     Err(error) => return Err(error),
                 }
             } else {
+                if key == "method" {
+                    self.0.method = true;
+                }
                 members.next_value::<IgnoredAny>()?;
             }
         }
         Ok(())
+    }
+}
+
+/// How much may wait to be written to stdout before stdin is no longer
+/// read: a client that does not read its answers stops being read itself,
+/// instead of growing the server's memory.
+const QUEUED_BYTES_CAP: usize = 4 << 20;
+
+/// How many requests may be passed on and not yet answered before stdin is
+/// no longer read: each holds its answer in memory once it is done.
+const IN_FLIGHT_CAP: usize = 64;
+
+/// What waits for the client: the bytes queued for stdout, and the
+/// requests passed on to rmcp and not yet answered.
+#[derive(Debug)]
+struct Backlog {
+    queued_bytes: usize,
+    queued_bytes_cap: usize,
+    in_flight: HashSet<String>,
+    in_flight_cap: usize,
+}
+
+impl Backlog {
+    fn new(queued_bytes_cap: usize, in_flight_cap: usize) -> Backlog {
+        Backlog {
+            queued_bytes: 0,
+            queued_bytes_cap,
+            in_flight: HashSet::new(),
+            in_flight_cap,
+        }
+    }
+
+    /// Whether another line may be queued for stdout.
+    fn output_has_room(&self) -> bool {
+        self.queued_bytes < self.queued_bytes_cap
+    }
+
+    /// Whether stdin may be read: the answers fit.
+    fn input_has_room(&self) -> bool {
+        self.output_has_room() && self.in_flight.len() < self.in_flight_cap
+    }
+
+    fn queued(&mut self, bytes: usize) {
+        self.queued_bytes += bytes;
+    }
+
+    fn written(&mut self, bytes: usize) {
+        self.queued_bytes = self.queued_bytes.saturating_sub(bytes);
+    }
+
+    fn passed_on(&mut self, id: String) {
+        self.in_flight.insert(id);
+    }
+
+    /// The request was answered, or cancelled (it gets no answer then).
+    fn done(&mut self, id: &str) {
+        self.in_flight.remove(id);
+    }
+}
+
+/// The backlog shared by the tasks that read stdin, read rmcp's output and
+/// write stdout, each waiting on the others for room.
+struct Flow {
+    backlog: std::sync::Mutex<Backlog>,
+    changed: Notify,
+}
+
+impl Flow {
+    fn new(backlog: Backlog) -> Flow {
+        Flow {
+            backlog: std::sync::Mutex::new(backlog),
+            changed: Notify::new(),
+        }
+    }
+
+    fn update(&self, change: impl FnOnce(&mut Backlog)) {
+        change(&mut self.backlog.lock().unwrap_or_else(|e| e.into_inner()));
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until the backlog is `ready`.
+    async fn until(&self, ready: impl Fn(&Backlog) -> bool) {
+        loop {
+            let changed = self.changed.notified();
+            let mut changed = std::pin::pin!(changed);
+            changed.as_mut().enable();
+            if ready(&self.backlog.lock().unwrap_or_else(|e| e.into_inner())) {
+                return;
+            }
+            changed.await;
+        }
     }
 }
 
@@ -264,11 +400,15 @@ pub fn transport() -> ((DuplexStream, DuplexStream), JoinHandle<()>) {
     const BUFFER: usize = 1 << 16;
     let (to_server, server_reads) = tokio::io::duplex(BUFFER);
     let (server_writes, from_server) = tokio::io::duplex(BUFFER);
-    // Every line stdout gets, whole: rmcp's and the refusals.
+    // Every line stdout gets, whole: rmcp's and the refusals. What it
+    // holds is bounded by the backlog's caps.
     let (lines_out, mut lines_to_write) = mpsc::unbounded_channel::<String>();
+    let flow = Arc::new(Flow::new(Backlog::new(QUEUED_BYTES_CAP, IN_FLIGHT_CAP)));
 
     let errors = lines_out.clone();
+    let stdin_flow = flow.clone();
     tokio::spawn(async move {
+        let flow = stdin_flow;
         let mut to_server = to_server;
         let mut stdin = BufReader::new(tokio::io::stdin());
         let mut line = Vec::new();
@@ -276,6 +416,9 @@ pub fn transport() -> ((DuplexStream, DuplexStream), JoinHandle<()>) {
         // request: notifications and responses wait for the session.
         let mut session_begun = false;
         loop {
+            // Backpressure: while the client leaves its answers unread, or
+            // many requests are running, its next lines stay in the pipe.
+            flow.until(Backlog::input_has_room).await;
             let message = match read_line(&mut stdin, &mut line, LONGEST_LINE).await {
                 Ok(Line::End) | Err(_) => break,
                 Ok(Line::TooLong) => Message::Refused(refusal_of_too_long(&line)),
@@ -285,18 +428,27 @@ pub fn transport() -> ((DuplexStream, DuplexStream), JoinHandle<()>) {
             match message {
                 Message::Refused(refusal) => {
                     tracing::warn!("a message on stdin refused: {refusal}");
+                    flow.update(|backlog| backlog.queued(refusal.len() + 1));
                     let _ = errors.send(refusal);
                     continue;
                 }
-                Message::Notification | Message::Response if !session_begun => {
+                Message::Notification { .. } | Message::Response if !session_begun => {
                     tracing::warn!(
                         "a message on stdin dropped: a notification or response before initialize: {}",
                         String::from_utf8_lossy(&line).trim_end()
                     );
                     continue;
                 }
-                Message::Request(request) => session_begun |= request.begins_session,
-                Message::Notification | Message::Response => {}
+                Message::Request(request) => {
+                    session_begun |= request.begins_session;
+                    if request.answered {
+                        flow.update(|backlog| backlog.passed_on(request.id));
+                    }
+                }
+                Message::Notification { cancels: Some(id) } => {
+                    flow.update(|backlog| backlog.done(&id))
+                }
+                Message::Notification { cancels: None } | Message::Response => {}
             }
             if !line.ends_with(b"\n") {
                 line.push(b'\n');
@@ -308,9 +460,23 @@ pub fn transport() -> ((DuplexStream, DuplexStream), JoinHandle<()>) {
         // Dropping to_server ends rmcp's input: the server stops.
     });
 
+    let output_flow = flow.clone();
     tokio::spawn(async move {
+        let flow = output_flow;
         let mut lines = BufReader::new(from_server).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
+        loop {
+            // While stdout is full, rmcp's output waits in rmcp.
+            flow.until(Backlog::output_has_room).await;
+            let Ok(Some(line)) = lines.next_line().await else {
+                break;
+            };
+            let answered = answered_id(&line);
+            flow.update(|backlog| {
+                backlog.queued(line.len() + 1);
+                if let Some(id) = &answered {
+                    backlog.done(id);
+                }
+            });
             if lines_out.send(line).is_err() {
                 break;
             }
@@ -329,6 +495,7 @@ pub fn transport() -> ((DuplexStream, DuplexStream), JoinHandle<()>) {
             if written.await.is_err() {
                 break;
             }
+            flow.update(|backlog| backlog.written(line.len() + 1));
         }
     });
     ((server_reads, server_writes), writer)
@@ -388,14 +555,18 @@ mod tests {
         assert_eq!(
             classify(PING),
             Message::Request(Request {
-                begins_session: false
+                id: "1".into(),
+                begins_session: false,
+                answered: true
             })
         );
         let initialize = br#"{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
         assert_eq!(
             classify(initialize),
             Message::Request(Request {
-                begins_session: true
+                id: r#""i""#.into(),
+                begins_session: true,
+                answered: true
             })
         );
         // Without the metadata of 2026-07-28, rmcp refuses a call before
@@ -410,13 +581,15 @@ mod tests {
         ));
         assert_eq!(
             classify(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
-            Message::Notification
+            Message::Notification { cancels: None }
         );
         assert_eq!(
             classify(
                 br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"x"}}"#
             ),
-            Message::Notification
+            Message::Notification {
+                cancels: Some(r#""x""#.into())
+            }
         );
         assert_eq!(
             classify(br#"{"jsonrpc":"2.0","id":5,"result":{}}"#),
@@ -426,6 +599,82 @@ mod tests {
             classify(br#"{"jsonrpc":"2.0","id":5,"error":{"code":1,"message":"m"}}"#),
             Message::Response
         );
+    }
+
+    #[test]
+    fn answers_are_told_from_the_servers_notifications_and_requests() {
+        assert_eq!(
+            answered_id(r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#).as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            answered_id(r#"{"jsonrpc":"2.0","id":"a\"b","error":{"code":-32602,"message":"m"}}"#),
+            Some(json_text(&"a\"b"))
+        );
+        assert_eq!(
+            answered_id(
+                r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{}}"#
+            ),
+            None
+        );
+        assert_eq!(
+            answered_id(r#"{"jsonrpc":"2.0","id":0,"method":"roots/list"}"#),
+            None
+        );
+        // The id rmcp writes back is the id as the request's classification
+        // keeps it.
+        let Message::Request(request) = classify(PING) else {
+            panic!("a request");
+        };
+        assert_eq!(
+            answered_id(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+            Some(request.id)
+        );
+    }
+
+    #[test]
+    fn the_backlog_stops_input_over_its_caps() {
+        let mut backlog = Backlog::new(100, 2);
+        assert!(backlog.input_has_room());
+        backlog.queued(60);
+        assert!(backlog.input_has_room() && backlog.output_has_room());
+        backlog.queued(60);
+        assert!(!backlog.input_has_room() && !backlog.output_has_room());
+        backlog.written(60);
+        assert!(backlog.input_has_room());
+
+        backlog.passed_on("1".into());
+        backlog.passed_on("1".into());
+        assert!(backlog.input_has_room());
+        backlog.passed_on("2".into());
+        assert!(!backlog.input_has_room());
+        // Room for more answers does not make room for more requests.
+        assert!(backlog.output_has_room());
+        backlog.done("2");
+        assert!(backlog.input_has_room());
+        // An answer to no request in flight (answered twice, cancelled
+        // before) changes nothing.
+        backlog.done("9");
+        assert_eq!(backlog.in_flight.len(), 1);
+        backlog.written(1000);
+        assert_eq!(backlog.queued_bytes, 0);
+    }
+
+    #[tokio::test]
+    async fn a_task_waiting_for_room_wakes_when_lines_are_written() {
+        let flow = Arc::new(Flow::new(Backlog::new(10, 1)));
+        flow.update(|backlog| backlog.queued(20));
+        let waiting = tokio::spawn({
+            let flow = flow.clone();
+            async move { flow.until(Backlog::input_has_room).await }
+        });
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished());
+        flow.update(|backlog| backlog.written(15));
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .expect("woken")
+            .expect("no panic");
     }
 
     #[test]

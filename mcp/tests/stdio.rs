@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -139,5 +139,41 @@ fn params_that_do_not_fit_the_method_are_invalid_params() {
     }
     server.send(r#"{"jsonrpc":"2.0","id":18,"method":"no/such/method","params":{}}"#);
     assert_eq!(server.receive()["error"]["code"], -32601);
+    server.ping(1);
+}
+
+#[test]
+fn a_client_that_does_not_read_stops_being_read() {
+    let mut server = Server::start();
+    server.initialize();
+    // Each line gets an answer several times its size: far more answers
+    // than the server queues for stdout.
+    const LINES: usize = 100_000;
+    let mut stdin = server.stdin.take().expect("stdin");
+    let (done, finished) = channel();
+    let writer = std::thread::spawn(move || {
+        for id in 0..LINES {
+            let line = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id}}}\n");
+            if stdin.write_all(line.as_bytes()).is_err() {
+                break;
+            }
+        }
+        let _ = done.send(());
+        stdin
+    });
+    // Nothing read from stdout: the server stops reading stdin, and the
+    // writer waits.
+    assert_eq!(
+        finished.recv_timeout(Duration::from_secs(3)),
+        Err(RecvTimeoutError::Timeout)
+    );
+    // Once the answers are read, every line gets its own, in order.
+    for id in 0..LINES {
+        let line = server.lines.recv_timeout(PATIENCE).expect("an answer");
+        let answer: Value = serde_json::from_str(&line).expect("JSON");
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    }
+    server.stdin = Some(writer.join().expect("the writer"));
     server.ping(1);
 }
