@@ -609,9 +609,98 @@ pub fn kept_versions_agree(kept: &[(i32, &str)], file: &File) -> bool {
     })
 }
 
+/// Whether kept versions numbered `kept` are all within `retention`
+/// (agent_memory.history_retention) of the newest of them: numbered
+/// above the newest less the retention, as a write keeps an item's
+/// versions. No version is within retention 0; none kept is within any.
+pub fn within_retention(retention: i32, kept: impl IntoIterator<Item = i32>) -> bool {
+    let kept: Vec<i32> = kept.into_iter().collect();
+    let Some(&newest) = kept.iter().max() else {
+        return true;
+    };
+    let floor = i64::from(newest) - i64::from(retention.max(0));
+    kept.iter().all(|&version| i64::from(version) > floor)
+}
+
+/// Refuse what would leave `item` with kept versions numbered `kept` that
+/// a write under `retention` would not keep (see `within_retention`):
+/// import takes no more history than writes keep, and drops none of a
+/// line silently.
+pub fn check_retention(
+    retention: i32,
+    kept: impl IntoIterator<Item = i32>,
+    item: &str,
+) -> Result<()> {
+    let kept: Vec<i32> = kept.into_iter().collect();
+    if within_retention(retention, kept.iter().copied()) {
+        return Ok(());
+    }
+    let oldest = kept.iter().copied().min().unwrap_or_default();
+    let newest = kept.iter().copied().max().unwrap_or_default();
+    let needed = i64::from(newest) - i64::from(oldest) + 1;
+    let versions = if oldest == newest {
+        format!("version {newest}")
+    } else {
+        format!("versions {oldest} to {newest}")
+    };
+    Err(Error::invalid(format!(
+        "{item} would keep {versions}, more than agent_memory.history_retention ({retention}) keeps: raise it to {needed} or more for the import"
+    ))
+    .with_hint(format!(
+        "SET agent_memory.history_retention = {needed} while importing; nothing of the line was imported."
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kept_versions_go_within_the_retention_of_the_newest() {
+        // Nothing kept is within any retention, 0 included.
+        assert!(within_retention(0, []));
+        assert!(within_retention(3, []));
+        // Retention 0 keeps no version.
+        assert!(!within_retention(0, [1]));
+        // Numbered within the retention of the newest, gaps allowed.
+        assert!(within_retention(3, [1, 2, 3]));
+        assert!(within_retention(3, [3, 1]));
+        assert!(within_retention(2, [4, 5]));
+        assert!(within_retention(1, [7]));
+        // One too old for the retention, however few are kept.
+        assert!(!within_retention(2, [1, 2, 3]));
+        assert!(!within_retention(2, [1, 3]));
+        assert!(!within_retention(1, [6, 7]));
+        // The largest numbers and retention do not overflow.
+        assert!(within_retention(1000, [i32::MAX, i32::MAX - 999]));
+        assert!(!within_retention(1000, [i32::MAX, i32::MAX - 1000]));
+        assert!(within_retention(1000, [1]));
+    }
+
+    #[test]
+    fn history_past_the_retention_is_refused_with_what_to_raise() {
+        assert!(check_retention(3, [1, 2, 3], "entry").is_ok());
+        let error = check_retention(2, [1, 2, 3], "entry \"k\"").unwrap_err();
+        assert_eq!(error.kind, ErrorKind::InvalidParameter);
+        assert_eq!(error.kind.sqlstate(), "22023");
+        assert!(
+            error
+                .message
+                .starts_with("entry \"k\" would keep versions 1 to 3")
+        );
+        assert!(error.message.contains("raise it to 3 or more"));
+        assert!(
+            error
+                .hint
+                .unwrap()
+                .contains("SET agent_memory.history_retention = 3")
+        );
+        let error = check_retention(0, [4], "file").unwrap_err();
+        assert_eq!(
+            error.message,
+            "file would keep version 4, more than agent_memory.history_retention (0) keeps: raise it to 1 or more for the import"
+        );
+    }
 
     #[test]
     fn a_file_goes_where_kept_versions_agree_with_it() {

@@ -5,7 +5,9 @@
 //! limits) before anything is written. An item already there as the line
 //! has it is unchanged, so an import run twice leaves one copy; an item
 //! there with other content is refused, never overwritten. Kept versions
-//! go in beside the item, each once. A part, a graph node, a file or a
+//! go in beside the item, each once, and only as many as writes keep: a
+//! line that would leave an entry or a file with versions beyond
+//! agent_memory.history_retention is refused. A part, a graph node, a file or a
 //! directory imported is announced at commit, as its write function's
 //! change would be.
 //!
@@ -30,7 +32,7 @@ use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_keys};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
-use crate::pg::plans::{Columns, Statement, first_value_of, on_citus};
+use crate::pg::plans::{Columns, Rows, Statement, first_value_of, on_citus};
 use crate::pg::settings;
 use crate::pg::subtransaction::in_subtransaction;
 use crate::sessions::{idle_timeout_minutes, lock_session, sensitive};
@@ -397,15 +399,26 @@ fn import_entries(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
 }
 
 /// Check an entry as kv_set checks a write (its size, sensitive data, its
-/// words against the budget) and its kept versions: its words.
+/// words against the budget) and its kept versions (their sizes, and as
+/// many as the retention keeps): its words.
 fn checked_entry(e: &lines::Entry) -> SqlResult<u64> {
     for value in std::iter::once(&e.value).chain(e.versions.iter().map(|v| &v.value)) {
         kv::check_value_size(&e.key, value).or_report()?;
         sensitive::guard_write(&e.key, value)?;
     }
+    check_retention(
+        e.versions.iter().map(|v| v.version),
+        &crate::sessions::kv::entry_name(&e.session_id, &e.key),
+    )?;
     let words = words::words_in_value(&e.value);
     budget::check_fits(&[(e.key.as_str(), words)], word_budget()).or_report()?;
     Ok(words)
+}
+
+/// Refuse what would leave `item` with kept versions numbered `kept` that
+/// a write under agent_memory.history_retention would not keep.
+fn check_retention(kept: impl IntoIterator<Item = i32>, item: &str) -> SqlResult<()> {
+    lines::check_retention(settings::history_retention(), kept, item).or_report()
 }
 
 fn word_budget() -> u64 {
@@ -469,6 +482,7 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
         let statuses = row.required::<Vec<String>>(5, "statuses")?;
         let mut outcomes = Vec::with_capacity(statuses.len());
         let mut versions = Vec::new();
+        let mut versioned = Vec::new();
         for ((e, _), status) in entries.iter().zip(&statuses) {
             outcomes.push(match status.as_str() {
                 "imported" => Outcome::Imported,
@@ -486,8 +500,9 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
                     )));
                 }
             });
-            if status != "expired" {
-                versions.extend(keyed_versions(e));
+            if status != "expired" && !e.versions.is_empty() {
+                versions.extend(keyed("key", &e.key, &e.versions));
+                versioned.push(e.key.as_str());
             }
         }
         if !versions.is_empty() {
@@ -495,18 +510,38 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
                 client,
                 &[session_id.into(), JsonB(Value::Array(versions)).into()],
             )?;
+            check_entries_retention(client, session_id, &versioned)?;
         }
         Ok(outcomes)
     })
 }
 
-/// An entry's kept versions, each with the entry's key.
-fn keyed_versions(e: &lines::Entry) -> Vec<Value> {
-    e.versions
+/// Refuse when entries `keys` of a session, their kept versions just
+/// imported, are left with versions beyond the retention: those of the
+/// lines with those kept before (a deleted entry's, or the entry's there).
+fn check_entries_retention(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    keys: &[&str],
+) -> SqlResult<()> {
+    let kept: Vec<(String, Vec<i32>)> = KEPT_ENTRY_VERSIONS
+        .run(client, &[session_id.into(), keys.to_vec().into()])?
+        .rows(&["key", "versions"])?;
+    for (key, versions) in kept {
+        check_retention(versions, &crate::sessions::kv::entry_name(session_id, &key))?;
+    }
+    Ok(())
+}
+
+/// Kept versions as IMPORT_ENTRY_VERSIONS and IMPORT_FILE_VERSIONS take
+/// them: each with its item's key under `field` (an entry's "key", a
+/// file's "path").
+fn keyed<V: serde::Serialize>(field: &str, key: &str, versions: &[V]) -> Vec<Value> {
+    versions
         .iter()
         .map(|v| {
             let mut version = serde_json::to_value(v).unwrap_or_default();
-            version["key"] = json!(e.key);
+            version[field] = json!(key);
             version
         })
         .collect()
@@ -667,6 +702,8 @@ fn import_file(f: &lines::File) -> SqlResult<Outcome> {
     if let Some(v) = f.versions.iter().find(|v| v.content.len() > max_bytes) {
         return Err(Error::limit(store::too_big(v.content.len() as i64).message)).or_report();
     }
+    let item = format!("file {} of scope {}", quoted(&path), quoted(scope));
+    check_retention(f.versions.iter().map(|v| v.version), &item)?;
     Spi::connect_mut(|client| {
         store::lock_scope(client, scope)?;
         let outcome = match store::lock_file(client, scope, &path)? {
@@ -721,9 +758,28 @@ fn import_file(f: &lines::File) -> SqlResult<Outcome> {
                 }
             },
         };
-        import_file_versions(client, scope, &[f])?;
+        import_file_versions(client, scope, &[(&path, &f.versions)])?;
+        if !f.versions.is_empty() {
+            check_file_retention(client, scope, &path, &item)?;
+        }
         Ok(outcome)
     })
+}
+
+/// Refuse when the file or history at `path`, its kept versions just
+/// imported, is left with versions beyond the retention: those of the
+/// line with those kept before (a deleted file's, or the file's there).
+fn check_file_retention(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    scope: &str,
+    path: &str,
+    item: &str,
+) -> SqlResult<()> {
+    let kept = KEPT_FILE_VERSIONS
+        .run(client, &[scope.into(), path.into()])?
+        .first()
+        .value::<Vec<i32>>(1)?;
+    check_retention(kept.unwrap_or_default(), item)
 }
 
 /// A run of new files of one scope, no path twice or under another (see
@@ -745,7 +801,13 @@ fn import_files(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
         let Ok(path) = stored_path(&f.path) else {
             return Ok(None);
         };
-        if too_big {
+        // A new path has no kept versions (IMPORT_FILES finds it free):
+        // the line's own are all there will be.
+        let within = lines::within_retention(
+            settings::history_retention(),
+            f.versions.iter().map(|v| v.version),
+        );
+        if too_big || !within {
             return Ok(None);
         }
         rows.push(json!({
@@ -782,26 +844,27 @@ fn import_files(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
                 quoted(scope)
             )));
         }
-        import_file_versions(client, scope, &files)?;
+        let versions: Vec<(&str, &[lines::FileVersion])> = files
+            .iter()
+            .map(|f| (f.path.as_str(), f.versions.as_slice()))
+            .collect();
+        import_file_versions(client, scope, &versions)?;
         notify::queue_files_change(scope)?;
         Ok(Some(vec![Outcome::Imported; files.len()]))
     })
 }
 
-/// The kept versions of files of a scope, each once.
+/// Kept versions of files of a scope (each with its file's path), each
+/// once.
 fn import_file_versions(
     client: &mut pgrx::spi::SpiClient<'_>,
     scope: &str,
-    files: &[&lines::File],
+    files: &[(&str, &[lines::FileVersion])],
 ) -> SqlResult<()> {
-    let mut versions = Vec::new();
-    for f in files {
-        for v in &f.versions {
-            let mut version = serde_json::to_value(v).unwrap_or_default();
-            version["path"] = json!(f.path);
-            versions.push(version);
-        }
-    }
+    let versions: Vec<Value> = files
+        .iter()
+        .flat_map(|(path, versions)| keyed("path", path, versions))
+        .collect();
     if !versions.is_empty() {
         IMPORT_FILE_VERSIONS.run(
             client,
@@ -877,6 +940,7 @@ fn import_entry_history(h: &lines::EntryHistory) -> SqlResult<Outcome> {
         sensitive::guard_write(&h.key, &v.value)?;
     }
     let item = crate::sessions::kv::entry_name(&h.session_id, &h.key);
+    check_retention(h.versions.iter().map(|v| v.version), &item)?;
     let versions = JsonB(serde_json::to_value(&h.versions).unwrap_or_default());
     let live = h.versions.len();
     lock_session(&h.session_id)?;
@@ -904,9 +968,10 @@ fn import_entry_history(h: &lines::EntryHistory) -> SqlResult<Outcome> {
             client,
             &[
                 h.session_id.as_str().into(),
-                JsonB(Value::Array(keyed_history(h))).into(),
+                JsonB(Value::Array(keyed("key", &h.key, &h.versions))).into(),
             ],
         )?;
+        check_entries_retention(client, &h.session_id, &[h.key.as_str()])?;
         history_outcome(false, (live - there).max(0) as usize, live as usize, item)
     })
 }
@@ -920,6 +985,7 @@ fn import_file_history(h: &lines::FileHistory) -> SqlResult<Outcome> {
     }
     let versions = JsonB(serde_json::to_value(&h.versions).unwrap_or_default());
     let item = format!("path {} of scope {}", quoted(&path), quoted(scope));
+    check_retention(h.versions.iter().map(|v| v.version), &item)?;
     Spi::connect_mut(|client| {
         store::lock_scope(client, scope)?;
         let row = FILE_HISTORY_DISAGREES
@@ -933,32 +999,11 @@ fn import_file_history(h: &lines::FileHistory) -> SqlResult<Outcome> {
         if disagree {
             return history_outcome(true, 0, h.versions.len(), item);
         }
-        let keyed: Vec<Value> = h
-            .versions
-            .iter()
-            .map(|v| {
-                let mut version = serde_json::to_value(v).unwrap_or_default();
-                version["path"] = json!(path);
-                version
-            })
-            .collect();
-        IMPORT_FILE_VERSIONS.run(client, &[scope.into(), JsonB(Value::Array(keyed)).into()])?;
+        import_file_versions(client, scope, &[(&path, &h.versions)])?;
+        check_file_retention(client, scope, &path, &item)?;
         let written = h.versions.len().saturating_sub(there);
         history_outcome(false, written, h.versions.len(), item)
     })
-}
-
-/// A history line's versions, each with the entry's key, as
-/// IMPORT_ENTRY_VERSIONS takes them.
-fn keyed_history(h: &lines::EntryHistory) -> Vec<Value> {
-    h.versions
-        .iter()
-        .map(|v| {
-            let mut version = serde_json::to_value(v).unwrap_or_default();
-            version["key"] = json!(h.key);
-            version
-        })
-        .collect()
 }
 
 /// Whether the versions $3 (a jsonb array) of key $2 of an active session
@@ -1161,6 +1206,17 @@ static IMPORT_ENTRY_VERSIONS: Statement = Statement::read_write(
     &[TEXT, JSONB],
 );
 
+/// The numbers of the live kept versions of entries $2 (keys) of session
+/// $1, per key. Read-write: it must see the versions just imported.
+static KEPT_ENTRY_VERSIONS: Statement = Statement::read_write(
+    "SELECT v.key, pg_catalog.array_agg(v.version)
+     FROM agent_memory.kv_entry_versions v
+     WHERE v.session_id = $1 AND v.key = ANY ($2) AND v.tenant = agent_memory.caller_tenant()
+       AND v.expires_at > pg_catalog.now()
+     GROUP BY v.key",
+    &[TEXT, TEXT_ARRAY],
+);
+
 /// A working-memory part as exported, into an active session (idle minutes
 /// $8). Returns whether the session was found, whether the part was
 /// written, and else whether the part there has the line's value and
@@ -1264,6 +1320,15 @@ static IMPORT_FILE_VERSIONS: Statement = Statement::read_write(
             created_at timestamptz, updated_at timestamptz, replaced_at timestamptz)
      ON CONFLICT DO NOTHING",
     &[TEXT, JSONB],
+);
+
+/// The numbers of the kept versions at path $2 of scope $1 (NULL: none).
+/// Read-write: it must see the versions just imported.
+static KEPT_FILE_VERSIONS: Statement = Statement::read_write(
+    "SELECT pg_catalog.array_agg(v.version)
+     FROM agent_memory.memory_file_versions v
+     WHERE v.scope = $1 AND v.path = $2 AND v.tenant = agent_memory.caller_tenant()",
+    &[TEXT, TEXT],
 );
 
 /// New files of scope $1 as exported ($2, a jsonb array, each with the

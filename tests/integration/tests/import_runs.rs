@@ -9,9 +9,9 @@ use postgres::Client;
 const USER_MEMORY: &str = r#"
 SELECT count(agent_memory.create_session('porter', session_id => 'p' || i)) FROM generate_series(1, 3) i;
 SELECT count(agent_memory.kv_set('p' || (i % 3 + 1), 'key' || (i / 3), to_jsonb('value ' || i))) FROM generate_series(0, 59) i;
+-- Left at 2: an import takes only the history the retention keeps.
 SET agent_memory.history_retention = 2;
 SELECT count(agent_memory.kv_set('p' || i, 'key0', to_jsonb('changed ' || i))) FROM generate_series(1, 3) i;
-RESET agent_memory.history_retention;
 SELECT count(agent_memory.append_message('p' || (i % 3 + 1), CASE WHEN i % 2 = 0 THEN 'user' ELSE 'assistant' END,
                                          'message ' || i)) FROM generate_series(0, 59) i;
 SELECT count(agent_memory.append_message('p1', 'assistant', '', metadata => '{"tool_calls": [{"id": "c1"}]}'));

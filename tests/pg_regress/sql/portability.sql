@@ -156,7 +156,64 @@ FROM agent_memory.import(jsonb_build_object('kind', 'kv_history', 'session_id', 
          'replaced_at', '2026-01-02')))::text) AS r;
 SELECT agent_memory.end_session('kept-copy');
 SELECT agent_memory.end_session('kept-kv');
-RESET agent_memory.history_retention;
+-- Import keeps no more history than writes do: a line that would leave an
+-- entry or a file with versions beyond agent_memory.history_retention of
+-- its newest kept one is refused (22023), nothing of it written; with the
+-- retention raised for the import, it goes in. Versions 1 to 3 kept:
+SELECT agent_memory.create_session('u5', session_id => 'bounded') IS NOT NULL AS created;
+CREATE TEMP TABLE deep AS
+WITH kv_kept AS (
+  SELECT jsonb_agg(jsonb_build_object('version', i, 'value', 'plan ' || i, 'created_at', '2026-01-01',
+           'updated_at', '2026-01-01', 'expires_at', '2999-01-01', 'replaced_at', '2026-01-02') ORDER BY i) AS v
+  FROM generate_series(1, 3) i),
+file_kept AS (
+  SELECT jsonb_agg(jsonb_build_object('version', i, 'content', 'notes ' || i, 'created_at', '2026-01-01',
+           'updated_at', '2026-01-01', 'replaced_at', '2026-01-02') ORDER BY i) AS v
+  FROM generate_series(1, 3) i)
+SELECT l.n, l.line FROM kv_kept k, file_kept f, LATERAL (VALUES
+  (1, jsonb_build_object('kind', 'kv', 'session_id', 'bounded', 'key', 'plan', 'value', 'plan 4', 'version', 4,
+        'created_at', '2026-01-01', 'updated_at', '2026-01-02', 'expires_at', '2999-01-01', 'versions', k.v)),
+  (2, jsonb_build_object('kind', 'kv_history', 'session_id', 'bounded', 'key', 'gone', 'versions', k.v)),
+  (3, jsonb_build_object('kind', 'file', 'scope', 'bounded', 'path', '/plan.md', 'content', 'notes 4',
+        'version', 4, 'created_at', '2026-01-01', 'updated_at', '2026-01-02', 'versions', f.v)),
+  (4, jsonb_build_object('kind', 'file_history', 'scope', 'bounded', 'path', '/gone.md', 'versions', f.v))
+) AS l(n, line);
+SET agent_memory.history_retention = 2;
+SELECT r.n, r.result ->> 'kind' AS kind, r.result ->> 'status' AS status,
+       r.result -> 'error' ->> 'code' AS code, r.result -> 'error' ->> 'message' AS message
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM deep)) WITH ORDINALITY AS r (result, n)
+ORDER BY r.n;
+SELECT n, r ->> 'status' AS status, r -> 'error' ->> 'code' AS code
+FROM deep, agent_memory.import(line::text) AS r ORDER BY n;
+SELECT line ->> 'kind' AS kind FROM agent_memory.export(session_id => 'bounded', scope => 'bounded') AS line;
+SET agent_memory.history_retention = 3;
+SELECT r.n, r.result ->> 'kind' AS kind, r.result ->> 'status' AS status
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM deep)) WITH ORDINALITY AS r (result, n)
+ORDER BY r.n;
+SELECT line ->> 'kind' AS kind, line ->> 'key' AS key, line ->> 'path' AS path,
+       (SELECT array_agg((v ->> 'version')::int ORDER BY (v ->> 'version')::int)
+        FROM jsonb_array_elements(line -> 'versions') v) AS versions
+FROM agent_memory.export(session_id => 'bounded', scope => 'bounded') AS line
+ORDER BY 1, 2, 3;
+-- With the versions already kept: an entry at "gone" that keeps version
+-- 4 as well would leave it with 1 to 4.
+SELECT r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
+FROM deep, agent_memory.import(jsonb_set(jsonb_set(jsonb_set(line, '{key}', '"gone"'), '{version}', '5'),
+                                         '{versions}', jsonb_build_array(jsonb_set(line #> '{versions,2}', '{version}', '4')))::text) AS r
+WHERE n = 1;
+SELECT version FROM agent_memory.kv_versions('bounded', 'gone');
+SELECT agent_memory.kv_has('bounded', 'gone') AS has_gone;
+-- With history off (retention 0), a line with any kept version is refused.
+SET agent_memory.history_retention = 0;
+SELECT r ->> 'status' AS status, r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
+FROM deep, agent_memory.import(jsonb_set(jsonb_set(line, '{key}', '"other"'), '{versions}',
+                                         jsonb_build_array(line #> '{versions,0}'))::text) AS r
+WHERE n = 2;
+SELECT count(*) AS other_versions FROM agent_memory.kv_versions('bounded', 'other');
+SELECT agent_memory.end_session('bounded');
+SELECT agent_memory.erase_user('nobody', scopes => ARRAY['bounded']) ->> 'files' AS files;
+-- Back to the retention the rest of this file runs with.
+SET agent_memory.history_retention = 3;
 -- An infinite time is refused: no write stores one.
 SELECT r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
 FROM exported, agent_memory.import(jsonb_set(line, '{created_at}', '"-infinity UTC"')::text, session_id => 'endless') AS r
