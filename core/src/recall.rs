@@ -205,6 +205,11 @@ pub fn config_name(config: &str) -> (Option<&str>, &str) {
 /// The most characters a query may have.
 pub const MAX_QUERY_CHARS: usize = 10_000;
 
+/// The most words a query may have, its phrases' words and the unwanted
+/// ones included, each different term counted once: ranking an item costs
+/// more than in proportion to the words it is ranked by.
+pub const MAX_QUERY_WORDS: usize = 32;
+
 /// A query as recall reads it: an item matches when it has any of the
 /// wanted terms and none of the unwanted ones. Each side is written for
 /// PostgreSQL's `websearch_to_tsquery`, terms joined by `or`, so that its
@@ -221,8 +226,8 @@ pub struct Query {
 /// Read a query as a web search box does: `"quoted words"` are a phrase,
 /// `-word` or `-"a phrase"` must be absent, `or` between terms changes
 /// nothing (any term matches), and every other word is a term. An
-/// unclosed quote runs to the end. Longer than [`MAX_QUERY_CHARS`] is
-/// 54000.
+/// unclosed quote runs to the end. Longer than [`MAX_QUERY_CHARS`], or
+/// more than [`MAX_QUERY_WORDS`] words, is 54000.
 pub fn parse_query(query: &str) -> Result<Query> {
     let chars = query.chars().count();
     if chars > MAX_QUERY_CHARS {
@@ -259,8 +264,22 @@ pub fn parse_query(query: &str) -> Result<Query> {
             (!word.is_empty() && !word.starts_with('-') && !keyword).then(|| word.to_string())
         };
         if let Some(term) = term {
-            if negated { &mut unwanted } else { &mut wanted }.push(term);
+            let terms = if negated { &mut unwanted } else { &mut wanted };
+            if !terms.contains(&term) {
+                terms.push(term);
+            }
         }
+    }
+    let words: usize = wanted
+        .iter()
+        .chain(&unwanted)
+        .map(|term| term.split_whitespace().count())
+        .sum();
+    if words > MAX_QUERY_WORDS {
+        return Err(Error::limit(format!(
+            "the query has {words} words, more than {MAX_QUERY_WORDS}"
+        ))
+        .with_hint("ask with fewer words: an item is ranked by every one of them"));
     }
     Ok(Query {
         wanted: wanted.join(" or "),
@@ -444,6 +463,19 @@ pub struct Item<'a> {
     pub node_key: &'a str,
     /// A message's seq.
     pub seq: i64,
+}
+
+/// Check `key`, recall's `key` of a `kind` item: a file's is its scope,
+/// whose names are longer than other ids may be.
+pub fn check_key(kind: Kind, key: Option<&str>) -> Result<&str> {
+    match kind {
+        Kind::File => {
+            let scope = key.ok_or_else(|| Error::null("key"))?;
+            crate::files::memory_tool::check_scope(scope)?;
+            Ok(scope)
+        }
+        _ => crate::args::check_id("key", key),
+    }
 }
 
 /// Read `reference` as recall's `ref` of a `kind` item: a message's seq
@@ -949,6 +981,33 @@ mod tests {
             ErrorKind::LimitExceeded
         );
         assert!(parse_query(&long[..MAX_QUERY_CHARS]).is_ok());
+    }
+
+    #[test]
+    fn a_files_key_is_a_scope_of_up_to_1024_bytes() {
+        let scope = "m".repeat(1024);
+        assert_eq!(check_key(Kind::File, Some(&scope)).unwrap(), scope);
+        assert!(check_key(Kind::File, Some(&"m".repeat(1025))).is_err());
+        assert!(check_key(Kind::Node, Some(&"m".repeat(300))).is_err());
+        assert!(check_key(Kind::Kv, Some("k")).is_ok());
+        assert_eq!(check_key(Kind::File, None).unwrap_err().kind, ErrorKind::NullValue);
+        assert!(check_key(Kind::File, Some("")).is_err());
+    }
+
+    #[test]
+    fn a_query_of_many_words_is_refused() {
+        let words = |n: usize| (0..n).map(|i| format!("w{i}")).collect::<Vec<_>>();
+        assert!(parse_query(&words(MAX_QUERY_WORDS).join(" ")).is_ok());
+        let error = parse_query(&words(MAX_QUERY_WORDS + 1).join(" ")).unwrap_err();
+        assert_eq!(error.kind, ErrorKind::LimitExceeded);
+        // A phrase's words and unwanted words count; a term given twice
+        // counts once.
+        let phrase = format!("\"{}\"", words(MAX_QUERY_WORDS).join(" "));
+        assert!(parse_query(&phrase).is_ok());
+        assert!(parse_query(&format!("{phrase} -other")).is_err());
+        assert!(parse_query(&format!("{phrase} w0 w1")).is_err());
+        let repeated = vec!["same"; 100].join(" ");
+        assert_eq!(parse_query(&repeated).unwrap().wanted, "same");
     }
 
     #[test]

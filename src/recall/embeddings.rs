@@ -11,7 +11,7 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use agent_memory_core::recall::{self, Kind, checked_kinds};
-use agent_memory_core::{Error, args};
+use agent_memory_core::Error;
 
 use super::{
     checked_embedding, checked_scope, each_kind, in_live_sessions, item_text, kind_columns,
@@ -207,7 +207,7 @@ fn recall_embed(
             .or_report()?,
     ))
     .or_report()?[0];
-    let key = args::check_id("key", key).or_report()?;
+    let key = recall::check_key(kind, key).or_report()?;
     let reference = reference.ok_or_else(|| Error::null("ref")).or_report()?;
     let item = recall::item_of(kind, key, reference).or_report()?;
     let embedding = checked_embedding(

@@ -53,6 +53,10 @@ SELECT count(*) FROM recall('-porto', session_id => 'r1');
 SELECT count(*) FROM recall(repeat('porto train ', 833), session_id => 'r1');
 SELECT count(*) FROM recall(repeat('porto train ', 100000), session_id => 'r1');
 \echo :LAST_ERROR_SQLSTATE
+-- A term given again counts once; past 32 words, a query is refused.
+SELECT count(*) FROM recall((SELECT string_agg('w' || i, ' ') FROM generate_series(1, 32) i), session_id => 'r1');
+SELECT count(*) FROM recall((SELECT string_agg('w' || i, ' ') FROM generate_series(1, 33) i), session_id => 'r1');
+\echo :LAST_ERROR_SQLSTATE
 
 -- Signals: the keyword rank and score, the recency factor.
 SELECT ref, signals -> 'keyword' ->> 'rank' AS rank, (signals ->> 'recency')::float8 > 0.99 AS fresh,
@@ -258,6 +262,11 @@ SELECT recall_embed('kv', 'm1', 'car', '{0,0,1}') AS stored;
 SELECT kind, ref FROM recall(NULL, session_id => 'm1', embedding => '{0,0,1}', kinds => '{kv}');
 ROLLBACK;
 SELECT count(*) FROM recall(NULL, session_id => 'm1', embedding => '{0,0,1}', kinds => '{kv}');
+-- A file's key is its scope, which may be longer than other keys.
+BEGIN;
+SELECT memory_tool(repeat('m', 300), '{"command": "append", "path": "/note", "content": "a long scope"}') ->> 'ok' AS ok;
+SELECT recall_embed('file', repeat('m', 300), '/note', '{1,0,0}') AS stored;
+ROLLBACK;
 -- Items that are gone, refs that are not the kind's, bad embeddings.
 -- A session that is no longer active takes no embedding, though its rows
 -- wait for the cleanup.
