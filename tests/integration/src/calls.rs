@@ -72,6 +72,11 @@ SELECT agent_memory.recall_embed('node', 'proj', 'atlas', '{0,0.8,0.6}');
 SELECT agent_memory.recall_embed('file', '["M"]', '/memories/notes.md', '{0.5,0.5,0.5}');
 "#;
 
+/// What the calls run under besides the fixture: history on, so that a
+/// write keeps what it replaces and import takes a line's kept versions
+/// (at the default retention, 0, it refuses them).
+pub const HISTORY: &str = "SET agent_memory.history_retention = 5;";
+
 /// Lines of an export, for import's calls.
 const IMPORT_ENTRY: &str = r#"{"kind": "kv", "session_id": "live", "key": "imported", "value": {"from": "export"}, "version": 2, "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-02 00:00:00+00", "expires_at": "2999-01-01 00:00:00+00", "versions": [{"version": 1, "value": "first", "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "expires_at": "2999-01-01 00:00:00+00", "replaced_at": "2026-01-02 00:00:00+00"}]}"#;
 const IMPORT_SESSION: &str = r#"{"kind": "session", "session_id": "elsewhere", "user_id": "someone", "project_id": null, "active_node_id": null, "metadata": {}, "idle_timeout": "1 day", "created_at": "2026-01-01 00:00:00+00", "last_activity_at": "2999-01-01 00:00:00+00"}"#;

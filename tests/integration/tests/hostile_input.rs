@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 use agent_memory_integration::calls::{
-    BASES, EMBEDDINGS, FIXTURE, NEED_A_DEFAULTED_ARGUMENT, SKIPPED,
+    BASES, EMBEDDINGS, FIXTURE, HISTORY, NEED_A_DEFAULTED_ARGUMENT, SKIPPED,
 };
 
 /// The row of recall_settings the wipe removes, with embeddings taken.
@@ -700,7 +700,7 @@ impl Runner {
             .batch_execute(&format!("{RECALL_SETTINGS}{EMBEDDINGS}"))
             .expect("recall's settings, with embeddings");
         self.client
-            .batch_execute(FIXTURE)
+            .batch_execute(&format!("{FIXTURE}{HISTORY}"))
             .expect("load the fixture");
         self.digest = self.digest();
     }

@@ -9,7 +9,9 @@
 //! Prints `planted: N calls of F functions with planted objects on the
 //! search_path, 0 that behaved differently`.
 
-use agent_memory_integration::calls::{Base, EMBEDDINGS, FIXTURE, SqlFunction, every_function};
+use agent_memory_integration::calls::{
+    Base, EMBEDDINGS, FIXTURE, HISTORY, SqlFunction, every_function,
+};
 use agent_memory_integration::{connect, drop_database, fresh_database};
 use postgres::Client;
 use postgres::types::ToSql;
@@ -154,9 +156,11 @@ fn compare_with_planted_objects(setting: &str) {
     drop(clean);
     drop(planted);
     let mut clean = connect(CLEAN);
-    clean.batch_execute(setting).unwrap();
+    clean.batch_execute(&format!("{setting}{HISTORY}")).unwrap();
     let mut planted = connect(PLANTED);
-    planted.batch_execute(setting).unwrap();
+    planted
+        .batch_execute(&format!("{setting}{HISTORY}"))
+        .unwrap();
     // The planted objects work: the caller's own SQL finds them first.
     planted
         .batch_execute("SET search_path = public, pg_catalog")

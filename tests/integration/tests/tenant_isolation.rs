@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use agent_memory_integration::calls::{EMBEDDINGS, FIXTURE, every_function};
+use agent_memory_integration::calls::{EMBEDDINGS, FIXTURE, HISTORY, every_function};
 use agent_memory_integration::{connect, drop_database, fresh_database, table_digests};
 use postgres::Client;
 use postgres::types::ToSql;
@@ -43,7 +43,7 @@ fn as_tenant(role: &str) -> Client {
     let mut client = connect(DB);
     client
         .batch_execute(&format!(
-            "SET agent_memory.tenant_isolation = on; SET statement_timeout = '30s'; SET ROLE {role}"
+            "SET agent_memory.tenant_isolation = on; SET statement_timeout = '30s'; {HISTORY} SET ROLE {role}"
         ))
         .expect("become the tenant");
     client
