@@ -541,6 +541,9 @@ mod tests {
         assert_eq!(plan.removed, vec![0]);
         assert_eq!(plan.moves.len(), 4);
         // A call the thread does not hold: the newest `keep` stay.
-        assert_eq!(plan_with_room(&stored, 2, Some("c9")).moves, vec![(3, 0), (4, 1)]);
+        assert_eq!(
+            plan_with_room(&stored, 2, Some("c9")).moves,
+            vec![(3, 0), (4, 1)]
+        );
     }
 }

@@ -990,7 +990,10 @@ mod tests {
         assert!(check_key(Kind::File, Some(&"m".repeat(1025))).is_err());
         assert!(check_key(Kind::Node, Some(&"m".repeat(300))).is_err());
         assert!(check_key(Kind::Kv, Some("k")).is_ok());
-        assert_eq!(check_key(Kind::File, None).unwrap_err().kind, ErrorKind::NullValue);
+        assert_eq!(
+            check_key(Kind::File, None).unwrap_err().kind,
+            ErrorKind::NullValue
+        );
         assert!(check_key(Kind::File, Some("")).is_err());
     }
 

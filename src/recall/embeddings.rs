@@ -10,8 +10,8 @@ use pgrx::iter::TableIterator;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
-use agent_memory_core::recall::{self, Kind, checked_kinds};
 use agent_memory_core::Error;
+use agent_memory_core::recall::{self, Kind, checked_kinds};
 
 use super::{
     checked_embedding, checked_scope, each_kind, in_live_sessions, item_text, kind_columns,
