@@ -119,10 +119,12 @@ macro_rules! session_and_config {
     };
 }
 
-/// z.bytes: the bytes of the entry's parts, its own and the session's
-/// global ones, of the newest `$limit` messages of its scope and of its
-/// last user message (shown on its own too), read from the values'
-/// headers: at least what a composed value takes of them. A read builds its value only while this is within $4
+/// z.bytes: the bytes of the parts the entry shows (for each part name,
+/// the node's own part, else the session's global one; parts the
+/// configuration hides count too), of the newest `$limit` messages of its
+/// scope and of its last user message (shown on its own too), read from
+/// the values' headers: at least what a composed value takes of them. A
+/// read builds its value only while this is within $4
 /// (`agent_memory.max_result_bytes`).
 macro_rules! composed_bytes {
     ($limit:literal, $thread:literal) => {
@@ -150,7 +152,10 @@ macro_rules! composed_bytes {
                + (SELECT coalesce(sum(agent_memory.value_bytes(p.value)::int8), 0)
                   FROM agent_memory.wm_parts p
                   WHERE p.session_id = $1 AND p.tenant = agent_memory.caller_tenant()
-                    AND p.node_key = '' AND $2 <> '') AS bytes) z "
+                    AND p.node_key = '' AND $2 <> ''
+                    AND NOT EXISTS (SELECT FROM agent_memory.wm_parts o
+                                    WHERE o.session_id = $1 AND o.tenant = p.tenant
+                                      AND o.node_key = $2 AND o.part = p.part)) AS bytes) z "
         )
     };
 }

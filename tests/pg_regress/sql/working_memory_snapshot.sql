@@ -198,6 +198,19 @@ SELECT working_memory('big-wm', 'trip');
 RESET agent_memory.max_result_bytes;
 SELECT end_session('big-wm');
 
+-- For each part, what counts is the part the entry shows: a node's own
+-- node_context hides the session's global one.
+SELECT create_session('lena', session_id => 'shown-wm');
+SELECT wm_set('shown-wm', 'node_context', jsonb_build_object('notes', repeat('g ', 1500))) IS NOT NULL AS stored_global;
+SELECT wm_set('shown-wm', 'node_context', '{"id": "n1", "title": "Own"}', 'n1') IS NOT NULL AS stored_own;
+SET agent_memory.max_result_bytes = '2kB';
+SELECT w -> 'node_context' AS own_shown, pg_column_size(w) <= 2048 AS within
+FROM working_memory('shown-wm', 'n1') w;
+SELECT working_memory('shown-wm');
+\echo :LAST_ERROR_SQLSTATE
+RESET agent_memory.max_result_bytes;
+SELECT end_session('shown-wm');
+
 -- Clearing: one entry, the global entry by name, a session, everything.
 SELECT wm_clear('hydrate', 'trip') AS one_entry;
 SELECT wm_clear('hydrate', '__global__') AS global_entry;
