@@ -15,7 +15,7 @@ use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Statement, bounded_value, iso};
 use crate::pg::settings;
-use crate::sessions::kv::{delete_keys, write_entries};
+use crate::sessions::kv::{delete_keys, kv_entry_overhead, write_entries};
 use crate::sessions::{callers_active_session, idle_timeout_minutes};
 
 #[pg_extern(stable, parallel_safe)]
@@ -118,12 +118,16 @@ static BUILD: Statement = Statement::read_only(
            SELECT CASE WHEN $4 THEN agent_memory.value_bytes(s.metadata) ELSE 0 END
                   + CASE WHEN $3::text[] IS NULL THEN
                       (SELECT coalesce(sum(pg_catalog.octet_length(k.key)::int8
-                                           + agent_memory.value_bytes(k.value)), 0)
+                                           + agent_memory.value_bytes(k.value) + ",
+        kv_entry_overhead!(),
+        "), 0)
                        FROM agent_memory.kv_entries k
                        WHERE k.session_id = $1 AND k.tenant = s.tenant
                          AND k.expires_at > pg_catalog.now())
                     ELSE
-                      (SELECT coalesce(sum(pg_catalog.octet_length(e.key)::int8 + v.bytes), 0)
+                      (SELECT coalesce(sum(pg_catalog.octet_length(e.key)::int8 + v.bytes + ",
+        kv_entry_overhead!(),
+        "), 0)
                        FROM (SELECT DISTINCT u.key FROM pg_catalog.unnest($3::text[]) AS u(key)) e,
                             LATERAL (SELECT agent_memory.value_bytes(k.value) AS bytes
                                      FROM agent_memory.kv_entries k

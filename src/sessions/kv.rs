@@ -850,7 +850,18 @@ static ENTRY: Statement = Statement::read_only(
     &[TEXT, INT4, TEXT],
 );
 
-/// All live entries as one object, or NULL when the session is gone.
+/// What each entry of an object of entries takes beyond its key and value
+/// (`value_bytes`): the key's and the value's entries in the object's
+/// header and the value's alignment (11 bytes at most).
+macro_rules! kv_entry_overhead {
+    () => {
+        "12"
+    };
+}
+pub(crate) use kv_entry_overhead;
+
+/// All live entries as one object, or NULL when the session is gone; what
+/// it would take (keys, values and `kv_entry_overhead!` each) in column 2.
 static GET_ALL: Statement = Statement::read_only(
     concat!(
         "SELECT CASE WHEN z.bytes <= $3 THEN
@@ -862,7 +873,9 @@ static GET_ALL: Statement = Statement::read_only(
          FROM agent_memory.sessions s
          CROSS JOIN LATERAL (
            SELECT coalesce(sum(pg_catalog.octet_length(k.key)::int8
-                               + agent_memory.value_bytes(k.value)), 0) AS bytes
+                               + agent_memory.value_bytes(k.value) + ",
+        kv_entry_overhead!(),
+        "), 0) AS bytes
            FROM agent_memory.kv_entries k
            WHERE k.session_id = $1 AND k.tenant = s.tenant
              AND k.expires_at > pg_catalog.now()) z

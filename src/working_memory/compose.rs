@@ -119,19 +119,31 @@ macro_rules! session_and_config {
     };
 }
 
+/// What each message of a composed value takes beyond its content and
+/// metadata: its role, seq and created_at, the five key names, the
+/// object's header and entries and its entry in the array (148 bytes at
+/// most, as `messages_json` builds them).
+macro_rules! message_overhead {
+    () => {
+        "160"
+    };
+}
+
 /// z.bytes: the bytes of the parts the entry shows (for each part name,
 /// the node's own part, else the session's global one; parts the
 /// configuration hides count too), of the newest `$limit` messages of its
-/// scope and of its last user message (shown on its own too), read from
-/// the values' headers: at least what a composed value takes of them. A
-/// read builds its value only while this is within $4
-/// (`agent_memory.max_result_bytes`).
+/// scope (content, metadata and `message_overhead!` each) and of its last
+/// user message (shown on its own too), read from the values' headers: at
+/// least what a composed value takes of them. A read builds its value only
+/// while this is within $4 (`agent_memory.max_result_bytes`).
 macro_rules! composed_bytes {
     ($limit:literal, $thread:literal) => {
         concat!(
             "CROSS JOIN LATERAL (SELECT
                (SELECT coalesce(sum(pg_catalog.octet_length(w.content)::int8
-                                    + agent_memory.value_bytes(w.metadata)), 0)
+                                    + agent_memory.value_bytes(w.metadata) + ",
+            message_overhead!(),
+            "), 0)
                 FROM (SELECT h.content, h.metadata FROM agent_memory.thread_messages h
                       WHERE h.session_id = $1 AND h.tenant = agent_memory.caller_tenant()",
             $thread,

@@ -65,6 +65,19 @@ SELECT jsonb_object_keys(agent_memory.build_context('ctx', ARRAY['big', 'big']) 
 RESET agent_memory.max_result_bytes;
 SELECT agent_memory.clear_context('ctx') AS cleared;
 
+-- Each entry counts its place in the object too: 110 empty objects take
+-- more than 1kB.
+SELECT count(agent_memory.kv_set('ctx', 'k' || i, '{}')) AS stored FROM generate_series(1, 110) i;
+SELECT pg_column_size(agent_memory.kv_get_all('ctx')) > 1024 AS over_1kB;
+SET agent_memory.max_result_bytes = '1kB';
+SELECT agent_memory.kv_get_all('ctx');
+\echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.build_context('ctx');
+\echo :LAST_ERROR_SQLSTATE
+SELECT pg_column_size(agent_memory.build_context('ctx', ARRAY['k1', 'k2', 'k3']) -> 'memory') <= 1024 AS named_within;
+RESET agent_memory.max_result_bytes;
+SELECT agent_memory.clear_context('ctx') AS cleared;
+
 -- update_context renews the session's activity.
 UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 hour' WHERE session_id = 'ctx';
 SELECT agent_memory.update_context('ctx', '{"k": "v"}') ->> 'stored' AS stored;

@@ -211,6 +211,32 @@ SELECT working_memory('shown-wm');
 RESET agent_memory.max_result_bytes;
 SELECT end_session('shown-wm');
 
+-- Each message counts its role, seq, created_at, key names and headers
+-- besides its content: twenty one-character messages take more than 1kB
+-- in every composed read, as in messages_json.
+SELECT create_session('lena', session_id => 'many-wm');
+SELECT count(append_message('many-wm', 'user', 'x', 'n1')) AS appended FROM generate_series(1, 20);
+SELECT pg_column_size(working_memory('many-wm', 'n1')) > 1024 AS snapshot_over_1kB,
+       pg_column_size(messages_json('many-wm', 'n1')) > 1024 AS messages_over_1kB;
+SET agent_memory.max_result_bytes = '1kB';
+SELECT messages_json('many-wm', 'n1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT working_memory('many-wm', 'n1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT wm_context('many-wm', 'n1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT working_memory_entry('many-wm', 'n1');
+\echo :LAST_ERROR_SQLSTATE
+-- Fewer messages build, within the limit.
+SET agent_memory.max_result_bytes = '2kB';
+SELECT wm_set('many-wm', 'config', '{"history_length": 3}', 'n1') IS NOT NULL AS stored;
+SELECT jsonb_array_length(w -> 'messages') AS messages, pg_column_size(w) <= 2048 AS within
+FROM working_memory('many-wm', 'n1') w;
+SELECT jsonb_array_length(w -> 'messages') AS messages, pg_column_size(w) <= 2048 AS within
+FROM wm_context('many-wm', 'n1') w;
+RESET agent_memory.max_result_bytes;
+SELECT end_session('many-wm');
+
 -- Clearing: one entry, the global entry by name, a session, everything.
 SELECT wm_clear('hydrate', 'trip') AS one_entry;
 SELECT wm_clear('hydrate', '__global__') AS global_entry;
