@@ -17,6 +17,7 @@ use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
 use crate::pg::plans::{Columns, Statement, first_value_of, iso};
+use crate::pg::settings;
 use crate::sessions::{
     active, callers_active_session, idle_timeout_minutes, lock_session_and_parts, session_gone,
     session_lock_class,
@@ -76,8 +77,12 @@ fn init_entry(session_id: &str, node: &str, project: &str) -> SqlResult<()> {
     }
     write(session_id, node, Part::Session, session)?;
     // The index replaces the project graph; the elements graph is kept.
-    let index = first_value_of::<pgrx::JsonB>(&STRUCTURE_INDEX, &[project.into()])?
-        .map_or_else(|| json!({ "nodes": [], "edges": [] }), |j| j.0);
+    let index = first_value_of::<pgrx::JsonB>(
+        &STRUCTURE_INDEX,
+        &[project.into(), settings::max_result_bytes_arg().into()],
+    )?
+    .ok_or_else(structure_too_large)?
+    .0;
     let mut structure = read_part(session_id, node, Part::ProjectStructure)?
         .unwrap_or_else(|| Part::ProjectStructure.empty());
     structure["project_graph"] = index;
@@ -115,6 +120,20 @@ fn wm_init(
     };
     init_entry(session_id, node, &project)?;
     snapshot_after_writes(session_id, node)
+}
+
+/// The structure index of a project's graph would take more than
+/// `agent_memory.max_result_bytes`.
+fn structure_too_large() -> pgrx::pg_sys::panic::ErrorReport {
+    crate::pg::error::report(
+        Error::too_large_to_build(
+            "the structure index of the project's graph takes",
+            settings::max_result_bytes(),
+        )
+        .with_hint(
+            "give the project's nodes fewer or shorter descriptions, or raise agent_memory.max_result_bytes",
+        ),
+    )
 }
 
 fn no_project(session_id: &str) -> pgrx::pg_sys::panic::ErrorReport {
@@ -159,8 +178,17 @@ fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
     graph::check_owner(project).or_report()?;
     let args = || [project.into(), idle_timeout_minutes().into()];
     first_value_of::<i64>(&LOCK_TIED, &args())?;
+    let limit = settings::max_result_bytes_arg();
+    if first_value_of::<i64>(&TIED_STRUCTURE_BYTES, &args())?
+        .is_some_and(|bytes| bytes > i64::from(limit))
+    {
+        return Err(structure_too_large());
+    }
     Spi::connect_mut(|client| {
-        let table = REFRESH_TIED.run(client, &args())?;
+        let table = REFRESH_TIED.run(
+            client,
+            &[project.into(), idle_timeout_minutes().into(), limit.into()],
+        )?;
         let mut changed = 0;
         for row in table {
             let session = row.get::<&str>(1).or_report()?.unwrap_or_default();
@@ -203,6 +231,33 @@ macro_rules! structure_index {
     };
 }
 
+/// What the structure index of owner $1's graph takes at least: each
+/// node's id, title and description (their lengths, read from the values'
+/// headers) plus 128 bytes for the rest of it (its version and updatedAt,
+/// the key names, the object's header and its entry in the array: 124 at
+/// most), each edge's two ids plus 40, and 64 for the index's own object.
+/// Counted before the index is built, so that a graph past
+/// `agent_memory.max_result_bytes` is refused without being read whole.
+macro_rules! structure_index_bytes {
+    () => {
+        "(SELECT 64
+                 + (SELECT coalesce(sum(pg_catalog.octet_length(n.node_id)::int8
+                                        + coalesce(pg_catalog.octet_length(n.title), 0)
+                                        + coalesce(pg_catalog.octet_length(n.description), 0)
+                                        + 128), 0)
+                    FROM agent_memory.graph_nodes n
+                    WHERE n.owner = $1 AND n.tenant = agent_memory.caller_tenant())
+                 + (SELECT coalesce(sum(pg_catalog.octet_length(n.node_id)::int8
+                                        + pg_catalog.octet_length(r.id) + 40), 0)
+                    FROM agent_memory.graph_nodes n
+                    CROSS JOIN LATERAL pg_catalog.unnest(n.refs) AS r (id)
+                    WHERE n.owner = $1 AND n.tenant = agent_memory.caller_tenant()
+                      AND EXISTS (SELECT FROM agent_memory.graph_nodes t
+                                  WHERE t.owner = $1 AND t.node_id = r.id
+                                    AND t.tenant = n.tenant)))::int8"
+    };
+}
+
 /// The entries tied to project $1 (by their session part, else their
 /// session's project) that hold a structure index of their own, among
 /// active sessions ($2 idle minutes) of the caller's tenant.
@@ -227,8 +282,32 @@ macro_rules! tied_structures {
     };
 }
 
-static STRUCTURE_INDEX: Statement =
-    Statement::read_only(concat!("SELECT ", structure_index!()), &[TEXT]);
+/// The structure index of owner $1's graph, NULL when it would take more
+/// than $2 bytes (`structure_index_bytes!`).
+static STRUCTURE_INDEX: Statement = Statement::read_only(
+    concat!(
+        "SELECT CASE WHEN z.bytes <= $2 THEN ",
+        structure_index!(),
+        " END FROM (SELECT ",
+        structure_index_bytes!(),
+        " AS bytes) z"
+    ),
+    &[TEXT, INT4],
+);
+
+/// What the structure index of owner $1's graph would take, when an entry
+/// tied to it ($2 idle minutes, as `tied_structures!`) holds one; no row
+/// otherwise.
+static TIED_STRUCTURE_BYTES: Statement = Statement::read_write(
+    concat!(
+        "SELECT ",
+        structure_index_bytes!(),
+        " WHERE EXISTS (",
+        tied_structures!(),
+        ")"
+    ),
+    &[TEXT, INT4],
+);
 
 /// The session's project ($1): the global entry's session part, else the
 /// sessions row; and whether the session is active ($2 idle minutes).
@@ -282,12 +361,16 @@ static LOCK_TIED: Statement = Statement::read_write(
 );
 
 /// Replace the project graph of every tied entry whose index differs,
-/// with versions as any part write; a row per entry changed.
+/// with versions as any part write; a row per entry changed. None when the
+/// index would take more than $3 bytes (checked before, with
+/// TIED_STRUCTURE_BYTES).
 static REFRESH_TIED: Statement = Statement::read_write(
     concat!(
-        "WITH fresh AS (SELECT ",
+        "WITH fresh AS (SELECT CASE WHEN z.bytes <= $3 THEN ",
         structure_index!(),
-        " AS graph)
+        " END AS graph FROM (SELECT ",
+        structure_index_bytes!(),
+        " AS bytes) z)
          UPDATE agent_memory.wm_parts p
          SET value = pg_catalog.jsonb_set(p.value, '{project_graph}', f.graph),
              version = p.version + 1, updated_at = pg_catalog.now()
@@ -296,8 +379,8 @@ static REFRESH_TIED: Statement = Statement::read_write(
         ") t
          WHERE p.session_id = t.session_id AND p.node_key = t.node_key AND p.part = 'project_structure'
            AND p.tenant = agent_memory.caller_tenant()
-           AND p.value -> 'project_graph' IS DISTINCT FROM f.graph
+           AND f.graph IS NOT NULL AND p.value -> 'project_graph' IS DISTINCT FROM f.graph
          RETURNING p.session_id, p.node_key, p.version"
     ),
-    &[TEXT, INT4],
+    &[TEXT, INT4, INT4],
 );

@@ -237,6 +237,31 @@ FROM wm_context('many-wm', 'n1') w;
 RESET agent_memory.max_result_bytes;
 SELECT end_session('many-wm');
 
+-- The structure index is counted before it is built: a graph whose nodes
+-- take more than agent_memory.max_result_bytes is refused (54000) by every
+-- function that builds the index, and nothing is written.
+SELECT count(graph_create('wide', 'Node ' || i, repeat('d', 600), '', ARRAY['__root__'], node_id => 'w' || i)) AS created
+FROM generate_series(1, 4) i;
+SELECT create_session('lena', session_id => 'wide-wm');
+SET agent_memory.max_result_bytes = '2kB';
+SELECT wm_init('wide-wm', NULL, 'wide');
+\echo :LAST_ERROR_SQLSTATE
+SELECT count(*) AS parts_written FROM wm_parts WHERE session_id = 'wide-wm';
+RESET agent_memory.max_result_bytes;
+SELECT wm_init('wide-wm', NULL, 'wide') IS NOT NULL AS initialised;
+SELECT part, version FROM wm_parts WHERE session_id = 'wide-wm' ORDER BY node_key, part;
+SET agent_memory.max_result_bytes = '2kB';
+SELECT set_active_node('wide-wm', 'w1');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_create('wide', 'Node 5', repeat('d', 600), '', ARRAY['__root__'], node_id => 'w5');
+SELECT wm_refresh_structure('wide');
+\echo :LAST_ERROR_SQLSTATE
+SELECT part, version FROM wm_parts WHERE session_id = 'wide-wm' ORDER BY node_key, part;
+SELECT active_node_id FROM sessions WHERE session_id = 'wide-wm';
+RESET agent_memory.max_result_bytes;
+SELECT wm_refresh_structure('wide') AS refreshed;
+SELECT end_session('wide-wm');
+
 -- Clearing: one entry, the global entry by name, a session, everything.
 SELECT wm_clear('hydrate', 'trip') AS one_entry;
 SELECT wm_clear('hydrate', '__global__') AS global_entry;
