@@ -465,8 +465,9 @@ pub struct Item<'a> {
     pub seq: i64,
 }
 
-/// Check `key`, recall's `key` of a `kind` item: a file's is its scope,
-/// whose names are longer than other ids may be.
+/// Check `key`, recall's `key` of a `kind` item, as the kind's writes
+/// check it: a file's is its scope and a node's its owner, whose names
+/// may be longer than a session's id.
 pub fn check_key(kind: Kind, key: Option<&str>) -> Result<&str> {
     match kind {
         Kind::File => {
@@ -474,7 +475,12 @@ pub fn check_key(kind: Kind, key: Option<&str>) -> Result<&str> {
             crate::files::memory_tool::check_scope(scope)?;
             Ok(scope)
         }
-        _ => crate::args::check_id("key", key),
+        Kind::Node => {
+            let owner = key.ok_or_else(|| Error::null("key"))?;
+            crate::graph::check_owner(owner)?;
+            Ok(owner)
+        }
+        Kind::Kv | Kind::Message | Kind::Part => crate::args::check_id("key", key),
     }
 }
 
@@ -984,11 +990,12 @@ mod tests {
     }
 
     #[test]
-    fn a_files_key_is_a_scope_of_up_to_1024_bytes() {
+    fn a_key_is_checked_as_the_kinds_writes_check_it() {
         let scope = "m".repeat(1024);
         assert_eq!(check_key(Kind::File, Some(&scope)).unwrap(), scope);
         assert!(check_key(Kind::File, Some(&"m".repeat(1025))).is_err());
-        assert!(check_key(Kind::Node, Some(&"m".repeat(300))).is_err());
+        assert!(check_key(Kind::Node, Some(&"m".repeat(300))).is_ok());
+        assert!(check_key(Kind::Kv, Some(&"m".repeat(300))).is_err());
         assert!(check_key(Kind::Kv, Some("k")).is_ok());
         assert_eq!(
             check_key(Kind::File, None).unwrap_err().kind,

@@ -34,8 +34,9 @@ pub fn checked_optional_id<'a>(what: &str, value: Option<&'a str>) -> SqlResult<
     value.map(|id| checked_id(what, Some(id))).transpose()
 }
 
-/// The keys memory is held under, each checked as `checked_id` checks it
-/// when given.
+/// The keys memory is held under, when given: each checked as the
+/// functions that write under it check it (`checked_id`, a graph's owner,
+/// a memory-tool scope).
 pub fn checked_keys<'a>(
     session_id: Option<&'a str>,
     user_id: Option<&'a str>,
@@ -45,7 +46,10 @@ pub fn checked_keys<'a>(
     Ok(args::Keys {
         session_id: checked_optional_id("session_id", session_id)?,
         user_id: checked_optional_id("user_id", user_id)?,
-        owner: checked_optional_id("owner", owner)?,
+        owner: owner
+            .map(|owner| agent_memory_core::graph::check_owner(owner).map(|()| owner))
+            .transpose()
+            .or_report()?,
         scope: scope
             .map(|scope| files::check_scope(scope).map(|()| scope))
             .transpose()

@@ -100,7 +100,7 @@ SELECT * FROM recall(NULL, session_id => 'r2');
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM recall('porto', session_id => '');
 \echo :LAST_ERROR_SQLSTATE
-SELECT * FROM recall('porto', owner => repeat('o', 300));
+SELECT * FROM recall('porto', user_id => repeat('u', 300));
 \echo :LAST_ERROR_SQLSTATE
 SELECT * FROM recall('porto', session_id => 'r2', kinds => '{}');
 \echo :LAST_ERROR_SQLSTATE
@@ -262,10 +262,14 @@ SELECT recall_embed('kv', 'm1', 'car', '{0,0,1}') AS stored;
 SELECT kind, ref FROM recall(NULL, session_id => 'm1', embedding => '{0,0,1}', kinds => '{kv}');
 ROLLBACK;
 SELECT count(*) FROM recall(NULL, session_id => 'm1', embedding => '{0,0,1}', kinds => '{kv}');
--- A file's key is its scope, which may be longer than other keys.
+-- A file's key is its scope and a node's its owner, which may be longer
+-- than a session's id.
 BEGIN;
 SELECT memory_tool(repeat('m', 300), '{"command": "append", "path": "/note", "content": "a long scope"}') ->> 'ok' AS ok;
 SELECT recall_embed('file', repeat('m', 300), '/note', '{1,0,0}') AS stored;
+SELECT graph_create(repeat('o', 300), 'Long owner', 'a narwhal', '', ARRAY['__root__'], node_id => 'n') AS created;
+SELECT kind, ref FROM recall('narwhal', owner => repeat('o', 300));
+SELECT recall_embed('node', repeat('o', 300), 'n', '{1,0,0}') AS stored;
 ROLLBACK;
 -- Items that are gone, refs that are not the kind's, bad embeddings.
 -- A session that is no longer active takes no embedding, though its rows
