@@ -82,6 +82,49 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
+/// The earliest instant a stored time may be, 0001-01-01T00:00:00Z, in
+/// microseconds since the Unix epoch: before it, ISO 8601 text has no
+/// four-digit year.
+pub const EARLIEST_UNIX_MICROS: i64 = -62_135_596_800_000_000;
+
+/// The latest instant a stored time may be, 9999-12-31T23:59:59.999999Z, in
+/// microseconds since the Unix epoch.
+pub const LATEST_UNIX_MICROS: i64 = 253_402_300_799_999_999;
+
+/// Whether an instant has a four-digit year in UTC, so that its ISO 8601
+/// text (see [`iso_utc`]) reads back as the same instant.
+pub fn in_iso_range(unix_micros: i64) -> bool {
+    (EARLIEST_UNIX_MICROS..=LATEST_UNIX_MICROS).contains(&unix_micros)
+}
+
+/// Whether `year` is a leap year of the proleptic Gregorian calendar.
+pub fn is_leap_year(year: i64) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+/// How many days month `month` (1 to 12) of `year` has; 0 for no month.
+pub fn days_in_month(year: i64, month: u32) -> u32 {
+    match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if is_leap_year(year) => 29,
+        2 => 28,
+        _ => 0,
+    }
+}
+
+/// Days since 1970-01-01 of a date (proleptic Gregorian; H. Hinnant's
+/// `days_from_civil`, the inverse of `civil_from_days`).
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,5 +178,44 @@ mod tests {
             );
             previous = (y, m, d);
         }
+    }
+
+    #[test]
+    fn days_from_civil_inverts_civil_from_days() {
+        for days in (-719_162..=2_932_896).step_by(7) {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
+        }
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(
+            days_from_civil(1, 1, 1) * 86_400_000_000,
+            EARLIEST_UNIX_MICROS
+        );
+        assert_eq!(
+            (days_from_civil(10000, 1, 1) * 86_400_000_000) - 1,
+            LATEST_UNIX_MICROS
+        );
+        assert_eq!(
+            iso_utc(EARLIEST_UNIX_MICROS, 6),
+            "0001-01-01T00:00:00.000000Z"
+        );
+        assert_eq!(
+            iso_utc(LATEST_UNIX_MICROS, 6),
+            "9999-12-31T23:59:59.999999Z"
+        );
+        assert!(in_iso_range(0) && !in_iso_range(LATEST_UNIX_MICROS + 1));
+        assert!(!in_iso_range(EARLIEST_UNIX_MICROS - 1));
+    }
+
+    #[test]
+    fn month_lengths() {
+        assert_eq!(days_in_month(2024, 2), 29);
+        assert_eq!(days_in_month(2025, 2), 28);
+        assert_eq!(days_in_month(1900, 2), 28);
+        assert_eq!(days_in_month(2000, 2), 29);
+        assert_eq!(days_in_month(2025, 4), 30);
+        assert_eq!(days_in_month(2025, 12), 31);
+        assert_eq!(days_in_month(2025, 13), 0);
+        assert_eq!(days_in_month(2025, 0), 0);
     }
 }

@@ -333,60 +333,162 @@ pub fn generate_id(mut random: impl FnMut(&mut [u8])) -> String {
 /// with a date, a time and a zone (`Z` or an offset), or finite
 /// milliseconds since 1970 (what daycare writes). Anything else (`now`,
 /// `infinity`, a time without a zone, which would be read in the session's
-/// zone) is refused.
+/// zone) is refused, and so is a date or time that does not exist
+/// (February 30th, hour 24, a zone past ±15:59) or an instant outside
+/// 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z, which graph_export
+/// could not write back as ISO 8601.
 pub fn check_time(value: &TimeValue) -> Result<String> {
     match value {
-        TimeValue::EpochMillis(ms) if ms.is_finite() && ms.abs() < 8.0e15 => {
-            Ok(crate::time::iso_utc((ms * 1000.0).round() as i64, 6))
-        }
         TimeValue::EpochMillis(ms) => {
-            Err(Error::invalid(format!("timestamp {ms} is out of range")))
+            // Whole milliseconds and the microseconds of the rest, each
+            // exact (ms * 1000 is not, near the range's ends).
+            let micros = (ms.abs() < 1.0e15)
+                .then(|| ms.trunc() as i64 * 1000 + ((ms - ms.trunc()) * 1000.0).round() as i64);
+            match micros {
+                Some(micros) if crate::time::in_iso_range(micros) => {
+                    Ok(crate::time::iso_utc(micros, 6))
+                }
+                _ => Err(out_of_range(&ms.to_string())),
+            }
         }
         TimeValue::Text(text) => {
-            let b = text.as_bytes();
-            let digits = |range: std::ops::Range<usize>| {
-                b.get(range)
-                    .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
-            };
-            let date_time = b.len() >= 20
-                && digits(0..4)
-                && b[4] == b'-'
-                && digits(5..7)
-                && b[7] == b'-'
-                && digits(8..10)
-                && (b[10] == b'T' || b[10] == b' ')
-                && digits(11..13)
-                && b[13] == b':'
-                && digits(14..16)
-                && b[16] == b':'
-                && digits(17..19);
-            // `get`: byte 19 may fall inside a multi-byte character.
-            let mut rest = text.get(19..).unwrap_or("");
-            if let Some(fraction) = rest.strip_prefix('.') {
-                let len = fraction.bytes().take_while(u8::is_ascii_digit).count();
-                rest = &fraction[len..];
-                if len == 0 {
-                    rest = "?";
-                }
-            }
-            let z = rest.as_bytes();
-            let zone = rest == "Z"
-                || z.len() == 6
-                    && (z[0] == b'+' || z[0] == b'-')
-                    && z[1..3].iter().all(u8::is_ascii_digit)
-                    && z[3] == b':'
-                    && z[4..6].iter().all(u8::is_ascii_digit);
-            if date_time && zone {
-                Ok(text.clone())
-            } else {
-                Err(Error::invalid(format!(
+            let fields = iso_fields(text).ok_or_else(|| {
+                Error::invalid(format!(
                     "timestamp {} is not ISO 8601 with a time zone",
                     quoted(text)
                 ))
-                .with_hint("write it as 2026-05-01T12:00:00Z, or as milliseconds since 1970"))
+                .with_hint("write it as 2026-05-01T12:00:00Z, or as milliseconds since 1970")
+            })?;
+            let micros = fields.unix_micros().map_err(|detail| {
+                Error::invalid(format!("timestamp {} is not a valid time", quoted(text)))
+                    .with_detail(detail)
+            })?;
+            if crate::time::in_iso_range(micros) {
+                Ok(text.clone())
+            } else {
+                Err(out_of_range(&quoted(text)))
             }
         }
     }
+}
+
+/// The error of a time outside the range graph files hold.
+fn out_of_range(time: &str) -> Error {
+    Error::invalid(format!("timestamp {time} is out of range"))
+        .with_detail("a time is from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z")
+}
+
+/// The fields of an ISO 8601 time with a zone, as written (not yet
+/// checked against the calendar).
+struct IsoFields<'a> {
+    year: i64,
+    month: u32,
+    day: u32,
+    hour: i64,
+    minute: i64,
+    second: i64,
+    /// The digits after the decimal point (may be none).
+    fraction: &'a str,
+    /// The zone's offset east of UTC: sign, hours, minutes (`Z`: 0).
+    zone: (i64, i64, i64),
+}
+
+impl IsoFields<'_> {
+    /// Microseconds since the Unix epoch, the fraction rounded as
+    /// PostgreSQL rounds it; else what does not exist.
+    fn unix_micros(&self) -> std::result::Result<i64, String> {
+        let (sign, zone_hours, zone_minutes) = self.zone;
+        if self.year < 1 {
+            return Err("year 0000 does not exist: 0001 follows 1 BC".into());
+        }
+        if !(1..=12).contains(&self.month) {
+            return Err(format!("month {} is not 1 to 12", self.month));
+        }
+        let days = crate::time::days_in_month(self.year, self.month);
+        if !(1..=days).contains(&self.day) {
+            return Err(format!(
+                "day {} is not 1 to {days} in {:04}-{:02}",
+                self.day, self.year, self.month
+            ));
+        }
+        if self.hour > 23 || self.minute > 59 || self.second > 59 {
+            return Err(format!(
+                "{:02}:{:02}:{:02} is not a time of day",
+                self.hour, self.minute, self.second
+            ));
+        }
+        if zone_hours > 15 || zone_minutes > 59 {
+            return Err(format!(
+                "zone offset {zone_hours:02}:{zone_minutes:02} is not 00:00 to 15:59"
+            ));
+        }
+        let seconds = crate::time::days_from_civil(self.year, self.month, self.day) * 86_400
+            + self.hour * 3600
+            + self.minute * 60
+            + self.second
+            - sign * (zone_hours * 3600 + zone_minutes * 60);
+        let fraction = if self.fraction.is_empty() {
+            0
+        } else {
+            // Digits only: it parses; PostgreSQL rounds half to even.
+            let value: f64 = format!("0.{}", self.fraction).parse().unwrap_or(0.0);
+            (value * 1.0e6).round_ties_even() as i64
+        };
+        Ok(seconds * 1_000_000 + fraction)
+    }
+}
+
+/// The fields of `text` when it is shaped as ISO 8601 with a date, a time
+/// (`T` or a space between) and a zone.
+fn iso_fields(text: &str) -> Option<IsoFields<'_>> {
+    let b = text.as_bytes();
+    let number = |range: std::ops::Range<usize>| -> Option<i64> {
+        let d = b.get(range)?;
+        d.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| d.iter().fold(0, |n, d| n * 10 + i64::from(d - b'0')))
+    };
+    let date_time = b.len() >= 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && (b[10] == b'T' || b[10] == b' ')
+        && b[13] == b':'
+        && b[16] == b':';
+    if !date_time {
+        return None;
+    }
+    let (year, month, day) = (number(0..4)?, number(5..7)?, number(8..10)?);
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    // `get`: byte 19 may fall inside a multi-byte character.
+    let mut rest = text.get(19..)?;
+    let mut fraction = "";
+    if let Some(after) = rest.strip_prefix('.') {
+        let len = after.bytes().take_while(u8::is_ascii_digit).count();
+        if len == 0 {
+            return None;
+        }
+        (fraction, rest) = after.split_at(len);
+    }
+    let z = rest.as_bytes();
+    let zone = if rest == "Z" {
+        (1, 0, 0)
+    } else if z.len() == 6 && (z[0] == b'+' || z[0] == b'-') && z[3] == b':' {
+        let at = b.len() - 6;
+        let sign = if z[0] == b'+' { 1 } else { -1 };
+        (sign, number(at + 1..at + 3)?, number(at + 4..at + 6)?)
+    } else {
+        return None;
+    };
+    Some(IsoFields {
+        year,
+        month: u32::try_from(month).ok()?,
+        day: u32::try_from(day).ok()?,
+        hour,
+        minute,
+        second,
+        fraction,
+        zone,
+    })
 }
 
 /// A file of an exported graph folder: `<id>.md` is a node, `<id>.v<N>.md`
@@ -668,6 +770,93 @@ mod tests {
         }
         assert!(check_time(&TimeValue::EpochMillis(f64::NAN)).is_err());
         assert!(check_time(&TimeValue::EpochMillis(f64::INFINITY)).is_err());
+    }
+
+    #[test]
+    fn file_times_that_do_not_exist_are_refused() {
+        let refused = |text: &str| {
+            let error = check_time(&TimeValue::Text(text.into())).unwrap_err();
+            assert_eq!(error.kind.sqlstate(), "22023", "{text}");
+            error
+        };
+        for text in [
+            "2025-02-29T00:00:00Z",
+            "2025-02-30T00:00:00Z",
+            "1900-02-29T00:00:00Z",
+            "2025-04-31T00:00:00Z",
+            "2025-00-10T00:00:00Z",
+            "2025-13-01T00:00:00Z",
+            "2025-01-00T00:00:00Z",
+            "2025-01-01T24:00:00Z",
+            "2025-01-01T23:60:00Z",
+            "2025-01-01T23:59:60Z",
+            "2025-01-01T00:00:00+99:00",
+            "2025-01-01T00:00:00+16:00",
+            "2025-01-01T00:00:00-14:60",
+            "0000-06-01T00:00:00Z",
+        ] {
+            let error = refused(text);
+            assert!(
+                error.message.ends_with("is not a valid time"),
+                "{text}: {}",
+                error.message
+            );
+        }
+        for text in [
+            "0001-01-01T00:00:00+14:00",
+            "0001-01-01T00:00:00.5+00:01",
+            "9999-12-31T23:59:59-00:01",
+            "9999-12-31T23:59:59.9999996Z",
+        ] {
+            let error = refused(text);
+            assert!(
+                error.message.ends_with("is out of range"),
+                "{text}: {}",
+                error.message
+            );
+        }
+        let ok = |text: &str| check_time(&TimeValue::Text(text.into())).unwrap();
+        for text in [
+            "2024-02-29T00:00:00Z",
+            "2000-02-29T23:59:59.999999Z",
+            "0001-01-01T00:00:00Z",
+            "0001-01-01T00:00:00-14:00",
+            "9999-12-31T23:59:59.999999Z",
+            "9999-12-31T23:59:59.9999994Z",
+            "9999-12-31T23:59:59+15:59",
+            "2025-01-01T00:00:00-15:59",
+        ] {
+            assert_eq!(ok(text), text);
+        }
+    }
+
+    #[test]
+    fn file_times_in_milliseconds_are_within_four_digit_years() {
+        let time = |ms: f64| check_time(&TimeValue::EpochMillis(ms));
+        assert_eq!(
+            time(-62_135_596_800_000.0).unwrap(),
+            "0001-01-01T00:00:00.000000Z"
+        );
+        assert_eq!(
+            time(253_402_300_799_999.0).unwrap(),
+            "9999-12-31T23:59:59.999000Z"
+        );
+        for ms in [
+            -62_135_596_800_001.0,
+            253_402_300_800_000.0,
+            7.0e15,
+            -8.0e15,
+            1.0e300,
+            f64::NEG_INFINITY,
+        ] {
+            let error = time(ms).unwrap_err();
+            assert_eq!(error.kind.sqlstate(), "22023");
+            assert!(
+                error.message.ends_with("is out of range"),
+                "{}",
+                error.message
+            );
+        }
     }
 
     #[test]

@@ -255,6 +255,16 @@ SELECT graph_import('dave', '{"a.md": "---\ncreatedAt: infinity\n---\n"}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT graph_import('dave', '{"a.md": "---\nupdatedAt: \"2026-01-01T10:00:00\"\n---\n"}');
 \echo :LAST_ERROR_SQLSTATE
+-- Times that do not exist, or that graph_export could not write back
+-- with a four-digit year, are refused too.
+SELECT graph_import('dave', '{"a.md": "---\ncreatedAt: \"2025-02-30T00:00:00Z\"\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"a.md": "---\ncreatedAt: \"2025-01-01T00:00:00+99:00\"\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"a.md": "---\ncreatedAt: \"0001-01-01T00:00:00+14:00\"\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT graph_import('dave', '{"a.md": "---\nupdatedAt: 7000000000000000\n---\n"}');
+\echo :LAST_ERROR_SQLSTATE
 -- An import that meets an existing node imports nothing.
 SELECT graph_import('alice', '{"fresh1.md": "x", "atlas.md": "y"}');
 \echo :LAST_ERROR_SQLSTATE
@@ -262,6 +272,11 @@ SELECT count(*) AS changed_rows FROM (
   (SELECT * FROM graph_nodes EXCEPT SELECT * FROM snapshot)
   UNION ALL (SELECT * FROM snapshot EXCEPT SELECT * FROM graph_nodes)) d;
 SELECT count(*) AS dave_nodes FROM graph_nodes('dave');
+-- The range's ends go out and back in exactly.
+SELECT graph_import('dora', '{"a.md": "---\ncreatedAt: \"0001-01-01T00:00:00-14:00\"\nupdatedAt: 253402300799999\n---\n"}');
+SELECT graph_import('dora-copy', graph_export('dora'));
+SELECT n ->> 'createdAt' AS created, n ->> 'updatedAt' AS updated
+FROM graph_read('dora-copy', 'a') n;
 -- A parent takes no child past agent_memory.max_node_refs.
 SET agent_memory.max_node_refs = 2;
 SELECT graph_create('frank', 'Parent', '', '', ARRAY['__root__'], 'p');
