@@ -29,19 +29,42 @@ const MAX_OUTBOX_ITEMS: i32 = 10_000;
 
 /// The embeddings' dimension; 55000 when none was set.
 pub(super) fn dimension(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<usize> {
-    stored_dimension(client)?
+    let (dimension, _) = stored_settings(client)?;
+    checked_dimension(dimension)
+}
+
+/// A dimension as recall_settings holds it; 55000 when none was set.
+fn checked_dimension(dimension: Option<i32>) -> SqlResult<usize> {
+    dimension
         .and_then(|d| usize::try_from(d).ok())
         .ok_or_else(no_dimension)
         .or_report()
 }
 
-/// The embeddings' dimension, if one was set.
-fn stored_dimension(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<Option<i32>> {
-    let table = DIMENSION.read(client, &[])?;
-    if table.is_empty() {
-        return Ok(None);
-    }
-    table.first().value::<i32>(1)
+/// The embeddings' dimension, if one was set, and the kinds recall is
+/// kept for (see kept_kinds).
+fn stored_settings(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<(Option<i32>, Vec<Kind>)> {
+    let Some(row) = SETTINGS.read(client, &[])?.next() else {
+        return Ok((None, Vec::new()));
+    };
+    Ok((
+        row.value::<i32>(1)?,
+        kept_kinds(row.value::<Vec<String>>(2)?),
+    ))
+}
+
+/// The kinds recall is kept for, of recall_settings.kinds as
+/// recall_rebuild recorded them (from agent_memory.recall_kinds). The
+/// others' search columns are NULL, so their words find nothing; their
+/// meaning finds nothing either, the outbox lists none of their items and
+/// recall_embed stores no embedding for them: a kind left out costs no
+/// write and is not found.
+pub(super) fn kept_kinds(recorded: Option<Vec<String>>) -> Vec<Kind> {
+    recorded
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|name| Kind::from_name(name))
+        .collect()
 }
 
 /// Take embeddings of `dimension` numbers from now on. Embeddings of
@@ -135,22 +158,31 @@ pub(super) enum Neighbours {
     },
 }
 
-/// The embeddings' dimension (55000 when none was set), and where their
-/// neighbours are found (see MEANING_STATE).
-pub(super) fn meaning_state(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<(usize, Neighbours)> {
+/// What recall by meaning reads first (see MEANING_STATE).
+pub(super) struct MeaningState {
+    /// The embeddings' dimension.
+    pub dimension: usize,
+    /// Where their neighbours are found.
+    pub neighbours: Neighbours,
+    /// The kinds recall is kept for (see kept_kinds).
+    pub kept: Vec<Kind>,
+}
+
+/// The embeddings' dimension (55000 when none was set), where their
+/// neighbours are found and the kinds recall is kept for (see
+/// MEANING_STATE).
+pub(super) fn meaning_state(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<MeaningState> {
     let table = MEANING_STATE.read(client, &[])?;
-    let (dimension, schema, iterative_scan) = match table.into_iter().next() {
-        None => (None, None, None),
+    let (dimension, schema, iterative_scan, kept) = match table.into_iter().next() {
+        None => (None, None, None, None),
         Some(row) => (
             row.value::<i32>(1)?,
             row.value::<String>(2)?,
             row.value::<String>(3)?,
+            row.value::<Vec<String>>(4)?,
         ),
     };
-    let dimension = dimension
-        .and_then(|d| usize::try_from(d).ok())
-        .ok_or_else(no_dimension)
-        .or_report()?;
+    let dimension = checked_dimension(dimension)?;
     let neighbours = match schema {
         Some(schema) => Neighbours::Pgvector {
             schema,
@@ -158,7 +190,11 @@ pub(super) fn meaning_state(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<(usi
         },
         None => Neighbours::Compared,
     };
-    Ok((dimension, neighbours))
+    Ok(MeaningState {
+        dimension,
+        neighbours,
+        kept: kept_kinds(kept),
+    })
 }
 
 fn no_dimension() -> Error {
@@ -216,8 +252,12 @@ fn recall_embed(
             .or_report()?,
     )?;
     Spi::connect_mut(|client| {
-        let dimension = dimension(client)?;
-        recall::check_embedding(&embedding, Some(dimension)).or_report()?;
+        let (dimension, kept) = stored_settings(client)?;
+        recall::check_embedding(&embedding, Some(checked_dimension(dimension)?)).or_report()?;
+        if !kept.contains(&kind) {
+            // A kind left out of recall costs no write (see kept_kinds).
+            return Ok(false);
+        }
         let vector = embedding.clone();
         // The item's own columns: a message is named by its seq, the rest
         // by their name.
@@ -296,19 +336,27 @@ fn recall_outbox(
             .or_report();
         }
     };
-    let names: Vec<&str> = kinds
-        .iter()
-        .filter(|kind| scope.reaches(**kind))
-        .map(|kind| kind.name())
+    let kinds: Vec<Kind> = kinds
+        .into_iter()
+        .filter(|kind| scope.reaches(*kind))
         .collect();
-    if names.is_empty() {
+    if kinds.is_empty() {
         return Ok(TableIterator::new(Vec::new()));
     }
     let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
+        let (dimension, kept) = stored_settings(client)?;
+        let names: Vec<&str> = kinds
+            .iter()
+            .filter(|kind| kept.contains(kind))
+            .map(|kind| kind.name())
+            .collect();
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
         let table = OUTBOX.read(
             client,
             &[
-                stored_dimension(client)?.into(),
+                dimension.into(),
                 scope.session_id.into(),
                 scope.user_id.into(),
                 scope.owner.into(),
@@ -335,9 +383,10 @@ fn recall_outbox(
 
 // The statements.
 
-/// The embeddings' dimension (NULL: none set).
-static DIMENSION: Statement = Statement::read_only(
-    "SELECT c.dimension FROM agent_memory.recall_settings c",
+/// The embeddings' dimension (NULL: none set) and the kinds recall is
+/// kept for.
+static SETTINGS: Statement = Statement::read_only(
+    "SELECT c.dimension, c.kinds FROM agent_memory.recall_settings c",
     &[],
 );
 
@@ -351,18 +400,20 @@ static VECTOR_SCHEMA: Statement = Statement::read_only(
     &[],
 );
 
-/// The embeddings' dimension; and, when pgvector (0.8 or later, for its
+/// The embeddings' dimension; when pgvector (0.8 or later, for its
 /// iterative scan) is installed and every kind has its HNSW index (which
 /// recall_enable_embeddings makes for the dimension it sets, and DROP
 /// EXTENSION vector drops), pgvector's schema and the caller's
 /// hnsw.iterative_scan, which it sets to relaxed_order for the rest of the
-/// transaction (an error rolls it back; recall sets it back after).
+/// transaction (an error rolls it back; recall sets it back after); and
+/// the kinds recall is kept for.
 static MEANING_STATE: Statement = Statement::read_only(
     "SELECT c.dimension, v.nspname,
             CASE WHEN v.nspname IS NOT NULL
                  THEN coalesce(pg_catalog.current_setting('hnsw.iterative_scan', true), '')
                       || pg_catalog.left(pg_catalog.set_config('hnsw.iterative_scan', 'relaxed_order', true), 0)
-            END
+            END,
+            c.kinds
      FROM agent_memory.recall_settings c
      LEFT JOIN (SELECT n.nspname::text FROM pg_catalog.pg_extension e
                 JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace

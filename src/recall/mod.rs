@@ -393,7 +393,8 @@ fn by_their_words(
 /// When meaning is `alone` (no words to fuse with), a first read takes
 /// fewer a kind, and the full read follows only if reading deeper could
 /// change the best `k`. Without pgvector, every embedded item of the scope
-/// is compared here, at most agent_memory.max_exact_recall of them.
+/// is compared here, at most agent_memory.max_exact_recall of them. Only
+/// the kinds recall is kept for are searched (see embeddings::kept_kinds).
 fn by_their_meaning(
     client: &pgrx::spi::SpiClient<'_>,
     embedding: &[f32],
@@ -403,13 +404,28 @@ fn by_their_meaning(
     k: usize,
     alone: Option<f64>,
 ) -> SqlResult<Vec<Found>> {
-    let (dimension, neighbours) = embeddings::meaning_state(client)?;
+    let embeddings::MeaningState {
+        dimension,
+        neighbours,
+        kept,
+    } = embeddings::meaning_state(client)?;
     recall::check_embedding(embedding, Some(dimension)).or_report()?;
+    // Kinds left out of recall are not found by meaning either, as their
+    // NULL search columns keep words from finding them.
+    let kinds: Vec<&str> = kinds
+        .iter()
+        .copied()
+        .filter(|name| kept.iter().any(|kind| kind.name() == *name))
+        .collect();
+    let kinds = kinds.as_slice();
     let embeddings::Neighbours::Pgvector {
         schema,
         iterative_scan,
     } = neighbours
     else {
+        if kinds.is_empty() {
+            return Ok(Vec::new());
+        }
         return compared(client, embedding, dimension, scope, kinds, per_kind)?
             .ok_or_else(over_cap)
             .or_report();
@@ -422,6 +438,7 @@ fn by_their_meaning(
     };
     let nearest = |depth: usize| nearest_of_each_kind(client, &search, kinds, depth, k);
     let near = match alone {
+        _ if kinds.is_empty() => Vec::new(),
         Some(weight) => {
             let depth = recall::first_meaning_depth(k);
             let first = nearest(depth)?;

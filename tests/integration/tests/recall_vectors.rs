@@ -348,3 +348,68 @@ fn pgvector_in_a_schema_of_any_name_is_quoted() {
     );
     drop_database(ODD_DB);
 }
+
+/// A kind left out of recall is not found through pgvector either, and
+/// the search leaves hnsw.iterative_scan as it found it.
+#[test]
+fn pgvector_finds_no_kind_left_out_of_recall() {
+    const LEFT_OUT_DB: &str = "am_it_recall_left_out";
+    let mut client = fresh_database(LEFT_OUT_DB);
+    let available = client
+        .query_opt(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
+            &[],
+        )
+        .expect("available extensions")
+        .is_some();
+    if !available {
+        println!("recall vectors: no pgvector: no kind left out to search through it");
+        drop_database(LEFT_OUT_DB);
+        return;
+    }
+    client
+        .batch_execute(
+            "CREATE EXTENSION vector;
+             SELECT agent_memory.recall_enable_embeddings(3);
+             SELECT agent_memory.graph_create('left', 'North', 'the north one', '', ARRAY['__root__'], node_id => 'north');
+             SELECT agent_memory.recall_embed('node', 'left', 'north', '{0,1,0}');",
+        )
+        .expect("pgvector, a node embedded");
+    let nearest = |client: &mut postgres::Transaction<'_>| -> Vec<String> {
+        client
+            .query(
+                "SELECT ref FROM agent_memory.recall(NULL, owner => 'left', embedding => '{0.1,0.9,0}')",
+                &[],
+            )
+            .expect("recall by meaning")
+            .iter()
+            .map(|row| row.get(0))
+            .collect()
+    };
+    let mut transaction = client.transaction().expect("begin");
+    assert_eq!(nearest(&mut transaction), ["north"]);
+    transaction
+        .batch_execute(
+            "SET LOCAL hnsw.iterative_scan = strict_order;
+             SET LOCAL agent_memory.recall_kinds = 'kv, message, file';
+             SELECT agent_memory.recall_rebuild();",
+        )
+        .expect("leave nodes out of recall");
+    assert_eq!(nearest(&mut transaction), Vec::<String>::new());
+    let setting: String = transaction
+        .query_one("SELECT current_setting('hnsw.iterative_scan')", &[])
+        .expect("the setting")
+        .get(0);
+    assert_eq!(setting, "strict_order");
+    let embedded: bool = transaction
+        .query_one(
+            "SELECT agent_memory.recall_embed('node', 'left', 'north', '{1,0,0}')",
+            &[],
+        )
+        .expect("recall_embed")
+        .get(0);
+    assert!(!embedded, "an embedding stored on a kind left out");
+    transaction.rollback().expect("rollback");
+    println!("recall vectors: pgvector: a kind left out of recall is not found by meaning");
+    drop_database(LEFT_OUT_DB);
+}
