@@ -107,18 +107,28 @@ fn the_worker_removes_expired_rows_and_keeps_live_ones() {
         stored_entries(&mut client, "w-remove") == 6 && sessions == 0
     });
     assert!(removed, "expired rows still there after {took:?}");
-    let run = client
-        .query_one(
-            "SELECT sum(entries_deleted)::int8, sum(sessions_deleted)::int8, count(*) FILTER (WHERE error IS NOT NULL)
-             FROM agent_memory.cleanup_runs WHERE triggered_by = 'worker' AND run_id >= $1",
-            &[&first_run],
-        )
-        .unwrap();
-    assert!(
-        run.get::<_, i64>(0) >= 4 && run.get::<_, i64>(1) >= 1,
-        "runs recorded"
+    // A run is recorded when it ends, after the batches that removed the
+    // rows were committed: wait for it too.
+    let worker_runs = |client: &mut postgres::Client| {
+        client
+            .query_one(
+                "SELECT coalesce(sum(entries_deleted), 0)::int8, coalesce(sum(sessions_deleted), 0)::int8,
+                        count(*) FILTER (WHERE error IS NOT NULL)
+                 FROM agent_memory.cleanup_runs WHERE triggered_by = 'worker' AND run_id >= $1",
+                &[&first_run],
+            )
+            .unwrap()
+    };
+    let (recorded, took) = wait_until(Duration::from_secs(10), || {
+        let run = worker_runs(&mut client);
+        run.get::<_, i64>(0) >= 4 && run.get::<_, i64>(1) >= 1
+    });
+    assert!(recorded, "runs not recorded after {took:?}");
+    assert_eq!(
+        worker_runs(&mut client).get::<_, i64>(2),
+        0,
+        "no failed run"
     );
-    assert_eq!(run.get::<_, i64>(2), 0, "no failed run");
     client
         .execute("SELECT agent_memory.end_session('w-remove')", &[])
         .unwrap();
