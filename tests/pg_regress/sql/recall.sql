@@ -273,15 +273,16 @@ SELECT recall_embed('node', repeat('o', 300), 'n', '{1,0,0}') AS stored;
 ROLLBACK;
 -- A kind left out of recall is not found by meaning either: the outbox
 -- lists none of its items, and recall_embed stores nothing on them.
-BEGIN;
-SET LOCAL agent_memory.recall_kinds = 'message, node, file';
+SET agent_memory.recall_kinds = 'message, node, file';
 SELECT recall_rebuild() -> 'kinds' AS kinds;
 SELECT kv_set('m1', 'meal', '"vegetarian meal"') ->> 'stored' AS stored;
 SELECT kind, ref FROM recall_outbox(session_id => 'm1');
 SELECT recall_embed('kv', 'm1', 'meal', '{0,1,0}') AS stored;
 SELECT count(*) FROM recall(NULL, session_id => 'm1', kinds => '{kv}', embedding => '{0.7,0.7,0}');
 SELECT kind, ref FROM recall('meal', session_id => 'm1', embedding => '{0.7,0.7,0}');
-ROLLBACK;
+SELECT kv_delete('m1', 'meal') AS deleted;
+RESET agent_memory.recall_kinds;
+SELECT recall_rebuild() -> 'kinds' AS kinds;
 -- Items that are gone, refs that are not the kind's, bad embeddings.
 -- A session that is no longer active takes no embedding, though its rows
 -- wait for the cleanup.
