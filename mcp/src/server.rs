@@ -35,8 +35,20 @@ pub struct MemoryServer {
     tools: Arc<OnceCell<Vec<Tool>>>,
     changes: Arc<Changes>,
     /// This session's resources/subscribe subscriptions: the task that
-    /// forwards each one's changes.
-    subscribed: Arc<Mutex<HashMap<String, JoinHandle<()>>>>,
+    /// forwards each one's changes. They end with the session: its last
+    /// clone drops them.
+    subscribed: Arc<Mutex<HashMap<String, Forwarding>>>,
+}
+
+/// A task that forwards one subscription's changes, aborted when dropped:
+/// a task left running would hold its receiver, and so the server's
+/// LISTEN, until a change came that it could not deliver.
+struct Forwarding(JoinHandle<()>);
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 impl MemoryServer {
@@ -320,9 +332,11 @@ impl ServerHandler for MemoryServer {
                 }
             }
         });
-        if let Some(earlier) = self.subscribed.lock().await.insert(uri, forwarding) {
-            earlier.abort();
-        }
+        // A subscription made again replaces the earlier one, which ends.
+        self.subscribed
+            .lock()
+            .await
+            .insert(uri, Forwarding(forwarding));
         Ok(())
     }
 
@@ -332,9 +346,7 @@ impl ServerHandler for MemoryServer {
         request: UnsubscribeRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if let Some(forwarding) = self.subscribed.lock().await.remove(&request.uri) {
-            forwarding.abort();
-        }
+        self.subscribed.lock().await.remove(&request.uri);
         Ok(())
     }
 }

@@ -181,11 +181,8 @@ async def notifications(client):
         sql("SELECT agent_memory.graph_create(%s, 'Hotels', '', '', ARRAY['__root__'])", USER)
         event = await asyncio.wait_for(anext(events), 10)
         check(event.uri == graph_uri, "a graph write by another connection announces the graph tree", event)
-    for _ in range(50):
-        if listening_connections() == 0:
-            break
-        await asyncio.sleep(0.1)
-    check(listening_connections() == 0, "when the last subscriber leaves, the server stops listening")
+    check(await eventually(lambda: listening_connections() == 0, 5),
+          "when the last subscriber leaves, the server stops listening")
 
 
 async def refusals(client):
@@ -387,6 +384,15 @@ def abandoned_calls():
     check(kv_count("abandoned") == 0, "and the write it abandoned is not applied after it")
 
 
+async def eventually(condition, seconds=10):
+    """Whether `condition()` holds within `seconds`, looking every 0.1 s."""
+    for _ in range(int(seconds * 10)):
+        if condition():
+            return True
+        await asyncio.sleep(0.1)
+    return condition()
+
+
 def free_port():
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
@@ -410,6 +416,15 @@ async def over_http():
             check(answer["result"]["content"] == "- seat: window\n- meal: vegetarian\n", "HTTP: memory read gives the file", answer)
             resources = await client.list_resources()
             check(len(resources.resources) == 2, "HTTP: the server lists its two resources")
+        # A client of an earlier protocol has a session, and subscribes in it.
+        async with Client(f"http://127.0.0.1:{port}/mcp", mode="legacy") as client:
+            await client.subscribe_resource("memory://" + quote(SCOPE, safe="-_.~") + "/tree")
+            check(await eventually(lambda: listening_connections() == 1),
+                  "HTTP: a resources/subscribe subscription LISTENs")
+        # Leaving the client deletes its HTTP session, which ends the
+        # session's subscriptions.
+        check(await eventually(lambda: listening_connections() == 0),
+              "HTTP: once a subscriber's session ends, the server stops listening")
     finally:
         server.terminate()
         server.wait(timeout=30)
