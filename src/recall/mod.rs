@@ -667,16 +667,40 @@ fn nearest_by_pgvector(
 /// The rows of `table` (as found_at reads them, with column 7 the stored
 /// embedding) whose similarity to `embedding` is above 0: pointing away
 /// from the query (or across it) is no likeness.
-fn most_similar(table: pgrx::spi::SpiTupleTable<'_>, embedding: &[f32]) -> SqlResult<Vec<Found>> {
+fn most_similar(
+    mut table: pgrx::spi::SpiTupleTable<'_>,
+    embedding: &[f32],
+) -> SqlResult<Vec<Found>> {
     let mut near = Vec::with_capacity(table.len());
-    for row in table {
+    // The rows hold a large embedding as a pointer to its stored value:
+    // each is read (detoasted) into a context emptied after it, so the
+    // comparison holds one at a time, not the whole scope's.
+    let mut one_embedding = pgrx::PgMemoryContexts::new("agent_memory recall: one embedding");
+    while let Some(row) = table.next() {
         let mut item = found_at(&row)?;
-        // Read in place: no copy of the numbers (stored embeddings hold no
-        // NULL: recall_embed refuses them).
-        let stored = row.required::<pgrx::datum::Array<'_, f32>>(7, "embedding")?;
-        let similarity = match stored.as_slice() {
-            Ok(numbers) => recall::cosine(embedding, numbers),
-            Err(_) => 0.0,
+        // Stored embeddings hold no NULL: recall_embed refuses them.
+        let stored = table
+            .get_datum_by_ordinal(7)
+            .or_report()?
+            .ok_or_else(|| Error::internal("column embedding is unexpectedly NULL"))
+            .or_report()?;
+        // SAFETY: column 7 is a float4[]; nothing read in the context
+        // outlives the closure, which returns a number.
+        let similarity = unsafe {
+            let similarity = one_embedding.switch_to(|_| {
+                // Read in place: no copy of the numbers.
+                let numbers = pgrx::datum::Array::<f32>::from_polymorphic_datum(
+                    stored,
+                    false,
+                    pg_sys::FLOAT4ARRAYOID,
+                );
+                match numbers.as_ref().map(|numbers| numbers.as_slice()) {
+                    Some(Ok(numbers)) => recall::cosine(embedding, numbers),
+                    _ => 0.0,
+                }
+            });
+            one_embedding.reset();
+            similarity
         };
         if similarity > 0.0 {
             item.similarity = Some(similarity);

@@ -15,7 +15,10 @@
 //!   long word each, within the word budget), count what they would hold
 //!   before building it and refuse (54000): at most `SMALL`;
 //! - `build_context(s, keys)` naming one entry of 200 kB 3,000 times
-//!   reads it once: at most `SMALL`.
+//!   reads it once: at most `SMALL`;
+//! - `recall(NULL, s, embedding => …)` compares 2,000 stored embeddings of
+//!   16,000 numbers (over 120 MB) with the query's one at a time (the exact
+//!   comparison, without pgvector's index): at most `SMALL`.
 //!
 //! It prints `memory: N calls over M MB stored, K within their bounds
 //! (peaks ...)`.
@@ -37,6 +40,9 @@ const MAX_RESULT: u64 = 64 * MB;
 const MESSAGES: i64 = 2000;
 const FILES: i64 = 2000;
 const ENTRIES: i64 = 500;
+/// The largest dimension recall takes; an embedding of random numbers
+/// does not compress.
+const DIMENSION: i64 = 16_000;
 
 /// The backend's private resident memory, in bytes.
 fn rss_anon(pid: i32) -> u64 {
@@ -95,9 +101,24 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
              FROM generate_series(1, {FILES}) i;
              SELECT agent_memory.wm_set('peaks', 'config', '{{\"history_length\": 1000}}') IS NOT NULL;
              SELECT count(agent_memory.kv_set('peaks', 'k' || i, to_jsonb(repeat('x', 200000))))
-             FROM generate_series(1, {ENTRIES}) i;"
+             FROM generate_series(1, {ENTRIES}) i;
+             SELECT agent_memory.recall_enable_embeddings({DIMENSION}) IS NOT NULL;
+             SELECT count(agent_memory.recall_embed('message', 'peaks', i::text,
+                      (SELECT array_agg((random() + j * 0 + i * 0)::float4) FROM generate_series(1, {DIMENSION}) j)))
+             FROM generate_series(1, {MESSAGES}) i;"
         ))
         .unwrap();
+    let embedded: i64 = admin
+        .query_one(
+            "SELECT pg_total_relation_size('agent_memory.thread_messages')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        embedded as u64 > 120 * MB,
+        "the messages take only {embedded} bytes"
+    );
     let stored: i64 = admin
         .query_one(
             "SELECT (SELECT sum(octet_length(content)) FROM agent_memory.thread_messages)
@@ -110,7 +131,7 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
     assert!(stored as u64 > 300 * MB, "only {stored} bytes stored");
     drop(admin);
 
-    let calls: [(&str, Option<&str>, u64); 8] = [
+    let calls: [(&str, Option<&str>, u64); 9] = [
         (
             "SELECT count(*), sum(octet_length(content)) FROM agent_memory.messages('peaks', NULL, 100000)",
             None,
@@ -149,6 +170,12 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
         ),
         (
             "SELECT agent_memory.build_context('peaks', array_fill('k1'::text, ARRAY[3000])) IS NOT NULL",
+            None,
+            SMALL,
+        ),
+        (
+            "SELECT count(*) FROM agent_memory.recall(NULL, session_id => 'peaks', kinds => '{message}',
+                embedding => (SELECT array_agg(random()::float4) FROM generate_series(1, 16000)))",
             None,
             SMALL,
         ),
