@@ -7,11 +7,13 @@ use pgrx::prelude::*;
 
 use crate::pg::error::sqlstate_text;
 
-/// How a body failed: its SQLSTATE and message.
+/// How a body failed: its SQLSTATE, message, detail and hint.
 #[derive(Debug, Clone)]
 pub struct Failure {
     pub sqlstate: String,
     pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
 }
 
 /// Errors that end the caller's statement or transaction rather than the
@@ -43,20 +45,19 @@ pub fn in_subtransaction<R>(
         pg_sys::MemoryContextSwitchTo(context);
         let outcome = PgTryBuilder::new(|| Ok(body()))
             .catch_others(|caught| {
-                let (code, message) = match &caught {
-                    CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => {
-                        (e.sql_error_code(), e.message().to_string())
-                    }
-                    CaughtError::RustPanic { ereport, .. } => {
-                        (ereport.sql_error_code(), ereport.message().to_string())
-                    }
+                let report = match &caught {
+                    CaughtError::PostgresError(e) | CaughtError::ErrorReport(e) => e,
+                    CaughtError::RustPanic { ereport, .. } => ereport,
                 };
+                let code = report.sql_error_code();
                 Err(if is_caller_limit(code) {
                     Escape::Raise(Box::new(caught))
                 } else {
                     Escape::Failed(Failure {
                         sqlstate: sqlstate_text(code),
-                        message,
+                        message: report.message().to_string(),
+                        detail: report.detail().map(str::to_string),
+                        hint: report.hint().map(str::to_string),
                     })
                 })
             })

@@ -34,15 +34,16 @@ use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
 use crate::pg::plans::{Columns, Rows, Statement, first_value_of, on_citus};
 use crate::pg::settings;
-use crate::pg::subtransaction::in_subtransaction;
+use crate::pg::subtransaction::{Failure, in_subtransaction};
 use crate::sessions::{idle_timeout_minutes, lock_session, sensitive};
 use crate::working_memory::parts::{node_key, strip_keys};
 
 /// Take one line of an export into the caller's tenant, its keys renamed
 /// as the arguments say. Returns `{"ok": true, "kind": …, "status":
 /// "imported" | "unchanged" | "expired"}`, or `{"ok": false, "kind": …,
-/// "status": "refused", "error": {"code": SQLSTATE, "message": …}}` when the
-/// line was refused and nothing of it written.
+/// "status": "refused", "error": {"code": SQLSTATE, "message": …, "detail":
+/// …, "hint": …}}` (detail and hint when the error has them) when the line
+/// was refused and nothing of it written.
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn import(
@@ -128,7 +129,7 @@ fn refuse_lines_of_other_users_sessions(parsed: &mut [Parsed]) -> SqlResult<()> 
                 "session {} exists with another user: its lines are not imported",
                 quoted(session_id)
             );
-            *line = Err((Some(kind), "23505".into(), message));
+            *line = Err((Some(kind), failure(Error::conflict(message))));
         }
     }
     Ok(())
@@ -152,7 +153,7 @@ fn import_together(parsed: &[Parsed], runs: &[(RunKind, std::ops::Range<usize>)]
         }
         results.push(match &parsed[at] {
             Ok(item) => taken(item.kind(), import_item(item)),
-            Err((kind, code, message)) => refused(*kind, code, message),
+            Err((kind, failure)) => refused(*kind, failure),
         });
         at += 1;
     }
@@ -185,27 +186,27 @@ fn import_by_runs(
     Ok(results)
 }
 
-/// A line read, or its refusal: (the kind it names, SQLSTATE, message).
-type Parsed = Result<Item, (Option<&'static str>, String, String)>;
+/// A line read, or its refusal: the kind it names, and why.
+type Parsed = Result<Item, (Option<&'static str>, Failure)>;
 
 fn parsed(line: Option<&str>, renames: &Renames<'_>) -> Parsed {
     let Some(line) = line else {
-        return Err((None, "22004".into(), "line is NULL".into()));
+        let null = Failure {
+            sqlstate: "22004".into(),
+            message: "line is NULL".into(),
+            detail: None,
+            hint: None,
+        };
+        return Err((None, null));
     };
-    lines::parse_line(line, renames).map_err(|e| {
-        (
-            lines::kind_of(line),
-            e.kind.sqlstate().to_string(),
-            e.message,
-        )
-    })
+    lines::parse_line(line, renames).map_err(|e| (lines::kind_of(line), failure(e)))
 }
 
 /// Import one line in its own subtransaction: its result.
 fn import_line(parsed: Parsed) -> SqlResult<Value> {
     let item = match parsed {
         Ok(item) => item,
-        Err((kind, code, message)) => return Ok(refused(kind, &code, &message)),
+        Err((kind, failure)) => return Ok(refused(kind, &failure)),
     };
     let kind = item.kind();
     Ok(match in_subtransaction(move || import_item(&item)) {
@@ -214,7 +215,7 @@ fn import_line(parsed: Parsed) -> SqlResult<Value> {
         Err(failure) if failure.sqlstate == "XX000" => {
             return Err(crate::pg::error::report(Error::internal(failure.message)));
         }
-        Err(failure) => refused(Some(kind), &failure.sqlstate, &failure.message),
+        Err(failure) => refused(Some(kind), &failure),
     })
 }
 
@@ -265,13 +266,25 @@ fn raise_report(report: pgrx::pg_sys::panic::ErrorReport) -> ! {
     unreachable!("an ERROR report does not return")
 }
 
-fn refused(kind: Option<&str>, code: &str, message: &str) -> Value {
-    json!({
-        "ok": false,
-        "kind": kind,
-        "status": "refused",
-        "error": {"code": code, "message": message},
-    })
+/// A refused line's result; its error has a detail and a hint when the
+/// refusal does.
+fn refused(kind: Option<&str>, failure: &Failure) -> Value {
+    let mut error = json!({"code": failure.sqlstate, "message": failure.message});
+    for (field, text) in [("detail", &failure.detail), ("hint", &failure.hint)] {
+        if let Some(text) = text {
+            error[field] = json!(text);
+        }
+    }
+    json!({"ok": false, "kind": kind, "status": "refused", "error": error})
+}
+
+fn failure(error: Error) -> Failure {
+    Failure {
+        sqlstate: error.kind.sqlstate().to_string(),
+        message: error.message,
+        detail: error.detail,
+        hint: error.hint,
+    }
 }
 
 /// Write an item; an error is raised, so that the subtransaction rolls
@@ -601,6 +614,9 @@ fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
     Spi::connect_mut(|client| {
         let table = IMPORT_NODE.run(client, &node_args(owner, node_id, &content, n))?;
         let row = table.first();
+        if let Some(field) = row.value::<String>(3)? {
+            return Err(time_out_of_range(&format!("{field} of {item}")));
+        }
         let written = row.required::<bool>(1, "written")?;
         let mut as_line = row.value::<bool>(2)?;
         if !written && as_line.is_none() {
@@ -644,17 +660,31 @@ fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
             versions.push(version);
         }
         if !versions.is_empty() {
-            IMPORT_NODE_VERSIONS.run(
-                client,
-                &[
-                    owner.into(),
-                    node_id.into(),
-                    JsonB(Value::Array(versions)).into(),
-                ],
-            )?;
+            let args = [
+                owner.into(),
+                node_id.into(),
+                JsonB(Value::Array(versions)).into(),
+            ];
+            let out_of_range = IMPORT_NODE_VERSIONS
+                .run(client, &args)?
+                .first()
+                .value::<i32>(1)?;
+            if let Some(version) = out_of_range {
+                return Err(time_out_of_range(&format!(
+                    "a time of kept version {version} of {item}"
+                )));
+            }
         }
         Ok(outcome)
     })
+}
+
+/// A node's times are those graph_export can write as ISO 8601, as
+/// graph_import takes them: the error of one that is not.
+fn time_out_of_range(what: &str) -> pgrx::pg_sys::panic::ErrorReport {
+    crate::pg::error::report(
+        Error::invalid(format!("{what} is out of range")).with_detail(graph::TIME_RANGE),
+    )
 }
 
 /// The arguments of IMPORT_NODE and NODE_AS_LINE.
@@ -1241,6 +1271,13 @@ static IMPORT_PART: Statement = Statement::read_write(
     &[TEXT, TEXT, TEXT, JSONB, INT4, TEXT, TEXT, INT4],
 );
 
+/// The instants graph files hold (see agent_memory_core::graph::TIME_RANGE).
+macro_rules! in_graph_time_range {
+    () => {
+        "BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
+    };
+}
+
 /// A graph node as exported. Returns whether it was written, and else
 /// whether the node there has the line's content, version and revision.
 /// Whether node $2 of owner $1 is there as the line has it (NULL: not
@@ -1269,7 +1306,14 @@ static IMPORT_NODE: Statement = Statement::read_write(
            ON CONFLICT DO NOTHING
            RETURNING 1)
          SELECT EXISTS (SELECT FROM written), ",
-        node_as_line!()
+        node_as_line!(),
+        ",
+         CASE WHEN NOT $10::timestamptz ",
+        in_graph_time_range!(),
+        " THEN 'created_at'
+              WHEN NOT $11::timestamptz ",
+        in_graph_time_range!(),
+        " THEN 'updated_at' END"
     ),
     NODE_ARGS,
 );
@@ -1280,16 +1324,34 @@ static NODE_AS_LINE: Statement =
     Statement::read_write(concat!("SELECT ", node_as_line!()), NODE_ARGS);
 
 /// Kept versions $3 (a jsonb array, with refs) of a node, each once.
+/// Returns the first version with a time outside graph files' range, if
+/// any (the caller then rolls the write back).
 static IMPORT_NODE_VERSIONS: Statement = Statement::read_write(
-    "INSERT INTO agent_memory.graph_node_versions
-       (owner, node_id, version, title, description, body, links, refs, created_at, updated_at,
-        change_description, saved_at, tenant)
-     SELECT $1, $2, v.version, v.title, v.description, v.body, v.links, v.refs, v.created_at,
-            v.updated_at, v.change_description, v.saved_at, agent_memory.caller_tenant()
-     FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, title text, description text,
-            body text, links text[], refs text[], created_at timestamptz, updated_at timestamptz,
-            change_description text, saved_at timestamptz)
-     ON CONFLICT DO NOTHING",
+    concat!(
+        "WITH v AS (
+           SELECT * FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, title text,
+             description text, body text, links text[], refs text[], created_at timestamptz,
+             updated_at timestamptz, change_description text, saved_at timestamptz)),
+         written AS (
+           INSERT INTO agent_memory.graph_node_versions
+             (owner, node_id, version, title, description, body, links, refs, created_at,
+              updated_at, change_description, saved_at, tenant)
+           SELECT $1, $2, v.version, v.title, v.description, v.body, v.links, v.refs,
+                  v.created_at, v.updated_at, v.change_description, v.saved_at,
+                  agent_memory.caller_tenant()
+           FROM v
+           ON CONFLICT DO NOTHING)
+         SELECT pg_catalog.min(v.version) FROM v
+         WHERE NOT (v.created_at ",
+        in_graph_time_range!(),
+        "
+                    AND v.updated_at ",
+        in_graph_time_range!(),
+        "
+                    AND v.saved_at ",
+        in_graph_time_range!(),
+        ")"
+    ),
     &[TEXT, TEXT, JSONB],
 );
 

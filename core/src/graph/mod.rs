@@ -372,10 +372,12 @@ pub fn check_time(value: &TimeValue) -> Result<String> {
     }
 }
 
+/// The instants graph files hold, as an error's detail.
+pub const TIME_RANGE: &str = "a time is from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z";
+
 /// The error of a time outside the range graph files hold.
 fn out_of_range(time: &str) -> Error {
-    Error::invalid(format!("timestamp {time} is out of range"))
-        .with_detail("a time is from 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z")
+    Error::invalid(format!("timestamp {time} is out of range")).with_detail(TIME_RANGE)
 }
 
 /// The fields of an ISO 8601 time with a zone, as written (not yet

@@ -248,11 +248,27 @@ SELECT agent_memory.import(jsonb_set(line, '{part}', '"mood"')::text) FROM expor
 SELECT agent_memory.import(jsonb_set(line, '{path}', '"/trips/../porto.md"')::text) FROM exported WHERE line ->> 'kind' = 'file';
 SELECT agent_memory.import(jsonb_set(line, '{user_id}', '"thief"')::text) FROM exported WHERE line ->> 'session_id' = 'mover-2' AND line ->> 'kind' = 'session';
 SELECT agent_memory.import(jsonb_set(line, '{title}', '""')::text, owner => 'other') FROM exported WHERE line ->> 'kind' = 'node';
+-- A node's times, and its kept versions', are those graph files hold:
+-- years 1 to 9999 in UTC.
+SELECT agent_memory.import(jsonb_set(line, '{created_at}', '"10000-01-01T00:00:00Z"')::text, owner => 'other') FROM exported WHERE line ->> 'kind' = 'node';
+SELECT agent_memory.import(jsonb_set(line, '{updated_at}', '"0001-01-01 00:00:00+01"')::text, owner => 'other') FROM exported WHERE line ->> 'kind' = 'node';
+SELECT agent_memory.import(jsonb_set(jsonb_set(line, '{version}', '2'), '{versions}', jsonb_build_array(jsonb_build_object(
+         'version', 1, 'title', 'Trip', 'description', '', 'body', '', 'links', '[]'::jsonb,
+         'created_at', '2026-01-01T00:00:00Z', 'updated_at', '2026-01-01T00:00:00Z',
+         'change_description', 'made', 'saved_at', '10000-01-01T00:00:00Z')))::text, owner => 'other')
+FROM exported WHERE line ->> 'kind' = 'node';
 -- Nothing of a refused line was written.
 SELECT agent_memory.kv_has('mover-1', 'n') AS has_n, agent_memory.kv_has('mover-1', 'card') AS has_card,
        agent_memory.kv_get('mover-1', 'goal') ->> 'city' AS city;
 SELECT seq, content FROM agent_memory.messages('mover-2');
 SELECT count(*) AS other_nodes FROM agent_memory.graph_nodes('other');
+-- The range's ends are taken, and written back as they were.
+SELECT agent_memory.import(jsonb_set(jsonb_set(line, '{created_at}', '"0001-01-01T00:00:00Z"'),
+         '{updated_at}', '"9999-12-31T23:59:59.999999Z"')::text, owner => 'edge') FROM exported WHERE line ->> 'kind' = 'node';
+SELECT agent_memory.graph_import('edge-copy', agent_memory.graph_export('edge'));
+SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS created,
+       to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS updated
+FROM agent_memory.graph_nodes WHERE owner = 'edge-copy';
 -- A rename that is not a key is the call's error, not the line's.
 SELECT agent_memory.import(line::text, session_id => '') FROM exported WHERE n = 1;
 \echo :LAST_ERROR_SQLSTATE
