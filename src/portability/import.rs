@@ -660,13 +660,9 @@ fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
             versions.push(version);
         }
         if !versions.is_empty() {
-            let args = [
-                owner.into(),
-                node_id.into(),
-                JsonB(Value::Array(versions)).into(),
-            ];
-            let out_of_range = IMPORT_NODE_VERSIONS
-                .run(client, &args)?
+            let versions = Value::Array(versions);
+            let out_of_range = VERSION_OUT_OF_RANGE
+                .read(client, &[JsonB(versions.clone()).into()])?
                 .first()
                 .value::<i32>(1)?;
             if let Some(version) = out_of_range {
@@ -674,6 +670,10 @@ fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
                     "a time of kept version {version} of {item}"
                 )));
             }
+            IMPORT_NODE_VERSIONS.run(
+                client,
+                &[owner.into(), node_id.into(), JsonB(versions).into()],
+            )?;
         }
         Ok(outcome)
     })
@@ -1271,10 +1271,17 @@ static IMPORT_PART: Statement = Statement::read_write(
     &[TEXT, TEXT, TEXT, JSONB, INT4, TEXT, TEXT, INT4],
 );
 
-/// The instants graph files hold (see agent_memory_core::graph::TIME_RANGE).
+/// Whether time `$time` is an instant graph files hold (see
+/// agent_memory_core::graph::TIME_RANGE), as seconds since 1970: a
+/// timestamptz literal would reach Citus's workers in the coordinator's
+/// DateStyle, which they may not read back.
 macro_rules! in_graph_time_range {
-    () => {
-        "BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
+    ($time:literal) => {
+        concat!(
+            "EXTRACT(epoch FROM ",
+            $time,
+            ") BETWEEN -62135596800 AND 253402300799.999999"
+        )
     };
 }
 
@@ -1308,11 +1315,11 @@ static IMPORT_NODE: Statement = Statement::read_write(
          SELECT EXISTS (SELECT FROM written), ",
         node_as_line!(),
         ",
-         CASE WHEN NOT $10::timestamptz ",
-        in_graph_time_range!(),
+         CASE WHEN NOT ",
+        in_graph_time_range!("$10::timestamptz"),
         " THEN 'created_at'
-              WHEN NOT $11::timestamptz ",
-        in_graph_time_range!(),
+              WHEN NOT ",
+        in_graph_time_range!("$11::timestamptz"),
         " THEN 'updated_at' END"
     ),
     NODE_ARGS,
@@ -1324,35 +1331,36 @@ static NODE_AS_LINE: Statement =
     Statement::read_write(concat!("SELECT ", node_as_line!()), NODE_ARGS);
 
 /// Kept versions $3 (a jsonb array, with refs) of a node, each once.
-/// Returns the first version with a time outside graph files' range, if
-/// any (the caller then rolls the write back).
 static IMPORT_NODE_VERSIONS: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.graph_node_versions
+       (owner, node_id, version, title, description, body, links, refs, created_at, updated_at,
+        change_description, saved_at, tenant)
+     SELECT $1, $2, v.version, v.title, v.description, v.body, v.links, v.refs, v.created_at,
+            v.updated_at, v.change_description, v.saved_at, agent_memory.caller_tenant()
+     FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, title text, description text,
+            body text, links text[], refs text[], created_at timestamptz, updated_at timestamptz,
+            change_description text, saved_at timestamptz)
+     ON CONFLICT DO NOTHING",
+    &[TEXT, TEXT, JSONB],
+);
+
+/// The first of kept versions $1 (as IMPORT_NODE_VERSIONS takes them) with
+/// a time outside those graph files hold, if any. It reads no table.
+static VERSION_OUT_OF_RANGE: Statement = Statement::read_only(
     concat!(
-        "WITH v AS (
-           SELECT * FROM pg_catalog.jsonb_to_recordset($3) AS v(version int4, title text,
-             description text, body text, links text[], refs text[], created_at timestamptz,
-             updated_at timestamptz, change_description text, saved_at timestamptz)),
-         written AS (
-           INSERT INTO agent_memory.graph_node_versions
-             (owner, node_id, version, title, description, body, links, refs, created_at,
-              updated_at, change_description, saved_at, tenant)
-           SELECT $1, $2, v.version, v.title, v.description, v.body, v.links, v.refs,
-                  v.created_at, v.updated_at, v.change_description, v.saved_at,
-                  agent_memory.caller_tenant()
-           FROM v
-           ON CONFLICT DO NOTHING)
-         SELECT pg_catalog.min(v.version) FROM v
-         WHERE NOT (v.created_at ",
-        in_graph_time_range!(),
-        "
-                    AND v.updated_at ",
-        in_graph_time_range!(),
-        "
-                    AND v.saved_at ",
-        in_graph_time_range!(),
+        "SELECT pg_catalog.min(v.version)
+         FROM pg_catalog.jsonb_to_recordset($1)
+              AS v(version int4, created_at timestamptz, updated_at timestamptz,
+                   saved_at timestamptz)
+         WHERE NOT (",
+        in_graph_time_range!("v.created_at"),
+        " AND ",
+        in_graph_time_range!("v.updated_at"),
+        " AND ",
+        in_graph_time_range!("v.saved_at"),
         ")"
     ),
-    &[TEXT, TEXT, JSONB],
+    &[JSONB],
 );
 
 /// Give a file just placed its exported version and dates. A version kept
