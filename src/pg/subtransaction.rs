@@ -5,6 +5,8 @@
 use pgrx::pg_sys::panic::CaughtError;
 use pgrx::prelude::*;
 
+use agent_memory_core::Error;
+
 use crate::pg::error::sqlstate_text;
 
 /// How a body failed: its SQLSTATE, message, detail and hint.
@@ -14,6 +16,18 @@ pub struct Failure {
     pub message: String,
     pub detail: Option<String>,
     pub hint: Option<String>,
+}
+
+/// A refusal decided without running the body fails as the body would.
+impl From<Error> for Failure {
+    fn from(error: Error) -> Self {
+        Failure {
+            sqlstate: error.kind.sqlstate().to_string(),
+            message: error.message,
+            detail: error.detail,
+            hint: error.hint,
+        }
+    }
 }
 
 /// Errors that end the caller's statement or transaction rather than the

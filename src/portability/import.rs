@@ -18,7 +18,7 @@ use pgrx::prelude::*;
 use serde_json::{Value, json};
 
 use agent_memory_core::Error;
-use agent_memory_core::error::quoted;
+use agent_memory_core::error::{ErrorKind, quoted};
 use agent_memory_core::files::memory_tool as files;
 use agent_memory_core::graph::{self, Content};
 use agent_memory_core::portability::{self as lines, Item, Outcome, Renames, RunKind};
@@ -129,7 +129,7 @@ fn refuse_lines_of_other_users_sessions(parsed: &mut [Parsed]) -> SqlResult<()> 
                 "session {} exists with another user: its lines are not imported",
                 quoted(session_id)
             );
-            *line = Err((Some(kind), failure(Error::conflict(message))));
+            *line = Err((Some(kind), Error::conflict(message).into()));
         }
     }
     Ok(())
@@ -191,15 +191,10 @@ type Parsed = Result<Item, (Option<&'static str>, Failure)>;
 
 fn parsed(line: Option<&str>, renames: &Renames<'_>) -> Parsed {
     let Some(line) = line else {
-        let null = Failure {
-            sqlstate: "22004".into(),
-            message: "line is NULL".into(),
-            detail: None,
-            hint: None,
-        };
-        return Err((None, null));
+        let null = Error::new(ErrorKind::NullValue, "line is NULL");
+        return Err((None, null.into()));
     };
-    lines::parse_line(line, renames).map_err(|e| (lines::kind_of(line), failure(e)))
+    lines::parse_line(line, renames).map_err(|e| (lines::kind_of(line), e.into()))
 }
 
 /// Import one line in its own subtransaction: its result.
@@ -276,15 +271,6 @@ fn refused(kind: Option<&str>, failure: &Failure) -> Value {
         }
     }
     json!({"ok": false, "kind": kind, "status": "refused", "error": error})
-}
-
-fn failure(error: Error) -> Failure {
-    Failure {
-        sqlstate: error.kind.sqlstate().to_string(),
-        message: error.message,
-        detail: error.detail,
-        hint: error.hint,
-    }
 }
 
 /// Write an item; an error is raised, so that the subtransaction rolls
@@ -638,7 +624,7 @@ fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
             // Still hidden: a snapshot of the whole transaction.
             (false, None) => {
                 return Err(Error::new(
-                    agent_memory_core::error::ErrorKind::VersionConflict,
+                    ErrorKind::VersionConflict,
                     format!("{item} was written by a concurrent transaction"),
                 ))
                 .or_report();

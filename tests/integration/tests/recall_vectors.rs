@@ -285,6 +285,27 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
     drop_database(DB);
 }
 
+/// A fresh database `name` when the server offers pgvector (not yet
+/// created in it); otherwise prints what is skipped, drops the database and
+/// gives None.
+fn database_offering_pgvector(name: &str, skipped: &str) -> Option<Client> {
+    let mut client = fresh_database(name);
+    let offered = client
+        .query_opt(
+            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
+            &[],
+        )
+        .expect("available extensions")
+        .is_some();
+    if offered {
+        return Some(client);
+    }
+    println!("recall vectors: no pgvector: {skipped}");
+    drop(client);
+    drop_database(name);
+    None
+}
+
 /// pgvector in a schema whose name holds quotes and the very placeholders
 /// recall's statement is built with: recall by meaning still finds the
 /// nearest node, through the index and exactly, and no part of the name
@@ -292,19 +313,10 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
 #[test]
 fn pgvector_in_a_schema_of_any_name_is_quoted() {
     const ODD_DB: &str = "am_it_recall_odd_schema";
-    let mut client = fresh_database(ODD_DB);
-    let available = client
-        .query_opt(
-            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
-            &[],
-        )
-        .expect("available extensions")
-        .is_some();
-    if !available {
-        println!("recall vectors: no pgvector: no schema of pgvector to quote");
-        drop_database(ODD_DB);
+    let Some(mut client) = database_offering_pgvector(ODD_DB, "no schema of pgvector to quote")
+    else {
         return;
-    }
+    };
     client
         .batch_execute(
             r#"CREATE SCHEMA "v""__SCHEMA__"" x __VECTOR__ __DIMENSION__";
@@ -354,19 +366,11 @@ fn pgvector_in_a_schema_of_any_name_is_quoted() {
 #[test]
 fn pgvector_finds_no_kind_left_out_of_recall() {
     const LEFT_OUT_DB: &str = "am_it_recall_left_out";
-    let mut client = fresh_database(LEFT_OUT_DB);
-    let available = client
-        .query_opt(
-            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
-            &[],
-        )
-        .expect("available extensions")
-        .is_some();
-    if !available {
-        println!("recall vectors: no pgvector: no kind left out to search through it");
-        drop_database(LEFT_OUT_DB);
+    let Some(mut client) =
+        database_offering_pgvector(LEFT_OUT_DB, "no kind left out to search through it")
+    else {
         return;
-    }
+    };
     client
         .batch_execute(
             "CREATE EXTENSION vector;
