@@ -1,14 +1,15 @@
 //! The tree projection of a graph: a parent's refs are its
-//! children, nodes nobody references hang under the virtual root, a node
-//! with two parents appears under both, and cycles never loop.
+//! children, nodes no other node references hang under the virtual root, a
+//! node with two parents appears under both, and cycles never loop.
 //!
-//! [`Tree::build`] walks the graph depth-first from the root once and keeps
-//! every edge except those that point back to a node on the current walk
-//! (a ref to an ancestor). What is left is acyclic, so the projection is
-//! finite; a cycle that nothing outside it references is attached to the
-//! root once, at its earliest node. The work is linear in nodes plus refs,
-//! and the input is packed ([`Graph`]) so a million nodes cost a handful of
-//! allocations, not millions.
+//! [`Tree::build`] resolves the refs into edges and walks the graph
+//! depth-first from the root once, numbering the nodes as it reaches them;
+//! a cycle that nothing outside it references is attached to the root
+//! once, at its earliest node. The rows ([`Tree::into_rows`]) follow every
+//! edge except one back to a node on the current path (a ref to an
+//! ancestor, or to the node itself), so they are finite. The work is
+//! linear in nodes plus refs, and the input is packed ([`Graph`]) so a
+//! million nodes cost a handful of allocations, not millions.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -130,12 +131,12 @@ impl Hasher for FxHasher {
 /// front to back: at a million nodes that halves the cost of the rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tree {
-    /// The root's children: unreferenced nodes, then the oldest node of
+    /// The root's children: nodes no other node references, then the oldest node of
     /// each cycle nothing outside it references, each group ordered by
     /// (created, id).
     pub root_children: Vec<NodeIndex>,
     /// Node i's children are `children[start[i]..start[i + 1]]`: its refs
-    /// that name another existing node, in order, each once.
+    /// that name an existing node (itself included), in order, each once.
     start: Vec<usize>,
     children: Vec<NodeIndex>,
     /// The Graph index of each node.
@@ -265,8 +266,10 @@ impl Tree {
             index.insert(graph.id(node), node);
         }
 
-        // Resolved refs: known ids, not the node itself, each once
-        // (seen[child] == i marks a child already taken for node i).
+        // Resolved refs: known ids, each once (seen[child] == i marks a
+        // child already taken for node i). A ref of a node to itself is a
+        // cycle of one: the node lists itself as a child, and the rows do
+        // not follow it, but it does not keep the node from the root.
         let mut referenced = vec![false; count];
         let mut seen = vec![NodeIndex::MAX; count];
         let mut edges = Edges {
@@ -277,12 +280,10 @@ impl Tree {
         for node in 0..count {
             for id in graph.refs_of(node) {
                 match index.get(id) {
-                    Some(&child)
-                        if child as usize != node && seen[child as usize] != node as u32 =>
-                    {
+                    Some(&child) if seen[child as usize] != node as u32 => {
                         seen[child as usize] = node as u32;
                         edges.targets.push(child);
-                        referenced[child as usize] = true;
+                        referenced[child as usize] |= child as usize != node;
                     }
                     _ => {}
                 }
@@ -380,15 +381,20 @@ impl Tree {
     }
 
     /// How many rows the projection has and how many ids all their paths
-    /// hold together (both saturating), when no node is its own descendant;
-    /// None when refs form a cycle (the walk then depends on the path).
+    /// hold together (both saturating), when no node is its own descendant
+    /// through another; None when refs form such a cycle (the walk then
+    /// depends on the path).
     /// Linear in nodes and refs: each node's count of paths to it is the sum
     /// of its parents'.
     pub fn acyclic_size(&self) -> Option<(u64, u64)> {
         let count = self.node_count();
+        // A node's ref to itself is never followed (the node is on its own
+        // path), so it adds no row and is no cycle here.
         let mut parents_left = vec![0u32; count];
-        for &child in &self.children {
-            parents_left[child as usize] += 1;
+        for node in 0..count as NodeIndex {
+            for &child in self.children(node) {
+                parents_left[child as usize] += u32::from(child != node);
+            }
         }
         let mut paths = vec![0u64; count];
         let mut ids = vec![0u64; count];
@@ -406,7 +412,7 @@ impl Tree {
             let (p, i) = (paths[node as usize], ids[node as usize]);
             rows = rows.saturating_add(p);
             path_ids = path_ids.saturating_add(i);
-            for &child in self.children(node) {
+            for &child in self.children(node).iter().filter(|&&child| child != node) {
                 let c = child as usize;
                 paths[c] = paths[c].saturating_add(p);
                 ids[c] = ids[c].saturating_add(i).saturating_add(p);
@@ -611,10 +617,17 @@ mod tests {
     }
 
     #[test]
-    fn dangling_refs_and_self_refs_are_skipped() {
+    fn dangling_refs_are_skipped_and_a_self_ref_is_a_cycle_of_one() {
         let nodes = graph(&[("a", &["gone", "a", "b", "b"]), ("b", &[])]);
         assert_eq!(rows(&nodes), ["a", "a/b"]);
-        assert_eq!(children(&nodes), ["root: a", "a: b"]);
+        assert_eq!(children(&nodes), ["root: a", "a: a b"]);
+        // The rows never follow it, so their size is still known first.
+        let tree = Tree::build(&nodes);
+        assert_eq!(tree.acyclic_size(), Some((2, 3)));
+        // Only itself refers to b: it still hangs under the root.
+        let nodes = graph(&[("a", &[]), ("b", &["b", "c"]), ("c", &[])]);
+        assert_eq!(rows(&nodes), ["a", "b", "b/c"]);
+        assert_eq!(children(&nodes), ["root: a b", "b: b c"]);
     }
 
     #[test]

@@ -98,6 +98,9 @@ SELECT graph_create('tree', 'B', '', '', ARRAY['__root__'], node_id => 'b');
 SELECT graph_create('tree', 'Shared', '', '', ARRAY['a', 'b'], node_id => 's');
 SELECT graph_create('tree', 'Leaf', '', '', ARRAY['s'], node_id => 'leaf');
 SELECT graph_create('tree', 'Back to s', '', 'Up: [[s]]', ARRAY['s'], node_id => 'loop');
+-- A node that links to itself lists itself among its children; its rows
+-- do not follow the link.
+SELECT graph_create('tree', 'Me', '', 'Myself: [[me]]', ARRAY['b'], node_id => 'me');
 -- q and r reference each other below a: each appears below the other,
 -- but a path never comes back to a node already on it.
 SELECT graph_create('tree', 'Q', '', '[[r]]', ARRAY['a'], node_id => 'q');
@@ -119,6 +122,9 @@ SELECT count(graph_write('ladder', side || i, NULL, NULL, NULL, ARRAY['l' || (i 
 FROM generate_series(0, 29) i, unnest(ARRAY['l', 'r']) side;
 SELECT count(*) FROM graph_tree_rows('ladder');
 \echo :LAST_ERROR_SQLSTATE
+-- A node linking to itself adds no row: the size is still counted first.
+SELECT graph_write('ladder', 'l30', NULL, NULL, NULL, ARRAY['l30']);
+SELECT count(*) FROM graph_tree_rows('ladder');
 SET agent_memory.max_tree_rows = 5;
 SELECT count(*) FROM graph_tree_rows('tree');
 \echo :LAST_ERROR_SQLSTATE
