@@ -98,23 +98,33 @@ fn erase_user(
             erased.messages += row.required::<i64>(4, "messages")?;
             erased.parts += row.required::<i64>(5, "parts")?;
         }
+        // The versions go in a statement of their own, after the nodes or
+        // files: an edit that committed while their delete waited for its
+        // row kept a version that the delete's snapshot does not show, and
+        // an edit after it finds no row to keep.
         if !owners.is_empty() {
             let row = DELETE_GRAPHS.run(client, &[owners.clone().into()])?.first();
             erased.nodes = row.required::<i64>(1, "nodes")?;
-            erased.node_versions = row.required::<i64>(2, "node versions")?;
-            for owner in row.required::<Vec<String>>(3, "owners")? {
+            for owner in row.required::<Vec<String>>(2, "owners")? {
                 notify::queue_graph_change(&owner)?;
             }
+            erased.node_versions = DELETE_NODE_VERSIONS
+                .run(client, &[owners.clone().into()])?
+                .first()
+                .required::<i64>(1, "node versions")?;
         }
         if !scopes.is_empty() {
             LOCK_SCOPES.run(client, &[scopes.clone().into()])?;
             let row = DELETE_SCOPES.run(client, &[scopes.clone().into()])?.first();
             erased.files = row.required::<i64>(1, "files")?;
-            erased.file_versions = row.required::<i64>(2, "file versions")?;
-            erased.directories = row.required::<i64>(3, "directories")?;
-            for scope in row.required::<Vec<String>>(4, "scopes")? {
+            erased.directories = row.required::<i64>(2, "directories")?;
+            for scope in row.required::<Vec<String>>(3, "scopes")? {
                 notify::queue_files_change(&scope)?;
             }
+            erased.file_versions = DELETE_FILE_VERSIONS
+                .run(client, &[scopes.clone().into()])?
+                .first()
+                .required::<i64>(1, "file versions")?;
         }
         Ok(erased)
     })?;
@@ -187,13 +197,21 @@ macro_rules! deleting {
     };
 }
 
-/// Delete the graph memory of owners $1 with its saved versions; returns
-/// the counts and the owners that had nodes.
+/// Delete the graph nodes of owners $1; returns how many, and the owners
+/// that had nodes.
 static DELETE_GRAPHS: Statement = Statement::read_write(
     concat!(
-        deleting!("owner"; versions: "graph_node_versions", nodes: "graph_nodes"),
-        " SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM versions),
-                 ARRAY(SELECT DISTINCT owner FROM nodes)"
+        deleting!("owner"; nodes: "graph_nodes"),
+        " SELECT (SELECT count(*) FROM nodes), ARRAY(SELECT DISTINCT owner FROM nodes)"
+    ),
+    &[TEXT_ARRAY],
+);
+
+/// Delete the saved versions of the nodes of owners $1; returns how many.
+static DELETE_NODE_VERSIONS: Statement = Statement::read_write(
+    concat!(
+        deleting!("owner"; versions: "graph_node_versions"),
+        " SELECT count(*) FROM versions"
     ),
     &[TEXT_ARRAY],
 );
@@ -208,19 +226,26 @@ static LOCK_SCOPES: Statement = Statement::read_write(
     &[TEXT_ARRAY],
 );
 
-/// Delete the files of scopes $1, their kept versions, the directories
-/// kept in them and the scopes' rows; returns the counts and the scopes
-/// that had files or directories.
+/// Delete the files of scopes $1, the directories kept in them and the
+/// scopes' rows; returns the counts and the scopes that had files or
+/// directories.
 static DELETE_SCOPES: Statement = Statement::read_write(
     concat!(
         deleting!("scope";
             files: "memory_files",
-            versions: "memory_file_versions",
             directories: "memory_directories",
             scopes: "memory_scopes"),
-        " SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM versions),
-                 (SELECT count(*) FROM directories),
+        " SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM directories),
                  ARRAY(SELECT scope FROM files UNION SELECT scope FROM directories)"
+    ),
+    &[TEXT_ARRAY],
+);
+
+/// Delete the kept versions of the files of scopes $1; returns how many.
+static DELETE_FILE_VERSIONS: Statement = Statement::read_write(
+    concat!(
+        deleting!("scope"; versions: "memory_file_versions"),
+        " SELECT count(*) FROM versions"
     ),
     &[TEXT_ARRAY],
 );
