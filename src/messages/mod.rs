@@ -1469,7 +1469,7 @@ pub(crate) fn import_message(
     let key = thread_key(node_id);
     lock_session(session_id)?;
     Spi::connect_mut(|client| {
-        let Some(state) = import_state(client, session_id, key, seq)? else {
+        let Some(state) = import_state(client, session_id, key, seq, &metadata)? else {
             return Err(Error::not_found(format!(
                 "session {} does not exist: import its session line first",
                 agent_memory_core::error::quoted(session_id)
@@ -1480,10 +1480,11 @@ pub(crate) fn import_message(
             return Err(session_gone(session_id)).or_report();
         }
         let newest = state.newest;
-        if let Some((held_role, held_content, held_node)) = state.held {
-            if held_role == role
-                && held_content.as_deref() == Some(content)
-                && held_node.as_deref() == node_id
+        if let Some(held) = state.held {
+            if held.role == role
+                && held.content.as_deref() == Some(content)
+                && held.node_id.as_deref() == node_id
+                && held.same_metadata
             {
                 return Ok(Outcome::Unchanged);
             }
@@ -1574,7 +1575,7 @@ pub(crate) fn import_message_run(
     let key = thread_key(node_id);
     lock_session(session_id)?;
     Spi::connect_mut(|client| {
-        let Some(state) = import_state(client, session_id, key, first.seq)? else {
+        let Some(state) = import_state(client, session_id, key, first.seq, &first.metadata)? else {
             return Ok(false);
         };
         if !state.active || state.held.is_some() || state.newest >= first.seq {
@@ -1622,12 +1623,20 @@ pub(crate) fn import_message_run(
 
 /// A session as an imported message `seq` finds it, under the session's
 /// write lock.
+struct HeldMessage {
+    role: String,
+    content: Option<String>,
+    node_id: Option<String>,
+    /// Whether its metadata is the line's.
+    same_metadata: bool,
+}
+
 struct ImportState {
     active: bool,
     /// The newest seq the session holds.
     newest: i64,
-    /// The role, content and node of a message it holds at `seq`.
-    held: Option<(String, Option<String>, Option<String>)>,
+    /// The message it holds at `seq`.
+    held: Option<HeldMessage>,
     /// The keep of the message's thread, when the session has it.
     thread_keep: Option<i32>,
 }
@@ -1638,6 +1647,7 @@ fn import_state(
     session_id: &str,
     key: &str,
     seq: i64,
+    metadata: &serde_json::Value,
 ) -> SqlResult<Option<ImportState>> {
     lock_threads_for_snapshot(client, session_id)?;
     let state = IMPORT_STATE.run(
@@ -1647,6 +1657,7 @@ fn import_state(
             seq.into(),
             idle_timeout_minutes().into(),
             key.into(),
+            JsonB(metadata.clone()).into(),
         ],
     )?;
     if state.is_empty() {
@@ -1654,7 +1665,12 @@ fn import_state(
     }
     let row = state.first();
     let held = match row.value::<String>(3)? {
-        Some(role) => Some((role, row.value::<String>(4)?, row.value::<String>(5)?)),
+        Some(role) => Some(HeldMessage {
+            role,
+            content: row.value::<String>(4)?,
+            node_id: row.value::<String>(5)?,
+            same_metadata: row.required::<bool>(7, "same metadata")?,
+        }),
         None => None,
     };
     Ok(Some(ImportState {
@@ -1667,8 +1683,8 @@ fn import_state(
 
 /// Before a message $2 is imported: whether the session is active (idle
 /// minutes $3), the newest seq it holds, the role, content and node of a
-/// message it holds at $2, and the keep of its thread $4. No row: no
-/// session.
+/// message it holds at $2, the keep of its thread $4, and whether that
+/// message's metadata is $5. No row: no session.
 static IMPORT_STATE: Statement = Statement::read_write(
     concat!(
         "SELECT coalesce(",
@@ -1679,13 +1695,14 @@ static IMPORT_STATE: Statement = Statement::read_write(
                           WHERE t.session_id = $1 AND t.tenant = s.tenant)),
                 m.role::text, m.content, m.node_id,
                 (SELECT t.keep FROM agent_memory.message_threads t
-                 WHERE t.session_id = $1 AND t.thread_key = $4 AND t.tenant = s.tenant)
+                 WHERE t.session_id = $1 AND t.thread_key = $4 AND t.tenant = s.tenant),
+                m.metadata = $5
          FROM agent_memory.sessions s
          LEFT JOIN agent_memory.thread_messages m
            ON m.session_id = $1 AND m.tenant = s.tenant AND m.seq = $2
          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()"
     ),
-    &[TEXT, INT8, INT4, TEXT],
+    &[TEXT, INT8, INT4, TEXT, JSONB],
 );
 
 /// Let the session's next append take seq $2: it takes one more than the

@@ -1147,7 +1147,11 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
         crate::sessions::callers_active_session!("$3"),
         "),
          line AS (
-           SELECT * FROM pg_catalog.jsonb_to_recordset($2) AS l(at int4, key text, value jsonb,
+           -- jsonb_to_recordset reads a JSON null as SQL NULL: an entry
+           -- holding null has it as its value.
+           SELECT l.at, l.key, coalesce(l.value, 'null'::jsonb) AS value, l.words, l.version,
+                  l.created_at, l.updated_at, l.expires_at, l.versions
+           FROM pg_catalog.jsonb_to_recordset($2) AS l(at int4, key text, value jsonb,
                     words int4, version int4, created_at timestamptz, updated_at timestamptz,
                     expires_at timestamptz, versions jsonb)),
          old AS (
@@ -1208,12 +1212,13 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
 );
 
 /// Kept versions $2 (a jsonb array, each with its entry's key) of entries
-/// of session $1, each once; expired ones are left out.
+/// of session $1, each once; expired ones are left out. A JSON null value
+/// comes out of jsonb_to_recordset as SQL NULL.
 static IMPORT_ENTRY_VERSIONS: Statement = Statement::read_write(
     "INSERT INTO agent_memory.kv_entry_versions
        (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
-     SELECT $1, v.key, v.version, v.value, v.created_at, v.updated_at, v.expires_at, v.replaced_at,
-            agent_memory.caller_tenant()
+     SELECT $1, v.key, v.version, coalesce(v.value, 'null'::jsonb), v.created_at, v.updated_at,
+            v.expires_at, v.replaced_at, agent_memory.caller_tenant()
      FROM pg_catalog.jsonb_to_recordset($2) AS v(key text, version int4, value jsonb,
             created_at timestamptz, updated_at timestamptz, expires_at timestamptz,
             replaced_at timestamptz)

@@ -8,6 +8,10 @@ SELECT agent_memory.create_session('mover', session_id => 'mover-2', idle_timeou
 SELECT agent_memory.kv_set('mover-1', 'goal', '"Lisbon ✓"') ->> 'version' AS version;
 SELECT agent_memory.kv_set('mover-1', 'goal', '{"city": "Porto", "budget": 1.50, "tags": ["ü", "日本"]}') ->> 'version' AS version;
 SELECT agent_memory.kv_set('mover-2', 'plan', '["train", "hotel"]') ->> 'version' AS version;
+-- An entry may hold JSON null, and so may a version it keeps.
+SELECT agent_memory.kv_set('mover-2', 'nothing', 'null') ->> 'version' AS version;
+SELECT agent_memory.kv_set('mover-2', 'maybe', 'null') ->> 'version' AS version;
+SELECT agent_memory.kv_set('mover-2', 'maybe', '1') ->> 'version' AS version;
 SELECT agent_memory.append_message('mover-1', 'user', 'Book me a hotel 🏨');
 SELECT agent_memory.append_message('mover-1', 'assistant', '', metadata => '{"tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "book", "arguments": "{}"}}]}');
 SELECT agent_memory.append_message('mover-1', 'tool', 'booked', metadata => '{"tool_call_id": "call_1"}');
@@ -120,6 +124,14 @@ WHERE line ->> 'kind' = 'session' AND line ->> 'session_id' = 'mover-1';
 SELECT r ->> 'status' AS status
 FROM exported, agent_memory.import(jsonb_set(line, '{created_at}', '"2020-01-01T00:00:00Z"')::text) AS r
 WHERE line ->> 'kind' = 'session' AND line ->> 'session_id' = 'mover-1';
+-- So is a message there with other metadata; its time aside, it is
+-- unchanged.
+SELECT r ->> 'status' AS status, r -> 'error' ->> 'code' AS code
+FROM exported, agent_memory.import(jsonb_set(line, '{metadata}', '{"lang": "en"}')::text) AS r
+WHERE line ->> 'kind' = 'message' AND line ->> 'session_id' = 'mover-1' AND line ->> 'seq' = '1';
+SELECT r ->> 'status' AS status
+FROM exported, agent_memory.import(jsonb_set(line, '{created_at}', '"2020-01-01T00:00:00Z"')::text) AS r
+WHERE line ->> 'kind' = 'message' AND line ->> 'session_id' = 'mover-1' AND line ->> 'seq' = '1';
 -- An entry goes where a deleted entry's versions are kept only when they
 -- agree with it (one number names one content), and the kept copy of its
 -- own version goes: the entry holds it.
