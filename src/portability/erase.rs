@@ -207,14 +207,22 @@ static DELETE_GRAPHS: Statement = Statement::read_write(
     &[TEXT_ARRAY],
 );
 
-/// Delete the saved versions of the nodes of owners $1; returns how many.
-static DELETE_NODE_VERSIONS: Statement = Statement::read_write(
-    concat!(
-        deleting!("owner"; versions: "graph_node_versions"),
-        " SELECT count(*) FROM versions"
-    ),
-    &[TEXT_ARRAY],
-);
+/// Delete the versions in `$table` whose `$key` is one of $1, in the
+/// caller's tenant; returns how many.
+macro_rules! deleting_versions {
+    ($key:literal, $table:literal) => {
+        Statement::read_write(
+            concat!(
+                deleting!($key; versions: $table),
+                " SELECT count(*) FROM versions"
+            ),
+            &[TEXT_ARRAY],
+        )
+    };
+}
+
+/// Delete the saved versions of the nodes of owners $1.
+static DELETE_NODE_VERSIONS: Statement = deleting_versions!("owner", "graph_node_versions");
 
 /// Lock the rows of scopes $1, as a creation or a delete of a file does
 /// first.
@@ -241,11 +249,5 @@ static DELETE_SCOPES: Statement = Statement::read_write(
     &[TEXT_ARRAY],
 );
 
-/// Delete the kept versions of the files of scopes $1; returns how many.
-static DELETE_FILE_VERSIONS: Statement = Statement::read_write(
-    concat!(
-        deleting!("scope"; versions: "memory_file_versions"),
-        " SELECT count(*) FROM versions"
-    ),
-    &[TEXT_ARRAY],
-);
+/// Delete the kept versions of the files of scopes $1.
+static DELETE_FILE_VERSIONS: Statement = deleting_versions!("scope", "memory_file_versions");
