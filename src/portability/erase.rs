@@ -108,10 +108,7 @@ fn erase_user(
             for owner in row.required::<Vec<String>>(2, "owners")? {
                 notify::queue_graph_change(&owner)?;
             }
-            erased.node_versions = DELETE_NODE_VERSIONS
-                .run(client, &[owners.clone().into()])?
-                .first()
-                .required::<i64>(1, "node versions")?;
+            erased.node_versions = versions_deleted(client, &DELETE_NODE_VERSIONS, &owners)?;
         }
         if !scopes.is_empty() {
             LOCK_SCOPES.run(client, &[scopes.clone().into()])?;
@@ -121,10 +118,7 @@ fn erase_user(
             for scope in row.required::<Vec<String>>(3, "scopes")? {
                 notify::queue_files_change(&scope)?;
             }
-            erased.file_versions = DELETE_FILE_VERSIONS
-                .run(client, &[scopes.clone().into()])?
-                .first()
-                .required::<i64>(1, "file versions")?;
+            erased.file_versions = versions_deleted(client, &DELETE_FILE_VERSIONS, &scopes)?;
         }
         Ok(erased)
     })?;
@@ -140,6 +134,18 @@ fn erase_user(
         "file_versions": erased.file_versions,
         "directories": erased.directories,
     })))
+}
+
+/// Run one of the version deletes for `keys`: how many went.
+fn versions_deleted(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    statement: &'static Statement,
+    keys: &[&str],
+) -> SqlResult<i64> {
+    statement
+        .run(client, &[keys.to_vec().into()])?
+        .first()
+        .required::<i64>(1, "versions")
 }
 
 // The statements. Each names the caller's tenant: a superuser, whom
