@@ -1621,8 +1621,7 @@ pub(crate) fn import_message_run(
     })
 }
 
-/// A session as an imported message `seq` finds it, under the session's
-/// write lock.
+/// The message a session already holds at an imported line's `seq`.
 struct HeldMessage {
     role: String,
     content: Option<String>,
@@ -1631,6 +1630,8 @@ struct HeldMessage {
     same_metadata: bool,
 }
 
+/// A session as an imported message `seq` finds it, under the session's
+/// write lock.
 struct ImportState {
     active: bool,
     /// The newest seq the session holds.

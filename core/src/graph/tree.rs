@@ -131,9 +131,9 @@ impl Hasher for FxHasher {
 /// front to back: at a million nodes that halves the cost of the rows.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tree {
-    /// The root's children: nodes no other node references, then the oldest node of
-    /// each cycle nothing outside it references, each group ordered by
-    /// (created, id).
+    /// The root's children: nodes no other node references, then the
+    /// oldest node of each cycle nothing outside it references, each group
+    /// ordered by (created, id).
     pub root_children: Vec<NodeIndex>,
     /// Node i's children are `children[start[i]..start[i + 1]]`: its refs
     /// that name an existing node (itself included), in order, each once.
