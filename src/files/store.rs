@@ -215,15 +215,28 @@ pub(crate) fn place_new_file(
             path_free(client, scope, path)?.unwrap_or(full),
         ));
     }
-    let created = !CREATE_FILE
-        .run(client, &[scope.into(), path.into(), content.into()])?
-        .is_empty();
-    let refused = if created {
+    let table = if crate::pg::plans::on_citus()? {
+        let newest = crate::files::versions::newest_kept_on_citus(client, scope, path)?;
+        CREATE_FILE_ON_CITUS.run(
+            client,
+            &[
+                scope.into(),
+                path.into(),
+                content.into(),
+                newest.unwrap_or(0).into(),
+            ],
+        )?
+    } else {
+        CREATE_FILE.run(client, &[scope.into(), path.into(), content.into()])?
+    };
+    let created = if table.is_empty() {
+        None
+    } else {
+        Some(table.first().required::<i32>(1, "version")?)
+    };
+    let refused = if let Some(version) = created {
         match path_free(client, scope, path)? {
-            None => {
-                let version = crate::files::versions::number_new_file(client, scope, path)?;
-                return Ok(Placed::Created(version));
-            }
+            None => return Ok(Placed::Created(version)),
             Some(refused) => {
                 REMOVE_FILE.run(client, &[scope.into(), path.into()])?;
                 Some(refused)
@@ -516,12 +529,31 @@ static DELETE_DIRECTORIES: Statement = Statement::read_write(
 /// after (PATH_FREE), and a refused file removed again in the same call:
 /// a new file costs three short statements, where checking everything
 /// before writing cost one statement of three probes and two writes that
-/// took longer.
+/// took longer. The file takes the version after those a deleted file
+/// left kept at its path, whether history is on now or not, so that a
+/// number never names two contents. Returns its version.
 static CREATE_FILE: Statement = Statement::read_write(
-    "INSERT INTO agent_memory.memory_files AS f (scope, path, content, tenant)
-     VALUES ($1, $2, $3, agent_memory.caller_tenant())
-     ON CONFLICT (scope, path, tenant) DO NOTHING",
+    concat!(
+        "INSERT INTO agent_memory.memory_files AS f (scope, path, content, tenant, version)
+         VALUES ($1, $2, $3, agent_memory.caller_tenant(),
+                 (SELECT coalesce(pg_catalog.max(v.version), 0) OPERATOR(pg_catalog.+) 1
+                  FROM agent_memory.memory_file_versions v",
+        file_at!("v"),
+        "))
+         ON CONFLICT (scope, path, tenant) DO NOTHING
+         RETURNING f.version"
+    ),
     &[TEXT, TEXT, TEXT],
+);
+
+/// As CREATE_FILE on Citus, which takes no subquery in the values: the
+/// file takes the version after $4, the newest kept at its path.
+static CREATE_FILE_ON_CITUS: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.memory_files AS f (scope, path, content, tenant, version)
+     VALUES ($1, $2, $3, agent_memory.caller_tenant(), $4 OPERATOR(pg_catalog.+) 1)
+     ON CONFLICT (scope, path, tenant) DO NOTHING
+     RETURNING f.version",
+    &[TEXT, TEXT, TEXT, INT4],
 );
 
 /// Count one more file in scope $1 when it holds fewer than $2. The

@@ -5,7 +5,7 @@
 //! locks the files it saves and saves only what the write that follows
 //! will change, so a refused request saves nothing. A rename moves a file's
 //! versions with it; a file created where a deleted one left versions takes
-//! the version after them.
+//! the version after them, with history on or off (see CREATE_FILE).
 //!
 //! The memory tool runs with the caller's search_path (see memory_tool.rs),
 //! so these statements name every function, operator and type with its
@@ -191,28 +191,17 @@ fn save_on_citus(
     Ok(())
 }
 
-/// After file `path` was created: when versions of a deleted file are
-/// kept at its path, it takes the version after them. Returns its version.
-pub(crate) fn number_new_file(client: Client, scope: &str, path: &str) -> SqlResult<i32> {
-    if settings::history_retention() == 0 {
-        return Ok(1);
-    }
-    let table = if crate::pg::plans::on_citus()? {
-        let newest = NEWEST_ON_CITUS
-            .run(client, &[scope.into(), path.into()])?
-            .first()
-            .value::<i32>(1)?;
-        let Some(newest) = newest else {
-            return Ok(1);
-        };
-        NUMBER_NEW_FILE_ON_CITUS.run(client, &[scope.into(), path.into(), newest.into()])?
-    } else {
-        NUMBER_NEW_FILE.run(client, &[scope.into(), path.into()])?
-    };
-    if table.is_empty() {
-        return Ok(1);
-    }
-    table.first().required::<i32>(1, "version")
+/// On Citus, the newest version kept at `path` (None: none), which a
+/// file created there goes past.
+pub(crate) fn newest_kept_on_citus(
+    client: Client,
+    scope: &str,
+    path: &str,
+) -> SqlResult<Option<i32>> {
+    NEWEST_ON_CITUS
+        .run(client, &[scope.into(), path.into()])?
+        .first()
+        .value::<i32>(1)
 }
 
 /// Move the versions kept for the file or directory `from` with it to
@@ -571,37 +560,6 @@ static NEWEST_ON_CITUS: Statement = Statement::read_write(
     concat!(
         "SELECT pg_catalog.max(v.version) FROM agent_memory.memory_file_versions v",
         crate::files::store::file_at!("v")
-    ),
-    &[TEXT, TEXT],
-);
-
-/// On Citus: file $2 of scope $1, just created, takes the version after
-/// $3, the newest kept at its path.
-static NUMBER_NEW_FILE_ON_CITUS: Statement = Statement::read_write(
-    concat!(
-        "UPDATE agent_memory.memory_files f
-          SET version = $3 OPERATOR(pg_catalog.+) 1",
-        crate::files::store::file_at!("f"),
-        "
-            AND f.version OPERATOR(pg_catalog.<=) $3
-          RETURNING f.version"
-    ),
-    &[TEXT, TEXT, INT4],
-);
-
-/// File $2 of scope $1, just created, takes the version after those kept
-/// at its path.
-static NUMBER_NEW_FILE: Statement = Statement::read_write(
-    concat!(
-        "UPDATE agent_memory.memory_files f
-          SET version = k.newest OPERATOR(pg_catalog.+) 1
-          FROM (SELECT pg_catalog.max(v.version) AS newest FROM agent_memory.memory_file_versions v",
-        crate::files::store::file_at!("v"),
-        ") k",
-        crate::files::store::file_at!("f"),
-        "
-            AND k.newest OPERATOR(pg_catalog.>=) f.version
-          RETURNING f.version"
     ),
     &[TEXT, TEXT],
 );

@@ -86,10 +86,19 @@ struct EntriesWrite<'a> {
     expected: Option<i32>,
 }
 
-/// What the write statement did: the change of the session's words, the
-/// session's state after (None: the session is gone, or the precondition
-/// failed) and the first entry's version now.
-type WriteOutcome = (i64, Option<Vec<i64>>, i32);
+/// What the write statement did.
+#[derive(Default)]
+struct WriteOutcome {
+    /// The change of the session's words.
+    change: i64,
+    /// The session's state after (None: the session is gone, or the
+    /// precondition failed).
+    state: Option<Vec<i64>>,
+    /// The first entry's version now.
+    version: i32,
+    /// The keys written anew, at version 1.
+    anew: Vec<String>,
+}
 
 /// Write the entries to the session if it is active, in one statement;
 /// returns the change of the session's words and its state after (None:
@@ -133,17 +142,19 @@ fn written(client: &mut pgrx::spi::SpiClient<'_>, write: &EntriesWrite) -> SqlRe
             WRITE_MANY.run(client, &args)?
         }
     };
-    let mut change: i64 = 0;
-    let mut state = None;
-    let mut version = 0;
+    let mut outcome = WriteOutcome::default();
     for row in rows {
-        change += i64::from(row.required::<i32>(1, "words")?);
-        if state.is_none() {
-            state = Some(row.required::<Vec<i64>>(2, "session state")?);
-            version = row.required::<i32>(3, "version")?;
+        outcome.change += i64::from(row.required::<i32>(1, "words")?);
+        let version = row.required::<i32>(3, "version")?;
+        if outcome.state.is_none() {
+            outcome.state = Some(row.required::<Vec<i64>>(2, "session state")?);
+            outcome.version = version;
+        }
+        if version == 1 {
+            outcome.anew.push(row.required::<String>(4, "key")?);
         }
     }
-    Ok((change, state, version))
+    Ok(outcome)
 }
 
 /// As `written`, on Citus: inside a function delegated with
@@ -165,17 +176,16 @@ fn written_on_citus(
         expected,
     } = *write;
     if active_until(client, session_id, idle)?.is_none() {
-        return Ok((0, None, 0));
+        return Ok(WriteOutcome::default());
     }
     if let (Some(_), [(key, _)]) = (expected, entries) {
         let current = current_version(client, session_id, key, idle)?;
         if !versions::holds(expected, current.unwrap_or(versions::ABSENT)) {
-            return Ok((0, None, 0));
+            return Ok(WriteOutcome::default());
         }
     }
-    let mut change: i64 = 0;
+    let mut outcome = WriteOutcome::default();
     let mut expires_at = None;
-    let mut version = 0;
     for (i, ((key, value), (_, words))) in entries.iter().zip(counted).enumerate() {
         let value = match received {
             Some(datum) if i == 0 && entries.len() == 1 => datum.into(),
@@ -194,21 +204,25 @@ fn written_on_citus(
                 ],
             )?
             .first();
-        change += i64::from(row.required::<i32>(1, "words")?);
+        outcome.change += i64::from(row.required::<i32>(1, "words")?);
+        let version = row.required::<i32>(3, "version")?;
         if expires_at.is_none() {
             expires_at = row.value::<TimestampWithTimeZone>(2)?;
-            version = row.required::<i32>(3, "version")?;
+            outcome.version = version;
+        }
+        if version == 1 {
+            outcome.anew.push((*key).to_owned());
         }
     }
     let Some(expires_at) = expires_at else {
-        return Ok((change, None, version));
+        return Ok(outcome);
     };
     // Every entry of one write expires at the same time.
-    let state = STATE_AFTER_WRITE
+    outcome.state = STATE_AFTER_WRITE
         .run(client, &[session_id.into(), expires_at.into()])?
         .first()
         .value::<Vec<i64>>(1)?;
-    Ok((change, state, version))
+    Ok(outcome)
 }
 
 /// The version of live entry `key` of session `session_id` (Some(0): no
@@ -259,17 +273,10 @@ pub fn write_entries(
 
     lock_session(session_id)?;
     Spi::connect_mut(|client| {
-        let keys: Vec<&str> = entries.iter().map(|(key, _)| *key).collect();
-        let newest_kept = if retention > 0 {
-            Some(kv_versions::save_entries(
-                client,
-                session_id,
-                Some(&keys),
-                retention,
-            )?)
-        } else {
-            None
-        };
+        if retention > 0 {
+            let keys: Vec<&str> = entries.iter().map(|(key, _)| *key).collect();
+            kv_versions::save_entries(client, session_id, Some(&keys), retention)?;
+        }
         let write = EntriesWrite {
             session_id,
             entries,
@@ -280,12 +287,13 @@ pub fn write_entries(
             idle,
             expected,
         };
-        let (change, state, mut version) = if on_citus()? {
+        let outcome = if on_citus()? {
             written_on_citus(client, &write)?
         } else {
             written(client, &write)?
         };
-        let Some(state) = state.map(SessionState::from_array).transpose()? else {
+        let (change, mut version) = (outcome.change, outcome.version);
+        let Some(state) = outcome.state.map(SessionState::from_array).transpose()? else {
             // Nothing was written: the session is gone, or the entry is
             // not at the version expected (what the writer holds the
             // session's lock for, so it reads the same now).
@@ -301,10 +309,13 @@ pub fn write_entries(
             }
             return Err(session_gone(session_id)).or_report();
         };
-        if let Some(newest_kept) = &newest_kept
-            && let Some(renumbered) = kv_versions::renumber(client, session_id, &keys, newest_kept)?
-        {
-            version = renumbered;
+        if !outcome.anew.is_empty() {
+            let anew: Vec<&str> = outcome.anew.iter().map(String::as_str).collect();
+            for (key, number) in kv_versions::number_anew(client, session_id, &anew)? {
+                if key == entries[0].0 {
+                    version = number;
+                }
+            }
         }
         if change != 0 || state.expires_sooner || state.activity_stale {
             RENEW_WRITER.run(
@@ -587,7 +598,9 @@ fn kv_clear(session_id: &str) -> SqlResult<i32> {
 // agent_memory.memory_ttl in minutes $6) with the session's tenant. Each
 // returned row carries the entry's exact change in words (ON CONFLICT sees
 // the latest version of a key) and the session's state, read in the same
-// statement as one int8 array (see SessionState). No row: the session is
+// statement as one int8 array (see SessionState), then its version and
+// key: one at version 1 was written anew, and takes the number after its
+// kept versions next (kv_versions::number_anew). No row: the session is
 // gone. The update takes its times from the row the insert proposed (whose
 // defaults are now()): Citus accepts only immutable expressions in DO
 // UPDATE SET (see docs/scaling.md).
@@ -610,7 +623,7 @@ macro_rules! upsert_statement {
                                    ELSE k.version + 1 END
              RETURNING k.words - k.prev_words, ",
             $returning,
-            ", k.version"
+            ", k.version, k.key"
         )
     };
 }

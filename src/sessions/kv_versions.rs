@@ -7,17 +7,15 @@
 //! Every writer of a session's entries holds the session's write lock
 //! (`lock_session`), so the entry saved is the one the write replaces. An
 //! entry written anew (absent or expired before) takes the version after
-//! the newest its history keeps, so a version number names one value for
-//! as long as it is kept.
+//! the newest its history keeps, with history on or off, so a version
+//! number names one value for as long as it is kept.
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use agent_memory_core::versions;
 
-use crate::pg::args::{
-    INT4, INT4_ARRAY, JSONB, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_id, checked_positive,
-};
+use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_id, checked_positive};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
@@ -29,15 +27,13 @@ type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
 
 /// Save the live entries among `keys` (every live entry when None) of
 /// session `session_id` as versions, keeping those within `retention` of
-/// each. Returns, for each of `keys` with no live entry, the newest
-/// version its history holds (None: none, or the key has a live entry),
-/// which the entry written anew must go past.
+/// each.
 pub(crate) fn save_entries(
     client: Client,
     session_id: &str,
     keys: Option<&[&str]>,
     retention: i32,
-) -> SqlResult<Vec<Option<i32>>> {
+) -> SqlResult<()> {
     if on_citus()? {
         return save_entries_on_citus(client, session_id, keys, retention);
     }
@@ -45,7 +41,7 @@ pub(crate) fn save_entries(
     // Planned once: a plan for the values would cost the save more than
     // running it, and the index plan is the same for any values.
     let _generic = settings::GenericPlans::force()?;
-    let table = statement.run(
+    statement.run(
         client,
         &[
             session_id.into(),
@@ -53,11 +49,7 @@ pub(crate) fn save_entries(
             retention.into(),
         ],
     )?;
-    let mut newest = Vec::with_capacity(table.len());
-    for row in table {
-        newest.push(row.value::<i32>(1)?);
-    }
-    Ok(newest)
+    Ok(())
 }
 
 /// As `save_entries`, in the statements Citus routes inside a delegated
@@ -69,7 +61,7 @@ fn save_entries_on_citus(
     session_id: &str,
     keys: Option<&[&str]>,
     retention: i32,
-) -> SqlResult<Vec<Option<i32>>> {
+) -> SqlResult<()> {
     let mut live = Vec::new();
     for row in LIVE_ON_CITUS.run(
         client,
@@ -85,7 +77,6 @@ fn save_entries_on_citus(
             row.required::<TimestampWithTimeZone>(6, "expires_at")?,
         ));
     }
-    let mut saved = Vec::with_capacity(live.len());
     for (key, version, value, created_at, updated_at, expires_at) in live {
         SAVE_ONE_ON_CITUS.run(
             client,
@@ -108,79 +99,41 @@ fn save_entries_on_citus(
                 retention.into(),
             ],
         )?;
-        saved.push(key);
     }
-    // Only a write needs the newest kept version of a key it writes anew.
-    let Some(keys) = keys else {
-        return Ok(Vec::new());
-    };
-    let anew: Vec<&str> = keys
-        .iter()
-        .copied()
-        .filter(|key| !saved.iter().any(|saved| saved == key))
-        .collect();
-    let mut newest = std::collections::HashMap::<String, i32>::new();
-    if !anew.is_empty() {
-        newest = NEWEST_ON_CITUS
-            .run(client, &[session_id.into(), anew.into()])?
-            .rows(&["key", "version"])?
-            .into_iter()
-            .collect();
-    }
-    Ok(keys
-        .iter()
-        .map(|key| {
-            if saved.iter().any(|saved| saved == key) {
-                None
-            } else {
-                newest.get(*key).copied()
-            }
-        })
-        .collect())
+    Ok(())
 }
 
-/// Give each entry of `keys` that was just written anew the version after
-/// the newest its history keeps (`newest_kept`, as `save_entries` found
-/// it). Returns the first key's version when it changed.
-pub(crate) fn renumber(
+/// Give each entry of `keys`, just written anew at version 1, the version
+/// after the newest its history keeps, with history on or off now (a
+/// later save would otherwise replace kept version 1). Returns the keys
+/// renumbered, with their versions. Only a write anew pays for the read
+/// of the history: an update of a live entry never runs it.
+pub(crate) fn number_anew(
     client: Client,
     session_id: &str,
     keys: &[&str],
-    newest_kept: &[Option<i32>],
-) -> SqlResult<Option<i32>> {
-    if newest_kept.iter().all(Option::is_none) {
-        return Ok(None);
-    }
+) -> SqlResult<Vec<(String, i32)>> {
     if on_citus()? {
-        let mut first = None;
-        for (key, newest) in keys.iter().zip(newest_kept) {
-            let Some(newest) = newest else { continue };
+        let newest: Vec<(String, i32)> = NEWEST_ON_CITUS
+            .run(client, &[session_id.into(), keys.to_vec().into()])?
+            .rows(&["key", "version"])?;
+        let mut numbered = Vec::with_capacity(newest.len());
+        for (key, newest) in newest {
             let table = RENUMBER_ONE_ON_CITUS.run(
                 client,
-                &[session_id.into(), (*key).into(), (*newest).into()],
+                &[session_id.into(), key.as_str().into(), newest.into()],
             )?;
-            if Some(*key) == keys.first().copied() && !table.is_empty() {
-                first = table.first().value::<i32>(1)?;
+            if !table.is_empty() {
+                let version = table.first().required::<i32>(1, "version")?;
+                numbered.push((key, version));
             }
         }
-        return Ok(first);
+        return Ok(numbered);
     }
     let _generic = settings::GenericPlans::force()?;
-    let table = RENUMBER.run(
-        client,
-        &[
-            session_id.into(),
-            keys.to_vec().into(),
-            newest_kept.to_vec().into(),
-        ],
-    )?;
-    let mut first = None;
-    for row in table {
-        if row.value::<String>(1)?.as_deref() == keys.first().copied() {
-            first = row.value::<i32>(2)?;
-        }
-    }
-    Ok(first)
+    NUMBER_ANEW
+        .run(client, &[session_id.into(), keys.to_vec().into()])?
+        .rows(&["key", "version"])
 }
 
 /// The versions an entry's history keeps, newest first (none when the
@@ -294,9 +247,8 @@ fn kv_purge_history(
 /// Save the live entries `$which` picks among those of session $1,
 /// replacing a version of the same number that an earlier life of the key
 /// left, and drop the versions of each that are newer than the one saved
-/// (that earlier life's) or $3 or more below it. One row per key of $2,
-/// in order: for a key with no live entry (to be written anew), the
-/// newest version its history holds; NULL for the others.
+/// (that earlier life's) or $3 or more below it. Returns how many were
+/// saved.
 macro_rules! save_entries {
     ($which:literal) => {
         concat!(
@@ -318,12 +270,7 @@ macro_rules! save_entries {
                DELETE FROM agent_memory.kv_entry_versions v USING saved
                WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = saved.key
                  AND (v.version > saved.version OR v.version <= saved.version - $3))
-             SELECT CASE WHEN EXISTS (SELECT FROM saved s WHERE s.key = k.key) THEN NULL
-                         ELSE (SELECT max(v.version) FROM agent_memory.kv_entry_versions v
-                               WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant()
-                                 AND v.key = k.key) END
-             FROM pg_catalog.unnest($2::text[]) WITH ORDINALITY AS k(key, i)
-             ORDER BY k.i"
+             SELECT pg_catalog.count(*) FROM saved"
         )
     };
 }
@@ -334,7 +281,7 @@ static SAVE: Statement = Statement::read_write(
     &[TEXT, TEXT_ARRAY, INT4],
 );
 
-/// Every entry ($2 is NULL: no rows come back).
+/// Every entry ($2 is NULL).
 static SAVE_ALL: Statement = Statement::read_write(save_entries!(""), &[TEXT, TEXT_ARRAY, INT4]);
 
 /// On Citus: the live entries $2 of session $1 (every one when NULL),
@@ -384,7 +331,7 @@ static TRIM_ON_CITUS: Statement = Statement::read_write(
 );
 
 /// On Citus: the newest version the history of each entry $2 of session
-/// $1 keeps.
+/// $1 keeps (no row for an entry whose history keeps none).
 static NEWEST_ON_CITUS: Statement = Statement::read_write(
     "SELECT v.key, pg_catalog.max(v.version) FROM agent_memory.kv_entry_versions v
      WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = ANY ($2)
@@ -402,15 +349,17 @@ static RENUMBER_ONE_ON_CITUS: Statement = Statement::read_write(
     &[TEXT, TEXT, INT4],
 );
 
-/// Entries $2 of session $1, just written anew, take the version after
-/// the newest their history keeps ($3, in the same order).
-static RENUMBER: Statement = Statement::read_write(
-    "UPDATE agent_memory.kv_entries e SET version = f.newest + 1
-     FROM ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::int4[])) AS f(key, newest)
-     WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant() AND e.key = f.key
-       AND f.newest IS NOT NULL AND e.version <= f.newest
+/// Entries $2 of session $1, just written anew, take the version after the
+/// newest their history keeps.
+static NUMBER_ANEW: Statement = Statement::read_write(
+    "UPDATE agent_memory.kv_entries e SET version = n.newest + 1
+     FROM (SELECT v.key, max(v.version) AS newest FROM agent_memory.kv_entry_versions v
+           WHERE v.session_id = $1 AND v.tenant = agent_memory.caller_tenant() AND v.key = ANY ($2)
+           GROUP BY v.key) n
+     WHERE e.session_id = $1 AND e.tenant = agent_memory.caller_tenant() AND e.key = n.key
+       AND e.version <= n.newest
      RETURNING e.key, e.version",
-    &[TEXT, TEXT_ARRAY, INT4_ARRAY],
+    &[TEXT, TEXT_ARRAY],
 );
 
 /// The kept versions of entry $3 of active session $1 ($2 idle minutes).

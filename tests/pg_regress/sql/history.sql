@@ -52,6 +52,13 @@ SELECT agent_memory.kv_restore('h', 'goal', 9, expected_version => 0) ->> 'versi
 SELECT agent_memory.kv_get('h', 'goal');
 SELECT agent_memory.kv_delete('h', 'goal');
 SELECT agent_memory.kv_set('h', 'goal', '"a new goal"') ->> 'version' AS written_anew;
+-- With history off too, so that a save after keeps every version.
+SELECT agent_memory.kv_delete('h', 'goal');
+SET agent_memory.history_retention = 0;
+SELECT agent_memory.kv_set('h', 'goal', '"set with history off"') ->> 'version' AS written_anew;
+SET agent_memory.history_retention = 3;
+SELECT agent_memory.kv_set('h', 'goal', '"history on again"') ->> 'version' AS version;
+SELECT version, value FROM agent_memory.kv_versions('h', 'goal');
 
 -- kv_clear keeps what it removes too.
 SELECT agent_memory.kv_set('h', 'step', '1') ->> 'version' AS version;
@@ -117,6 +124,14 @@ SELECT agent_memory.memory_restore('s', '/notes.md', 3, expected_version => 5);
 \echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.memory_restore('s', '/notes.md', 3, expected_version => 0);
 SELECT agent_memory.memory_tool('s', '{"command": "read", "path": "/notes.md"}') -> 'result' AS read;
+-- With history off, a file created where versions are kept goes past
+-- them too, so that a save after keeps every version.
+SELECT agent_memory.memory_tool('s', '{"command": "delete", "path": "/notes.md"}') ->> 'ok' AS ok;
+SET agent_memory.history_retention = 0;
+SELECT agent_memory.memory_tool('s', '{"command": "append", "path": "/notes.md", "content": "anew"}') -> 'result' ->> 'version' AS version;
+SET agent_memory.history_retention = 3;
+SELECT agent_memory.memory_tool('s', '{"command": "append", "path": "/notes.md", "content": "!"}') -> 'result' ->> 'version' AS version;
+SELECT version, content FROM agent_memory.memory_versions('s', '/notes.md');
 SELECT agent_memory.memory_restore('s', '/notes.md', 42);
 \echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.memory_restore('s', NULL, 1);
