@@ -329,6 +329,27 @@ fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
                 .value::<Interval>(1)?;
             crate::pg::args::checked_positive("idle_timeout", read)?;
         }
+        // A session idle past its timeout since the export is not written
+        // (its items are then refused, as those of a missing session),
+        // unless it is there already.
+        let idle_since_export = SESSION_LINE_EXPIRED
+            .read(
+                client,
+                &[
+                    s.last_activity_at.as_str().into(),
+                    s.idle_timeout.as_deref().into(),
+                    idle_timeout_minutes().into(),
+                ],
+            )?
+            .first()
+            .required::<bool>(1, "expired")?;
+        if idle_since_export
+            && SESSION_THERE
+                .read(client, &[s.session_id.as_str().into()])?
+                .is_empty()
+        {
+            return Ok(Outcome::Expired);
+        }
         let table = IMPORT_SESSION.run(
             client,
             &[
@@ -455,6 +476,7 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
                 session_id.into(),
                 JsonB(Value::Array(rows)).into(),
                 idle_timeout_minutes().into(),
+                (agent_memory_core::args::MAX_DURATION_MONTHS as i32).into(),
             ],
         )?;
         let row = table.first();
@@ -487,6 +509,13 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
                 "imported" => Outcome::Imported,
                 "unchanged" => Outcome::Unchanged,
                 "expired" => Outcome::Expired,
+                "too late" => {
+                    return Err(crate::pg::error::report(Error::invalid(format!(
+                        "{} would expire more than {} years from now, longer than a write keeps an entry",
+                        crate::sessions::kv::entry_name(session_id, &e.key),
+                        agent_memory_core::args::MAX_DURATION_MONTHS / 12
+                    ))));
+                }
                 "kept" => {
                     return Err(crate::pg::error::report(Error::conflict(format!(
                         "the versions kept of {} are another entry's (kv_purge_history removes them)",
@@ -1071,6 +1100,21 @@ static FILE_HISTORY_DISAGREES: Statement = Statement::read_only(
     &[TEXT, TEXT, JSONB],
 );
 
+/// Whether a session last active at $1 (at most now), with idle timeout
+/// $2 (NULL: $3 minutes), has expired, as `active!` has it.
+static SESSION_LINE_EXPIRED: Statement = Statement::read_only(
+    "SELECT LEAST($1::timestamptz, pg_catalog.now())
+              <= pg_catalog.now() - coalesce($2::interval, pg_catalog.make_interval(mins => $3))",
+    &[TEXT, TEXT, INT4],
+);
+
+/// Session $1 of the caller's tenant, if it is there (expired or not).
+static SESSION_THERE: Statement = Statement::read_only(
+    "SELECT FROM agent_memory.sessions s
+     WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()",
+    &[TEXT],
+);
+
 /// Text $1 read as an interval.
 static AS_INTERVAL: Statement = Statement::read_only("SELECT $1::pg_catalog.interval", &[TEXT]);
 
@@ -1136,9 +1180,10 @@ static IMPORT_SESSION: Statement = Statement::read_write(
 /// entry holds it. Returns whether the session was found, the session's
 /// words when any entry was written, the sum of the words' changes and
 /// their highest running sum in the lines' order, and each line's status
-/// in order: expired, imported, unchanged (the live entry there has the
-/// line's value and version), kept (the kept versions disagree) or
-/// conflict.
+/// in order: expired, too late (it would expire more than $4 months from
+/// now, past what kv_set allows), imported, unchanged (the live entry
+/// there has the line's value and version), kept (the kept versions
+/// disagree) or conflict.
 static IMPORT_ENTRIES: Statement = Statement::read_write(
     concat!(
         "WITH s AS (
@@ -1176,6 +1221,7 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
                   l.created_at, l.updated_at, l.expires_at, l.version, s.tenant
            FROM line l CROSS JOIN s LEFT JOIN old o ON o.key = l.key
            WHERE l.expires_at > pg_catalog.now() AND o.live IS NOT TRUE
+             AND l.expires_at <= pg_catalog.now() + pg_catalog.make_interval(months => $4)
              AND l.key NOT IN (SELECT d.key FROM disagreeing d)
            ON CONFLICT (session_id, key, tenant) DO UPDATE
            SET value = excluded.value, words = excluded.words, prev_words = excluded.prev_words,
@@ -1201,6 +1247,8 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
                        FROM written w JOIN line l ON l.key = w.key) r),
                 (SELECT pg_catalog.array_agg(
                           CASE WHEN l.expires_at <= pg_catalog.now() THEN 'expired'
+                               WHEN l.expires_at > pg_catalog.now() + pg_catalog.make_interval(months => $4)
+                               THEN 'too late'
                                WHEN w.key IS NOT NULL THEN 'imported'
                                WHEN o.live AND o.value = l.value AND o.version = l.version THEN 'unchanged'
                                WHEN o.live IS NOT TRUE AND l.key IN (SELECT d.key FROM disagreeing d)
@@ -1208,7 +1256,7 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
                                ELSE 'conflict' END ORDER BY l.at)
                  FROM line l LEFT JOIN old o ON o.key = l.key LEFT JOIN written w ON w.key = l.key)"
     ),
-    &[TEXT, JSONB, INT4],
+    &[TEXT, JSONB, INT4, INT4],
 );
 
 /// Kept versions $2 (a jsonb array, each with its entry's key) of entries

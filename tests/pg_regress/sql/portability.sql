@@ -77,6 +77,14 @@ SELECT r -> 'error' ->> 'code' AS code
 FROM agent_memory.import('{"kind": "session", "user_id": "u", "metadata": {}, "session_id": "forever",
                            "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z",
                            "project_id": null, "active_node_id": null, "idle_timeout": "300000 years"}') AS r;
+-- A session idle past its timeout since the export is not written, and
+-- its items are refused as those of a missing session.
+SELECT r ->> 'status' AS status
+FROM agent_memory.import('{"kind": "session", "user_id": "u", "metadata": {}, "session_id": "idle",
+                           "created_at": "2026-01-01T00:00:00Z", "last_activity_at": "2026-01-01T00:00:00Z",
+                           "project_id": null, "active_node_id": null, "idle_timeout": "1 hour"}') AS r;
+SELECT count(*) AS written FROM agent_memory.sessions WHERE session_id = 'idle';
+SELECT agent_memory.import('{"kind": "kv", "session_id": "idle", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2100-01-01", "versions": []}') -> 'error' ->> 'code' AS code;
 
 SELECT agent_memory.erase_user('mover', owners => ARRAY['mover'], scopes => ARRAY['mover']) ->> 'sessions' AS sessions;
 SELECT n, agent_memory.import(line::text) FROM exported ORDER BY n;
@@ -164,7 +172,7 @@ SELECT agent_memory.kv_get('kept-copy', 'plan');
 SELECT r -> 'error' ->> 'code' AS code
 FROM agent_memory.import(jsonb_build_object('kind', 'kv_history', 'session_id', 'kept-copy', 'key', 'card',
        'versions', jsonb_build_array(jsonb_build_object('version', 1, 'value', 'card 4111 1111 1111 1111',
-         'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '2999-01-01',
+         'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '2100-01-01',
          'replaced_at', '2026-01-02')))::text) AS r;
 SELECT agent_memory.end_session('kept-copy');
 SELECT agent_memory.end_session('kept-kv');
@@ -176,7 +184,7 @@ SELECT agent_memory.create_session('u5', session_id => 'bounded') IS NOT NULL AS
 CREATE TEMP TABLE deep AS
 WITH kv_kept AS (
   SELECT jsonb_agg(jsonb_build_object('version', i, 'value', 'plan ' || i, 'created_at', '2026-01-01',
-           'updated_at', '2026-01-01', 'expires_at', '2999-01-01', 'replaced_at', '2026-01-02') ORDER BY i) AS v
+           'updated_at', '2026-01-01', 'expires_at', '2100-01-01', 'replaced_at', '2026-01-02') ORDER BY i) AS v
   FROM generate_series(1, 3) i),
 file_kept AS (
   SELECT jsonb_agg(jsonb_build_object('version', i, 'content', 'notes ' || i, 'created_at', '2026-01-01',
@@ -184,7 +192,7 @@ file_kept AS (
   FROM generate_series(1, 3) i)
 SELECT l.n, l.line FROM kv_kept k, file_kept f, LATERAL (VALUES
   (1, jsonb_build_object('kind', 'kv', 'session_id', 'bounded', 'key', 'plan', 'value', 'plan 4', 'version', 4,
-        'created_at', '2026-01-01', 'updated_at', '2026-01-02', 'expires_at', '2999-01-01', 'versions', k.v)),
+        'created_at', '2026-01-01', 'updated_at', '2026-01-02', 'expires_at', '2100-01-01', 'versions', k.v)),
   (2, jsonb_build_object('kind', 'kv_history', 'session_id', 'bounded', 'key', 'gone', 'versions', k.v)),
   (3, jsonb_build_object('kind', 'file', 'scope', 'bounded', 'path', '/plan.md', 'content', 'notes 4',
         'version', 4, 'created_at', '2026-01-01', 'updated_at', '2026-01-02', 'versions', f.v)),
@@ -233,7 +241,8 @@ WHERE line ->> 'kind' = 'session' AND line ->> 'session_id' = 'mover-1';
 
 -- Lines refused, each alone, with what was wrong: none, truncated, not an
 -- object, of no kind, with a field of another kind, of the wrong type, an
--- empty key, no session, a bad date; an entry that has expired since;
+-- empty key, no session, a bad date; an entry that has expired since,
+-- one that would outlive the 100 years kv_set allows;
 -- sensitive data, over the budget, another value at the key; a message
 -- at a seq taken, one before the newest, a tool result without its call,
 -- an unknown role; an unknown part, a path not normalised, a session of
@@ -243,13 +252,14 @@ SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "goal
 SELECT agent_memory.import('[1, 2]');
 SELECT agent_memory.import('{"kind": "memory", "path": "/x"}');
 SELECT agent_memory.import('{"kind": "directory", "scope": "mover", "path": "/x", "owner": "mover"}');
-SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "n", "value": 1, "version": "one", "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
-SELECT agent_memory.import('{"kind": "kv", "session_id": "", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
-SELECT agent_memory.import('{"kind": "kv", "session_id": "nobody", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
-SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "n", "value": 1, "version": 1, "created_at": "yesterday-ish", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "n", "value": 1, "version": "one", "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2100-01-01", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2100-01-01", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "nobody", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2100-01-01", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "n", "value": 1, "version": 1, "created_at": "yesterday-ish", "updated_at": "2026-01-01", "expires_at": "2100-01-01", "versions": []}');
 SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "gone", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2026-01-02", "versions": []}');
-SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "card", "value": "4111 1111 1111 1111", "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
-SELECT agent_memory.import(jsonb_build_object('kind', 'kv', 'session_id', 'mover-1', 'key', 'long', 'value', repeat('word ', 700), 'version', 1, 'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '2999-01-01', 'versions', '[]'::jsonb)::text);
+SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "card", "value": "4111 1111 1111 1111", "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2100-01-01", "versions": []}');
+SELECT agent_memory.import(jsonb_build_object('kind', 'kv', 'session_id', 'mover-1', 'key', 'long', 'value', repeat('word ', 700), 'version', 1, 'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '2100-01-01', 'versions', '[]'::jsonb)::text);
 SELECT agent_memory.import(jsonb_set(line, '{value}', '"Faro"')::text) FROM exported WHERE line ->> 'key' = 'goal';
 SELECT agent_memory.import(jsonb_set(line, '{seq}', '1')::text) FROM exported WHERE line ->> 'seq' = '2';
 SELECT agent_memory.import(jsonb_set(jsonb_set(line, '{seq}', '5'), '{session_id}', '"mover-2"')::text) FROM exported WHERE line ->> 'seq' = '1';
