@@ -306,6 +306,45 @@ fn write_item(item: &Item) -> SqlResult<Outcome> {
     }
 }
 
+/// The latest an imported entry or kept version may expire, in months from
+/// now. A write's ttl is at most 100 years of 30-day months (and
+/// agent_memory.memory_ttl as long), which the calendar can take a few days
+/// past 100 years; one month more covers that, and a time zone's hour.
+const LATEST_EXPIRY_MONTHS: i32 = agent_memory_core::args::MAX_DURATION_MONTHS as i32 + 1;
+
+fn expires_too_late(session_id: &str, key: &str) -> pgrx::pg_sys::panic::ErrorReport {
+    crate::pg::error::report(Error::invalid(format!(
+        "{} would keep a value until more than {} years from now, longer than any write keeps one",
+        crate::sessions::kv::entry_name(session_id, key),
+        agent_memory_core::args::MAX_DURATION_MONTHS / 12
+    )))
+}
+
+/// Write the kept versions `versions` (each with its entry's key) of
+/// entries of session `session_id`, refusing them all when one would
+/// expire later than any write keeps a value.
+fn write_entry_versions(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    session_id: &str,
+    versions: Value,
+) -> SqlResult<()> {
+    let too_late = IMPORT_ENTRY_VERSIONS
+        .run(
+            client,
+            &[
+                session_id.into(),
+                JsonB(versions).into(),
+                LATEST_EXPIRY_MONTHS.into(),
+            ],
+        )?
+        .first()
+        .value::<String>(1)?;
+    match too_late {
+        Some(key) => Err(expires_too_late(session_id, &key)),
+        None => Ok(()),
+    }
+}
+
 fn exists_otherwise(what: String) -> pgrx::pg_sys::panic::ErrorReport {
     crate::pg::error::report(Error::conflict(format!("{what} exists with other content")))
 }
@@ -339,6 +378,7 @@ fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
                     s.last_activity_at.as_str().into(),
                     s.idle_timeout.as_deref().into(),
                     idle_timeout_minutes().into(),
+                    s.created_at.as_str().into(),
                 ],
             )?
             .first()
@@ -476,7 +516,7 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
                 session_id.into(),
                 JsonB(Value::Array(rows)).into(),
                 idle_timeout_minutes().into(),
-                (agent_memory_core::args::MAX_DURATION_MONTHS as i32).into(),
+                LATEST_EXPIRY_MONTHS.into(),
             ],
         )?;
         let row = table.first();
@@ -509,13 +549,7 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
                 "imported" => Outcome::Imported,
                 "unchanged" => Outcome::Unchanged,
                 "expired" => Outcome::Expired,
-                "too late" => {
-                    return Err(crate::pg::error::report(Error::invalid(format!(
-                        "{} would expire more than {} years from now, longer than a write keeps an entry",
-                        crate::sessions::kv::entry_name(session_id, &e.key),
-                        agent_memory_core::args::MAX_DURATION_MONTHS / 12
-                    ))));
-                }
+                "too late" => return Err(expires_too_late(session_id, &e.key)),
                 "kept" => {
                     return Err(crate::pg::error::report(Error::conflict(format!(
                         "the versions kept of {} are another entry's (kv_purge_history removes them)",
@@ -534,10 +568,7 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
             }
         }
         if !versions.is_empty() {
-            IMPORT_ENTRY_VERSIONS.run(
-                client,
-                &[session_id.into(), JsonB(Value::Array(versions)).into()],
-            )?;
+            write_entry_versions(client, session_id, Value::Array(versions))?;
             check_entries_retention(client, session_id, &versioned)?;
         }
         Ok(outcomes)
@@ -1009,12 +1040,10 @@ fn import_entry_history(h: &lines::EntryHistory) -> SqlResult<Outcome> {
         }
         let live = row.required::<i64>(2, "live versions")?;
         let there = row.required::<i64>(3, "versions there")?;
-        IMPORT_ENTRY_VERSIONS.run(
+        write_entry_versions(
             client,
-            &[
-                h.session_id.as_str().into(),
-                JsonB(Value::Array(keyed("key", &h.key, &h.versions))).into(),
-            ],
+            &h.session_id,
+            Value::Array(keyed("key", &h.key, &h.versions)),
         )?;
         check_entries_retention(client, &h.session_id, &[h.key.as_str()])?;
         history_outcome(false, (live - there).max(0) as usize, live as usize, item)
@@ -1101,11 +1130,14 @@ static FILE_HISTORY_DISAGREES: Statement = Statement::read_only(
 );
 
 /// Whether a session last active at $1 (at most now), with idle timeout
-/// $2 (NULL: $3 minutes), has expired, as `active!` has it.
+/// $2 (NULL: $3 minutes), has expired, as `active!` has it. It reads the
+/// line's creation time $4 too, so that one PostgreSQL cannot read is
+/// refused as the write would refuse it.
 static SESSION_LINE_EXPIRED: Statement = Statement::read_only(
     "SELECT LEAST($1::timestamptz, pg_catalog.now())
-              <= pg_catalog.now() - coalesce($2::interval, pg_catalog.make_interval(mins => $3))",
-    &[TEXT, TEXT, INT4],
+              <= pg_catalog.now() - coalesce($2::interval, pg_catalog.make_interval(mins => $3)),
+            $4::timestamptz",
+    &[TEXT, TEXT, INT4, TEXT],
 );
 
 /// Session $1 of the caller's tenant, if it is there (expired or not).
@@ -1181,7 +1213,7 @@ static IMPORT_SESSION: Statement = Statement::read_write(
 /// words when any entry was written, the sum of the words' changes and
 /// their highest running sum in the lines' order, and each line's status
 /// in order: expired, too late (it would expire more than $4 months from
-/// now, past what kv_set allows), imported, unchanged (the live entry
+/// now, later than any write keeps a value), imported, unchanged (the live entry
 /// there has the line's value and version), kept (the kept versions
 /// disagree) or conflict.
 static IMPORT_ENTRIES: Statement = Statement::read_write(
@@ -1260,19 +1292,29 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
 );
 
 /// Kept versions $2 (a jsonb array, each with its entry's key) of entries
-/// of session $1, each once; expired ones are left out. A JSON null value
-/// comes out of jsonb_to_recordset as SQL NULL.
+/// of session $1, each once; expired ones are left out, and so are those
+/// that would expire more than $3 months from now, whose first key is
+/// returned (NULL: none; the caller then refuses the line, which undoes
+/// the others). A JSON null value comes out of jsonb_to_recordset as SQL
+/// NULL.
 static IMPORT_ENTRY_VERSIONS: Statement = Statement::read_write(
-    "INSERT INTO agent_memory.kv_entry_versions
-       (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
-     SELECT $1, v.key, v.version, coalesce(v.value, 'null'::jsonb), v.created_at, v.updated_at,
-            v.expires_at, v.replaced_at, agent_memory.caller_tenant()
-     FROM pg_catalog.jsonb_to_recordset($2) AS v(key text, version int4, value jsonb,
-            created_at timestamptz, updated_at timestamptz, expires_at timestamptz,
-            replaced_at timestamptz)
-     WHERE v.expires_at > pg_catalog.now()
-     ON CONFLICT DO NOTHING",
-    &[TEXT, JSONB],
+    "WITH line AS (
+       SELECT v.key, v.version, coalesce(v.value, 'null'::jsonb) AS value, v.created_at,
+              v.updated_at, v.expires_at, v.replaced_at,
+              v.expires_at > pg_catalog.now() + pg_catalog.make_interval(months => $3) AS too_late
+       FROM pg_catalog.jsonb_to_recordset($2) AS v(key text, version int4, value jsonb,
+              created_at timestamptz, updated_at timestamptz, expires_at timestamptz,
+              replaced_at timestamptz)),
+     written AS (
+       INSERT INTO agent_memory.kv_entry_versions
+         (session_id, key, version, value, created_at, updated_at, expires_at, replaced_at, tenant)
+       SELECT $1, l.key, l.version, l.value, l.created_at, l.updated_at, l.expires_at,
+              l.replaced_at, agent_memory.caller_tenant()
+       FROM line l
+       WHERE l.expires_at > pg_catalog.now() AND NOT l.too_late
+       ON CONFLICT DO NOTHING)
+     SELECT min(l.key) FROM line l WHERE l.too_late",
+    &[TEXT, JSONB, INT4],
 );
 
 /// The numbers of the live kept versions of entries $2 (keys) of session

@@ -40,9 +40,13 @@ SELECT agent_memory.kv_set('kv', 'other', '"x"') ->> 'total_words' AS total_with
 -- Writing an expired key starts it afresh.
 SELECT agent_memory.kv_set('kv', 'short', '"back again"') ->> 'words' AS words;
 SELECT agent_memory.kv_get('kv', 'short');
--- The default TTL is agent_memory.memory_ttl (500 hours).
+-- The default TTL is agent_memory.memory_ttl (500 hours), which is at
+-- most 100 years (of 30-day months), as a ttl is.
 SELECT round(extract(epoch FROM expires_at - updated_at) / 3600) AS ttl_hours
 FROM agent_memory.kv_entries WHERE session_id = 'kv' AND key = 'plan';
+SET agent_memory.memory_ttl = 51840001;
+\echo :LAST_ERROR_SQLSTATE
+SHOW agent_memory.memory_ttl;
 
 -- Deleting.
 SELECT agent_memory.kv_delete('kv', 'other'), agent_memory.kv_delete('kv', 'other') AS again;

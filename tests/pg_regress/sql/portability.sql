@@ -174,6 +174,13 @@ FROM agent_memory.import(jsonb_build_object('kind', 'kv_history', 'session_id', 
        'versions', jsonb_build_array(jsonb_build_object('version', 1, 'value', 'card 4111 1111 1111 1111',
          'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '2100-01-01',
          'replaced_at', '2026-01-02')))::text) AS r;
+-- So does its expiry: no later than any write keeps a value.
+SELECT r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
+FROM agent_memory.import(jsonb_build_object('kind', 'kv_history', 'session_id', 'kept-copy', 'key', 'far',
+       'versions', jsonb_build_array(jsonb_build_object('version', 1, 'value', 'far off',
+         'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '2999-01-01',
+         'replaced_at', '2026-01-02')))::text) AS r;
+SELECT count(*) AS kept FROM agent_memory.kv_entry_versions WHERE session_id = 'kept-copy' AND key = 'far';
 SELECT agent_memory.end_session('kept-copy');
 SELECT agent_memory.end_session('kept-kv');
 -- Import keeps no more history than writes do: a line that would leave an
