@@ -44,8 +44,10 @@ SELECT agent_memory.kv_get('kv', 'short');
 -- most 100 years (of 30-day months), as a ttl is.
 SELECT round(extract(epoch FROM expires_at - updated_at) / 3600) AS ttl_hours
 FROM agent_memory.kv_entries WHERE session_id = 'kv' AND key = 'plan';
+-- (The SQLSTATE alone: PostgreSQL 18 words the range otherwise.)
+\set VERBOSITY sqlstate
 SET agent_memory.memory_ttl = 51840001;
-\echo :LAST_ERROR_SQLSTATE
+\set VERBOSITY default
 SHOW agent_memory.memory_ttl;
 
 -- Deleting.
