@@ -2,8 +2,9 @@
 -- holds in the caller's tenant, as JSON lines that import() takes back.
 -- Each line is one item with its kind, its key, its columns by their
 -- names, and the versions kept of it. The lines come in the order import
--- needs: each session before what it holds, a session's messages by seq,
--- then graph nodes, files and directories; items of a kind by their key.
+-- needs: each session before what it holds, a session's messages by seq
+-- (then where its numbering stands), then graph nodes, files and
+-- directories; items of a kind by their key.
 -- RETURN QUERY gathers them in a tuplestore, which spills to disk past
 -- work_mem: an export of any size holds at most work_mem of lines in
 -- memory. Only live items go: no expired session, entry or version. The
@@ -96,6 +97,23 @@ BEGIN
         JOIN agent_memory.message_threads t ON t.session_id = s.session_id AND t.tenant = s.tenant
         JOIN agent_memory.thread_messages m
           ON m.session_id = t.session_id AND m.thread_key = t.thread_key AND m.tenant = t.tenant
+        UNION ALL
+        -- Where the session's numbering of messages stands, when past its
+        -- newest message (newer ones were popped or cleared), so that its
+        -- next append after an import takes the seq it would take here.
+        -- Its seq orders it after the messages.
+        SELECT x.session_id, 3, x.last_seq, '',
+               jsonb_build_object('kind', 'message_seq', 'session_id', x.session_id,
+                                  'last_seq', x.last_seq)
+        FROM (SELECT u.session_id,
+                     greatest(u.last_message_seq,
+                              (SELECT max(t.last_seq) FROM agent_memory.message_threads t
+                               WHERE t.session_id = u.session_id AND t.tenant = u.tenant)) AS last_seq,
+                     (SELECT max(m.seq) FROM agent_memory.thread_messages m
+                      WHERE m.session_id = u.session_id AND m.tenant = u.tenant) AS newest
+              FROM chosen s
+              JOIN agent_memory.sessions u ON u.session_id = s.session_id AND u.tenant = s.tenant) x
+        WHERE x.last_seq > coalesce(x.newest, 0)
         UNION ALL
         SELECT NULL, 4, 0, n.node_id::text,
                jsonb_build_object(

@@ -78,6 +78,16 @@ pub struct Message {
     pub created_at: String,
 }
 
+/// Where a session's numbering of messages stands when it is past the
+/// newest message the session holds (the newer ones were popped or
+/// cleared): its next append takes `last_seq + 1`, after an import too.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MessageSeq {
+    pub session_id: String,
+    pub last_seq: i64,
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Node {
@@ -184,6 +194,7 @@ pub enum Item {
     Entry(Entry),
     Part(Part),
     Message(Message),
+    MessageSeq(MessageSeq),
     Node(Node),
     File(File),
     Directory(Directory),
@@ -192,11 +203,12 @@ pub enum Item {
 }
 
 /// The kinds a line may have, as its `kind` field names them.
-pub const KINDS: [&str; 9] = [
+pub const KINDS: [&str; 10] = [
     "session",
     "kv",
     "part",
     "message",
+    "message_seq",
     "node",
     "file",
     "directory",
@@ -212,6 +224,7 @@ impl Item {
             Item::Entry(_) => "kv",
             Item::Part(_) => "part",
             Item::Message(_) => "message",
+            Item::MessageSeq(_) => "message_seq",
             Item::Node(_) => "node",
             Item::File(_) => "file",
             Item::Directory(_) => "directory",
@@ -278,6 +291,11 @@ pub fn parse_line(line: &str, renames: &Renames<'_>) -> Result<Item> {
             let mut message: Message = fields(&kind, object)?;
             rename(&mut message.session_id, renames.session_id);
             Item::Message(message)
+        }
+        "message_seq" => {
+            let mut numbering: MessageSeq = fields(&kind, object)?;
+            rename(&mut numbering.session_id, renames.session_id);
+            Item::MessageSeq(numbering)
         }
         "node" => {
             let mut node: Node = fields(&kind, object)?;
@@ -408,6 +426,10 @@ fn check_keys(item: &Item) -> Result<()> {
             if !m.metadata.is_object() {
                 return Err(Error::invalid("metadata must be a JSON object"));
             }
+        }
+        Item::MessageSeq(n) => {
+            check_id("session_id", Some(&n.session_id))?;
+            check_number("last_seq", n.last_seq, versions::MOST_IMPORTED_SEQ)?;
         }
         Item::Node(n) => {
             check_id("owner", Some(&n.owner))?;
@@ -961,6 +983,27 @@ mod tests {
                 (RunKind::Lines, 6..8),
             ]
         );
+    }
+
+    #[test]
+    fn reads_where_a_sessions_numbering_of_messages_stands() {
+        let line = r#"{"kind": "message_seq", "session_id": "s1", "last_seq": 12}"#;
+        let renames = Renames {
+            session_id: Some("s2"),
+            ..Renames::default()
+        };
+        assert_eq!(
+            parse_line(line, &renames).unwrap(),
+            Item::MessageSeq(MessageSeq {
+                session_id: "s2".into(),
+                last_seq: 12
+            })
+        );
+        assert_eq!(kind_of(line), Some("message_seq"));
+        assert!(refused(&line.replace("12", "0")).contains("last_seq must be 1 or more"));
+        assert!(refused(&line.replace("12", "\"12\"")).contains("message_seq line"));
+        assert!(refused(&line.replace("}", r#", "seq": 1}"#)).contains("unknown field `seq`"));
+        assert!(refused(&line.replace("\"s1\"", "\"\"")).contains("session_id"));
     }
 
     #[test]

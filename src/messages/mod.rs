@@ -1522,6 +1522,46 @@ pub(crate) fn import_message(
     })
 }
 
+/// Import where a session's numbering of messages stands (an export's
+/// `message_seq` line): its next append takes `last_seq + 1`, unless it
+/// already numbers past that (unchanged).
+pub(crate) fn import_message_seq(
+    session_id: &str,
+    last_seq: i64,
+) -> SqlResult<agent_memory_core::portability::Outcome> {
+    use agent_memory_core::portability::Outcome;
+    let session_id = checked_id("session_id", Some(session_id))?;
+    lock_session(session_id)?;
+    let state = Spi::connect_mut(|client| {
+        let table = IMPORT_SEQ.run(
+            client,
+            &[
+                session_id.into(),
+                last_seq.into(),
+                idle_timeout_minutes().into(),
+            ],
+        )?;
+        if table.is_empty() {
+            return Ok(None);
+        }
+        let row = table.first();
+        Ok(Some((
+            row.required::<bool>(1, "active")?,
+            row.required::<bool>(2, "raised")?,
+        )))
+    })?;
+    match state {
+        None => Err(Error::not_found(format!(
+            "session {} does not exist: import its session line first",
+            agent_memory_core::error::quoted(session_id)
+        )))
+        .or_report(),
+        Some((false, _)) => Err(session_gone(session_id)).or_report(),
+        Some((true, true)) => Ok(Outcome::Imported),
+        Some((true, false)) => Ok(Outcome::Unchanged),
+    }
+}
+
 /// Import a run of message lines of one thread, seqs one apart (see
 /// `agent_memory_core::portability::runs`), into a session that holds
 /// none of them yet: in one statement that appends them as
@@ -1704,6 +1744,31 @@ static IMPORT_STATE: Statement = Statement::read_write(
          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()"
     ),
     &[TEXT, INT8, INT4, TEXT, JSONB],
+);
+
+/// Raise session $1's numbering of messages to $2 when it is active (idle
+/// minutes $3) and numbers below: its last_message_seq, past which every
+/// append numbers (see next_seq!). Returns whether the session is active
+/// and whether it was raised; no row: no session.
+static IMPORT_SEQ: Statement = Statement::read_write(
+    concat!(
+        "WITH s AS (
+           SELECT s.session_id, s.tenant, coalesce(",
+        active!("s", "$3"),
+        ", false) AS active,
+                  greatest(s.last_message_seq,
+                           (SELECT max(t.last_seq) FROM agent_memory.message_threads t
+                            WHERE t.session_id = $1 AND t.tenant = s.tenant)) AS newest
+           FROM agent_memory.sessions s
+           WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant()),
+         raised AS (
+           UPDATE agent_memory.sessions u SET last_message_seq = $2
+           FROM s
+           WHERE u.session_id = $1 AND u.tenant = s.tenant AND s.active AND $2 > s.newest
+           RETURNING 1)
+         SELECT s.active, EXISTS (SELECT FROM raised) FROM s"
+    ),
+    &[TEXT, INT8, INT4],
 );
 
 /// Let the session's next append take seq $2: it takes one more than the

@@ -121,6 +121,7 @@ fn refuse_lines_of_other_users_sessions(parsed: &mut [Parsed]) -> SqlResult<()> 
             Ok(Item::Entry(e)) => ("kv", &e.session_id),
             Ok(Item::Part(p)) => ("part", &p.session_id),
             Ok(Item::Message(m)) => ("message", &m.session_id),
+            Ok(Item::MessageSeq(n)) => ("message_seq", &n.session_id),
             Ok(Item::EntryHistory(h)) => ("kv_history", &h.session_id),
             _ => continue,
         };
@@ -298,6 +299,7 @@ fn write_item(item: &Item) -> SqlResult<Outcome> {
             m.metadata.clone(),
             &m.created_at,
         ),
+        Item::MessageSeq(n) => crate::messages::import_message_seq(&n.session_id, n.last_seq),
         Item::Node(n) => import_node(n),
         Item::File(f) => import_file(f),
         Item::Directory(d) => import_directory(d),

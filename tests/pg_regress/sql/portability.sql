@@ -246,6 +246,23 @@ SELECT r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
 FROM exported, agent_memory.import(jsonb_set(line, '{created_at}', '"-infinity UTC"')::text, session_id => 'endless') AS r
 WHERE line ->> 'kind' = 'session' AND line ->> 'session_id' = 'mover-1';
 
+-- A session whose newest message was popped numbers its next one past
+-- it; its export says so in a message_seq line, and a copy numbers alike.
+SELECT agent_memory.create_session('counter', session_id => 'numbered');
+SELECT agent_memory.append_message('numbered', 'user', 'one') AS one,
+       agent_memory.append_message('numbered', 'assistant', 'two') AS two;
+SELECT agent_memory.pop_message('numbered') ->> 'content' AS popped;
+SELECT line - 'created_at' - 'last_activity_at' AS line
+FROM agent_memory.export(session_id => 'numbered') AS line;
+SELECT agent_memory.import(line::text, session_id => 'numbered-copy') ->> 'status' AS status
+FROM agent_memory.export(session_id => 'numbered') AS line;
+SELECT agent_memory.append_message('numbered', 'user', 'three') AS original,
+       agent_memory.append_message('numbered-copy', 'user', 'three') AS copy;
+-- A session that numbers past the line is unchanged; one not there, refused.
+SELECT agent_memory.import('{"kind": "message_seq", "session_id": "numbered-copy", "last_seq": 2}') ->> 'status' AS status;
+SELECT agent_memory.import('{"kind": "message_seq", "session_id": "nowhere", "last_seq": 2}') -> 'error' ->> 'code' AS code;
+SELECT agent_memory.erase_user('counter') ->> 'sessions' AS sessions;
+
 -- Lines refused, each alone, with what was wrong: none, truncated, not an
 -- object, of no kind, with a field of another kind, of the wrong type, an
 -- empty key, no session, a bad date; an entry that has expired since,
