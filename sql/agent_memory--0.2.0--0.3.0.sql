@@ -646,8 +646,9 @@ BEGIN
           ON m.session_id = t.session_id AND m.thread_key = t.thread_key AND m.tenant = t.tenant
         UNION ALL
         -- Where the session's numbering of messages stands, when past its
-        -- newest message (newer ones were popped or cleared), so that its
-        -- next append after an import takes the seq it would take here.
+        -- newest message (newer ones were popped or cleared, or a tool
+        -- result without its call was not stored), so that its next append
+        -- after an import takes the seq it would take here.
         -- Its seq orders it after the messages.
         SELECT x.session_id, 3, x.last_seq, '',
                jsonb_build_object('kind', 'message_seq', 'session_id', x.session_id,

@@ -79,8 +79,9 @@ pub struct Message {
 }
 
 /// Where a session's numbering of messages stands when it is past the
-/// newest message the session holds (the newer ones were popped or
-/// cleared): its next append takes `last_seq + 1`, after an import too.
+/// newest message the session holds (newer ones were popped or cleared,
+/// or a tool result without its call was not stored): its next append
+/// takes `last_seq + 1`, after an import too.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MessageSeq {

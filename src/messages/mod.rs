@@ -1533,6 +1533,8 @@ pub(crate) fn import_message_seq(
     let session_id = checked_id("session_id", Some(session_id))?;
     lock_session(session_id)?;
     let state = Spi::connect_mut(|client| {
+        // As import_state: a snapshot that sees every append before.
+        lock_threads_for_snapshot(client, session_id)?;
         let table = IMPORT_SEQ.run(
             client,
             &[

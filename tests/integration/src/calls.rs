@@ -81,6 +81,8 @@ pub const HISTORY: &str = "SET agent_memory.history_retention = 5;";
 const IMPORT_ENTRY: &str = r#"{"kind": "kv", "session_id": "live", "key": "imported", "value": {"from": "export"}, "version": 2, "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-02 00:00:00+00", "expires_at": "2100-01-01 00:00:00+00", "versions": [{"version": 1, "value": "first", "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "expires_at": "2100-01-01 00:00:00+00", "replaced_at": "2026-01-02 00:00:00+00"}]}"#;
 const IMPORT_SESSION: &str = r#"{"kind": "session", "session_id": "elsewhere", "user_id": "someone", "project_id": null, "active_node_id": null, "metadata": {}, "idle_timeout": "1 day", "created_at": "2026-01-01 00:00:00+00", "last_activity_at": "2999-01-01 00:00:00+00"}"#;
 const IMPORT_MESSAGE: &str = r#"{"kind": "message", "session_id": "live", "node_id": "imported", "seq": 100000, "keep": 10, "role": "user", "content": "imported", "metadata": {}, "created_at": "2026-01-01 00:00:00+00"}"#;
+const IMPORT_MESSAGE_SEQ: &str =
+    r#"{"kind": "message_seq", "session_id": "live", "last_seq": 300000}"#;
 const IMPORT_NODE: &str = r#"{"kind": "node", "owner": "elsewhere", "node_id": "imported", "title": "Imported", "description": "", "body": "see [[atlas]]", "links": [], "version": 2, "revision": 2, "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "versions": [{"version": 1, "title": "Old", "description": "", "body": "", "links": [], "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "change_description": "retitle", "saved_at": "2026-01-01 00:00:00+00"}]}"#;
 const IMPORT_FILE: &str = r#"{"kind": "file", "scope": "elsewhere", "path": "/imported.md", "content": "imported", "version": 1, "created_at": "2026-01-01 00:00:00+00", "updated_at": "2026-01-01 00:00:00+00", "versions": []}"#;
 /// Lines for import_lines, as a text[] literal: a run of two entries and
@@ -259,6 +261,7 @@ pub const BASES: &[Base] = &[
                 None,
             ],
             &[Some(IMPORT_MESSAGE), None, None, None, None],
+            &[Some(IMPORT_MESSAGE_SEQ), None, None, None, None],
             &[Some(IMPORT_NODE), None, None, Some("proj"), None],
             &[Some(IMPORT_FILE), None, None, None, Some(SCOPE)],
         ],
