@@ -58,10 +58,6 @@ pub fn one_of<'a>(what: &str, value: Option<&'a str>, choices: &[&str]) -> Resul
 /// added to or taken from stays a valid timestamp.
 pub const MAX_DURATION_MONTHS: i64 = 100 * 12;
 
-/// [`MAX_DURATION_MONTHS`] in minutes (a month weighed as 30 days): the
-/// most the settings that give a lifetime in minutes take.
-pub const MAX_DURATION_MINUTES: i32 = (MAX_DURATION_MONTHS * 30 * 24 * 60) as i32;
-
 const MICROS_PER_DAY: i128 = 86_400_000_000;
 
 /// A duration argument named `what` (an interval's months, days and

@@ -1676,7 +1676,7 @@ struct HeldMessage {
 /// write lock.
 struct ImportState {
     active: bool,
-    /// The newest seq the session holds.
+    /// The newest seq the session has given (held or not).
     newest: i64,
     /// The message it holds at `seq`.
     held: Option<HeldMessage>,
@@ -1725,7 +1725,7 @@ fn import_state(
 }
 
 /// Before a message $2 is imported: whether the session is active (idle
-/// minutes $3), the newest seq it holds, the role, content and node of a
+/// minutes $3), the newest seq it has given, the role, content and node of a
 /// message it holds at $2, the keep of its thread $4, and whether that
 /// message's metadata is $5. No row: no session.
 static IMPORT_STATE: Statement = Statement::read_write(

@@ -174,7 +174,7 @@ pub fn define_all() {
         c"A session's own idle_timeout, when set, wins. One value per server: the cleanup and every role must agree on which sessions have expired.",
         &SESSION_IDLE_TIMEOUT_MIN,
         1,
-        agent_memory_core::args::MAX_DURATION_MINUTES,
+        i32::MAX,
         GucContext::Sighup,
         GucFlags::UNIT_MIN,
     );
@@ -184,7 +184,7 @@ pub fn define_all() {
         c"An entry's own ttl, when given, wins.",
         &MEMORY_TTL_MIN,
         1,
-        agent_memory_core::args::MAX_DURATION_MINUTES,
+        i32::MAX,
         GucContext::Suset,
         GucFlags::UNIT_MIN,
     );

@@ -308,17 +308,15 @@ fn write_item(item: &Item) -> SqlResult<Outcome> {
     }
 }
 
-/// The latest an imported entry or kept version may expire, in months from
-/// now. A write's ttl is at most 100 years of 30-day months (and
-/// agent_memory.memory_ttl as long), which the calendar can take a few days
-/// past 100 years; one month more covers that, and a time zone's hour.
-const LATEST_EXPIRY_MONTHS: i32 = agent_memory_core::args::MAX_DURATION_MONTHS as i32 + 1;
+/// The latest an imported entry or kept version may expire, in minutes
+/// from now: the longest agent_memory.memory_ttl takes, which is longer
+/// than any ttl (at most 100 years), so no write keeps a value longer.
+const LATEST_EXPIRY_MINUTES: i32 = i32::MAX;
 
 fn expires_too_late(session_id: &str, key: &str) -> pgrx::pg_sys::panic::ErrorReport {
     crate::pg::error::report(Error::invalid(format!(
-        "{} would keep a value until more than {} years from now, longer than any write keeps one",
-        crate::sessions::kv::entry_name(session_id, key),
-        agent_memory_core::args::MAX_DURATION_MONTHS / 12
+        "{} would expire later than any write keeps a value: at most {LATEST_EXPIRY_MINUTES} minutes (the longest agent_memory.memory_ttl) from now",
+        crate::sessions::kv::entry_name(session_id, key)
     )))
 }
 
@@ -336,7 +334,7 @@ fn write_entry_versions(
             &[
                 session_id.into(),
                 JsonB(versions).into(),
-                LATEST_EXPIRY_MONTHS.into(),
+                LATEST_EXPIRY_MINUTES.into(),
             ],
         )?
         .first()
@@ -518,7 +516,7 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
                 session_id.into(),
                 JsonB(Value::Array(rows)).into(),
                 idle_timeout_minutes().into(),
-                LATEST_EXPIRY_MONTHS.into(),
+                LATEST_EXPIRY_MINUTES.into(),
             ],
         )?;
         let row = table.first();
@@ -1214,7 +1212,7 @@ static IMPORT_SESSION: Statement = Statement::read_write(
 /// entry holds it. Returns whether the session was found, the session's
 /// words when any entry was written, the sum of the words' changes and
 /// their highest running sum in the lines' order, and each line's status
-/// in order: expired, too late (it would expire more than $4 months from
+/// in order: expired, too late (it would expire more than $4 minutes from
 /// now, later than any write keeps a value), imported, unchanged (the live entry
 /// there has the line's value and version), kept (the kept versions
 /// disagree) or conflict.
@@ -1255,7 +1253,7 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
                   l.created_at, l.updated_at, l.expires_at, l.version, s.tenant
            FROM line l CROSS JOIN s LEFT JOIN old o ON o.key = l.key
            WHERE l.expires_at > pg_catalog.now() AND o.live IS NOT TRUE
-             AND l.expires_at <= pg_catalog.now() + pg_catalog.make_interval(months => $4)
+             AND l.expires_at <= pg_catalog.now() + pg_catalog.make_interval(mins => $4)
              AND l.key NOT IN (SELECT d.key FROM disagreeing d)
            ON CONFLICT (session_id, key, tenant) DO UPDATE
            SET value = excluded.value, words = excluded.words, prev_words = excluded.prev_words,
@@ -1281,7 +1279,7 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
                        FROM written w JOIN line l ON l.key = w.key) r),
                 (SELECT pg_catalog.array_agg(
                           CASE WHEN l.expires_at <= pg_catalog.now() THEN 'expired'
-                               WHEN l.expires_at > pg_catalog.now() + pg_catalog.make_interval(months => $4)
+                               WHEN l.expires_at > pg_catalog.now() + pg_catalog.make_interval(mins => $4)
                                THEN 'too late'
                                WHEN w.key IS NOT NULL THEN 'imported'
                                WHEN o.live AND o.value = l.value AND o.version = l.version THEN 'unchanged'
@@ -1295,7 +1293,7 @@ static IMPORT_ENTRIES: Statement = Statement::read_write(
 
 /// Kept versions $2 (a jsonb array, each with its entry's key) of entries
 /// of session $1, each once; expired ones are left out, and so are those
-/// that would expire more than $3 months from now, whose first key is
+/// that would expire more than $3 minutes from now, whose first key is
 /// returned (NULL: none; the caller then refuses the line, which undoes
 /// the others). A JSON null value comes out of jsonb_to_recordset as SQL
 /// NULL.
@@ -1303,7 +1301,7 @@ static IMPORT_ENTRY_VERSIONS: Statement = Statement::read_write(
     "WITH line AS (
        SELECT v.key, v.version, coalesce(v.value, 'null'::jsonb) AS value, v.created_at,
               v.updated_at, v.expires_at, v.replaced_at,
-              v.expires_at > pg_catalog.now() + pg_catalog.make_interval(months => $3) AS too_late
+              v.expires_at > pg_catalog.now() + pg_catalog.make_interval(mins => $3) AS too_late
        FROM pg_catalog.jsonb_to_recordset($2) AS v(key text, version int4, value jsonb,
               created_at timestamptz, updated_at timestamptz, expires_at timestamptz,
               replaced_at timestamptz)),

@@ -101,8 +101,7 @@ struct WriteOutcome {
 }
 
 /// Write the entries to the session if it is active, in one statement;
-/// returns the change of the session's words and its state after (None:
-/// the session is gone).
+/// returns what the write did (see WriteOutcome).
 fn written(client: &mut pgrx::spi::SpiClient<'_>, write: &EntriesWrite) -> SqlResult<WriteOutcome> {
     let rows = match write.entries {
         [(key, value)] => {

@@ -40,15 +40,9 @@ SELECT agent_memory.kv_set('kv', 'other', '"x"') ->> 'total_words' AS total_with
 -- Writing an expired key starts it afresh.
 SELECT agent_memory.kv_set('kv', 'short', '"back again"') ->> 'words' AS words;
 SELECT agent_memory.kv_get('kv', 'short');
--- The default TTL is agent_memory.memory_ttl (500 hours), which is at
--- most 100 years (of 30-day months), as a ttl is.
+-- The default TTL is agent_memory.memory_ttl (500 hours).
 SELECT round(extract(epoch FROM expires_at - updated_at) / 3600) AS ttl_hours
 FROM agent_memory.kv_entries WHERE session_id = 'kv' AND key = 'plan';
--- (The SQLSTATE alone: PostgreSQL 18 words the range otherwise.)
-\set VERBOSITY sqlstate
-SET agent_memory.memory_ttl = 51840001;
-\set VERBOSITY default
-SHOW agent_memory.memory_ttl;
 
 -- Deleting.
 SELECT agent_memory.kv_delete('kv', 'other'), agent_memory.kv_delete('kv', 'other') AS again;

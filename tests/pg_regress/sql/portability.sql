@@ -178,7 +178,7 @@ FROM agent_memory.import(jsonb_build_object('kind', 'kv_history', 'session_id', 
 SELECT r -> 'error' ->> 'code' AS code, r -> 'error' ->> 'message' AS message
 FROM agent_memory.import(jsonb_build_object('kind', 'kv_history', 'session_id', 'kept-copy', 'key', 'far',
        'versions', jsonb_build_array(jsonb_build_object('version', 1, 'value', 'far off',
-         'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '2999-01-01',
+         'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '9999-01-01',
          'replaced_at', '2026-01-02')))::text) AS r;
 SELECT count(*) AS kept FROM agent_memory.kv_entry_versions WHERE session_id = 'kept-copy' AND key = 'far';
 SELECT agent_memory.end_session('kept-copy');
@@ -266,7 +266,7 @@ SELECT agent_memory.erase_user('counter') ->> 'sessions' AS sessions;
 -- Lines refused, each alone, with what was wrong: none, truncated, not an
 -- object, of no kind, with a field of another kind, of the wrong type, an
 -- empty key, no session, a bad date; an entry that has expired since,
--- one that would outlive the 100 years kv_set allows;
+-- one that would outlive what any write keeps;
 -- sensitive data, over the budget, another value at the key; a message
 -- at a seq taken, one before the newest, a tool result without its call,
 -- an unknown role; an unknown part, a path not normalised, a session of
@@ -281,7 +281,7 @@ SELECT agent_memory.import('{"kind": "kv", "session_id": "", "key": "n", "value"
 SELECT agent_memory.import('{"kind": "kv", "session_id": "nobody", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2100-01-01", "versions": []}');
 SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "n", "value": 1, "version": 1, "created_at": "yesterday-ish", "updated_at": "2026-01-01", "expires_at": "2100-01-01", "versions": []}');
 SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "gone", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2026-01-02", "versions": []}');
-SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2999-01-01", "versions": []}');
+SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "n", "value": 1, "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "9999-01-01", "versions": []}');
 SELECT agent_memory.import('{"kind": "kv", "session_id": "mover-1", "key": "card", "value": "4111 1111 1111 1111", "version": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2100-01-01", "versions": []}');
 SELECT agent_memory.import(jsonb_build_object('kind', 'kv', 'session_id', 'mover-1', 'key', 'long', 'value', repeat('word ', 700), 'version', 1, 'created_at', '2026-01-01', 'updated_at', '2026-01-01', 'expires_at', '2100-01-01', 'versions', '[]'::jsonb)::text);
 SELECT agent_memory.import(jsonb_set(line, '{value}', '"Faro"')::text) FROM exported WHERE line ->> 'key' = 'goal';
