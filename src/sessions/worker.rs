@@ -15,10 +15,20 @@
 //! ran past its time limit is tried again smaller; any other failed batch
 //! ends only its own kind of row for the run. The run records what it left
 //! in `cleanup_runs`, and the next run tries again. An error outside a batch
-//! is logged; the process then exits and the postmaster starts it again
+//! is logged; the process then exits and its launcher starts it again
 //! after a short delay.
+//!
+//! The launcher is the worker registered at server start. It connects to
+//! no database and reads only `pg_database`, a shared catalog, so it can
+//! wait for a worker's database that does not exist yet: it starts the
+//! worker once the database is there, and again after each exit, instead
+//! of a worker that fails to connect and is restarted every few seconds.
 
 use std::time::{Duration, Instant};
+
+use std::ffi::CString;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
 use pgrx::pg_sys::panic::CaughtError;
@@ -34,18 +44,29 @@ use agent_memory_core::sessions::cleanup::{AfterTimeout, BatchSize};
 
 /// How `pg_stat_activity.backend_type` names the worker.
 pub const WORKER_TYPE: &str = "agent_memory cleanup";
-/// Delay before the postmaster restarts the worker after it exits on error.
+/// How `pg_stat_activity.backend_type` names the launcher.
+pub const LAUNCHER_TYPE: &str = "agent_memory cleanup launcher";
+/// Delay before the launcher starts the worker again after it exits, and
+/// between two looks for a missing database.
 const RESTART_AFTER: Duration = Duration::from_secs(5);
 
-/// Register the worker; call from `_PG_init` while preloading.
+/// Register the launcher; call from `_PG_init` while preloading.
 pub fn register() {
-    BackgroundWorkerBuilder::new(WORKER_TYPE)
-        .set_type(WORKER_TYPE)
+    BackgroundWorkerBuilder::new(LAUNCHER_TYPE)
+        .set_type(LAUNCHER_TYPE)
         .set_library("agent_memory")
-        .set_function("agent_memory_cleanup_main")
+        .set_function("agent_memory_cleanup_launcher_main")
         .enable_spi_access()
         .set_restart_time(Some(RESTART_AFTER))
         .load();
+}
+
+/// The database the worker serves: `agent_memory.database`.
+fn worker_database() -> String {
+    settings::DATABASE
+        .get()
+        .and_then(|db| db.into_string().ok())
+        .unwrap_or_else(|| "postgres".to_string())
 }
 
 /// PostgreSQL's `die` handles SIGTERM: it asks the next interrupt check,
@@ -326,10 +347,7 @@ fn remove_expired(kind: Expired, counts: &mut Counts) -> Result<(), String> {
 pub extern "C-unwind" fn agent_memory_cleanup_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP);
     exit_on_sigterm();
-    let database = settings::DATABASE
-        .get()
-        .and_then(|db| db.into_string().ok())
-        .unwrap_or_else(|| "postgres".to_string());
+    let database = worker_database();
     BackgroundWorker::connect_worker_to_spi(Some(&database), None);
     log!("{WORKER_TYPE} worker started in database \"{database}\"");
 
@@ -352,13 +370,171 @@ pub extern "C-unwind" fn agent_memory_cleanup_main(_arg: pg_sys::Datum) {
                 "{WORKER_TYPE} failed, restarting in {}s: {message}",
                 RESTART_AFTER.as_secs()
             );
-            // SAFETY: no transaction is open; exit code 1 asks the postmaster
-            // for a restart after RESTART_AFTER.
+            // SAFETY: no transaction is open; the launcher starts the
+            // worker again after RESTART_AFTER.
             unsafe { pg_sys::proc_exit(1) };
         }
         next_run = Instant::now() + report_waiting();
     }
     log!("{WORKER_TYPE} worker stopping: the postmaster has exited");
+    // SAFETY: no transaction is open.
+    unsafe { pg_sys::proc_exit(1) };
+}
+
+/// Whether database `name` exists. The launcher may read only shared
+/// catalogs, and `pg_database` is one. It reads the table itself, not by
+/// its index: a backend with no database cannot build an index's cache
+/// entry, which is missing until a backend of some database has written
+/// the shared cache file after a restart.
+fn database_exists(name: &CString) -> bool {
+    BackgroundWorker::transaction(|| {
+        // SAFETY: a catalog scan inside a transaction, as get_database_oid
+        // does it but with indexOK false; the key compares names as `=`.
+        unsafe {
+            let mut key = pg_sys::ScanKeyData::default();
+            pg_sys::ScanKeyInit(
+                &mut key,
+                pg_sys::Anum_pg_database_datname as pg_sys::AttrNumber,
+                pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                pg_sys::RegProcedure::from(pg_sys::F_NAMEEQ),
+                pg_sys::Datum::from(name.as_ptr()),
+            );
+            let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+            let table = pg_sys::table_open(pg_sys::DatabaseRelationId, lock);
+            let scan = pg_sys::systable_beginscan(
+                table,
+                pg_sys::Oid::from(pg_sys::DatabaseNameIndexId),
+                false,
+                std::ptr::null_mut(),
+                1,
+                &mut key,
+            );
+            let found = !pg_sys::systable_getnext(scan).is_null();
+            pg_sys::systable_endscan(scan);
+            pg_sys::table_close(table, lock);
+            found
+        }
+    })
+}
+
+/// Show the launcher in pg_stat_activity: `text` while it waits for
+/// something, idle and empty while the worker runs.
+fn report_launcher(text: Option<&str>) {
+    let state = match text {
+        Some(_) => pg_sys::BackendState::STATE_RUNNING,
+        None => pg_sys::BackendState::STATE_IDLE,
+    };
+    let text = CString::new(text.unwrap_or_default()).unwrap_or_default();
+    // SAFETY: the call only copies the string into shared memory.
+    unsafe { pg_sys::pgstat_report_activity(state, text.as_ptr()) };
+}
+
+/// Sleep `delay` whatever wakes the latch; false when the postmaster has
+/// died. SIGTERM exits inside.
+fn sleep(delay: Duration) -> bool {
+    let until = Instant::now() + delay;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        if !BackgroundWorker::wait_latch(Some(left)) {
+            return false;
+        }
+    }
+}
+
+/// Why the launcher could not keep a worker running this time.
+#[derive(Clone, Copy, PartialEq)]
+enum NotRunning {
+    DatabaseMissing,
+    NoWorkerSlot,
+}
+
+/// The launcher's running worker. The launcher stops it when it exits
+/// itself, so that the launcher started after it never runs a second
+/// worker beside an old one.
+static RUNNING_WORKER: AtomicPtr<pg_sys::BackgroundWorkerHandle> = AtomicPtr::new(null_mut());
+
+#[pg_guard]
+unsafe extern "C-unwind" fn stop_worker_on_exit(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    let handle = RUNNING_WORKER.load(Ordering::Relaxed);
+    if !handle.is_null() {
+        // SAFETY: a handle of this process's registration, still attached
+        // to shared memory (before_shmem_exit).
+        unsafe { pg_sys::TerminateBackgroundWorker(handle) };
+    }
+}
+
+/// Start the worker and wait until it exits; false when the postmaster
+/// has died.
+fn run_worker() -> Result<bool, NotRunning> {
+    let mut worker: pg_sys::BackgroundWorker = (&BackgroundWorkerBuilder::new(WORKER_TYPE)
+        .set_type(WORKER_TYPE)
+        .set_library("agent_memory")
+        .set_function("agent_memory_cleanup_main")
+        .enable_spi_access()
+        // SAFETY: reading this process's pid.
+        .set_notify_pid(unsafe { pg_sys::MyProcPid }))
+        .into();
+    let mut handle = null_mut();
+    // SAFETY: a complete registration; the handle is set when it succeeds.
+    if !unsafe { pg_sys::RegisterDynamicBackgroundWorker(&mut worker, &mut handle) } {
+        return Err(NotRunning::NoWorkerSlot);
+    }
+    RUNNING_WORKER.store(handle, Ordering::Relaxed);
+    // SAFETY: this process is the worker's notify pid, so the postmaster
+    // tells it when the worker stops.
+    let status = unsafe { pg_sys::WaitForBackgroundWorkerShutdown(handle) };
+    RUNNING_WORKER.store(null_mut(), Ordering::Relaxed);
+    // SAFETY: the handle was palloc'd for this process and is not used again.
+    unsafe { pg_sys::pfree(handle.cast()) };
+    Ok(status != pg_sys::BgwHandleStatus::BGWH_POSTMASTER_DIED)
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn agent_memory_cleanup_launcher_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP);
+    exit_on_sigterm();
+    BackgroundWorker::connect_worker_to_spi(None, None);
+    // SAFETY: registering a callback of this library for this process.
+    unsafe { pg_sys::before_shmem_exit(Some(stop_worker_on_exit), pg_sys::Datum::from(0)) };
+    let database = worker_database();
+    let database_name = CString::new(database.as_str()).unwrap_or_default();
+    // Each reason is logged once, when it starts to hold.
+    let mut last_reason = None;
+    loop {
+        let outcome = if database_exists(&database_name) {
+            report_launcher(None);
+            run_worker()
+        } else {
+            Err(NotRunning::DatabaseMissing)
+        };
+        match outcome {
+            Ok(false) => break,
+            Ok(true) => last_reason = None,
+            Err(reason) => {
+                let text = match reason {
+                    NotRunning::DatabaseMissing => format!(
+                        "{LAUNCHER_TYPE}: waiting for database \"{database}\" (agent_memory.database) to exist"
+                    ),
+                    NotRunning::NoWorkerSlot => format!(
+                        "{LAUNCHER_TYPE}: waiting for a free background worker slot (max_worker_processes)"
+                    ),
+                };
+                if last_reason != Some(reason) {
+                    warning!("{text}");
+                    last_reason = Some(reason);
+                }
+                report_launcher(Some(&text));
+            }
+        }
+        if !sleep(RESTART_AFTER) {
+            break;
+        }
+    }
+    log!("{LAUNCHER_TYPE} stopping: the postmaster has exited");
     // SAFETY: no transaction is open.
     unsafe { pg_sys::proc_exit(1) };
 }

@@ -139,6 +139,27 @@ impl Cluster {
         );
     }
 
+    fn stop_fast(&self) {
+        let out = self.pg_ctl(&["stop", "-m", "fast", "-w", "-t", "60"]);
+        assert!(
+            out.status.success(),
+            "pg_ctl stop -m fast failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// How many bytes the server has logged so far.
+    fn log_length(&self) -> usize {
+        std::fs::read(&self.log).map_or(0, |log| log.len())
+    }
+
+    /// What the server logged after the first `length` bytes.
+    fn logged_since(&self, length: usize) -> String {
+        let log = std::fs::read(&self.log).expect("read the server log");
+        String::from_utf8_lossy(log.get(length..).unwrap_or_default()).into_owned()
+    }
+
     /// Start it again with its own configuration (port, socket directory and
     /// preloaded library live in the data directory).
     fn start(&self) {
@@ -1809,6 +1830,7 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
         panic!("the cleanup backend not running after {took:?}: {result}, now {state:?}");
     }
     let worker = worker_pid(&mut monitor).expect("the worker runs");
+    let launcher = launcher_pid(&mut monitor).expect("the launcher runs");
     let postmaster: i32 = std::fs::read_to_string(cluster.data.join("postmaster.pid"))
         .expect("read postmaster.pid")
         .lines()
@@ -1817,16 +1839,17 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
         .expect("a pid on the first line of postmaster.pid");
     kill9(postmaster);
     let (gone, took) = wait_until(Duration::from_secs(60), || {
-        !process_runs(worker) && !process_runs(backend_pid)
+        !process_runs(worker) && !process_runs(launcher) && !process_runs(backend_pid)
     });
     println!(
-        "crash: worker and cleanup backend exit after postmaster death took {} ms",
+        "crash: worker, launcher and cleanup backend exit after postmaster death took {} ms",
         took.as_millis()
     );
     assert!(
         gone && took <= Duration::from_secs(2),
-        "after the postmaster's death, worker running: {}, backend running: {} ({took:?})",
+        "after the postmaster's death, worker running: {}, launcher running: {}, backend running: {} ({took:?})",
         process_runs(worker),
+        process_runs(launcher),
         process_runs(backend_pid)
     );
     let _ = manual.join().unwrap();
@@ -1845,4 +1868,159 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
         .unwrap();
     drop(client);
     drop_database(backend_db);
+}
+
+/// The pid of the cleanup launcher, if any.
+fn launcher_pid(client: &mut Client) -> Option<i32> {
+    client
+        .query_opt(
+            "SELECT pid FROM pg_stat_activity WHERE backend_type = 'agent_memory cleanup launcher'",
+            &[],
+        )
+        .expect("query pg_stat_activity")
+        .map(|row| row.get(0))
+}
+
+/// Points `agent_memory.database` at another database, with a restart,
+/// for the life of the value; then resets it, restarts again and drops
+/// that database.
+struct WorkerDatabaseMoved<'a> {
+    cluster: &'a Cluster,
+    database: &'a str,
+}
+
+impl<'a> WorkerDatabaseMoved<'a> {
+    fn to(cluster: &'a Cluster, database: &'a str) -> Self {
+        connect("postgres")
+            .batch_execute(&format!(
+                "ALTER SYSTEM SET agent_memory.database = '{database}'"
+            ))
+            .unwrap();
+        cluster.stop_fast();
+        cluster.start();
+        WorkerDatabaseMoved { cluster, database }
+    }
+}
+
+impl Drop for WorkerDatabaseMoved<'_> {
+    fn drop(&mut self) {
+        if !self.cluster.running() {
+            self.cluster.start();
+        }
+        connect("postgres")
+            .batch_execute("ALTER SYSTEM RESET agent_memory.database")
+            .unwrap();
+        self.cluster.stop_fast();
+        self.cluster.start();
+        drop_database(self.database);
+    }
+}
+
+#[test]
+fn the_launcher_waits_for_a_missing_database_then_starts_one_worker() {
+    let mut client = worker_database();
+    let cluster = Cluster::of(&mut client);
+    drop(client);
+    let database = "am_worker_later";
+    drop_database(database);
+    let _restart = RestartOnDrop(&cluster);
+    let logged_from = cluster.log_length();
+    let _moved = WorkerDatabaseMoved::to(&cluster, database);
+    let mut client = connect("postgres");
+    let waiting = format!(
+        "agent_memory cleanup launcher: waiting for database \"{database}\" (agent_memory.database) to exist"
+    );
+    let (shown, took) = wait_until(Duration::from_secs(10), || {
+        client
+            .query_opt(
+                "SELECT 1 FROM pg_stat_activity
+                 WHERE backend_type = 'agent_memory cleanup launcher' AND query = $1",
+                &[&waiting],
+            )
+            .unwrap()
+            .is_some()
+    });
+    assert!(
+        shown,
+        "the launcher did not show \"{waiting}\" within {took:?}"
+    );
+    let launcher = launcher_pid(&mut client).expect("the launcher runs");
+    // Two restart delays: a worker that fails to connect would have been
+    // started, and logged a FATAL, at least twice.
+    thread::sleep(Duration::from_secs(11));
+    assert_eq!(
+        worker_pid(&mut client),
+        None,
+        "a worker runs without its database"
+    );
+    assert_eq!(
+        launcher_pid(&mut client),
+        Some(launcher),
+        "the launcher was restarted"
+    );
+    let logged = cluster.logged_since(logged_from);
+    // The stop before the restart ends every backend "due to administrator
+    // command"; no other process may have failed (a worker without its
+    // database, a launcher that could not read pg_database).
+    let fatal: Vec<&str> = logged
+        .lines()
+        .filter(|line| line.contains("FATAL") && !line.contains("due to administrator command"))
+        .collect();
+    assert!(fatal.is_empty(), "the server logged: {fatal:?}");
+    let warned = logged
+        .lines()
+        .filter(|line| line.contains(&waiting))
+        .count();
+    assert_eq!(
+        warned, 1,
+        "the launcher's warning logged {warned} times:\n{logged}"
+    );
+
+    // Once the database exists, the worker starts there within a delay.
+    client
+        .batch_execute(&format!("CREATE DATABASE {database}"))
+        .unwrap();
+    let (started, took) = wait_until(Duration::from_secs(10), || {
+        client
+            .query_opt(
+                "SELECT 1 FROM pg_stat_activity
+                 WHERE backend_type = 'agent_memory cleanup' AND datname = $1",
+                &[&database],
+            )
+            .unwrap()
+            .is_some()
+    });
+    assert!(
+        started,
+        "no worker in {database} {took:?} after it was created"
+    );
+    let worker = worker_pid(&mut client).expect("the worker runs");
+
+    // A launcher that exits stops its worker: the next one never runs a
+    // second worker beside it.
+    client
+        .execute("SELECT pg_terminate_backend($1)", &[&launcher])
+        .unwrap();
+    let (stopped, took) = wait_until(Duration::from_secs(3), || !process_runs(worker));
+    assert!(
+        stopped,
+        "the worker still runs {took:?} after its launcher exited"
+    );
+    let mut most_workers = 0;
+    let (back, took) = wait_until(Duration::from_secs(20), || {
+        let workers: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'agent_memory cleanup'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        most_workers = most_workers.max(workers);
+        workers == 1 && launcher_pid(&mut client).is_some_and(|pid| pid != launcher)
+    });
+    assert!(
+        back,
+        "no new launcher and worker {took:?} after the launcher exited"
+    );
+    assert_eq!(most_workers, 1, "two workers ran at once");
 }
