@@ -225,7 +225,7 @@ fn sigterm_stops_the_worker_within_a_second_and_it_comes_back() {
         gone && took <= Duration::from_secs(1),
         "worker {pid} still there after {took:?}"
     );
-    // The postmaster starts it again after its restart delay (5 s).
+    // Its launcher starts it again after the restart delay (5 s).
     let (back, took) = wait_until(Duration::from_secs(15), || {
         worker_pid(&mut client).is_some_and(|new| new != pid)
     });
