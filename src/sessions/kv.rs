@@ -150,7 +150,10 @@ fn written(client: &mut pgrx::spi::SpiClient<'_>, write: &EntriesWrite) -> SqlRe
             outcome.version = version;
         }
         if version == 1 {
-            outcome.anew.push(row.required::<String>(4, "key")?);
+            outcome.anew.push(match write.entries {
+                [(key, _)] => (*key).to_owned(),
+                _ => row.required::<String>(4, "key")?,
+            });
         }
     }
     Ok(outcome)
@@ -597,12 +600,13 @@ fn kv_clear(session_id: &str) -> SqlResult<i32> {
 // agent_memory.memory_ttl in minutes $6) with the session's tenant. Each
 // returned row carries the entry's exact change in words (ON CONFLICT sees
 // the latest version of a key) and the session's state, read in the same
-// statement as one int8 array (see SessionState), then its version and
-// key: one at version 1 was written anew, and takes the number after its
-// kept versions next (kv_versions::number_anew). No row: the session is
-// gone. The update takes its times from the row the insert proposed (whose
-// defaults are now()): Citus accepts only immutable expressions in DO
-// UPDATE SET (see docs/scaling.md).
+// statement as one int8 array (see SessionState), then its version and,
+// for several entries, its key: one at version 1 was written anew, and
+// takes the number after its kept versions next (kv_versions::number_anew).
+// No row: the session is gone. The update takes its times from the row the
+// insert proposed (whose defaults are now()): Citus accepts only immutable
+// expressions in DO UPDATE SET (see docs/scaling.md). `$returning` lists
+// the columns after the change in words.
 macro_rules! upsert_statement {
     ($returning:expr, $($entries:expr),+) => {
         concat!(
@@ -621,8 +625,7 @@ macro_rules! upsert_statement {
                     version = CASE WHEN k.expires_at <= excluded.created_at THEN 1
                                    ELSE k.version + 1 END
              RETURNING k.words - k.prev_words, ",
-            $returning,
-            ", k.version, k.key"
+            $returning
         )
     };
 }
@@ -726,13 +729,16 @@ macro_rules! many_entries {
 
 /// One entry: what kv_set writes.
 static WRITE_ONE: Statement = Statement::read_write(
-    upsert_statement!(state_in_returning!(), one_entry!()),
+    upsert_statement!(concat!(state_in_returning!(), ", k.version"), one_entry!()),
     &[TEXT, TEXT, JSONB, INT4, INTERVAL, INT4, INT4, INT4],
 );
 
 /// Several entries: what update_context writes.
 static WRITE_MANY: Statement = Statement::read_write(
-    upsert_statement!(state_in_returning!(), many_entries!()),
+    upsert_statement!(
+        concat!(state_in_returning!(), ", k.version, k.key"),
+        many_entries!()
+    ),
     &[
         TEXT,
         TEXT_ARRAY,
@@ -749,7 +755,7 @@ static WRITE_MANY: Statement = Statement::read_write(
 /// expiry instead of the state.
 static WRITE_VALUES_ON_CITUS: Statement = Statement::read_write(
     upsert_statement!(
-        "k.expires_at",
+        "k.expires_at, k.version",
         "VALUES ($1, $2, $3, $4, 0, pg_catalog.now() + coalesce($5, pg_catalog.make_interval(mins => $6)),
                  agent_memory.caller_tenant())"
     ),
