@@ -381,15 +381,17 @@ pub extern "C-unwind" fn agent_memory_cleanup_main(_arg: pg_sys::Datum) {
     unsafe { pg_sys::proc_exit(1) };
 }
 
-/// Whether database `name` exists. The launcher may read only shared
-/// catalogs, and `pg_database` is one. It reads the table itself, not by
-/// its index: a backend with no database cannot build an index's cache
-/// entry, which is missing until a backend of some database has written
-/// the shared cache file after a restart.
-fn database_exists(name: &CString) -> bool {
+/// Whether the worker can connect to database `name`: it exists and
+/// takes connections. The launcher may read only shared catalogs, and
+/// `pg_database` is one. It reads the table itself, not by its index: a
+/// backend with no database cannot build an index's cache entry, which is
+/// missing until a backend of some database has written the shared cache
+/// file after a restart.
+fn database_ready(name: &CString) -> Result<(), NotRunning> {
     BackgroundWorker::transaction(|| {
         // SAFETY: a catalog scan inside a transaction, as get_database_oid
         // does it but with indexOK false; the key compares names as `=`.
+        // The tuple is read before the scan ends.
         unsafe {
             let mut key = pg_sys::ScanKeyData::default();
             pg_sys::ScanKeyInit(
@@ -409,24 +411,30 @@ fn database_exists(name: &CString) -> bool {
                 1,
                 &mut key,
             );
-            let found = !pg_sys::systable_getnext(scan).is_null();
+            let row = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(
+                pg_sys::systable_getnext(scan),
+            );
+            // An interrupted DROP DATABASE leaves datconnlimit at -2.
+            let ready = match row.as_ref() {
+                None => Err(NotRunning::DatabaseMissing),
+                Some(db) if !db.datallowconn || db.datconnlimit == -2 => {
+                    Err(NotRunning::DatabaseRefusesConnections)
+                }
+                Some(_) => Ok(()),
+            };
             pg_sys::systable_endscan(scan);
             pg_sys::table_close(table, lock);
-            found
+            ready
         }
     })
 }
 
-/// Show the launcher in pg_stat_activity: `text` while it waits for
-/// something, idle and empty while the worker runs.
-fn report_launcher(text: Option<&str>) {
-    let state = match text {
-        Some(_) => pg_sys::BackendState::STATE_RUNNING,
-        None => pg_sys::BackendState::STATE_IDLE,
-    };
-    let text = CString::new(text.unwrap_or_default()).unwrap_or_default();
+/// Show the launcher in pg_stat_activity, idle: with what it waits for,
+/// or with no text while the worker runs.
+fn report_launcher(text: &str) {
+    let text = CString::new(text).unwrap_or_default();
     // SAFETY: the call only copies the string into shared memory.
-    unsafe { pg_sys::pgstat_report_activity(state, text.as_ptr()) };
+    unsafe { pg_sys::pgstat_report_activity(pg_sys::BackendState::STATE_IDLE, text.as_ptr()) };
 }
 
 /// Sleep `delay` whatever wakes the latch; false when the postmaster has
@@ -441,6 +449,7 @@ fn sleep(delay: Duration) -> bool {
         if !BackgroundWorker::wait_latch(Some(left)) {
             return false;
         }
+        reload_settings_if_asked();
     }
 }
 
@@ -448,6 +457,7 @@ fn sleep(delay: Duration) -> bool {
 #[derive(Clone, Copy, PartialEq)]
 enum NotRunning {
     DatabaseMissing,
+    DatabaseRefusesConnections,
     NoWorkerSlot,
 }
 
@@ -483,20 +493,42 @@ fn run_worker() -> Result<bool, NotRunning> {
         return Err(NotRunning::NoWorkerSlot);
     }
     RUNNING_WORKER.store(handle, Ordering::Relaxed);
-    // SAFETY: this process is the worker's notify pid, so the postmaster
-    // tells it when the worker stops.
-    let status = unsafe { pg_sys::WaitForBackgroundWorkerShutdown(handle) };
+    // This process is the worker's notify pid: the postmaster sets its
+    // latch when the worker starts and when it stops. SIGHUP wakes it too.
+    let postmaster_alive = loop {
+        let mut pid = 0;
+        // SAFETY: a live handle of this process's registration.
+        let status = unsafe { pg_sys::GetBackgroundWorkerPid(handle, &mut pid) };
+        if status == pg_sys::BgwHandleStatus::BGWH_STOPPED {
+            break true;
+        }
+        if !BackgroundWorker::wait_latch(None) {
+            break false;
+        }
+        reload_settings_if_asked();
+    };
     RUNNING_WORKER.store(null_mut(), Ordering::Relaxed);
     // SAFETY: the handle was palloc'd for this process and is not used again.
     unsafe { pg_sys::pfree(handle.cast()) };
-    Ok(status != pg_sys::BgwHandleStatus::BGWH_POSTMASTER_DIED)
+    Ok(postmaster_alive)
 }
+
+/// The launcher ignores SIGINT: it runs no statement to cancel, and a
+/// cancel while it waits for the worker would end both.
+unsafe extern "C-unwind" fn ignore_signal(_signal: std::ffi::c_int) {}
 
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn agent_memory_cleanup_launcher_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP);
     exit_on_sigterm();
+    // SAFETY: installing a handler of this library.
+    unsafe {
+        #[cfg(not(feature = "pg18"))]
+        pg_sys::pqsignal(pg_sys::SIGINT as i32, Some(ignore_signal));
+        #[cfg(feature = "pg18")]
+        pg_sys::pqsignal_be(pg_sys::SIGINT as i32, Some(ignore_signal));
+    }
     BackgroundWorker::connect_worker_to_spi(None, None);
     // SAFETY: registering a callback of this library for this process.
     unsafe { pg_sys::before_shmem_exit(Some(stop_worker_on_exit), pg_sys::Datum::from(0)) };
@@ -505,12 +537,10 @@ pub extern "C-unwind" fn agent_memory_cleanup_launcher_main(_arg: pg_sys::Datum)
     // Each reason is logged once, when it starts to hold.
     let mut last_reason = None;
     loop {
-        let outcome = if database_exists(&database_name) {
-            report_launcher(None);
+        let outcome = database_ready(&database_name).and_then(|()| {
+            report_launcher("");
             run_worker()
-        } else {
-            Err(NotRunning::DatabaseMissing)
-        };
+        });
         match outcome {
             Ok(false) => break,
             Ok(true) => last_reason = None,
@@ -518,6 +548,9 @@ pub extern "C-unwind" fn agent_memory_cleanup_launcher_main(_arg: pg_sys::Datum)
                 let text = match reason {
                     NotRunning::DatabaseMissing => format!(
                         "{LAUNCHER_TYPE}: waiting for database \"{database}\" (agent_memory.database) to exist"
+                    ),
+                    NotRunning::DatabaseRefusesConnections => format!(
+                        "{LAUNCHER_TYPE}: waiting for database \"{database}\" (agent_memory.database) to accept connections"
                     ),
                     NotRunning::NoWorkerSlot => format!(
                         "{LAUNCHER_TYPE}: waiting for a free background worker slot (max_worker_processes)"
@@ -527,7 +560,7 @@ pub extern "C-unwind" fn agent_memory_cleanup_launcher_main(_arg: pg_sys::Datum)
                     warning!("{text}");
                     last_reason = Some(reason);
                 }
-                report_launcher(Some(&text));
+                report_launcher(&text);
             }
         }
         if !sleep(RESTART_AFTER) {
