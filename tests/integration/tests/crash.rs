@@ -129,21 +129,12 @@ impl Cluster {
         self.pg_ctl(&["status"]).status.success()
     }
 
-    fn stop_immediate(&self) {
-        let out = self.pg_ctl(&["stop", "-m", "immediate", "-w", "-t", "60"]);
+    /// Stop it with pg_ctl's shutdown `mode` (fast, immediate).
+    fn stop(&self, mode: &str) {
+        let out = self.pg_ctl(&["stop", "-m", mode, "-w", "-t", "60"]);
         assert!(
             out.status.success(),
-            "pg_ctl stop -m immediate failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    fn stop_fast(&self) {
-        let out = self.pg_ctl(&["stop", "-m", "fast", "-w", "-t", "60"]);
-        assert!(
-            out.status.success(),
-            "pg_ctl stop -m fast failed: {}{}",
+            "pg_ctl stop -m {mode} failed: {}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
@@ -1421,7 +1412,7 @@ fn immediate_stop_under_mixed_load_loses_no_acknowledged_call() {
         .collect();
     thread::sleep(Duration::from_secs(4));
     let stop_began = Instant::now();
-    cluster.stop_immediate();
+    cluster.stop("immediate");
     let mut acked = Vec::new();
     let mut unanswered = Vec::new();
     for (t, thread) in threads.into_iter().enumerate() {
@@ -1898,7 +1889,7 @@ impl<'a> WorkerDatabaseMoved<'a> {
                 "ALTER SYSTEM SET agent_memory.database = '{database}'"
             ))
             .unwrap();
-        cluster.stop_fast();
+        cluster.stop("fast");
         cluster.start();
         moved
     }
@@ -1912,27 +1903,30 @@ impl Drop for WorkerDatabaseMoved<'_> {
         connect("postgres")
             .batch_execute("ALTER SYSTEM RESET agent_memory.database")
             .unwrap();
-        self.cluster.stop_fast();
+        self.cluster.stop("fast");
         self.cluster.start();
         drop_database(self.database);
     }
 }
 
+/// Wait until a backend of pg_stat_activity meets `condition`, in which
+/// `$1` is `value`; panics after 10 s, saying that no `what`.
+fn wait_for_backend(client: &mut Client, condition: &str, value: &str, what: &str) {
+    let sql = format!("SELECT 1 FROM pg_stat_activity WHERE {condition}");
+    let (seen, took) = wait_until(Duration::from_secs(10), || {
+        client.query_opt(&sql, &[&value]).unwrap().is_some()
+    });
+    assert!(seen, "no {what} within {took:?}");
+}
+
 /// Wait until the launcher shows `text` in pg_stat_activity.
 fn wait_for_launcher_text(client: &mut Client, text: &str) {
-    let (shown, took) = wait_until(Duration::from_secs(10), || {
-        client
-            .query_opt(
-                "SELECT 1 FROM pg_stat_activity
-                 WHERE backend_type = 'agent_memory cleanup launcher' AND query = $1",
-                &[&text],
-            )
-            .unwrap()
-            .is_some()
-    });
-    assert!(
-        shown,
-        "the launcher did not show \"{text}\" within {took:?}"
+    let condition = "backend_type = 'agent_memory cleanup launcher' AND query = $1";
+    wait_for_backend(
+        client,
+        condition,
+        text,
+        &format!("launcher showing \"{text}\""),
     );
 }
 
@@ -2006,19 +2000,11 @@ fn the_launcher_waits_for_its_database_then_starts_one_worker() {
     client
         .batch_execute(&format!("ALTER DATABASE {database} ALLOW_CONNECTIONS true"))
         .unwrap();
-    let (started, took) = wait_until(Duration::from_secs(10), || {
-        client
-            .query_opt(
-                "SELECT 1 FROM pg_stat_activity
-                 WHERE backend_type = 'agent_memory cleanup' AND datname = $1",
-                &[&database],
-            )
-            .unwrap()
-            .is_some()
-    });
-    assert!(
-        started,
-        "no worker in {database} {took:?} after it took connections"
+    wait_for_backend(
+        &mut client,
+        "backend_type = 'agent_memory cleanup' AND datname = $1",
+        database,
+        &format!("worker in {database} after it took connections"),
     );
     let fatal = fatal_lines(&cluster, logged_from);
     assert!(fatal.is_empty(), "the server logged: {fatal:?}");
