@@ -24,11 +24,10 @@
 //! worker once the database is there, and again after each exit, instead
 //! of a worker that fails to connect and is restarted every few seconds.
 
-use std::time::{Duration, Instant};
-
-use std::ffi::CString;
+use std::ffi::{CString, c_int};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, Ordering};
+use std::time::{Duration, Instant};
 
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, SignalWakeFlags};
 use pgrx::pg_sys::panic::CaughtError;
@@ -69,16 +68,24 @@ fn worker_database() -> String {
         .unwrap_or_else(|| "postgres".to_string())
 }
 
+/// Have `handler` handle `signal` in this process.
+fn handle_signal(signal: u32, handler: unsafe extern "C-unwind" fn(c_int)) {
+    // Signal numbers are small: the conversion keeps them.
+    let signal = signal as c_int;
+    // SAFETY: the handler is PostgreSQL's own or this library's, both
+    // async-signal-safe.
+    unsafe {
+        #[cfg(not(feature = "pg18"))]
+        pg_sys::pqsignal(signal, Some(handler));
+        #[cfg(feature = "pg18")]
+        pg_sys::pqsignal_be(signal, Some(handler));
+    }
+}
+
 /// PostgreSQL's `die` handles SIGTERM: it asks the next interrupt check,
 /// wherever it runs (a scan, a lock wait, the wait between runs), to exit.
 fn exit_on_sigterm() {
-    // SAFETY: installing a signal handler PostgreSQL itself provides.
-    unsafe {
-        #[cfg(not(feature = "pg18"))]
-        pg_sys::pqsignal(pg_sys::SIGTERM as i32, Some(postgres_die));
-        #[cfg(feature = "pg18")]
-        pg_sys::pqsignal_be(pg_sys::SIGTERM as i32, Some(postgres_die));
-    }
+    handle_signal(pg_sys::SIGTERM, postgres_die);
 }
 
 /// The worker's own limit on one batch: PostgreSQL arms the statement
@@ -95,7 +102,7 @@ unsafe extern "C-unwind" {
     // The signal handler itself: pg_sys::die is a wrapper that only Rust
     // can call.
     #[link_name = "die"]
-    fn postgres_die(signal: std::ffi::c_int);
+    fn postgres_die(signal: c_int);
     fn enable_timeout_after(id: u32, delay_ms: i32);
     fn disable_timeout(id: u32, keep_indicator: bool);
 }
@@ -515,20 +522,14 @@ fn run_worker() -> Result<bool, NotRunning> {
 
 /// The launcher ignores SIGINT: it runs no statement to cancel, and a
 /// cancel while it waits for the worker would end both.
-unsafe extern "C-unwind" fn ignore_signal(_signal: std::ffi::c_int) {}
+unsafe extern "C-unwind" fn ignore_signal(_signal: c_int) {}
 
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn agent_memory_cleanup_launcher_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP);
     exit_on_sigterm();
-    // SAFETY: installing a handler of this library.
-    unsafe {
-        #[cfg(not(feature = "pg18"))]
-        pg_sys::pqsignal(pg_sys::SIGINT as i32, Some(ignore_signal));
-        #[cfg(feature = "pg18")]
-        pg_sys::pqsignal_be(pg_sys::SIGINT as i32, Some(ignore_signal));
-    }
+    handle_signal(pg_sys::SIGINT, ignore_signal);
     BackgroundWorker::connect_worker_to_spi(None, None);
     // SAFETY: registering a callback of this library for this process.
     unsafe { pg_sys::before_shmem_exit(Some(stop_worker_on_exit), pg_sys::Datum::from(0)) };
