@@ -31,6 +31,7 @@ use crate::pg::args::{INT4, TEXT, TID, XID};
 use crate::pg::datums::{JsonText, TooDeep, ToolRequest};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{self, Columns, Statement};
+use crate::pg::search::matching;
 
 use crate::pg::settings::{self, GenericPlans, NoNotices};
 use crate::pg::stream::{StreamStatement, for_each_row};
@@ -511,13 +512,11 @@ static FIRST_FROM: Statement = Statement::read_only(
 /// column's index holds every scope's words), and the snippets are made
 /// for the rows kept only.
 static SEARCH: Statement = Statement::read_only(
-    "WITH q AS MATERIALIZED (
-       SELECT c.config,
-              CASE WHEN $6 OPERATOR(pg_catalog.=) ''
-                   THEN pg_catalog.websearch_to_tsquery(c.config, $5)
-                   ELSE pg_catalog.websearch_to_tsquery(c.config, $5)
-                        OPERATOR(pg_catalog.&&) (OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery(c.config, $6))
-              END AS q
+    concat!(
+        "WITH q AS MATERIALIZED (
+       SELECT c.config, ",
+        matching!("c.config", "$5", "$6"),
+        " AS q
        FROM agent_memory.recall_settings c),
      best AS MATERIALIZED (
        SELECT f.path, f.content, pg_catalog.ts_rank_cd(f.search, q.q) AS score
@@ -533,7 +532,8 @@ static SEARCH: Statement = Statement::read_only(
             pg_catalog.ts_headline(q.config, pg_catalog.left(b.content, 20000), q.q,
               'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"'),
             b.score
-     FROM best b, q ORDER BY b.score DESC, b.path",
+     FROM best b, q ORDER BY b.score DESC, b.path"
+    ),
     &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
 );
 
@@ -548,25 +548,24 @@ static SEARCH_CONFIG: Statement = Statement::read_only(
 /// force_delegation, Citus refuses a statement that joins a shard with a
 /// reference table, or that it plans in parts (a CTE).
 static SEARCH_ON_CITUS: Statement = Statement::read_only(
-    "SELECT b.path::pg_catalog.text,
+    concat!(
+        "SELECT b.path::pg_catalog.text,
             pg_catalog.ts_headline($8::pg_catalog.regconfig, pg_catalog.left(b.content, 20000), b.q,
               'StartSel=**, StopSel=**, MaxWords=35, MinWords=12, MaxFragments=2, FragmentDelimiter=\" … \"'),
             b.score
      FROM (SELECT f.path, f.content, q.q, pg_catalog.ts_rank_cd(f.search, q.q) AS score
            FROM agent_memory.memory_files f,
-                (SELECT CASE WHEN $6 OPERATOR(pg_catalog.=) ''
-                             THEN pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $5)
-                             ELSE pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $5)
-                                  OPERATOR(pg_catalog.&&)
-                                  (OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery($8::pg_catalog.regconfig, $6))
-                        END AS q) q
+                (SELECT ",
+        matching!("$8::pg_catalog.regconfig", "$5", "$6"),
+        " AS q) q
            WHERE f.scope OPERATOR(pg_catalog.=) $1
              AND f.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()
              AND (f.path OPERATOR(pg_catalog.=) $2
                   OR (f.path OPERATOR(pg_catalog.>=) $3 AND f.path OPERATOR(pg_catalog.<) $4))
              AND f.search OPERATOR(pg_catalog.@@) q.q
            ORDER BY score DESC, f.path LIMIT $7) b
-     ORDER BY b.score DESC, b.path",
+     ORDER BY b.score DESC, b.path"
+    ),
     &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT, INT4, TEXT],
 );
 

@@ -19,6 +19,8 @@ pub mod meta;
 pub mod notify;
 /// Prepared plans kept per backend, and running them.
 pub mod plans;
+/// SQL of full-text search: which items match a query.
+pub mod search;
 /// Every `agent_memory.*` setting (GUC), defined in one place.
 pub mod settings;
 /// Large query results read row by row as the executor produces them.

@@ -27,6 +27,7 @@ use crate::pg::args::{FLOAT4_ARRAY, INT4, INT4_ARRAY, TEXT, TEXT_ARRAY, checked_
 use crate::pg::datums::{JsonB, iso_of};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{self, Columns, Statement};
+use crate::pg::search::matching;
 use crate::pg::settings::{self, GenericPlans, NoNotices, NoSorts};
 use crate::sessions::idle_timeout_minutes;
 
@@ -489,7 +490,7 @@ struct PgvectorSearch<'a> {
 /// The `per_kind` items of each kind nearest the search's embedding
 /// through pgvector's indexes, and for a kind of which the index found
 /// fewer than `k`, the nearest compared item by item (past the cap, what
-/// the index found is the best recall can give). Best first.
+/// the index found is the best recall can give for that kind). Best first.
 fn nearest_of_each_kind(
     client: &pgrx::spi::SpiClient<'_>,
     search: &PgvectorSearch,
@@ -497,8 +498,7 @@ fn nearest_of_each_kind(
     per_kind: usize,
     k: usize,
 ) -> SqlResult<Vec<Found>> {
-    let near =
-        nearest_by_pgvector(client, search, kinds, per_kind, Reading::Index)?.unwrap_or_default();
+    let (near, _) = nearest_by_pgvector(client, search, kinds, per_kind, Reading::Index)?;
     let short: Vec<&str> = kinds
         .iter()
         .copied()
@@ -507,16 +507,15 @@ fn nearest_of_each_kind(
     if short.is_empty() {
         return Ok(near);
     }
-    let exact = nearest_by_pgvector(client, search, &short, per_kind, Reading::Exactly)?;
-    Ok(match exact {
-        None => near,
-        Some(exact) => nearest_first(
-            near.into_iter()
-                .filter(|f| !short.contains(&f.kind.name()))
-                .chain(exact)
-                .collect(),
-        ),
-    })
+    let (exact, over_cap) =
+        nearest_by_pgvector(client, search, &short, per_kind, Reading::Exactly)?;
+    let compared = |f: &Found| short.contains(&f.kind.name()) && !over_cap.contains(&f.kind);
+    Ok(nearest_first(
+        near.into_iter()
+            .filter(|f| !compared(f))
+            .chain(exact)
+            .collect(),
+    ))
 }
 
 /// The error of a scope too large to compare item by item.
@@ -590,9 +589,9 @@ enum Reading {
 }
 
 /// The items nearest the search's embedding by pgvector's cosine
-/// distance, per kind the `per_kind` nearest, read as `reading` says; None
-/// when read exactly and the scope holds more than
-/// agent_memory.max_exact_recall items. The statement is built for the
+/// distance, per kind the `per_kind` nearest, read as `reading` says, and
+/// the kinds whose scope, read exactly, holds more than
+/// agent_memory.max_exact_recall items (none of theirs is returned). The statement is built for the
 /// kinds asked, pgvector's schema, the dimension and the reading, and
 /// kept.
 fn nearest_by_pgvector(
@@ -601,7 +600,7 @@ fn nearest_by_pgvector(
     kinds: &[&str],
     per_kind: usize,
     reading: Reading,
-) -> SqlResult<Option<Vec<Found>>> {
+) -> SqlResult<(Vec<Found>, Vec<Kind>)> {
     let PgvectorSearch {
         embedding,
         schema,
@@ -650,18 +649,23 @@ fn nearest_by_pgvector(
         &args,
     )?;
     let mut near = Vec::with_capacity(table.len());
+    let mut over_cap = Vec::new();
     for row in table {
-        if row.value::<i64>(8)?.unwrap_or(0) > i64::from(cap) {
-            return Ok(None);
-        }
         let mut item = found_at(&row)?;
+        // Each kind counts the rows of its own scope.
+        if row.value::<i64>(8)?.unwrap_or(0) > i64::from(cap) {
+            if !over_cap.contains(&item.kind) {
+                over_cap.push(item.kind);
+            }
+            continue;
+        }
         let similarity = 1.0 - row.required::<f64>(7, "distance")?;
         if similarity > 0.0 {
             item.similarity = Some(similarity);
             near.push(item);
         }
     }
-    Ok(Some(nearest_first(near)))
+    Ok((nearest_first(near), over_cap))
 }
 
 /// The rows of `table` (as found_at reads them, with column 7 the stored
@@ -1095,19 +1099,10 @@ macro_rules! in_live_sessions {
 pub(crate) use in_live_sessions;
 
 /// The query: the words an item must have any of, $1, and none of, $9
-/// (see recall::Query).
+/// (see matching).
 macro_rules! query {
     () => {
-        concat!(
-            "q AS MATERIALIZED (
-               SELECT CASE WHEN $9 = '' THEN ",
-            wanted!(),
-            " ELSE ",
-            wanted!(),
-            " OPERATOR(pg_catalog.&&) OPERATOR(pg_catalog.!!) pg_catalog.websearch_to_tsquery(",
-            config!(),
-            ", $9) END AS q)"
-        )
+        concat!("q AS MATERIALIZED (SELECT ", matching!(config!(), "$1", "$9"), " AS q)")
     };
 }
 
@@ -1297,7 +1292,7 @@ static SNIPPET_OF_MESSAGE: Statement = snippet_of_one!(
     "message",
     "m",
     "thread_messages",
-    "m.session_id = $2 AND m.thread_key = $4 AND m.slot = $5"
+    "m.session_id = $2 AND m.thread_key = $4 AND m.slot = $5 AND m.seq = $3::int8"
 );
 static SNIPPET_OF_PART: Statement = snippet_of_one!(
     "working_memory",
@@ -1333,7 +1328,8 @@ macro_rules! text_when {
 /// The snippet of each item of the parallel arrays $2 (kind), $3 (key),
 /// $4 (ref), $5 (thread or node key), $6 (slot): the first 20,000
 /// characters of its text, the words $1 (see recall::Query) marked with
-/// **, by the ordinal of the item.
+/// **, by the ordinal of the item. A message is read by its slot and its
+/// seq: a statement of the call may see a later message in the slot.
 static SNIPPETS: Statement = Statement::read_only(
     concat!(
         "WITH q AS MATERIALIZED (SELECT ",
@@ -1347,7 +1343,8 @@ static SNIPPETS: Statement = Statement::read_only(
                 "message",
                 "m",
                 "thread_messages",
-                "m.session_id = w.key AND m.thread_key = w.thread AND m.slot = w.slot"
+                "m.session_id = w.key AND m.thread_key = w.thread AND m.slot = w.slot
+                 AND m.seq = w.ref::int8"
             ),
             text_when!(
                 "working_memory",

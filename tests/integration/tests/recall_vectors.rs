@@ -243,6 +243,66 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
         .collect::<Vec<(String, f64)>>();
     assert_eq!(small.len(), 10);
     assert_found(&small, &small_exact, 10);
+
+    // A kind past the bound keeps what the index found, and the others
+    // are still compared: scope f1's files, which the bounded index scan
+    // misses behind 60 nearer files of scope f2, are all found beside
+    // owner o2's nodes (300, past a bound of 100).
+    let f1_files: Vec<Vec<f32>> = (1..)
+        .map(embedding)
+        .filter(|stored| cosine(&query, stored) > 0.0)
+        .take(3)
+        .collect();
+    let mut transaction = client.transaction().expect("begin");
+    // Nearer than any of f1's, and each its own (pgvector keeps equal
+    // vectors as one element of its graph).
+    let crowd: Vec<Vec<f32>> = (0..60)
+        .map(|i| {
+            let mut near = query.clone();
+            near[i % DIMENSION] += 0.001 * (i / DIMENSION + 1) as f32;
+            near
+        })
+        .collect();
+    for (scope, embeddings) in [("f1", &f1_files), ("f2", &crowd)] {
+        for (i, stored) in embeddings.iter().enumerate() {
+            let path = format!("/f{i}");
+            transaction
+                .query_one(
+                    "SELECT agent_memory.memory_tool($1, jsonb_build_object(
+                       'command', 'append', 'path', $2::text, 'content', 'file ' || $2))",
+                    &[&scope, &path],
+                )
+                .expect("write a file");
+            let stored: bool = transaction
+                .query_one(
+                    "SELECT agent_memory.recall_embed('file', $1, $2, $3::text::real[])",
+                    &[&scope, &path, &literal(stored)],
+                )
+                .expect("embed a file")
+                .get(0);
+            assert!(stored);
+        }
+    }
+    transaction.commit().expect("commit the files");
+    client
+        .batch_execute("SET agent_memory.max_exact_recall = 100")
+        .expect("set the bound");
+    let kinds: Vec<String> = client
+        .query(
+            "SELECT kind FROM agent_memory.recall(NULL, owner => 'o2', scope => 'f1',
+                                                 kinds => '{node,file}', k => 100,
+                                                 embedding => $1::text::real[])",
+            &[&literal(&query)],
+        )
+        .expect("recall nodes past the bound and files")
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|kind| *kind == "file").count(),
+        3,
+        "{kinds:?}"
+    );
     client
         .batch_execute("RESET hnsw.ef_search; RESET hnsw.max_scan_tuples")
         .expect("reset the bound");

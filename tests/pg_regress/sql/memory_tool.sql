@@ -145,6 +145,8 @@ SELECT jsonb_path_query_array(memory_tool('s', '{"path": "/notes", "command": "s
                               '$.result.matches[*].path') AS phrase;
 SELECT memory_tool('s', '{"path": "/notes/team", "command": "search", "query": "deploy"}');
 SELECT memory_tool('s', '{"path": "/notes", "command": "search", "query": "the of and"}');
+-- Nor do they with a word to leave out: no file is found for lacking it.
+SELECT memory_tool('s', '{"path": "/notes", "command": "search", "query": "the -meeting"}');
 SELECT memory_tool('s', '{"path": "/nowhere", "command": "search", "query": "deploy"}');
 SELECT memory_tool('s', '{"path": "/notes", "command": "search"}');
 SELECT memory_tool('other scope', '{"path": "/", "command": "search", "query": "deploy"}');

@@ -46,6 +46,7 @@ SELECT kind, ref FROM recall('"porto train"', session_id => 'r1');
 SELECT kind, ref FROM recall('porto -train', session_id => 'r1');
 SELECT kind, ref FROM recall('mushrooms or dentist', user_id => 'ann', kinds => '{kv,message}');
 SELECT count(*) FROM recall('the and of is', session_id => 'r1');
+SELECT count(*) FROM recall('the -lisbon', session_id => 'r1');
 SELECT count(*) FROM recall('', session_id => 'r1');
 SELECT count(*) FROM recall('!(&|:*<->)''\', session_id => 'r1');
 SELECT count(*) FROM recall('porto & ! | : * ( ) <->', session_id => 'r1');
