@@ -248,6 +248,9 @@ fn move_tree(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResu
             return Ok(Err(claude::bad_destination(from, to, &why)));
         }
     }
+    // A move is a change of each file moved: what it was is kept first,
+    // and its kept versions then move with it.
+    versions::save_at_or_under(client, scope, &from.stored)?;
     let prefix_chars = from.stored.chars().count() as i32;
     let [scope_arg, from_arg, under_arg, end_arg] = moving_args();
     MOVE.run(

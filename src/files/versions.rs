@@ -400,16 +400,27 @@ fn memory_purge_history(
         // Every path of the scope: the root and all under it.
         None => ("/", range_of("/")),
     };
-    Ok(first_value_of::<i64>(
-        &PURGE,
-        &[
-            scope.into(),
-            path.into(),
-            range[0].as_str().into(),
-            range[1].as_str().into(),
-        ],
-    )?
-    .unwrap_or(0))
+    Spi::connect_mut(|client| {
+        // The scope's row first, as a restore takes it: a restore reads
+        // the version it writes back under that lock, so it never writes
+        // back one the purge has removed.
+        store::lock_scope(client, scope)?;
+        let purged = PURGE
+            .run(
+                client,
+                &[
+                    scope.into(),
+                    path.into(),
+                    range[0].as_str().into(),
+                    range[1].as_str().into(),
+                ],
+            )?
+            .first()
+            .value::<i64>(1)?;
+        // The lock may have made the row of a scope that holds nothing.
+        store::forget_scope_if_empty(client, scope)?;
+        Ok(purged.unwrap_or(0))
+    })
 }
 
 // The statements.

@@ -21,7 +21,9 @@ use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
 use crate::pg::settings;
 use crate::sessions::kv::{entry_name, stored_document, write_entries};
-use crate::sessions::{active, idle_timeout_minutes, lock_session};
+use crate::sessions::{
+    active, active_until, callers_active_session, idle_timeout_minutes, lock_session,
+};
 
 type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
 
@@ -47,6 +49,7 @@ pub(crate) fn save_entries(
             session_id.into(),
             keys.map(|keys| keys.to_vec()).into(),
             retention.into(),
+            idle_timeout_minutes().into(),
         ],
     )?;
     Ok(())
@@ -62,6 +65,11 @@ fn save_entries_on_citus(
     keys: Option<&[&str]>,
     retention: i32,
 ) -> SqlResult<()> {
+    // A session gone idle keeps its entries until the cleanup, but a
+    // delete there is refused: it saves nothing either.
+    if active_until(client, session_id, idle_timeout_minutes())?.is_none() {
+        return Ok(());
+    }
     let mut live = Vec::new();
     for row in LIVE_ON_CITUS.run(
         client,
@@ -244,8 +252,8 @@ fn kv_purge_history(
 
 // The statements.
 
-/// Save the live entries `$which` picks among those of session $1,
-/// replacing a version of the same number that an earlier life of the key
+/// Save the live entries `$which` picks among those of session $1, while
+/// the session is active (default idle minutes $4), replacing a version of the same number that an earlier life of the key
 /// left, and drop the versions of each that are newer than the one saved
 /// (that earlier life's) or $3 or more below it. Returns how many were
 /// saved.
@@ -261,6 +269,9 @@ macro_rules! save_entries {
             $which,
             "
                  AND e.expires_at > pg_catalog.now()
+                 AND EXISTS (SELECT FROM agent_memory.sessions s WHERE ",
+            callers_active_session!("$4"),
+            ")
                ON CONFLICT (session_id, key, version, tenant) DO UPDATE
                   SET value = excluded.value, created_at = excluded.created_at,
                       updated_at = excluded.updated_at, expires_at = excluded.expires_at,
@@ -278,11 +289,12 @@ macro_rules! save_entries {
 /// The entries $2.
 static SAVE: Statement = Statement::read_write(
     save_entries!(" AND e.key = ANY ($2)"),
-    &[TEXT, TEXT_ARRAY, INT4],
+    &[TEXT, TEXT_ARRAY, INT4, INT4],
 );
 
 /// Every entry ($2 is NULL).
-static SAVE_ALL: Statement = Statement::read_write(save_entries!(""), &[TEXT, TEXT_ARRAY, INT4]);
+static SAVE_ALL: Statement =
+    Statement::read_write(save_entries!(""), &[TEXT, TEXT_ARRAY, INT4, INT4]);
 
 /// On Citus: the live entries $2 of session $1 (every one when NULL),
 /// with the columns a version keeps, locked: a call Citus does not

@@ -64,6 +64,14 @@ SELECT version, value FROM agent_memory.kv_versions('h', 'goal');
 SELECT agent_memory.kv_set('h', 'step', '1') ->> 'version' AS version;
 SELECT agent_memory.kv_clear('h');
 SELECT version, value FROM agent_memory.kv_versions('h', 'step');
+-- A session gone idle refuses a delete, and keeps nothing of it.
+SELECT agent_memory.create_session('u1', session_id => 'h-idle', idle_timeout => '1 second') AS made;
+SELECT agent_memory.kv_set('h-idle', 'step', '1') ->> 'version' AS version;
+SELECT pg_sleep(1.2);
+SELECT agent_memory.kv_delete('h-idle', 'step') AS deleted;
+SELECT agent_memory.kv_clear('h-idle') AS cleared;
+SELECT count(*) AS kept FROM agent_memory.kv_entry_versions WHERE session_id = 'h-idle';
+SELECT agent_memory.end_session('h-idle') AS ended;
 
 -- Purge: an entry's history, or the session's.
 SELECT agent_memory.kv_purge_history('h', 'step');
