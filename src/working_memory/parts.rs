@@ -330,8 +330,15 @@ fn wm_part(
     let session_id = checked_id("session_id", session_id)?;
     let part = checked_part(part)?;
     let node = node_key(node_id)?;
-    let stored = read_part(session_id, node, part)?;
-    let version = own_version(session_id, node, part)?;
+    // One statement: a value and a version read apart could be of two
+    // writes, and a precondition on that version would pass over the
+    // second.
+    let (stored, version) = with_part_row(&READ_PART_AND_VERSION, session_id, node, part, |row| {
+        Ok((
+            row.value::<JsonB>(2)?.map(|j| j.0),
+            row.required::<i32>(3, "version")?,
+        ))
+    })?;
     Ok(pgrx::JsonB(serde_json::json!({
         "part": part.name(),
         "value": wm::shown(part, stored),
@@ -474,21 +481,37 @@ static PART_VERSION: Statement = Statement::read_write(
 
 /// A part as an entry sees it: the node's own, else the global one ($1
 /// session of the caller's tenant, $2 node key, $3 part, $4 idle minutes),
-/// each a primary-key probe (values are never NULL).
-/// The first column says whether the session is alive. Every table is
-/// filtered by $1 itself, so that Citus keeps the statement on the
-/// session's shard.
-static READ_PART: Statement = Statement::read_write(
-    concat!(
-        "SELECT true, coalesce((SELECT p.value FROM agent_memory.wm_parts p
-                                WHERE p.session_id = $1 AND p.tenant = s.tenant
-                                  AND p.node_key = $2 AND p.part = $3),
-                               (SELECT p.value FROM agent_memory.wm_parts p
-                                WHERE p.session_id = $1 AND p.tenant = s.tenant
-                                  AND p.node_key = '' AND p.part = $3))
-         FROM agent_memory.sessions s
-         WHERE ",
-        callers_active_session!("$4")
-    ),
-    &[TEXT, TEXT, TEXT, INT4],
+/// each a primary-key probe (values are never NULL), then
+/// `$more_columns`. The first column says whether the session is alive.
+/// Every table is filtered by $1 itself, so that Citus keeps the statement
+/// on the session's shard.
+macro_rules! part_read {
+    ($more_columns:literal) => {
+        Statement::read_write(
+            concat!(
+                "SELECT true, coalesce((SELECT p.value FROM agent_memory.wm_parts p
+                                        WHERE p.session_id = $1 AND p.tenant = s.tenant
+                                          AND p.node_key = $2 AND p.part = $3),
+                                       (SELECT p.value FROM agent_memory.wm_parts p
+                                        WHERE p.session_id = $1 AND p.tenant = s.tenant
+                                          AND p.node_key = '' AND p.part = $3))",
+                $more_columns,
+                "
+                 FROM agent_memory.sessions s
+                 WHERE ",
+                callers_active_session!("$4")
+            ),
+            &[TEXT, TEXT, TEXT, INT4],
+        )
+    };
+}
+
+static READ_PART: Statement = part_read!("");
+
+/// READ_PART, and the version of the entry's own part (0: none), read in
+/// the same snapshot.
+static READ_PART_AND_VERSION: Statement = part_read!(
+    ", coalesce((SELECT p.version FROM agent_memory.wm_parts p
+                 WHERE p.session_id = $1 AND p.tenant = s.tenant
+                   AND p.node_key = $2 AND p.part = $3), 0)"
 );
