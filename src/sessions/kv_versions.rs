@@ -253,10 +253,10 @@ fn kv_purge_history(
 // The statements.
 
 /// Save the live entries `$which` picks among those of session $1, while
-/// the session is active (default idle minutes $4), replacing a version of the same number that an earlier life of the key
-/// left, and drop the versions of each that are newer than the one saved
-/// (that earlier life's) or $3 or more below it. Returns how many were
-/// saved.
+/// the session is active (default idle minutes $4), replacing a version
+/// of the same number that an earlier life of the key left, and drop the
+/// versions of each that are newer than the one saved (that earlier
+/// life's) or $3 or more below it. Returns how many were saved.
 macro_rules! save_entries {
     ($which:literal) => {
         concat!(
