@@ -433,12 +433,16 @@ fn append_locked(
         .answers()
         .is_some_and(|id| held.calls.iter().any(|call| call == id));
     let stored = held.call_held;
-    let claimed = CLAIM_POSITION
-        .run(
-            client,
-            &[session_id.into(), key.into(), i64::from(stored).into()],
-        )?
-        .first();
+    let claimed = CLAIM_POSITION.run(
+        client,
+        &[session_id.into(), key.into(), i64::from(stored).into()],
+    )?;
+    // No thread any more: the cleanup removed the session, found expired
+    // by its own clock, since the state was read.
+    if claimed.is_empty() {
+        return Err(session_gone(session_id)).or_report();
+    }
+    let claimed = claimed.first();
     let seq = claimed.required::<i64>(1, "seq")?;
     let moved = claimed.value::<bool>(2)?.unwrap_or(true);
     if stored {
