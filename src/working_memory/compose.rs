@@ -481,14 +481,18 @@ fn wm_context(
     let node = node_key(node_id)?;
     let (bundle, project) = compose(&CONTEXT, "the context takes", session_id, node, true)?;
     // A caller naming a project must get that project's session only.
-    if let (Some(asked), Some(actual)) = (project_id, project.as_deref())
-        && asked != actual
+    if let Some(asked) = project_id
+        && project.as_deref() != Some(asked)
     {
+        let quoted = agent_memory_core::error::quoted;
+        let belongs = match project.as_deref() {
+            Some(actual) => format!("project {}", quoted(actual)),
+            None => "no project".to_owned(),
+        };
         return Err(Error::invalid(format!(
-            "session {} belongs to project {}, not {}",
-            agent_memory_core::error::quoted(session_id),
-            agent_memory_core::error::quoted(actual),
-            agent_memory_core::error::quoted(asked)
+            "session {} belongs to {belongs}, not {}",
+            quoted(session_id),
+            quoted(asked)
         )))
         .or_report();
     }

@@ -49,6 +49,10 @@ SELECT wm_set_many('wm', '{"last_user_message": "hi", "working_history": "summar
 SELECT wm_set_many('wm', '{"last_user_message": "changed", "config": {"history_length": "many"}}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT wm_get('wm', 'last_user_message') AS unchanged;
+-- No part at all still needs the session.
+SELECT wm_set_many('wm', '{}');
+SELECT wm_set_many('no-such-session', '{}');
+\echo :LAST_ERROR_SQLSTATE
 
 -- A no-op changes nothing, version included (notifications: see the
 -- integration test, as psql prints the sender's process id).

@@ -105,6 +105,11 @@ SELECT b - 'messages' AS bundle, jsonb_path_query_array(b, '$.messages[*].conten
 FROM wm_context('snap', 'n1', 'atlas') b;
 SELECT wm_context('snap', NULL, 'other');
 \echo :LAST_ERROR_SQLSTATE
+-- A session of no project belongs to none named.
+SELECT create_session('ana', session_id => 'no-project') IS NOT NULL AS made;
+SELECT wm_context('no-project', NULL, 'atlas');
+\echo :LAST_ERROR_SQLSTATE
+SELECT end_session('no-project');
 
 -- Writes renew the session's activity (a backend renews a session at most
 -- once a second, so a new connection shows it at once).
