@@ -410,6 +410,8 @@ fn append_locked(
         return Err(session_gone(session_id)).or_report();
     }
     if let Some(seq) = duplicate {
+        // A retry renews the session, as the append it repeats did.
+        record_append_on_session(client, session_id, key, seq, false, stale)?;
         return Ok(seq);
     }
     if !exists {

@@ -145,6 +145,11 @@ INSERT INTO seqs SELECT 'idem', agent_memory.append_message('chat', 'user', 'pay
 SELECT agent_memory.append_message('chat', 'user', 'pay the invoice', metadata => '{"idempotency_key": "req-1"}')
        = (SELECT seq FROM seqs WHERE name = 'idem') AS same_seq;
 SELECT count(*) AS stored_once FROM agent_memory.messages('chat') WHERE content = 'pay the invoice';
+-- A retry renews the session, as an append does.
+UPDATE agent_memory.sessions SET last_activity_at = now() - interval '1 hour' WHERE session_id = 'chat';
+SELECT agent_memory.append_message('chat', 'user', 'pay the invoice', metadata => '{"idempotency_key": "req-1"}')
+       = (SELECT seq FROM seqs WHERE name = 'idem') AS same_seq;
+SELECT last_activity_at > now() - interval '1 minute' AS renewed FROM agent_memory.sessions WHERE session_id = 'chat';
 
 -- pop_message removes and returns the newest; its slot is reused.
 SELECT agent_memory.pop_message('chat', 'n1') - 'seq' - 'created_at' AS popped;
