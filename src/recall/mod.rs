@@ -591,9 +591,9 @@ enum Reading {
 /// The items nearest the search's embedding by pgvector's cosine
 /// distance, per kind the `per_kind` nearest, read as `reading` says, and
 /// the kinds whose scope, read exactly, holds more than
-/// agent_memory.max_exact_recall items (none of theirs is returned). The statement is built for the
-/// kinds asked, pgvector's schema, the dimension and the reading, and
-/// kept.
+/// agent_memory.max_exact_recall items (none of theirs is returned). The
+/// statement is built for the kinds asked, pgvector's schema, the
+/// dimension and the reading, and kept.
 fn nearest_by_pgvector(
     client: &pgrx::spi::SpiClient<'_>,
     search: &PgvectorSearch,
@@ -1102,7 +1102,11 @@ pub(crate) use in_live_sessions;
 /// (see matching).
 macro_rules! query {
     () => {
-        concat!("q AS MATERIALIZED (SELECT ", matching!(config!(), "$1", "$9"), " AS q)")
+        concat!(
+            "q AS MATERIALIZED (SELECT ",
+            matching!(config!(), "$1", "$9"),
+            " AS q)"
+        )
     };
 }
 

@@ -1903,8 +1903,9 @@ impl Drop for WorkerDatabaseMoved<'_> {
         // A panic here, while a failed test unwinds, would abort the whole
         // run: a failure to reset is reported, and the next test's restart
         // shows it.
-        let reset = try_connect("postgres")
-            .and_then(|mut client| client.batch_execute("ALTER SYSTEM RESET agent_memory.database"));
+        let reset = try_connect("postgres").and_then(|mut client| {
+            client.batch_execute("ALTER SYSTEM RESET agent_memory.database")
+        });
         if let Err(error) = reset {
             eprintln!("could not reset agent_memory.database: {error}");
         }
