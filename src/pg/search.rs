@@ -2,9 +2,9 @@
 
 /// The tsquery of the items that have any of the words `$wanted` and none
 /// of the words `$unwanted` (see agent_memory_core::recall::Query), in
-/// text search configuration `$config`. When no word is wanted (a query of only stop
-/// words), it is the empty query, which matches nothing: `!!` alone would
-/// match every item without the unwanted words.
+/// text search configuration `$config`. When no word is wanted (a query
+/// of only stop words), it is the empty query, which matches nothing:
+/// `!!` alone would match every item without the unwanted words.
 macro_rules! matching {
     ($config:expr, $wanted:literal, $unwanted:literal) => {
         concat!(

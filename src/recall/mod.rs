@@ -990,7 +990,7 @@ macro_rules! config {
 /// search columns' text search configuration.
 macro_rules! wanted {
     () => {
-        concat!("pg_catalog.websearch_to_tsquery(", config!(), ", $1)")
+        $crate::pg::search::words_of!(config!(), "$1")
     };
 }
 
