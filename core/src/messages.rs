@@ -51,6 +51,8 @@ pub fn resolve_keep(keep: Option<i32>, setting: i32) -> Result<i32> {
 }
 
 /// Check content and metadata; returns the metadata's idempotency key.
+/// Content and metadata (as JSON text) are each at most `max_bytes`, and
+/// the key at most MAX_ID_CHARS characters, as the ids it stands beside.
 pub fn check_message(content: &str, metadata: &Value, max_bytes: usize) -> Result<Option<String>> {
     if content.len() > max_bytes {
         return Err(Error::limit(format!(
@@ -61,13 +63,46 @@ pub fn check_message(content: &str, metadata: &Value, max_bytes: usize) -> Resul
     let Some(fields) = metadata.as_object() else {
         return Err(Error::invalid("metadata must be a JSON object"));
     };
+    if !fields.is_empty() {
+        let metadata_bytes = json_text_bytes(metadata);
+        if metadata_bytes > max_bytes {
+            return Err(Error::limit(format!(
+                "message metadata is {metadata_bytes} bytes, over agent_memory.max_message_bytes ({max_bytes})"
+            )));
+        }
+    }
     match fields.get("idempotency_key") {
         None | Some(Value::Null) => Ok(None),
+        Some(Value::String(key)) if key.chars().count() > crate::args::MAX_ID_CHARS => {
+            Err(Error::invalid(format!(
+                "metadata.idempotency_key is longer than {} characters",
+                crate::args::MAX_ID_CHARS
+            )))
+        }
         Some(Value::String(key)) if !key.is_empty() => Ok(Some(key.clone())),
         Some(_) => Err(Error::invalid(
             "metadata.idempotency_key must be a non-empty string",
         )),
     }
+}
+
+/// The length of `value` written as compact JSON text, counted without
+/// building the text.
+fn json_text_bytes(value: &Value) -> usize {
+    struct Counted(usize);
+    impl std::io::Write for Counted {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counted = Counted(0);
+    // Writing a Value to a writer that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut counted, value);
+    counted.0
 }
 
 /// The idempotency key of metadata that [`check_message`] passed.
@@ -354,6 +389,32 @@ mod tests {
     }
 
     #[test]
+    fn metadata_and_its_key_are_bounded_as_content_is() {
+        let metadata = json!({"note": "0123456789"});
+        assert_eq!(json_text_bytes(&metadata), 21);
+        assert_eq!(json_text_bytes(&json!({"é": [1, null]})), 15);
+        assert!(check_message("short", &metadata, 21).is_ok());
+        let e = check_message("short", &metadata, 20).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::LimitExceeded);
+        assert_eq!(
+            e.message,
+            "message metadata is 21 bytes, over agent_memory.max_message_bytes (20)"
+        );
+        // An empty object is no metadata: content alone meets the limit.
+        assert!(check_message("12345", &json!({}), 5).is_ok());
+        let key = "k".repeat(crate::args::MAX_ID_CHARS);
+        let kept = check_message("a", &json!({ "idempotency_key": key }), 1 << 20).unwrap();
+        assert_eq!(kept.as_deref(), Some(key.as_str()));
+        let longer = "é".repeat(crate::args::MAX_ID_CHARS + 1);
+        let e = check_message("a", &json!({ "idempotency_key": longer }), 1 << 20).unwrap_err();
+        assert_eq!(e.kind, ErrorKind::InvalidParameter);
+        assert_eq!(
+            e.message,
+            "metadata.idempotency_key is longer than 256 characters"
+        );
+    }
+
+    #[test]
     fn roles_are_the_four_known_ones() {
         for role in ROLES {
             assert!(check_role(role).is_ok());
@@ -391,12 +452,12 @@ mod tests {
     #[test]
     fn the_idempotency_key_must_be_a_non_empty_string() {
         assert_eq!(
-            check_message("x", &json!({"idempotency_key": "k1"}), 10).unwrap(),
+            check_message("x", &json!({"idempotency_key": "k1"}), 100).unwrap(),
             Some("k1".to_string())
         );
-        assert_eq!(check_message("x", &json!({"other": 1}), 10).unwrap(), None);
-        assert!(check_message("x", &json!({"idempotency_key": 7}), 10).is_err());
-        assert!(check_message("x", &json!({"idempotency_key": ""}), 10).is_err());
+        assert_eq!(check_message("x", &json!({"other": 1}), 100).unwrap(), None);
+        assert!(check_message("x", &json!({"idempotency_key": 7}), 100).is_err());
+        assert!(check_message("x", &json!({"idempotency_key": ""}), 100).is_err());
         // What the check passed is what a write reads back.
         for metadata in [
             json!({"idempotency_key": "k1"}),
@@ -405,7 +466,7 @@ mod tests {
         ] {
             assert_eq!(
                 idempotency_key(&metadata).map(str::to_string),
-                check_message("x", &metadata, 10).unwrap()
+                check_message("x", &metadata, 100).unwrap()
             );
         }
     }

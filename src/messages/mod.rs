@@ -36,7 +36,8 @@ use crate::pg::plans::{Columns, Statement, first_value_of, on_citus};
 use crate::pg::settings;
 use crate::pg::stream::{StreamRow, StreamStatement, for_each_row};
 use crate::sessions::{
-    active, callers_active_session, idle_timeout_minutes, lock_session, renew_in, session_gone,
+    active, callers_active_session, idle_timeout_minutes, lock_session, renew_in, session_expired,
+    session_gone,
 };
 
 /// The thread key of a node: the node id, or '' for session-wide messages
@@ -192,6 +193,11 @@ fn append_messages(
     let keep = messages::resolve_keep(keep, settings::MAX_MESSAGES.get()).or_report()?;
     let key = thread_key(node_id);
     if batch.is_empty() {
+        // Nothing to write, and no session to create; an expired one is
+        // refused all the same, as an append to it is.
+        if session_expired(session_id)? {
+            return Err(session_gone(session_id)).or_report();
+        }
         return Ok(Vec::new());
     }
 

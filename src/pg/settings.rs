@@ -284,7 +284,7 @@ pub fn define_all() {
     );
     GucRegistry::define_int_guc(
         c"agent_memory.max_message_bytes",
-        c"Largest message content append_message stores.",
+        c"Largest message content, and largest metadata, append_message stores.",
         c"",
         &MAX_MESSAGE_BYTES,
         1,

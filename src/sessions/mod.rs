@@ -240,6 +240,16 @@ fn is_active(session_id: &str) -> SqlResult<bool> {
     Ok(active.unwrap_or(false))
 }
 
+/// Whether the caller's session `session_id` exists but is no longer
+/// active (false when there is none).
+pub fn session_expired(session_id: &str) -> SqlResult<bool> {
+    let active = first_value_of::<bool>(
+        &SESSION_ACTIVE,
+        &[session_id.into(), idle_timeout_minutes().into()],
+    )?;
+    Ok(active == Some(false))
+}
+
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn end_session(session_id: &str) -> SqlResult<bool> {
@@ -467,6 +477,18 @@ static IS_ACTIVE: Statement = Statement::read_only(
                         WHERE ",
         callers_active_session!("$2"),
         ")"
+    ),
+    &[TEXT, INT4],
+);
+
+/// Whether the caller's session $1 is active: no row when there is none.
+static SESSION_ACTIVE: Statement = Statement::read_only(
+    concat!(
+        "SELECT ",
+        active!("s", "$2"),
+        " FROM agent_memory.sessions s
+         WHERE s.session_id OPERATOR(pg_catalog.=) $1
+           AND s.tenant OPERATOR(pg_catalog.=) agent_memory.caller_tenant()"
     ),
     &[TEXT, INT4],
 );

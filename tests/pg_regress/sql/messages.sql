@@ -202,7 +202,12 @@ SELECT agent_memory.append_message('chat', 'user', 'x', metadata => '{"idempoten
 SET agent_memory.max_message_bytes = 10;
 SELECT agent_memory.append_message('chat', 'user', 'eleven byte');
 \echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.append_message('chat', 'user', 'x', metadata => '{"m": "eleven"}');
+\echo :LAST_ERROR_SQLSTATE
 RESET agent_memory.max_message_bytes;
+SELECT agent_memory.append_message('chat', 'user', 'x',
+    metadata => pg_catalog.jsonb_build_object('idempotency_key', repeat('k', 257)));
+\echo :LAST_ERROR_SQLSTATE
 SELECT agent_memory.messages('chat', lim => 0);
 \echo :LAST_ERROR_SQLSTATE
 SELECT count(*) AS nothing_stored FROM agent_memory.messages('chat');

@@ -91,6 +91,11 @@ SELECT agent_memory.create_session('ana', session_id => 'batch-old', idle_timeou
 UPDATE agent_memory.sessions SET last_activity_at = now() - interval '2 minutes' WHERE session_id = 'batch-old';
 SELECT agent_memory.append_messages('batch-old', '[{"role": "user", "content": "late"}]');
 \echo :LAST_ERROR_SQLSTATE
+SELECT agent_memory.append_messages('batch-old', '[]');
+\echo :LAST_ERROR_SQLSTATE
+-- A missing session: an empty array creates nothing.
+SELECT agent_memory.append_messages('batch-none', '[]') AS seqs,
+       agent_memory.is_active('batch-none') AS created;
 
 -- The same as one by one: a seeded random history of 400 steps goes to
 -- session 'one' through append_message and to session 'many' through
