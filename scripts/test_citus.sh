@@ -14,8 +14,9 @@
 #      expected output;
 #   and, on a cluster of their own: examples/quickstart.sql and the
 #   psycopg example, unchanged; in delegated mode, the per-shard cleanup,
-#   with a session renewed while it runs, and a shard move while messages
-#   are appended.
+#   with a session renewed while it runs, a write delegated to a worker
+#   queued behind one run on the coordinator, and a shard move while
+#   messages are appended.
 #
 #   PG=15 scripts/test_citus.sh [--record]
 #
@@ -130,6 +131,45 @@ $after" = "$expected" ]; then
   fi
 }
 
+# A write run on the coordinator (in a transaction block) and a delegated
+# one (run on the session's worker) queue behind each other, although each
+# takes the session's advisory lock on its own node: the delegated write
+# waits for the block to commit, then finds the entry past the version it
+# expected and writes nothing.
+check_writers_across_nodes() {
+  on_coordinator >"$work/across-setup.log" 2>&1 <<'SQL' || { fail "writers across nodes: set-up"; cat "$work/across-setup.log"; return; }
+SELECT agent_memory.create_session('u', session_id => 'xn-1');
+SELECT agent_memory.kv_set('xn-1', 'plan', '"first"');
+SQL
+  local held="$work/across-held"
+  rm -f "$held"
+  on_coordinator >"$work/across-block.log" 2>&1 <<SQL &
+BEGIN;
+SELECT agent_memory.kv_set('xn-1', 'plan', '"from the block"', expected_version => 1) ->> 'version';
+\! touch $held
+SELECT pg_sleep(2);
+COMMIT;
+SQL
+  local block=$!
+  for _ in $(seq 1 100); do [ -f "$held" ] && break; sleep 0.1; done
+  local started delegated waited after
+  started=$(date +%s%N)
+  # A bare call, so that Citus delegates it (debug1 says so).
+  delegated="$(on_coordinator -c '\set VERBOSITY verbose' -c 'SET client_min_messages = debug1' \
+    -c "SELECT agent_memory.kv_set('xn-1', 'plan', '\"delegated\"', expected_version => 1)" 2>&1 || true)"
+  waited=$(( ($(date +%s%N) - started) / 1000000 ))
+  wait "$block"
+  after="$(on_coordinator -c "SELECT agent_memory.kv_entry('xn-1', 'plan') ->> 'version', agent_memory.kv_get('xn-1', 'plan')")"
+  if grep -q 'pushing down the function call' <<<"$delegated" && grep -q '^ERROR:  40001:' <<<"$delegated" \
+     && [ "$after" = '2|"from the block"' ] && [ "$waited" -ge 1000 ] \
+     && [ "$(cat "$work/across-block.log")" = 2 ]; then
+    pass "writers across nodes: a delegated write waited ${waited} ms for one on the coordinator, then found its version gone (40001)"
+  else
+    fail "writers across nodes"
+    printf 'delegated (after %s ms):\n%s\nblock: %s\nafter: %s\n' "$waited" "$delegated" "$(cat "$work/across-block.log")" "$after"
+  fi
+}
+
 # A shard move while appends run loses no message, and seq goes on
 # increasing within the session (block_writes: the appends wait during
 # the copy). The move goes through sql/citus.sql's procedure, which lets
@@ -197,9 +237,12 @@ for mode in delegated forced; do
   else
     fail "$mode/psycopg_agent.py"; tail -n 20 "$work/psycopg-$mode.log"
   fi
-  # Neither depends on how the functions are delegated.
+  # The cleanup and the shard move do not depend on how the functions are
+  # delegated; the writers across nodes need a call run on the coordinator
+  # in a transaction block, which forcing would delegate.
   if [ "$mode" = delegated ]; then
     check_cleanup
+    check_writers_across_nodes
     check_shard_move
   fi
 

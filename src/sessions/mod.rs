@@ -30,7 +30,7 @@ use agent_memory_core::error::quoted;
 use crate::pg::args::{INT4, INTERVAL, JSONB, TEXT, checked_id, checked_positive, required};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, FirstRow, Statement, first_value_of};
+use crate::pg::plans::{Columns, FirstRow, Statement, first_value_of, on_citus};
 use crate::pg::settings;
 
 /// The idle timeout in force, in minutes (the statements take it as $n).
@@ -55,9 +55,16 @@ pub const SESSION_LOCK_CLASS: i32 = session_lock_class!();
 /// this one waited for the lock: the session's row is then locked too,
 /// which fails with a serialization failure when it changed since (every
 /// change of entries renews it), as a concurrent update of one row does.
+///
+/// On Citus an advisory lock holds on one node only: a call delegated to
+/// the session's node and one run on the coordinator would not queue
+/// behind each other. There the session's row, on its shard whichever node
+/// asks, is locked for the write as well.
 pub fn lock_session(session_id: &str) -> SqlResult<()> {
     take_write_lock(session_id)?;
-    if uses_transaction_snapshot() {
+    if on_citus()? {
+        first_value_of::<i64>(&LOCK_SESSION_ROW_FOR_WRITE, &[session_id.into()])?;
+    } else if uses_transaction_snapshot() {
         first_value_of::<i64>(&LOCK_SESSION_ROW, &[session_id.into()])?;
     }
     Ok(())
@@ -69,6 +76,9 @@ pub fn lock_session(session_id: &str) -> SqlResult<()> {
 /// bring a cleared part back.
 pub fn lock_session_and_parts(session_id: &str) -> SqlResult<()> {
     take_write_lock(session_id)?;
+    if on_citus()? {
+        first_value_of::<i64>(&LOCK_SESSION_ROW_FOR_WRITE, &[session_id.into()])?;
+    }
     if uses_transaction_snapshot() {
         first_value_of::<i64>(&LOCK_SESSION_AND_PARTS, &[session_id.into()])?;
     }
@@ -407,6 +417,15 @@ static LOCK_SESSION_ROW: Statement = Statement::read_write(
     "SELECT count(*) FROM (SELECT FROM agent_memory.sessions
                            WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
                            FOR SHARE) AS session",
+    &[TEXT],
+);
+
+/// Lock session $1's row, if there is one, against every other writer
+/// (see lock_session).
+static LOCK_SESSION_ROW_FOR_WRITE: Statement = Statement::read_write(
+    "SELECT count(*) FROM (SELECT FROM agent_memory.sessions
+                           WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
+                           FOR NO KEY UPDATE) AS session",
     &[TEXT],
 );
 

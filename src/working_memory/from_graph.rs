@@ -16,11 +16,11 @@ use crate::pg::args::{INT4, TEXT, checked_id};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
-use crate::pg::plans::{Columns, Statement, first_value_of, iso};
+use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
 use crate::pg::settings;
 use crate::sessions::{
-    active, callers_active_session, idle_timeout_minutes, lock_session_and_parts, session_gone,
-    session_lock_class,
+    active, callers_active_session, idle_timeout_minutes, lock_session, lock_session_and_parts,
+    session_gone, session_lock_class,
 };
 use crate::working_memory::compose::snapshot_after_writes;
 use crate::working_memory::parts::{node_key, read_part, strip_keys, write_part};
@@ -177,7 +177,20 @@ fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
         .or_report()?;
     graph::check_owner(project).or_report()?;
     let args = || [project.into(), idle_timeout_minutes().into()];
-    first_value_of::<i64>(&LOCK_TIED, &args())?;
+    if on_citus()? {
+        // Each session's row too, on its shard (see lock_session): the
+        // advisory locks hold on this node only.
+        let tied = Spi::connect_mut(|client| {
+            TIED_SESSIONS
+                .run(client, &args())?
+                .rows::<(String,)>(&["session_id"])
+        })?;
+        for (session_id,) in tied {
+            lock_session(&session_id)?;
+        }
+    } else {
+        first_value_of::<i64>(&LOCK_TIED, &args())?;
+    }
     let limit = settings::max_result_bytes_arg();
     if first_value_of::<i64>(&TIED_STRUCTURE_BYTES, &args())?
         .is_some_and(|bytes| bytes > i64::from(limit))
@@ -356,6 +369,16 @@ static LOCK_TIED: Statement = Statement::read_write(
          FROM (SELECT DISTINCT t.session_id FROM (",
         tied_structures!(),
         ") t ORDER BY t.session_id) l"
+    ),
+    &[TEXT, INT4],
+);
+
+/// The sessions with an entry tied to project $1, in session order.
+static TIED_SESSIONS: Statement = Statement::read_write(
+    concat!(
+        "SELECT DISTINCT t.session_id FROM (",
+        tied_structures!(),
+        ") t ORDER BY t.session_id"
     ),
     &[TEXT, INT4],
 );

@@ -277,13 +277,15 @@ fn wm_set_many(
         let part = Part::parse(&name).or_report()?;
         clean.push((part, wm::sanitise(part, value, &strip).or_report()?));
     }
-    lock_session_and_parts(session_id)?;
-    // No part to write still names a session that must be there.
-    if clean.is_empty()
-        && crate::sessions::probe_active_until(session_id, idle_timeout_minutes())?.is_none()
-    {
-        return Err(session_gone(session_id)).or_report();
+    // No part to write still names a session that must be there; the call
+    // then writes nothing, nor locks anything.
+    if clean.is_empty() {
+        if crate::sessions::probe_active_until(session_id, idle_timeout_minutes())?.is_none() {
+            return Err(session_gone(session_id)).or_report();
+        }
+        return Ok(0);
     }
+    lock_session_and_parts(session_id)?;
     let mut changed = 0;
     for (part, value) in clean {
         if write_part(session_id, node, part, JsonB(value))?.is_some() {
