@@ -76,6 +76,17 @@ fn init_entry(session_id: &str, node: &str, project: &str) -> SqlResult<()> {
         session["active_node_id"] = json!(node);
     }
     write(session_id, node, Part::Session, session)?;
+    // Where the global entry's session part names a project, it is the
+    // session's project (see SESSION_PROJECT): it follows the one recorded.
+    if !node.is_empty()
+        && let Some(mut global) = read_part(session_id, "", Part::Session)?
+        && global
+            .get("project_id")
+            .is_some_and(|named| named.as_str() != Some(project))
+    {
+        global["project_id"] = json!(project);
+        write(session_id, "", Part::Session, global)?;
+    }
     // The index replaces the project graph; the elements graph is kept.
     let index = first_value_of::<pgrx::JsonB>(
         &STRUCTURE_INDEX,

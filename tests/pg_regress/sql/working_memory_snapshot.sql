@@ -156,6 +156,20 @@ SELECT wm_refresh_structure('trip') AS refreshed, wm_refresh_structure('trip') A
 SELECT jsonb_path_query_array(working_memory('hydrate', 'trip'), '$.project_structure.project_graph.nodes[*].id') AS nodes,
        working_memory('hydrate', 'trip') #> '{project_structure,project_graph,edges}' AS edges;
 
+-- A node entry built from another project records it on the session, in
+-- the global entry's session part too: the next focus builds from it.
+SELECT graph_create('trip2', 'Second trip', '', '', ARRAY['__root__'], node_id => 'trip');
+SELECT graph_create('trip2', 'Trains', '', '', ARRAY['trip'], node_id => 'trains');
+SELECT wm_init('hydrate', 'trip', 'trip2') #>> '{node_context,title}' AS node;
+SELECT s.project_id, p.value ->> 'project_id' AS global_project
+FROM sessions s JOIN wm_parts p USING (session_id)
+WHERE s.session_id = 'hydrate' AND p.node_key = '' AND p.part = 'session';
+SELECT set_active_node('hydrate', 'trains') #>> '{node_context,title}' AS node;
+SELECT set_active_node('hydrate', NULL) IS NOT NULL AS unfocused;
+SELECT wm_init('hydrate', 'trip', 'trip') #>> '{node_context,title}' AS node;
+SELECT p.value ->> 'project_id' AS global_project
+FROM wm_parts p WHERE p.session_id = 'hydrate' AND p.node_key = '' AND p.part = 'session';
+
 -- Bad input: a clear error, nothing changed.
 SELECT wm_init('hydrate', 'missing', 'trip');
 \echo :LAST_ERROR_SQLSTATE
