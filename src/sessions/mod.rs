@@ -59,15 +59,29 @@ pub const SESSION_LOCK_CLASS: i32 = session_lock_class!();
 /// On Citus an advisory lock holds on one node only: a call delegated to
 /// the session's node and one run on the coordinator would not queue
 /// behind each other. There the session's row, on its shard whichever node
-/// asks, is locked for the write as well.
+/// asks, is locked for the write first. The advisory lock, taken after it,
+/// still orders the writers of a session that has no row yet; taken
+/// before it, a transaction that had written the row on the coordinator
+/// and went on with a call delegated to the worker would wait there for a
+/// writer waiting for that row.
 pub fn lock_session(session_id: &str) -> SqlResult<()> {
-    take_write_lock(session_id)?;
-    if on_citus()? {
-        first_value_of::<i64>(&LOCK_SESSION_ROW_FOR_WRITE, &[session_id.into()])?;
-    } else if uses_transaction_snapshot() {
+    // On Citus the row's lock already fails a snapshot that predates a
+    // change of the row.
+    if !take_write_locks(session_id)? && uses_transaction_snapshot() {
         first_value_of::<i64>(&LOCK_SESSION_ROW, &[session_id.into()])?;
     }
     Ok(())
+}
+
+/// The session's write lock, after its row's on Citus; returns whether
+/// the row was locked.
+fn take_write_locks(session_id: &str) -> SqlResult<bool> {
+    let citus = on_citus()?;
+    if citus {
+        first_value_of::<i64>(&LOCK_SESSION_ROW_FOR_WRITE, &[session_id.into()])?;
+    }
+    take_write_lock(session_id)?;
+    Ok(citus)
 }
 
 /// `lock_session`, and under REPEATABLE READ or SERIALIZABLE the
@@ -75,10 +89,7 @@ pub fn lock_session(session_id: &str) -> SqlResult<()> {
 /// renewing the session, and a write read from an older snapshot would
 /// bring a cleared part back.
 pub fn lock_session_and_parts(session_id: &str) -> SqlResult<()> {
-    take_write_lock(session_id)?;
-    if on_citus()? {
-        first_value_of::<i64>(&LOCK_SESSION_ROW_FOR_WRITE, &[session_id.into()])?;
-    }
+    take_write_locks(session_id)?;
     if uses_transaction_snapshot() {
         first_value_of::<i64>(&LOCK_SESSION_AND_PARTS, &[session_id.into()])?;
     }
