@@ -62,6 +62,17 @@ fn write(session_id: &str, node: &str, part: Part, value: Value) -> SqlResult<()
     Ok(())
 }
 
+/// Set `key` of a part's value, an object (as every stored part that
+/// takes keys is: sanitise refuses others); any other value is replaced.
+fn set_key(value: &mut Value, key: &str, field: Value) {
+    match value {
+        Value::Object(fields) => {
+            fields.insert(key.to_owned(), field);
+        }
+        other => *other = json!({ key: field }),
+    }
+}
+
 /// Build the entry (session, node) from project's graph; the caller holds
 /// the session's write lock and has checked the session is active.
 fn init_entry(session_id: &str, node: &str, project: &str) -> SqlResult<()> {
@@ -70,33 +81,42 @@ fn init_entry(session_id: &str, node: &str, project: &str) -> SqlResult<()> {
     } else {
         Some(wm::node_context(read_node_json(project, Some(node))?))
     };
-    set_session(session_id, Some(project), None)?;
-    let mut session = json!({ "project_id": project });
-    if !node.is_empty() {
-        session["active_node_id"] = json!(node);
-    }
-    write(session_id, node, Part::Session, session)?;
-    // Where the global entry's session part names a project, it is the
-    // session's project (see SESSION_PROJECT): it follows the one recorded.
-    if !node.is_empty()
-        && let Some(mut global) = read_part(session_id, "", Part::Session)?
-        && global
-            .get("project_id")
-            .is_some_and(|named| named.as_str() != Some(project))
-    {
-        global["project_id"] = json!(project);
-        write(session_id, "", Part::Session, global)?;
-    }
-    // The index replaces the project graph; the elements graph is kept.
+    // Counted before anything is written.
     let index = first_value_of::<pgrx::JsonB>(
         &STRUCTURE_INDEX,
         &[project.into(), settings::max_result_bytes_arg().into()],
     )?
     .ok_or_else(structure_too_large)?
     .0;
+    set_session(session_id, Some(project), None)?;
+    if node.is_empty() {
+        // The global entry keeps the active node set_active_node recorded.
+        let mut session = read_part(session_id, "", Part::Session)?.unwrap_or_else(|| json!({}));
+        set_key(&mut session, "project_id", json!(project));
+        write(session_id, "", Part::Session, session)?;
+    } else {
+        let session = json!({ "project_id": project, "active_node_id": node });
+        write(session_id, node, Part::Session, session)?;
+        // Where the global entry's session part names another project, that
+        // would stay the session's project (see SESSION_PROJECT), and the
+        // global structure its graph: both follow the project recorded.
+        if let Some(mut global) = read_part(session_id, "", Part::Session)?
+            && global
+                .get("project_id")
+                .is_some_and(|named| named.as_str() != Some(project))
+        {
+            set_key(&mut global, "project_id", json!(project));
+            write(session_id, "", Part::Session, global)?;
+            if let Some(mut structure) = read_part(session_id, "", Part::ProjectStructure)? {
+                set_key(&mut structure, "project_graph", index.clone());
+                write(session_id, "", Part::ProjectStructure, structure)?;
+            }
+        }
+    }
+    // The index replaces the project graph; the elements graph is kept.
     let mut structure = read_part(session_id, node, Part::ProjectStructure)?
         .unwrap_or_else(|| Part::ProjectStructure.empty());
-    structure["project_graph"] = index;
+    set_key(&mut structure, "project_graph", index);
     write(session_id, node, Part::ProjectStructure, structure)?;
     if let Some(context) = node_context {
         write(session_id, node, Part::NodeContext, context)?;
@@ -175,7 +195,11 @@ fn set_active_node(session_id: Option<&str>, node_id: Option<&str>) -> SqlResult
     // The global entry follows the focus, so a composed read of it (and a
     // listener) sees the new active node.
     let mut global = read_part(session_id, "", Part::Session)?.unwrap_or_else(|| json!({}));
-    global["active_node_id"] = active.map_or(Value::Null, |n| json!(n));
+    set_key(
+        &mut global,
+        "active_node_id",
+        active.map_or(Value::Null, |n| json!(n)),
+    );
     write(session_id, "", Part::Session, global)?;
     snapshot_after_writes(session_id, node)
 }

@@ -151,6 +151,8 @@ SELECT active_node_id FROM sessions WHERE session_id = 'hydrate';
 -- second refresh finds nothing to change.
 SELECT set_active_node('hydrate', 'trip') IS NOT NULL;
 SELECT wm_init('hydrate', NULL, 'trip') IS NOT NULL;
+-- The global entry keeps the session's active node.
+SELECT p.value FROM wm_parts p WHERE p.session_id = 'hydrate' AND p.node_key = '' AND p.part = 'session';
 SELECT graph_create('trip', 'Hotels', 'where we sleep', '', ARRAY['trip'], node_id => 'hotels');
 SELECT wm_refresh_structure('trip') AS refreshed, wm_refresh_structure('trip') AS again, wm_refresh_structure('elsewhere') AS other_project;
 SELECT jsonb_path_query_array(working_memory('hydrate', 'trip'), '$.project_structure.project_graph.nodes[*].id') AS nodes,
@@ -164,10 +166,12 @@ SELECT wm_init('hydrate', 'trip', 'trip2') #>> '{node_context,title}' AS node;
 SELECT s.project_id, p.value ->> 'project_id' AS global_project
 FROM sessions s JOIN wm_parts p USING (session_id)
 WHERE s.session_id = 'hydrate' AND p.node_key = '' AND p.part = 'session';
+SELECT jsonb_path_query_array(working_memory('hydrate'), '$.project_structure.project_graph.nodes[*].id') AS global_nodes;
 SELECT set_active_node('hydrate', 'trains') #>> '{node_context,title}' AS node;
 SELECT set_active_node('hydrate', NULL) IS NOT NULL AS unfocused;
 SELECT wm_init('hydrate', 'trip', 'trip') #>> '{node_context,title}' AS node;
-SELECT p.value ->> 'project_id' AS global_project
+SELECT p.value ->> 'project_id' AS global_project,
+       jsonb_path_query_array(working_memory('hydrate'), '$.project_structure.project_graph.nodes[*].id') AS global_nodes
 FROM wm_parts p WHERE p.session_id = 'hydrate' AND p.node_key = '' AND p.part = 'session';
 
 -- Bad input: a clear error, nothing changed.
