@@ -170,9 +170,9 @@ SELECT jsonb_path_query_array(working_memory('hydrate'), '$.project_structure.pr
 SELECT set_active_node('hydrate', 'trains') #>> '{node_context,title}' AS node;
 SELECT set_active_node('hydrate', NULL) IS NOT NULL AS unfocused;
 SELECT wm_init('hydrate', 'trip', 'trip') #>> '{node_context,title}' AS node;
-SELECT p.value ->> 'project_id' AS global_project,
-       jsonb_path_query_array(working_memory('hydrate'), '$.project_structure.project_graph.nodes[*].id') AS global_nodes
+SELECT p.value ->> 'project_id' AS global_project
 FROM wm_parts p WHERE p.session_id = 'hydrate' AND p.node_key = '' AND p.part = 'session';
+SELECT jsonb_path_query_array(working_memory('hydrate'), '$.project_structure.project_graph.nodes[*].id') AS global_nodes;
 
 -- Bad input: a clear error, nothing changed.
 SELECT wm_init('hydrate', 'missing', 'trip');
