@@ -81,6 +81,24 @@ on_coordinator() {
   ( eval "$(scripts/citus.sh env)"; "$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 "$@" )
 }
 
+# Run $4 in a transaction block on the coordinator, in the background,
+# holding the block open $3 seconds after it; return once it has run. The
+# block's output goes to $1, its pid to $held_pid; $2 is the file that
+# marks it has run.
+hold_in_block() {
+  local log="$1" marker="$2" seconds="$3" statement="$4"
+  rm -f "$marker"
+  on_coordinator >"$log" 2>&1 <<SQL &
+BEGIN;
+$statement
+\! touch $marker
+SELECT pg_sleep($seconds);
+COMMIT;
+SQL
+  held_pid=$!
+  for _ in $(seq 1 100); do [ -f "$marker" ] && break; sleep 0.1; done
+}
+
 # The per-shard cleanup removes what expired on the workers and nothing
 # else, and skips a session renewed by a transaction still open while it
 # runs (its row is locked; the batches skip locked rows).
@@ -94,19 +112,11 @@ SELECT agent_memory.kv_set(id, 'k', '3') FROM unnest(ARRAY['cl-old2', 'cl-held']
 UPDATE agent_memory.sessions SET last_activity_at = now() - interval '2 days'
 WHERE session_id IN ('cl-old1', 'cl-old2', 'cl-held');
 SQL
-  local held="$work/cleanup-held"
-  rm -f "$held"
   # The renewal holds the session's row from before the cleanup starts to
   # after it ends.
-  on_coordinator >"$work/cleanup-renew.log" 2>&1 <<SQL &
-BEGIN;
-UPDATE agent_memory.sessions SET last_activity_at = now() WHERE session_id = 'cl-held';
-\! touch $held
-SELECT pg_sleep(3);
-COMMIT;
-SQL
-  local renewer=$!
-  for _ in $(seq 1 100); do [ -f "$held" ] && break; sleep 0.1; done
+  hold_in_block "$work/cleanup-renew.log" "$work/cleanup-held" 3 \
+    "UPDATE agent_memory.sessions SET last_activity_at = now() WHERE session_id = 'cl-held';"
+  local renewer=$held_pid
   local answer
   answer="$(on_coordinator -c "SELECT agent_memory.cleanup_expired() - 'run_id' - 'batches'" 2>&1)"
   wait "$renewer"
@@ -141,17 +151,9 @@ check_writers_across_nodes() {
 SELECT agent_memory.create_session('u', session_id => 'xn-1');
 SELECT agent_memory.kv_set('xn-1', 'plan', '"first"');
 SQL
-  local held="$work/across-held"
-  rm -f "$held"
-  on_coordinator >"$work/across-block.log" 2>&1 <<SQL &
-BEGIN;
-SELECT agent_memory.kv_set('xn-1', 'plan', '"from the block"', expected_version => 1) ->> 'version';
-\! touch $held
-SELECT pg_sleep(2);
-COMMIT;
-SQL
-  local block=$!
-  for _ in $(seq 1 100); do [ -f "$held" ] && break; sleep 0.1; done
+  hold_in_block "$work/across-block.log" "$work/across-held" 2 \
+    "SELECT agent_memory.kv_set('xn-1', 'plan', '\"from the block\"', expected_version => 1) ->> 'version';"
+  local block=$held_pid
   local started delegated waited after
   started=$(date +%s%N)
   # A bare call, so that Citus delegates it (debug1 says so).
