@@ -3,9 +3,9 @@
 -- recall, recall_rebuild and the table of recall's settings come; the
 -- tenant policies lose their sub-select and the session_id columns their
 -- domain, both for Citus; Claude's dialect gets a table of the empty
--- directories it keeps. Run by ALTER EXTENSION agent_memory UPDATE;
--- scripts/upgrade_test.sh checks that the result equals a fresh 0.3.0
--- install, object by object.
+-- directories it keeps; every key holds the tenant second. Run by ALTER
+-- EXTENSION agent_memory UPDATE; scripts/upgrade_test.sh checks that the
+-- result equals a fresh 0.3.0 install, object by object.
 \echo Use "ALTER EXTENSION agent_memory UPDATE TO '0.3.0'" to load this file. \quit
 
 ALTER TABLE agent_memory.kv_entries ADD COLUMN search tsvector GENERATED ALWAYS AS (
@@ -31,6 +31,22 @@ ALTER TABLE agent_memory.memory_files ADD COLUMN search tsvector GENERATED ALWAY
     pg_catalog.setweight(pg_catalog.to_tsvector('english',
     pg_catalog.translate(pg_catalog.left(path, 1000), '/._-', '    ')), 'A')
     || pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED;
+
+-- Each key holds the tenant right after the session, owner or scope, so
+-- that a scan of one tenant's session, owner or scope reads none of
+-- another tenant's rows under the same name.
+ALTER TABLE agent_memory.thread_messages DROP CONSTRAINT thread_messages_session_id_thread_key_tenant_fkey;
+ALTER TABLE agent_memory.kv_entries DROP CONSTRAINT kv_entries_pkey, ADD PRIMARY KEY (session_id, tenant, key);
+ALTER TABLE agent_memory.message_threads DROP CONSTRAINT message_threads_pkey, ADD PRIMARY KEY (session_id, tenant, thread_key);
+ALTER TABLE agent_memory.thread_messages DROP CONSTRAINT thread_messages_pkey, ADD PRIMARY KEY (session_id, tenant, thread_key, slot),
+    ADD FOREIGN KEY (session_id, tenant, thread_key) REFERENCES agent_memory.message_threads ON DELETE CASCADE;
+DROP INDEX agent_memory.thread_messages_idempotency_idx;
+CREATE UNIQUE INDEX thread_messages_idempotency_idx ON agent_memory.thread_messages (session_id, tenant, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+ALTER TABLE agent_memory.wm_parts DROP CONSTRAINT wm_parts_pkey, ADD PRIMARY KEY (session_id, tenant, node_key, part);
+ALTER TABLE agent_memory.graph_nodes DROP CONSTRAINT graph_nodes_pkey, ADD PRIMARY KEY (owner, tenant, node_id);
+ALTER TABLE agent_memory.graph_node_versions DROP CONSTRAINT graph_node_versions_pkey, ADD PRIMARY KEY (owner, tenant, node_id, version);
+ALTER TABLE agent_memory.memory_files DROP CONSTRAINT memory_files_pkey, ADD PRIMARY KEY (scope, tenant, path);
 
 -- The index of each search column.
 CREATE INDEX kv_entries_search_idx ON agent_memory.kv_entries USING gin (search) WHERE search IS NOT NULL;
@@ -247,7 +263,7 @@ CREATE TABLE agent_memory.memory_directories (
     scope  text COLLATE "C" NOT NULL,
     path   agent_memory.memory_path NOT NULL,
     tenant text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant(),
-    PRIMARY KEY (scope, path, tenant)
+    PRIMARY KEY (scope, tenant, path)
 );
 COMMENT ON TABLE agent_memory.memory_directories IS
     'Memory tool directories Claude''s dialect keeps with no file under them: one row per such directory of a scope';
@@ -394,7 +410,7 @@ CREATE TABLE agent_memory.kv_entry_versions (
     expires_at  timestamptz NOT NULL,
     replaced_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     tenant      text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant(),
-    PRIMARY KEY (session_id, key, version, tenant),
+    PRIMARY KEY (session_id, tenant, key, version),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
 CREATE INDEX kv_entry_versions_expires_idx ON agent_memory.kv_entry_versions (expires_at);
@@ -410,7 +426,7 @@ CREATE TABLE agent_memory.memory_file_versions (
     updated_at  timestamptz NOT NULL,
     replaced_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     tenant      text COLLATE "C" NOT NULL DEFAULT agent_memory.caller_tenant(),
-    PRIMARY KEY (scope, path, version, tenant)
+    PRIMARY KEY (scope, tenant, path, version)
 );
 COMMENT ON TABLE agent_memory.memory_file_versions IS
     'Memory tool: earlier versions of files, kept per agent_memory.history_retention';

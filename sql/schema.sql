@@ -4,9 +4,11 @@
 -- tenant-like key (session_id, owner or scope) so a table can later be
 -- distributed by that key. Tables are registered with
 -- pg_extension_config_dump so that pg_dump keeps their rows.
--- Every memory table also has a tenant column, the last of every key: ids
--- are per tenant, so no tenant's row can meet another's in a key, a
--- foreign key or a conflict (see sql/tenants.sql for its default and the
+-- Every memory table also has a tenant column, in every key right after
+-- the session, owner or scope: ids are per tenant, so no tenant's row can
+-- meet another's in a key, a foreign key or a conflict, and a scan of one
+-- tenant's session, owner or scope reads none of another tenant's rows
+-- under the same name (see sql/tenants.sql for its default and the
 -- row-level security policies, which need the library's functions).
 
 -- Rules on values that hot statements write are domains, not table CHECK
@@ -109,7 +111,7 @@ CREATE TABLE agent_memory.kv_entries (
     -- precondition names (see agent_memory_core::versions). An expired
     -- entry counts as none, so a write over it starts again at 1.
     version       integer     NOT NULL DEFAULT 1,
-    PRIMARY KEY (session_id, key, tenant),
+    PRIMARY KEY (session_id, tenant, key),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
 -- The cleanup removes the oldest expiries first.
@@ -140,7 +142,7 @@ CREATE TABLE agent_memory.kv_entry_versions (
     -- When a write or a delete replaced it.
     replaced_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     tenant      text COLLATE "C" NOT NULL,
-    PRIMARY KEY (session_id, key, version, tenant),
+    PRIMARY KEY (session_id, tenant, key, version),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
 CREATE INDEX kv_entry_versions_expires_idx ON agent_memory.kv_entry_versions (expires_at);
@@ -178,7 +180,7 @@ CREATE TABLE agent_memory.message_threads (
     -- lock, so seq increases within a session in commit order.
     last_seq     bigint  NOT NULL DEFAULT 0,
     tenant       text COLLATE "C" NOT NULL,
-    PRIMARY KEY (session_id, thread_key, tenant),
+    PRIMARY KEY (session_id, tenant, thread_key),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 ) WITH (fillfactor = 80);
 
@@ -205,11 +207,11 @@ CREATE TABLE agent_memory.thread_messages (
                         pg_catalog.to_tsvector('english', pg_catalog.left(content, 200000))) STORED,
     embedding     real[],
     embedding_md5 text,
-    PRIMARY KEY (session_id, thread_key, slot, tenant),
-    FOREIGN KEY (session_id, thread_key, tenant)
+    PRIMARY KEY (session_id, tenant, thread_key, slot),
+    FOREIGN KEY (session_id, tenant, thread_key)
         REFERENCES agent_memory.message_threads ON DELETE CASCADE
 ) WITH (fillfactor = 80);
-CREATE UNIQUE INDEX thread_messages_idempotency_idx ON agent_memory.thread_messages (session_id, idempotency_key, tenant)
+CREATE UNIQUE INDEX thread_messages_idempotency_idx ON agent_memory.thread_messages (session_id, tenant, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
 CREATE INDEX thread_messages_search_idx ON agent_memory.thread_messages USING gin (search) WHERE search IS NOT NULL;
 
@@ -254,7 +256,7 @@ CREATE TABLE agent_memory.wm_parts (
                         ELSE pg_catalog.to_tsvector('english', pg_catalog.left(value::text, 200000)) END) STORED,
     embedding     real[],
     embedding_md5 text,
-    PRIMARY KEY (session_id, node_key, part, tenant),
+    PRIMARY KEY (session_id, tenant, node_key, part),
     FOREIGN KEY (session_id, tenant) REFERENCES agent_memory.sessions ON DELETE CASCADE
 );
 CREATE INDEX wm_parts_search_idx ON agent_memory.wm_parts USING gin (search) WHERE search IS NOT NULL;
@@ -293,7 +295,7 @@ CREATE TABLE agent_memory.graph_nodes (
     -- parent's new child included): what a write's precondition names.
     -- version counts only the versions saved with a change description.
     revision      integer     NOT NULL DEFAULT 1,
-    PRIMARY KEY (owner, node_id, tenant)
+    PRIMARY KEY (owner, tenant, node_id)
 );
 CREATE INDEX graph_nodes_search_idx ON agent_memory.graph_nodes USING gin (search) WHERE search IS NOT NULL;
 
@@ -320,7 +322,7 @@ CREATE TABLE agent_memory.graph_node_versions (
     change_description text        NOT NULL,
     saved_at           timestamptz NOT NULL DEFAULT pg_catalog.now(),
     tenant             text COLLATE "C" NOT NULL,
-    PRIMARY KEY (owner, node_id, version, tenant)
+    PRIMARY KEY (owner, tenant, node_id, version)
 );
 
 COMMENT ON TABLE agent_memory.graph_node_versions IS
@@ -350,7 +352,7 @@ CREATE TABLE agent_memory.memory_files (
     -- 1 when created, one more at each change of content or path: what a
     -- request's precondition names.
     version       integer     NOT NULL DEFAULT 1,
-    PRIMARY KEY (scope, path, tenant)
+    PRIMARY KEY (scope, tenant, path)
 );
 CREATE INDEX memory_files_search_idx ON agent_memory.memory_files USING gin (search) WHERE search IS NOT NULL;
 
@@ -372,7 +374,7 @@ CREATE TABLE agent_memory.memory_file_versions (
     updated_at  timestamptz NOT NULL,
     replaced_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
     tenant      text COLLATE "C" NOT NULL,
-    PRIMARY KEY (scope, path, version, tenant)
+    PRIMARY KEY (scope, tenant, path, version)
 );
 
 COMMENT ON TABLE agent_memory.memory_file_versions IS
@@ -409,7 +411,7 @@ CREATE TABLE agent_memory.memory_directories (
     scope  text COLLATE "C" NOT NULL,
     path   agent_memory.memory_path NOT NULL,
     tenant text COLLATE "C" NOT NULL,
-    PRIMARY KEY (scope, path, tenant)
+    PRIMARY KEY (scope, tenant, path)
 );
 
 COMMENT ON TABLE agent_memory.memory_directories IS

@@ -1,7 +1,7 @@
 -- agent_memory: tenants.
 --
--- Every memory table has a tenant column, the last column of every key
--- (sql/schema.sql), filled on insert with caller_tenant(): while
+-- Every memory table has a tenant column, in every key right after the
+-- session, owner or scope (sql/schema.sql), filled on insert with caller_tenant(): while
 -- agent_memory.tenant_isolation is on, the caller's role (or role/tenant
 -- after SET agent_memory.tenant); while it is off, '' (one memory shared by
 -- every role). The functions address rows of the caller's tenant only, and

@@ -2,8 +2,8 @@
 //!
 //! Each (session, node) is a thread whose messages live in a ring of `keep`
 //! slots (sql/schema.sql). Every statement reads and writes only rows of
-//! the caller's tenant (agent_memory.caller_tenant(), the last column of
-//! every key), even for a superuser, whom row-level security does not
+//! the caller's tenant (agent_memory.caller_tenant(), second in every
+//! key), even for a superuser, whom row-level security does not
 //! restrict. Under the session's write lock, one statement takes the
 //! thread's next position and writes its slot, overwriting the
 //! oldest message in place: trimming costs one in-place update whatever the

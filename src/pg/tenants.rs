@@ -1,8 +1,8 @@
 //! Tenants: whose memory a caller reads and writes. Every memory table has
-//! a `tenant` column, the last column of every key, filled from
-//! [`caller_tenant`]; every statement of the extension addresses the
-//! caller's tenant only, and a row-level security policy compares the
-//! column with [`visible_tenant`] (sql/tenants.sql).
+//! a `tenant` column, in every key right after the session, owner or
+//! scope, filled from [`caller_tenant`]; every statement of the extension
+//! addresses the caller's tenant only, and a row-level security policy
+//! compares the column with [`visible_tenant`] (sql/tenants.sql).
 //!
 //! While `agent_memory.tenant_isolation` is off, every role shares one
 //! memory, tenant `''`. While it is on, a tenant is the current role,

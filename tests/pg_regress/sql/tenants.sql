@@ -73,16 +73,23 @@ SELECT (SELECT count(*) FROM agent_memory.sessions) AS sessions, (SELECT count(*
        (SELECT count(*) FROM agent_memory.message_thread_stats) AS threads;
 
 -- Ids are per tenant: every key, unique index and foreign key of a memory
--- table ends with the tenant (cleanup_runs is not memory).
+-- table holds the tenant, right after the session, owner or scope, so that
+-- a read of one tenant's session, owner or scope reads none of another
+-- tenant's rows under the same name (cleanup_runs and recall_settings are
+-- not memory).
 SELECT c.conrelid::regclass AS "table", c.contype AS kind,
        (SELECT a.attname FROM pg_attribute a
-        WHERE a.attrelid = c.conrelid AND a.attnum = c.conkey[cardinality(c.conkey)]) AS last_column
+        WHERE a.attrelid = c.conrelid AND a.attnum = c.conkey[1]) AS first_column,
+       (SELECT a.attname FROM pg_attribute a
+        WHERE a.attrelid = c.conrelid AND a.attnum = c.conkey[2]) AS second_column
 FROM pg_constraint c
 WHERE c.connamespace = 'agent_memory'::regnamespace AND c.contype IN ('p', 'u', 'f')
 ORDER BY c.conrelid::regclass::text, 2, 3;
 SELECT i.indexrelid::regclass AS unique_index,
        (SELECT a.attname FROM pg_attribute a
-        WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[i.indnkeyatts - 1]) AS last_column
+        WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[0]) AS first_column,
+       (SELECT a.attname FROM pg_attribute a
+        WHERE a.attrelid = i.indrelid AND a.attnum = i.indkey[1]) AS second_column
 FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 WHERE c.relnamespace = 'agent_memory'::regnamespace AND i.indisunique AND NOT i.indisprimary
 ORDER BY 1;
