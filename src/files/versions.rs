@@ -11,7 +11,6 @@
 //! so these statements name every function, operator and type with its
 //! schema.
 
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use agent_memory_core::Error;
@@ -25,6 +24,7 @@ use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso};
 use crate::pg::settings;
+use crate::pg::stream::{StreamStatement, put_rows};
 
 /// The arguments every save takes first: the scope, the file or directory
 /// at `path` (and every file under it), and the retention.
@@ -284,32 +284,36 @@ fn file_name(scope: &str, path: &str) -> String {
     format!("file {} of scope {}", quoted(path), quoted(scope))
 }
 
-/// The versions kept of the file at `path`, newest first.
-#[allow(clippy::type_complexity)]
-#[pg_extern(stable, parallel_safe)]
-#[search_path(pg_catalog, pg_temp)]
-fn memory_versions(
-    scope: Option<&str>,
-    path: Option<&str>,
-) -> Result<
-    TableIterator<
-        'static,
-        (
-            name!(version, i32),
-            name!(content, String),
-            name!(updated_at, TimestampWithTimeZone),
-            name!(replaced_at, TimestampWithTimeZone),
-        ),
-    >,
-    ErrorReport,
-> {
-    let scope = checked_scope(scope)?;
-    let path = checked_path(path)?;
-    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        LIST.read(client, &[scope.into(), path.as_str().into()])?
-            .rows(&["version", "content", "updated_at", "replaced_at"])
-    })?;
-    Ok(TableIterator::new(rows))
+// memory_versions returns its rows in materialize mode, as kv_versions
+// does: a call holds one version at a time.
+extension_sql!(
+    r#"
+CREATE FUNCTION agent_memory.memory_versions(scope text, path text)
+RETURNS TABLE (version integer, content text, updated_at timestamptz, replaced_at timestamptz)
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'memory_versions_wrapper';
+"#,
+    name = "memory_versions"
+);
+
+crate::pg::c_functions::materialized_table_function!(
+    memory_versions_wrapper,
+    pg_finfo_memory_versions_wrapper,
+    put_version_rows
+);
+
+/// The versions kept of the file at `path`, newest first, into the result
+/// store.
+///
+/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
+/// materialize mode (InitMaterializedSRF checks it).
+unsafe fn put_version_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
+    use pgrx::fcinfo::pg_getarg;
+    let scope = checked_scope(unsafe { pg_getarg::<&str>(fcinfo, 0) })?;
+    let path = checked_path(unsafe { pg_getarg::<&str>(fcinfo, 1) })?;
+    unsafe { put_rows(fcinfo, &LIST, &[Some(scope), Some(path.as_str())]) }?;
+    Ok(())
 }
 
 /// One kept version of a file as `{path, content, version, sha256,
@@ -613,13 +617,19 @@ static MOVE: Statement = Statement::read_write(
     &[TEXT, TEXT, TEXT, TEXT, TEXT, INT4],
 );
 
-static LIST: Statement = Statement::read_only(
-    "SELECT v.version, v.content, v.updated_at, v.replaced_at
-     FROM agent_memory.memory_file_versions v
-     WHERE v.scope = $1 AND v.path = $2 AND v.tenant = agent_memory.caller_tenant()
-     ORDER BY v.version DESC",
-    &[TEXT, TEXT],
-);
+static LIST: StreamStatement = StreamStatement {
+    sql: "SELECT v.version, v.content, v.updated_at, v.replaced_at
+          FROM agent_memory.memory_file_versions v
+          WHERE v.scope = $1 AND v.path = $2 AND v.tenant = agent_memory.caller_tenant()
+          ORDER BY v.version DESC",
+    params: 2,
+    columns: &[
+        pg_sys::INT4OID,
+        pg_sys::TEXTOID,
+        pg_sys::TIMESTAMPTZOID,
+        pg_sys::TIMESTAMPTZOID,
+    ],
+};
 
 static READ: Statement = Statement::read_only(
     concat!(

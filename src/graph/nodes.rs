@@ -21,8 +21,9 @@ use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_list, require
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
-use crate::pg::plans::{self, Columns, Rows, Statement, first_value_of, iso};
+use crate::pg::plans::{self, Columns, Statement, first_value_of, iso};
 use crate::pg::settings;
+use crate::pg::stream::{StreamStatement, put_rows};
 
 // ---------------------------------------------------------------------------
 // Arguments
@@ -479,71 +480,73 @@ fn graph_delete(
     Ok(deleted)
 }
 
-// The column list is spelled out: pgrx reads RETURNS TABLE from it.
-#[allow(clippy::type_complexity)]
-#[pg_extern(stable, parallel_safe)]
-#[search_path(pg_catalog, pg_temp)]
-fn graph_nodes(
-    owner: Option<&str>,
-) -> Result<
-    TableIterator<
-        'static,
-        (
-            name!(node_id, String),
-            name!(title, String),
-            name!(description, String),
-            name!(version, i32),
-            name!(updated_at, TimestampWithTimeZone),
-        ),
-    >,
-    ErrorReport,
-> {
-    let owner = checked_owner(owner)?;
-    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        LIST_NODES.read(client, &[owner.into()])?.rows(&[
-            "node_id",
-            "title",
-            "description",
-            "version",
-            "updated_at",
-        ])
-    })?;
-    Ok(TableIterator::new(rows))
+// graph_nodes and graph_versions return their rows in materialize mode,
+// each put into the result store as it is read: a call holds one node or
+// version at a time, however many the owner keeps (pgrx's table functions
+// collect every row first). The C symbols keep the names earlier versions
+// declared, so their catalogs find them.
+extension_sql!(
+    r#"
+CREATE FUNCTION agent_memory.graph_nodes(owner text)
+RETURNS TABLE (node_id text, title text, description text, version integer, updated_at timestamptz)
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'graph_nodes_wrapper';
+CREATE FUNCTION agent_memory.graph_versions(owner text, node_id text)
+RETURNS TABLE (version integer, change_description text, created_at timestamptz)
+STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'graph_versions_wrapper';
+"#,
+    name = "graph_lists"
+);
+
+crate::pg::c_functions::materialized_table_function!(
+    graph_nodes_wrapper,
+    pg_finfo_graph_nodes_wrapper,
+    put_node_rows
+);
+
+/// The owner's nodes (never versions), by id, into the result store.
+///
+/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
+/// materialize mode (InitMaterializedSRF checks it).
+unsafe fn put_node_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
+    let owner = checked_owner(unsafe { pgrx::fcinfo::pg_getarg::<&str>(fcinfo, 0) })?;
+    unsafe { put_rows(fcinfo, &LIST_NODES, &[Some(owner)]) }?;
+    Ok(())
 }
 
-#[pg_extern(stable, parallel_safe)]
-#[search_path(pg_catalog, pg_temp)]
-fn graph_versions(
-    owner: Option<&str>,
-    node_id: Option<&str>,
-) -> Result<
-    TableIterator<
-        'static,
-        (
-            name!(version, i32),
-            name!(change_description, String),
-            name!(created_at, TimestampWithTimeZone),
-        ),
-    >,
-    ErrorReport,
-> {
-    let owner = checked_owner(owner)?;
+crate::pg::c_functions::materialized_table_function!(
+    graph_versions_wrapper,
+    pg_finfo_graph_versions_wrapper,
+    put_version_rows
+);
+
+/// A node's saved versions, oldest first, into the result store; an
+/// unknown node is an error.
+///
+/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
+/// materialize mode (InitMaterializedSRF checks it).
+unsafe fn put_version_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
+    use pgrx::fcinfo::pg_getarg;
+    let owner = checked_owner(unsafe { pg_getarg::<&str>(fcinfo, 0) })?;
+    let node_id = unsafe { pg_getarg::<&str>(fcinfo, 1) };
     // The virtual root is never written, so it has no saved versions.
-    if node_id == Some(ROOT_ID) {
-        return Ok(TableIterator::new(Vec::new()));
-    }
-    let node_id = checked_node(node_id)?;
-    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        LIST_VERSIONS
-            .read(client, &[owner.into(), node_id.into()])?
-            .rows(&["version", "change_description", "saved_at"])
-    })?;
-    if rows.is_empty()
+    let root = node_id == Some(ROOT_ID);
+    let node_id = if root {
+        ROOT_ID
+    } else {
+        checked_node(node_id)?
+    };
+    let rows = unsafe { put_rows(fcinfo, &LIST_VERSIONS, &[Some(owner), Some(node_id)]) }?;
+    if rows == 0
+        && !root
         && first_value_of::<i32>(&CURRENT_VERSION, &[owner.into(), node_id.into()])?.is_none()
     {
         return Err(unknown_node(owner, node_id));
     }
-    Ok(TableIterator::new(rows))
+    Ok(())
 }
 
 #[pg_extern(stable, parallel_safe)]
@@ -794,18 +797,26 @@ static CURRENT_VERSION: Statement = Statement::read_only(
     &[TEXT, TEXT],
 );
 
-static LIST_NODES: Statement = Statement::read_only(
-    "SELECT node_id::text, title, description, version, updated_at
-     FROM agent_memory.graph_nodes
-     WHERE owner = $1 AND tenant = agent_memory.caller_tenant()
-     ORDER BY node_id",
-    &[TEXT],
-);
+static LIST_NODES: StreamStatement = StreamStatement {
+    sql: "SELECT node_id::text, title, description, version, updated_at
+          FROM agent_memory.graph_nodes
+          WHERE owner = $1 AND tenant = agent_memory.caller_tenant()
+          ORDER BY node_id",
+    params: 1,
+    columns: &[
+        pg_sys::TEXTOID,
+        pg_sys::TEXTOID,
+        pg_sys::TEXTOID,
+        pg_sys::INT4OID,
+        pg_sys::TIMESTAMPTZOID,
+    ],
+};
 
-static LIST_VERSIONS: Statement = Statement::read_only(
-    "SELECT version, change_description, saved_at
-     FROM agent_memory.graph_node_versions
-     WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
-     ORDER BY version",
-    &[TEXT, TEXT],
-);
+static LIST_VERSIONS: StreamStatement = StreamStatement {
+    sql: "SELECT version, change_description, saved_at
+          FROM agent_memory.graph_node_versions
+          WHERE owner = $1 AND node_id = $2 AND tenant = agent_memory.caller_tenant()
+          ORDER BY version",
+    params: 2,
+    columns: &[pg_sys::INT4OID, pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID],
+};

@@ -34,7 +34,7 @@ use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, first_value_of, on_citus};
 use crate::pg::settings;
-use crate::pg::stream::{StreamRow, StreamStatement, for_each_row};
+use crate::pg::stream::{StreamRow, StreamStatement, for_each_row, put_rows};
 use crate::sessions::{
     active, callers_active_session, idle_timeout_minutes, lock_session, renew_in, session_expired,
     session_gone,
@@ -680,32 +680,11 @@ unsafe fn put_message_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
     use pgrx::fcinfo::pg_getarg;
     let session_id = checked_id("session_id", unsafe { pg_getarg::<&str>(fcinfo, 0) })?;
     let node_id = checked_node(unsafe { pg_getarg::<&str>(fcinfo, 1) })?;
-    let lim = checked_limit(unsafe { pg_getarg::<i32>(fcinfo, 2) })?;
-    unsafe {
-        pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC);
-        let result = (*fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>();
-        let (store, desc) = ((*result).setResult, (*result).setDesc);
-        // Text and jsonb values are detoasted (in the row's memory): the
-        // store keeps values, never pointers into a table.
-        let value = |datum: pg_sys::Datum| {
-            pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
-        };
-        for_each_newest(session_id, node_id, lim, &mut |row| {
-            let node = row.nullable(2);
-            let mut values = [
-                row.datum(1, "seq")?,
-                node.map_or(pg_sys::Datum::from(0), value),
-                value(row.datum(3, "role")?),
-                value(row.datum(4, "content")?),
-                value(row.datum(5, "metadata")?),
-                row.datum(6, "created_at")?,
-            ];
-            let mut nulls = [false, node.is_none(), false, false, false, false];
-            // The store copies the values.
-            pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
-            Ok(())
-        })
-    }
+    let lim = checked_limit(unsafe { pg_getarg::<i32>(fcinfo, 2) })?.to_string();
+    let idle = idle_timeout_minutes().to_string();
+    let params = [Some(session_id), node_id, Some(&lim), Some(&idle)];
+    unsafe { put_rows(fcinfo, &READ_MESSAGES, &params) }?;
+    Ok(())
 }
 
 #[pg_extern(stable, parallel_safe)]

@@ -262,3 +262,53 @@ pub fn for_each_row(
         }
     })
 }
+
+/// Put every row of `statement`, run with `params`, into the result store
+/// of a table function called in materialize mode, as the rows are read,
+/// and return how many there were: the call holds one row at a time
+/// whatever the result holds (the store spills to disk past work_mem). The
+/// statement's columns are the function's result columns, in order.
+///
+/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
+/// materialize mode (InitMaterializedSRF checks it).
+pub unsafe fn put_rows(
+    fcinfo: pg_sys::FunctionCallInfo,
+    statement: &'static StreamStatement,
+    params: &[Option<&str>],
+) -> SqlResult<u64> {
+    let columns = statement.columns.len();
+    // Variable-length values (text, jsonb) may point into a table: they
+    // are detoasted, in the row's memory, so the store keeps values.
+    // SAFETY: the column types are built-in types.
+    let variable: Vec<bool> = statement
+        .columns
+        .iter()
+        .map(|&oid| unsafe { pg_sys::get_typlen(oid) } == -1)
+        .collect();
+    let mut values = vec![pg_sys::Datum::from(0); columns];
+    let mut nulls = vec![false; columns];
+    let mut rows = 0;
+    // SAFETY: as the caller promises; the store copies the values.
+    unsafe {
+        pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC);
+        let result = (*fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>();
+        let (store, desc) = ((*result).setResult, (*result).setDesc);
+        for_each_row(statement, params, &mut |row| {
+            for column in 0..columns {
+                let value = row.nullable(column + 1);
+                nulls[column] = value.is_none();
+                values[column] = match value {
+                    Some(datum) if variable[column] => {
+                        pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
+                    }
+                    Some(datum) => datum,
+                    None => pg_sys::Datum::from(0),
+                };
+            }
+            pg_sys::tuplestore_putvalues(store, desc, values.as_mut_ptr(), nulls.as_mut_ptr());
+            rows += 1;
+            Ok(())
+        })?;
+    }
+    Ok(rows)
+}

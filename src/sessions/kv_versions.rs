@@ -10,7 +10,6 @@
 //! the newest its history keeps, with history on or off, so a version
 //! number names one value for as long as it is kept.
 
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use agent_memory_core::versions;
@@ -20,6 +19,7 @@ use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
 use crate::pg::settings;
+use crate::pg::stream::{StreamStatement, put_rows};
 use crate::sessions::kv::{entry_name, stored_document, write_entries};
 use crate::sessions::{
     active, active_until, callers_active_session, idle_timeout_minutes, lock_session,
@@ -144,41 +144,40 @@ pub(crate) fn number_anew(
         .rows(&["key", "version"])
 }
 
+// kv_versions returns its rows in materialize mode, each put into the
+// result store as it is read: a call holds one version at a time, however
+// many the retention keeps and however large each is (pgrx's table
+// functions collect every row first).
+extension_sql!(
+    r#"
+CREATE FUNCTION agent_memory.kv_versions(session_id text, key text)
+RETURNS TABLE (version integer, value jsonb, updated_at timestamptz, replaced_at timestamptz, expires_at timestamptz)
+STRICT STABLE PARALLEL SAFE
+SET search_path TO pg_catalog, pg_temp
+LANGUAGE c AS 'MODULE_PATHNAME', 'kv_versions_wrapper';
+"#,
+    name = "kv_versions"
+);
+
+crate::pg::c_functions::materialized_table_function!(
+    kv_versions_wrapper,
+    pg_finfo_kv_versions_wrapper,
+    put_version_rows
+);
+
 /// The versions an entry's history keeps, newest first (none when the
-/// session is gone).
-#[allow(clippy::type_complexity)]
-#[pg_extern(stable, parallel_safe)]
-#[search_path(pg_catalog, pg_temp)]
-fn kv_versions(
-    session_id: &str,
-    key: &str,
-) -> Result<
-    TableIterator<
-        'static,
-        (
-            name!(version, i32),
-            name!(value, pgrx::JsonB),
-            name!(updated_at, TimestampWithTimeZone),
-            name!(replaced_at, TimestampWithTimeZone),
-            name!(expires_at, TimestampWithTimeZone),
-        ),
-    >,
-    ErrorReport,
-> {
-    let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
-        LIST.read(
-            client,
-            &[session_id.into(), idle_timeout_minutes().into(), key.into()],
-        )?
-        .rows(&[
-            "version",
-            "value",
-            "updated_at",
-            "replaced_at",
-            "expires_at",
-        ])
-    })?;
-    Ok(TableIterator::new(rows))
+/// session is gone), into the result store.
+///
+/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
+/// materialize mode (InitMaterializedSRF checks it).
+unsafe fn put_version_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
+    use pgrx::fcinfo::pg_getarg;
+    // The function is strict: neither argument is NULL.
+    let session_id = unsafe { pg_getarg::<&str>(fcinfo, 0) };
+    let key = unsafe { pg_getarg::<&str>(fcinfo, 1) };
+    let idle = idle_timeout_minutes().to_string();
+    unsafe { put_rows(fcinfo, &LIST, &[session_id, Some(&idle), key]) }?;
+    Ok(())
 }
 
 /// One kept version of an entry as `{key, value, version, createdAt,
@@ -374,9 +373,13 @@ static NUMBER_ANEW: Statement = Statement::read_write(
     &[TEXT, TEXT_ARRAY],
 );
 
-/// The kept versions of entry $3 of active session $1 ($2 idle minutes).
+/// The kept versions of entry $3 of active session $1 ($2 idle minutes,
+/// or the expression given for them).
 macro_rules! kept_versions {
     ($columns:literal, $which:literal) => {
+        kept_versions!($columns, $which, "$2")
+    };
+    ($columns:literal, $which:literal, $idle_minutes:literal) => {
         concat!(
             "SELECT ",
             $columns,
@@ -384,19 +387,27 @@ macro_rules! kept_versions {
                ON s.session_id = v.session_id AND s.tenant = v.tenant
              WHERE v.session_id = $1 AND v.key = $3 AND v.tenant = agent_memory.caller_tenant()
                AND v.expires_at > pg_catalog.now() AND ",
-            active!("s", "$2"),
+            active!("s", $idle_minutes),
             $which
         )
     };
 }
 
-static LIST: Statement = Statement::read_only(
-    kept_versions!(
+static LIST: StreamStatement = StreamStatement {
+    sql: kept_versions!(
         "v.version, v.value, v.updated_at, v.replaced_at, v.expires_at",
-        " ORDER BY v.version DESC"
+        " ORDER BY v.version DESC",
+        "$2::int4"
     ),
-    &[TEXT, INT4, TEXT],
-);
+    params: 3,
+    columns: &[
+        pg_sys::INT4OID,
+        pg_sys::JSONBOID,
+        pg_sys::TIMESTAMPTZOID,
+        pg_sys::TIMESTAMPTZOID,
+        pg_sys::TIMESTAMPTZOID,
+    ],
+};
 
 static READ: Statement = Statement::read_only(
     concat!(

@@ -18,7 +18,12 @@
 //!   reads it once: at most `SMALL`;
 //! - `recall(NULL, s, embedding => …)` compares 2,000 stored embeddings of
 //!   16,000 numbers (over 120 MB) with the query's one at a time (the exact
-//!   comparison, without pgvector's index): at most `SMALL`.
+//!   comparison, without pgvector's index): at most `SMALL`;
+//! - `kv_versions(s, key)` over 1,000 kept versions of 200 kB,
+//!   `memory_versions(scope, path)` over 1,000 of 99 kB, `graph_nodes(owner)`
+//!   over 1,000 nodes of 200 kB descriptions and `graph_versions(owner,
+//!   node)` over 500 versions of 200 kB change descriptions stream their
+//!   rows: at most `SMALL`.
 //!
 //! It prints `memory: N calls over M MB stored, K within their bounds
 //! (peaks ...)`.
@@ -40,6 +45,8 @@ const MAX_RESULT: u64 = 64 * MB;
 const MESSAGES: i64 = 2000;
 const FILES: i64 = 2000;
 const ENTRIES: i64 = 500;
+/// Versions kept of one entry and of one file.
+const VERSIONS: i64 = 1000;
 /// The largest dimension recall takes; an embedding of random numbers
 /// does not compress.
 const DIMENSION: i64 = 16_000;
@@ -105,7 +112,22 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
              SELECT agent_memory.recall_enable_embeddings({DIMENSION}) IS NOT NULL;
              SELECT count(agent_memory.recall_embed('message', 'peaks', i::text,
                       (SELECT array_agg((random() + j * 0 + i * 0)::float4) FROM generate_series(1, {DIMENSION}) j)))
-             FROM generate_series(1, {MESSAGES}) i;"
+             FROM generate_series(1, {MESSAGES}) i;
+             SET agent_memory.history_retention = {VERSIONS};
+             SELECT count(agent_memory.kv_set('peaks', 'history', to_jsonb(repeat('x', 200000) || i)))
+             FROM generate_series(1, {VERSIONS}) i;
+             DO $$ BEGIN
+               FOR i IN 1..{VERSIONS} LOOP
+                 PERFORM agent_memory.memory_tool('peaks', jsonb_build_object(
+                   'command', 'append', 'path', '/history', 'content', repeat('a version ', 9900) || i));
+                 PERFORM agent_memory.memory_tool('peaks', '{{\"command\": \"delete\", \"path\": \"/history\"}}');
+               END LOOP;
+             END $$;
+             SELECT count(agent_memory.graph_create('peaks', 'node ' || i, repeat('d', 200000) || i, '', '{{__root__}}', 'n' || i))
+             FROM generate_series(1, {VERSIONS}) i;
+             SELECT count(agent_memory.graph_write('peaks', 'n1', 'node 1', 'version ' || i, '',
+                      change_description => repeat('c', 200000) || i))
+             FROM generate_series(1, {VERSIONS} / 2) i;"
         ))
         .unwrap();
     let embedded: i64 = admin
@@ -129,9 +151,23 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
         .get::<_, Option<i64>>(0)
         .unwrap_or_default();
     assert!(stored as u64 > 300 * MB, "only {stored} bytes stored");
+    let kept: i64 = admin
+        .query_one(
+            "SELECT (SELECT count(*) FROM agent_memory.kv_entry_versions WHERE key = 'history')
+                  + (SELECT count(*) FROM agent_memory.memory_file_versions WHERE path = '/history')
+                  + (SELECT count(*) FROM agent_memory.graph_node_versions WHERE node_id = 'n1')
+                  + (SELECT count(*) FROM agent_memory.graph_nodes WHERE owner = 'peaks')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(
+        kept >= 2 * (VERSIONS - 1) + VERSIONS / 2 + VERSIONS,
+        "only {kept} versions and nodes kept"
+    );
     drop(admin);
 
-    let calls: [(&str, Option<&str>, u64); 9] = [
+    let calls: [(&str, Option<&str>, u64); 13] = [
         (
             "SELECT count(*), sum(octet_length(content)) FROM agent_memory.messages('peaks', NULL, 100000)",
             None,
@@ -176,6 +212,26 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
         (
             "SELECT count(*) FROM agent_memory.recall(NULL, session_id => 'peaks', kinds => '{message}',
                 embedding => (SELECT array_agg(random()::float4) FROM generate_series(1, 16000)))",
+            None,
+            SMALL,
+        ),
+        (
+            "SELECT count(*), sum(octet_length(value::text)) FROM agent_memory.kv_versions('peaks', 'history')",
+            None,
+            SMALL,
+        ),
+        (
+            "SELECT count(*), sum(octet_length(content)) FROM agent_memory.memory_versions('peaks', '/history')",
+            None,
+            SMALL,
+        ),
+        (
+            "SELECT count(*), sum(octet_length(description)) FROM agent_memory.graph_nodes('peaks')",
+            None,
+            SMALL,
+        ),
+        (
+            "SELECT count(*), sum(octet_length(change_description)) FROM agent_memory.graph_versions('peaks', 'n1')",
             None,
             SMALL,
         ),
