@@ -269,8 +269,9 @@ pub fn for_each_row(
 /// whatever the result holds (the store spills to disk past work_mem). The
 /// statement's columns are the function's result columns, in order.
 ///
-/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
-/// materialize mode (InitMaterializedSRF checks it).
+/// # Safety
+/// `fcinfo` is the call's, with a ReturnSetInfo allowing materialize mode
+/// (InitMaterializedSRF checks it).
 pub unsafe fn put_rows(
     fcinfo: pg_sys::FunctionCallInfo,
     statement: &'static StreamStatement,
