@@ -28,7 +28,7 @@ use crate::pg::settings;
 
 // Every statement reads and writes only the files of the caller's tenant
 // (tenant = agent_memory.caller_tenant()), also for a superuser, whom
-// row-level security lets through: a file's key is (scope, path, tenant).
+// row-level security lets through: a file's key is (scope, tenant, path).
 //
 // A file and the directory at the same path are the range [$2, $4) with
 // a filter: the range is the index condition, so a statement reads the

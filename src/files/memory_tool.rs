@@ -47,8 +47,8 @@ use crate::pg::stream::{StreamStatement, for_each_row};
 //
 // Scopes are a tenant's own: every statement reads and writes only rows
 // whose tenant is agent_memory.caller_tenant(), also for a superuser, whom
-// row-level security lets through, and a file's key is (scope, path,
-// tenant), a scope's (scope, tenant).
+// row-level security lets through, and a file's key is (scope, tenant,
+// path), a scope's (scope, tenant).
 
 fn read(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<String>> {
     if let Some(result) = with_file(client, scope, path, files::read_result)? {
