@@ -14,6 +14,12 @@
 //!   which never saw the `SET`. A tenant set for the session, a word
 //!   budget or a size limit then holds as it does on a single server.
 //!
+//! The bare form `SELECT agent_memory.f(...)` reads no table, so it is
+//! planned without Citus. A function in `FROM` (`SELECT * FROM
+//! agent_memory.f(...)`) goes through Citus's planner, with its first
+//! argument put behind an expression the planner cannot fold to a
+//! constant: Citus delegates only a constant key.
+//!
 //! Every other statement goes to Citus untouched.
 
 use std::ffi::{CStr, c_char, c_int};
@@ -65,9 +71,94 @@ unsafe extern "C-unwind" fn plan(
         if !must_run_here(parse, bound_params)
             && let Some(previous) = PREVIOUS_PLANNER
         {
+            keep_calls_in_from_here(parse, bound_params);
             return previous(parse, query_string, cursor_options, bound_params);
         }
         pg_sys::standard_planner(parse, query_string, cursor_options, bound_params)
+    }
+}
+
+/// Puts the key of every `agent_memory.f(...)` in the query's `FROM`
+/// behind a stable expression when the key is NULL (given or bound) or
+/// the session has changed a setting, so that Citus does not delegate
+/// the call: it runs here, as in a transaction block. (Citus delegates
+/// only `SELECT ... FROM f(...)` alone, so the top level is enough.)
+///
+/// # Safety
+/// As for [`must_run_here`]; the planner may change the query it plans.
+unsafe fn keep_calls_in_from_here(parse: *mut pg_sys::Query, bound_params: pg_sys::ParamListInfo) {
+    // SAFETY: as the caller's; every node is tested for its tag before it
+    // is read as that node, and the key is replaced in its own list cell.
+    unsafe {
+        let query = &*parse;
+        if query.commandType != pg_sys::CmdType::CMD_SELECT {
+            return;
+        }
+        let mut settings_changed = None;
+        for entry in PgList::<pg_sys::RangeTblEntry>::from_pg(query.rtable).iter_ptr() {
+            if (*entry).rtekind != pg_sys::RTEKind::RTE_FUNCTION {
+                continue;
+            }
+            for function in
+                PgList::<pg_sys::RangeTblFunction>::from_pg((*entry).functions).iter_ptr()
+            {
+                let expr = (*function).funcexpr;
+                if expr.is_null() || (*expr).type_ != pg_sys::NodeTag::T_FuncExpr {
+                    continue;
+                }
+                let call = &*(expr as *mut pg_sys::FuncExpr);
+                if !in_extension_schema(call.funcid) {
+                    continue;
+                }
+                let Some(key) = key_slot(call) else {
+                    continue;
+                };
+                let keep_here = is_null_key(*key, bound_params)
+                    || *settings_changed.get_or_insert_with(settings_changed_in_session);
+                if keep_here {
+                    *key = behind_stable_expression(*key);
+                }
+            }
+        }
+    }
+}
+
+/// `CASE WHEN now() IS NOT NULL THEN key END`: the key's value, from an
+/// expression that stays one at planning (`now()` is stable), so it is
+/// never the constant Citus delegates on.
+///
+/// # Safety
+/// `key` is an expression node of the query being planned.
+unsafe fn behind_stable_expression(key: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    // SAFETY: builds new nodes in the planner's memory context.
+    unsafe {
+        let key_type = pg_sys::exprType(key);
+        let key_collation = pg_sys::exprCollation(key);
+        let now = pg_sys::makeFuncExpr(
+            pg_sys::Oid::from(pg_sys::F_NOW),
+            pg_sys::TIMESTAMPTZOID,
+            std::ptr::null_mut(),
+            pg_sys::InvalidOid,
+            pg_sys::InvalidOid,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+        );
+        let mut test = PgBox::<pg_sys::NullTest>::alloc_node(pg_sys::NodeTag::T_NullTest);
+        test.arg = now.cast();
+        test.nulltesttype = pg_sys::NullTestType::IS_NOT_NULL;
+        test.location = -1;
+        let mut when = PgBox::<pg_sys::CaseWhen>::alloc_node(pg_sys::NodeTag::T_CaseWhen);
+        when.expr = test.into_pg().cast();
+        when.result = key.cast();
+        when.location = -1;
+        let mut case = PgBox::<pg_sys::CaseExpr>::alloc_node(pg_sys::NodeTag::T_CaseExpr);
+        case.casetype = key_type;
+        case.casecollid = key_collation;
+        let mut whens = PgList::<pg_sys::CaseWhen>::new();
+        whens.push(when.into_pg());
+        case.args = whens.into_pg();
+        case.defresult = pg_sys::makeNullConst(key_type, -1, key_collation).cast();
+        case.location = -1;
+        case.into_pg().cast()
     }
 }
 
@@ -109,21 +200,51 @@ unsafe fn must_run_here(parse: *mut pg_sys::Query, bound_params: pg_sys::ParamLi
         if !in_extension_schema(call.funcid) {
             return false;
         }
+        let null_key = key_slot(call).is_some_and(|key| is_null_key(*key, bound_params));
+        null_key || settings_changed_in_session()
+    }
+}
+
+/// Where a call's key, its first parameter, is given: the first argument
+/// in positional notation, or the argument named for it (`session_id =>
+/// ...`), which may come anywhere. None when the call leaves it to its
+/// default.
+///
+/// # Safety
+/// `call` is a function call of the query being planned.
+unsafe fn key_slot(call: &pg_sys::FuncExpr) -> Option<*mut *mut pg_sys::Node> {
+    // SAFETY: the arguments are expression nodes, tested for their tag
+    // before one is read as a named argument; the slots live in the query.
+    unsafe {
         let args = PgList::<pg_sys::Node>::from_pg(call.args);
-        let null_first = match args.get_ptr(0) {
-            Some(first) => {
-                let first = pg_sys::strip_implicit_coercions(first);
-                match (*first).type_ {
-                    pg_sys::NodeTag::T_Const => (*(first as *mut pg_sys::Const)).constisnull,
-                    pg_sys::NodeTag::T_Param => {
-                        bound_null(first as *mut pg_sys::Param, bound_params)
-                    }
-                    _ => false,
+        for (index, arg) in args.iter_ptr().enumerate() {
+            if (*arg).type_ == pg_sys::NodeTag::T_NamedArgExpr {
+                let named = arg as *mut pg_sys::NamedArgExpr;
+                if (*named).argnumber == 0 {
+                    return Some((&raw mut (*named).arg).cast());
                 }
+            } else if index == 0 {
+                let cell = pg_sys::list_nth_cell(call.args, 0);
+                return Some((&raw mut (*cell).ptr_value).cast());
             }
-            None => false,
-        };
-        null_first || settings_changed_in_session()
+        }
+        None
+    }
+}
+
+/// Whether a call's key is a NULL constant or a parameter bound to NULL.
+///
+/// # Safety
+/// As for [`must_run_here`]; `key` is an expression node of the query.
+unsafe fn is_null_key(key: *mut pg_sys::Node, bound_params: pg_sys::ParamListInfo) -> bool {
+    // SAFETY: as the caller's; the node is tested for its tag first.
+    unsafe {
+        let key = pg_sys::strip_implicit_coercions(key);
+        match (*key).type_ {
+            pg_sys::NodeTag::T_Const => (*(key as *mut pg_sys::Const)).constisnull,
+            pg_sys::NodeTag::T_Param => bound_null(key as *mut pg_sys::Param, bound_params),
+            _ => false,
+        }
     }
 }
 

@@ -61,6 +61,10 @@ SELECT graph_read('citus-alice', 'lisbon') - 'createdAt' - 'updatedAt' AS node;
 SELECT version, change_description FROM graph_versions('citus-alice', 'lisbon');
 SELECT graph_version('citus-alice', 'lisbon', 1) ->> 'body' AS first_body;
 SELECT node_id, parent_id, depth FROM graph_tree_rows('citus-alice');
+-- A list in FROM made after a session SET runs where the SET holds.
+SET agent_memory.max_tree_rows = 1;
+SELECT node_id, parent_id, depth FROM graph_tree_rows('citus-alice');
+RESET agent_memory.max_tree_rows;
 SELECT graph_to_markdown('citus-alice', 'lisbon') LIKE '%Hotel in Alfama%' AS markdown;
 SELECT array_agg(f ORDER BY f) AS exported FROM jsonb_object_keys(graph_export('citus-alice')) f;
 SELECT wm_init('citus-c1', 'lisbon', 'citus-alice') -> 'node_context' ->> 'id' AS node;
@@ -94,6 +98,11 @@ SELECT memory_render('citus-s1');
 -- A NULL key is refused as on one server (Citus would crash delegating it).
 SELECT kv_set(NULL, 'a', '1');
 SELECT working_memory(NULL);
+SELECT * FROM graph_nodes(NULL);
+SELECT count(*) FROM messages(NULL);
+PREPARE nodes_of(text) AS SELECT * FROM graph_nodes($1);
+EXECUTE nodes_of(NULL);
+DEALLOCATE nodes_of;
 SELECT length(create_session('citus-bob')) AS generated_id_length;
 
 -- A session's rows are on one node: every table of its group puts the key
