@@ -94,14 +94,20 @@ for script in "${releases[@]}"; do
 
   fresh_db up_filled
   run up_filled -c "CREATE EXTENSION agent_memory VERSION '$old'"
-  # The library refuses the old catalog, saying what to do.
-  if refused=$(run up_filled -c "SELECT agent_memory.kv_get('up-1', 'seat')" 2>&1); then
-    die "upgrade: the $current library ran a statement against the $old catalog"
-  fi
-  case "$refused" in
-    *"ALTER EXTENSION agent_memory UPDATE"*) ;;
-    *) die "upgrade: the $old catalog was refused without saying how to update: $refused" ;;
-  esac
+  # The library refuses the old catalog, saying what to do: a call through
+  # a prepared statement, and lists that stream their rows.
+  for call in "SELECT agent_memory.kv_get('up-1', 'seat')" \
+              "SELECT * FROM agent_memory.messages('up-1')" \
+              "SELECT * FROM agent_memory.graph_nodes('up-owner')" \
+              "SELECT * FROM agent_memory.graph_tree_rows('up-owner')"; do
+    if refused=$(run up_filled -c "$call" 2>&1); then
+      die "upgrade: the $current library ran $call against the $old catalog"
+    fi
+    case "$refused" in
+      *"ALTER EXTENSION agent_memory UPDATE"*) ;;
+      *) die "upgrade: the $old catalog was refused without saying how to update: $refused" ;;
+    esac
+  done
   copy_rows up_filled
   rm -f "$work/columns"
   data_digest up_filled "$work/columns" > "$work/data.before"

@@ -79,7 +79,7 @@ thread_local! {
 /// new library is installed and before `ALTER EXTENSION agent_memory UPDATE`,
 /// its statements would fail on columns the old tables lack. Checked once per
 /// backend, before its first statement is prepared.
-fn check_catalog(client: &SpiClient<'_>) -> SpiResult<()> {
+pub(crate) fn check_catalog(client: &SpiClient<'_>) -> SpiResult<()> {
     if CATALOG_MATCHES.get() {
         return Ok(());
     }

@@ -15,7 +15,7 @@ use pgrx::prelude::*;
 
 use agent_memory_core::Error;
 
-use crate::pg::error::{SqlResult, report};
+use crate::pg::error::{OrReport, SqlResult, report};
 
 /// A read-only statement with text parameters (NULL allowed), prepared once
 /// per backend.
@@ -176,7 +176,7 @@ pub fn for_each_row(
             "stream statement called with the wrong parameters",
         )));
     }
-    Spi::connect(|_client| {
+    Spi::connect(|client| {
         // SAFETY: inside an SPI connection; the plan is kept for the life of
         // the backend; the parameter list and receiver outlive the call.
         unsafe {
@@ -185,6 +185,7 @@ pub fn for_each_row(
                 .with(|plans| plans.borrow().get(&key).copied())
                 .unwrap_or(0) as pg_sys::SPIPlanPtr;
             if plan.is_null() {
+                crate::pg::plans::check_catalog(client).or_report()?;
                 let mut types = vec![pg_sys::TEXTOID; statement.params];
                 // Planned for each call's values: one owner may hold most
                 // of a table or a sliver of it, and a scan of a million
@@ -278,8 +279,9 @@ pub unsafe fn put_rows(
     params: &[Option<&str>],
 ) -> SqlResult<u64> {
     let columns = statement.columns.len();
-    // Variable-length values (text, jsonb) may point into a table: they
-    // are detoasted, in the row's memory, so the store keeps values.
+    // A variable-length value (text, jsonb) stored out of line is a
+    // pointer into a table: it is fetched, in the row's memory, so the
+    // store keeps the value. A value compressed in line stays compressed.
     // SAFETY: the column types are built-in types.
     let variable: Vec<bool> = statement
         .columns
@@ -294,13 +296,26 @@ pub unsafe fn put_rows(
         pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC);
         let result = (*fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>();
         let (store, desc) = ((*result).setResult, (*result).setDesc);
+        // The function's declared columns are the statement's: the store
+        // reads each value as the type its column declares.
+        let declared: Vec<pg_sys::Oid> = (1..=(*desc).natts)
+            .map(|n| pg_sys::SPI_gettypeid(desc, n))
+            .collect();
+        if declared.as_slice() != statement.columns {
+            return Err(report(Error::internal(
+                "a table function's declared columns are not those of its statement",
+            )));
+        }
         for_each_row(statement, params, &mut |row| {
             for column in 0..columns {
                 let value = row.nullable(column + 1);
                 nulls[column] = value.is_none();
                 values[column] = match value {
-                    Some(datum) if variable[column] => {
-                        pg_sys::Datum::from(pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()))
+                    Some(datum)
+                        if variable[column]
+                            && pgrx::varlena::varatt_is_1b_e(datum.cast_mut_ptr()) =>
+                    {
+                        pg_sys::Datum::from(pg_sys::detoast_external_attr(datum.cast_mut_ptr()))
                     }
                     Some(datum) => datum,
                     None => pg_sys::Datum::from(0),
