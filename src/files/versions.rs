@@ -20,11 +20,12 @@ use agent_memory_core::versions;
 
 use crate::files::store::{self, Client, Placed};
 use crate::pg::args::{INT4, TEXT, TID, TIMESTAMPTZ, XID};
+use crate::pg::c_functions::{TableCall, materialized_table_function};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso};
 use crate::pg::settings;
-use crate::pg::stream::{StreamStatement, put_rows};
+use crate::pg::stream::StreamStatement;
 
 /// The arguments every save takes first: the scope, the file or directory
 /// at `path` (and every file under it), and the retention.
@@ -286,33 +287,19 @@ fn file_name(scope: &str, path: &str) -> String {
 
 // memory_versions returns its rows in materialize mode, as kv_versions
 // does: a call holds one version at a time.
-extension_sql!(
-    r#"
+materialized_table_function! { "memory_versions", memory_versions_wrapper, put_version_rows, r#"
 CREATE FUNCTION agent_memory.memory_versions(scope text, path text)
 RETURNS TABLE (version integer, content text, updated_at timestamptz, replaced_at timestamptz)
-STABLE PARALLEL SAFE
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c AS 'MODULE_PATHNAME', 'memory_versions_wrapper';
-"#,
-    name = "memory_versions"
-);
-
-crate::pg::c_functions::materialized_table_function!(
-    memory_versions_wrapper,
-    pg_finfo_memory_versions_wrapper,
-    put_version_rows
-);
+LANGUAGE c STABLE PARALLEL SAFE SET search_path TO pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'memory_versions_wrapper';
+"# }
 
 /// The versions kept of the file at `path`, newest first, into the result
 /// store.
-///
-/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
-/// materialize mode (InitMaterializedSRF checks it).
-unsafe fn put_version_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
-    use pgrx::fcinfo::pg_getarg;
-    let scope = checked_scope(unsafe { pg_getarg::<&str>(fcinfo, 0) })?;
-    let path = checked_path(unsafe { pg_getarg::<&str>(fcinfo, 1) })?;
-    unsafe { put_rows(fcinfo, &LIST, &[Some(scope), Some(path.as_str())]) }?;
+fn put_version_rows(call: &TableCall) -> SqlResult<()> {
+    let scope = checked_scope(call.text(0))?;
+    let path = checked_path(call.text(1))?;
+    call.put_rows(&LIST, &[Some(scope), Some(path.as_str())])?;
     Ok(())
 }
 

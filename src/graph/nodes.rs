@@ -18,12 +18,13 @@ use agent_memory_core::graph::{self, Content, ROOT_ID, WriteKind};
 use agent_memory_core::{Error, versions};
 
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_list, required};
+use crate::pg::c_functions::{TableCall, materialized_table_function};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
 use crate::pg::plans::{self, Columns, Statement, first_value_of, iso};
 use crate::pg::settings;
-use crate::pg::stream::{StreamStatement, put_rows};
+use crate::pg::stream::StreamStatement;
 
 // ---------------------------------------------------------------------------
 // Arguments
@@ -485,53 +486,32 @@ fn graph_delete(
 // version at a time, however many the owner keeps (pgrx's table functions
 // collect every row first). The C symbols keep the names earlier versions
 // declared, so their catalogs find them.
-extension_sql!(
-    r#"
+materialized_table_function! { "graph_nodes", graph_nodes_wrapper, put_node_rows, r#"
 CREATE FUNCTION agent_memory.graph_nodes(owner text)
 RETURNS TABLE (node_id text, title text, description text, version integer, updated_at timestamptz)
-STABLE PARALLEL SAFE
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c AS 'MODULE_PATHNAME', 'graph_nodes_wrapper';
-CREATE FUNCTION agent_memory.graph_versions(owner text, node_id text)
-RETURNS TABLE (version integer, change_description text, created_at timestamptz)
-STABLE PARALLEL SAFE
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c AS 'MODULE_PATHNAME', 'graph_versions_wrapper';
-"#,
-    name = "graph_lists"
-);
-
-crate::pg::c_functions::materialized_table_function!(
-    graph_nodes_wrapper,
-    pg_finfo_graph_nodes_wrapper,
-    put_node_rows
-);
+LANGUAGE c STABLE PARALLEL SAFE SET search_path TO pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'graph_nodes_wrapper';
+"# }
 
 /// The owner's nodes (never versions), by id, into the result store.
-///
-/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
-/// materialize mode (InitMaterializedSRF checks it).
-unsafe fn put_node_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
-    let owner = checked_owner(unsafe { pgrx::fcinfo::pg_getarg::<&str>(fcinfo, 0) })?;
-    unsafe { put_rows(fcinfo, &LIST_NODES, &[Some(owner)]) }?;
+fn put_node_rows(call: &TableCall) -> SqlResult<()> {
+    let owner = checked_owner(call.text(0))?;
+    call.put_rows(&LIST_NODES, &[Some(owner)])?;
     Ok(())
 }
 
-crate::pg::c_functions::materialized_table_function!(
-    graph_versions_wrapper,
-    pg_finfo_graph_versions_wrapper,
-    put_version_rows
-);
+materialized_table_function! { "graph_versions", graph_versions_wrapper, put_version_rows, r#"
+CREATE FUNCTION agent_memory.graph_versions(owner text, node_id text)
+RETURNS TABLE (version integer, change_description text, created_at timestamptz)
+LANGUAGE c STABLE PARALLEL SAFE SET search_path TO pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'graph_versions_wrapper';
+"# }
 
 /// A node's saved versions, oldest first, into the result store; an
 /// unknown node is an error.
-///
-/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
-/// materialize mode (InitMaterializedSRF checks it).
-unsafe fn put_version_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
-    use pgrx::fcinfo::pg_getarg;
-    let owner = checked_owner(unsafe { pg_getarg::<&str>(fcinfo, 0) })?;
-    let node_id = unsafe { pg_getarg::<&str>(fcinfo, 1) };
+fn put_version_rows(call: &TableCall) -> SqlResult<()> {
+    let owner = checked_owner(call.text(0))?;
+    let node_id = call.text(1);
     // The virtual root is never written, so it has no saved versions.
     let root = node_id == Some(ROOT_ID);
     let node_id = if root {
@@ -539,7 +519,7 @@ unsafe fn put_version_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
     } else {
         checked_node(node_id)?
     };
-    let rows = unsafe { put_rows(fcinfo, &LIST_VERSIONS, &[Some(owner), Some(node_id)]) }?;
+    let rows = call.put_rows(&LIST_VERSIONS, &[Some(owner), Some(node_id)])?;
     if rows == 0
         && !root
         && first_value_of::<i32>(&CURRENT_VERSION, &[owner.into(), node_id.into()])?.is_none()

@@ -15,6 +15,7 @@ use agent_memory_core::{Error, ErrorKind, graph, time};
 
 use crate::graph::nodes::checked_owner;
 use crate::pg::args::required;
+use crate::pg::c_functions::{TableCall, materialized_table_function};
 use crate::pg::datums::{JsonbBytes, TextBlock, for_each_text_element, numeric_bytes, text_array};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::stream::{StreamStatement, for_each_row};
@@ -134,30 +135,16 @@ fn scan(owner: &str, objects: bool) -> SqlResult<(Graph, Texts, Option<NodeObjec
 // called once per row (what pgrx's table functions do), which for a
 // million rows costs more than building the projection. pgrx has no
 // materialize mode, so the function is declared by hand.
-extension_sql!(
-    r#"
+materialized_table_function! { "graph_tree_rows", graph_tree_rows_materialized, put_tree_rows, r#"
 CREATE FUNCTION agent_memory.graph_tree_rows(owner text)
 RETURNS TABLE (node_id text, parent_id text, depth integer, path text[], title text)
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-LANGUAGE c AS 'MODULE_PATHNAME', 'graph_tree_rows_materialized';
-"#,
-    name = "graph_tree_rows"
-);
-
-crate::pg::c_functions::materialized_table_function!(
-    graph_tree_rows_materialized,
-    pg_finfo_graph_tree_rows_materialized,
-    put_tree_rows
-);
+LANGUAGE c STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'graph_tree_rows_materialized';
+"# }
 
 /// Scan, build the projection and put its rows into the result store.
-///
-/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
-/// materialize mode (InitMaterializedSRF checks it).
-unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
-    let owner = unsafe { pgrx::fcinfo::pg_getarg::<&str>(fcinfo, 0) };
-    let owner = checked_owner(owner)?;
+fn put_tree_rows(call: &TableCall) -> SqlResult<()> {
+    let owner = checked_owner(call.text(0))?;
     let (graph, titles, _) = scan(owner, false)?;
     let tree = Tree::build(&graph);
 
@@ -176,7 +163,9 @@ unsafe fn put_tree_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
         .or_report()?;
     let mut path = Vec::new();
     let mut produced: u64 = 0;
+    // SAFETY: the call allows materialize mode (TableCall::new's promise).
     unsafe {
+        let fcinfo = call.fcinfo();
         pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC);
         let result = (*fcinfo).resultinfo.cast::<pg_sys::ReturnSetInfo>();
         let (store, desc) = ((*result).setResult, (*result).setDesc);

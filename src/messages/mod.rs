@@ -30,11 +30,12 @@ use agent_memory_core::{Error, ErrorKind};
 use crate::pg::args::{
     INT4, INT4_ARRAY, INT8, JSONB, TEXT, TEXT_ARRAY, checked_id, checked_optional_id, required,
 };
+use crate::pg::c_functions::{TableCall, materialized_table_function};
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, first_value_of, on_citus};
 use crate::pg::settings;
-use crate::pg::stream::{StreamRow, StreamStatement, for_each_row, put_rows};
+use crate::pg::stream::{StreamRow, StreamStatement, for_each_row};
 use crate::sessions::{
     active, callers_active_session, idle_timeout_minutes, lock_session, renew_in, session_expired,
     session_gone,
@@ -654,36 +655,22 @@ fn for_each_newest(
 // call holds one message in memory whatever `lim` is; pgrx's table
 // functions collect every row first. The C symbol keeps the name earlier
 // versions declared, so their catalogs find it.
-extension_sql!(
-    r#"
+materialized_table_function! { "messages", messages_wrapper, put_message_rows, r#"
 CREATE FUNCTION agent_memory.messages(session_id text, node_id text DEFAULT NULL, lim integer DEFAULT 50)
 RETURNS TABLE (seq bigint, node_id text, role text, content text, metadata jsonb,
                created_at timestamp with time zone)
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-LANGUAGE c AS 'MODULE_PATHNAME', 'messages_wrapper';
-"#,
-    name = "messages"
-);
-
-crate::pg::c_functions::materialized_table_function!(
-    messages_wrapper,
-    pg_finfo_messages_wrapper,
-    put_message_rows
-);
+LANGUAGE c STABLE PARALLEL SAFE SET search_path = pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'messages_wrapper';
+"# }
 
 /// Read the newest messages and put them into the result store.
-///
-/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
-/// materialize mode (InitMaterializedSRF checks it).
-unsafe fn put_message_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
-    use pgrx::fcinfo::pg_getarg;
-    let session_id = checked_id("session_id", unsafe { pg_getarg::<&str>(fcinfo, 0) })?;
-    let node_id = checked_node(unsafe { pg_getarg::<&str>(fcinfo, 1) })?;
-    let lim = checked_limit(unsafe { pg_getarg::<i32>(fcinfo, 2) })?.to_string();
+fn put_message_rows(call: &TableCall) -> SqlResult<()> {
+    let session_id = checked_id("session_id", call.text(0))?;
+    let node_id = checked_node(call.text(1))?;
+    let lim = checked_limit(call.int4(2))?.to_string();
     let idle = idle_timeout_minutes().to_string();
     let params = [Some(session_id), node_id, Some(&lim), Some(&idle)];
-    unsafe { put_rows(fcinfo, &READ_MESSAGES, &params) }?;
+    call.put_rows(&READ_MESSAGES, &params)?;
     Ok(())
 }
 

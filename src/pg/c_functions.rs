@@ -18,12 +18,29 @@ macro_rules! version_1 {
 }
 pub(crate) use version_1;
 
-/// A table function in materialize mode: the C symbol `$symbol` (with its
-/// version-1 record `$finfo`) runs `$put_rows(fcinfo) -> SqlResult<()>`,
-/// which fills the result store, and raises its error, if any.
+/// A table function in materialize mode: `$sql` declares it (as the
+/// `extension_sql!` entity `$name`) with the C symbol `$symbol`, which
+/// runs `$put_rows(&TableCall) -> SqlResult<()>` to fill the result store
+/// and raises its error, if any:
+///
+/// ```ignore
+/// materialized_table_function! { "graph_nodes", graph_nodes_wrapper, put_node_rows, r#"
+/// CREATE FUNCTION agent_memory.graph_nodes(owner text) RETURNS TABLE (...)
+/// LANGUAGE c STABLE AS 'MODULE_PATHNAME', 'graph_nodes_wrapper';
+/// "# }
+/// ```
 macro_rules! materialized_table_function {
-    ($symbol:ident, $finfo:ident, $put_rows:path) => {
-        crate::pg::c_functions::version_1!($finfo);
+    ($name:tt, $symbol:ident, $put_rows:path, $sql:tt $(,)?) => {
+        pgrx::extension_sql!($sql, name = $name);
+
+        const _: () = {
+            #[unsafe(export_name = concat!("pg_finfo_", stringify!($symbol)))]
+            extern "C" fn version_1() -> &'static pgrx::pg_sys::Pg_finfo_record {
+                const V1: pgrx::pg_sys::Pg_finfo_record =
+                    pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+                &V1
+            }
+        };
 
         /// # Safety
         /// Called by PostgreSQL's function manager with a valid `fcinfo`.
@@ -33,7 +50,8 @@ macro_rules! materialized_table_function {
             fcinfo: pgrx::pg_sys::FunctionCallInfo,
         ) -> pgrx::pg_sys::Datum {
             // SAFETY: fcinfo comes from the function manager.
-            if let Err(report) = unsafe { $put_rows(fcinfo) } {
+            let call = unsafe { crate::pg::c_functions::TableCall::new(fcinfo) };
+            if let Err(report) = $put_rows(&call) {
                 report.report(pgrx::PgLogLevel::ERROR);
             }
             pgrx::pg_sys::Datum::from(0)
@@ -41,3 +59,47 @@ macro_rules! materialized_table_function {
     };
 }
 pub(crate) use materialized_table_function;
+
+/// A call of a table function in materialize mode, as the function reads
+/// its arguments and fills its result.
+pub struct TableCall {
+    fcinfo: pgrx::pg_sys::FunctionCallInfo,
+}
+
+impl TableCall {
+    /// # Safety
+    /// `fcinfo` is a call's, from the function manager, with a ReturnSetInfo
+    /// allowing materialize mode (InitMaterializedSRF checks it).
+    pub unsafe fn new(fcinfo: pgrx::pg_sys::FunctionCallInfo) -> TableCall {
+        TableCall { fcinfo }
+    }
+
+    /// Argument `n` (from 0), a text, None when NULL.
+    pub fn text(&self, n: usize) -> Option<&str> {
+        // SAFETY: the function is declared with a text argument `n`.
+        unsafe { pgrx::fcinfo::pg_getarg::<&str>(self.fcinfo, n) }
+    }
+
+    /// Argument `n` (from 0), an integer, None when NULL.
+    pub fn int4(&self, n: usize) -> Option<i32> {
+        // SAFETY: the function is declared with an integer argument `n`.
+        unsafe { pgrx::fcinfo::pg_getarg::<i32>(self.fcinfo, n) }
+    }
+
+    /// Put every row of `statement`, run with `params`, into the result,
+    /// and return how many there were (see [`crate::pg::stream::put_rows`]).
+    pub fn put_rows(
+        &self,
+        statement: &'static crate::pg::stream::StreamStatement,
+        params: &[Option<&str>],
+    ) -> crate::pg::error::SqlResult<u64> {
+        // SAFETY: as `new` was promised.
+        unsafe { crate::pg::stream::put_rows(self.fcinfo, statement, params) }
+    }
+
+    /// The call itself, for a function that fills the result store on its
+    /// own.
+    pub fn fcinfo(&self) -> pgrx::pg_sys::FunctionCallInfo {
+        self.fcinfo
+    }
+}

@@ -15,11 +15,12 @@ use pgrx::prelude::*;
 use agent_memory_core::versions;
 
 use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_id, checked_positive};
+use crate::pg::c_functions::{TableCall, materialized_table_function};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
 use crate::pg::settings;
-use crate::pg::stream::{StreamStatement, put_rows};
+use crate::pg::stream::StreamStatement;
 use crate::sessions::kv::{entry_name, stored_document, write_entries};
 use crate::sessions::{
     active, active_until, callers_active_session, idle_timeout_minutes, lock_session,
@@ -148,35 +149,19 @@ pub(crate) fn number_anew(
 // result store as it is read: a call holds one version at a time, however
 // many the retention keeps and however large each is (pgrx's table
 // functions collect every row first).
-extension_sql!(
-    r#"
+materialized_table_function! { "kv_versions", kv_versions_wrapper, put_version_rows, r#"
 CREATE FUNCTION agent_memory.kv_versions(session_id text, key text)
 RETURNS TABLE (version integer, value jsonb, updated_at timestamptz, replaced_at timestamptz, expires_at timestamptz)
-STRICT STABLE PARALLEL SAFE
-SET search_path TO pg_catalog, pg_temp
-LANGUAGE c AS 'MODULE_PATHNAME', 'kv_versions_wrapper';
-"#,
-    name = "kv_versions"
-);
-
-crate::pg::c_functions::materialized_table_function!(
-    kv_versions_wrapper,
-    pg_finfo_kv_versions_wrapper,
-    put_version_rows
-);
+LANGUAGE c STRICT STABLE PARALLEL SAFE SET search_path TO pg_catalog, pg_temp
+AS 'MODULE_PATHNAME', 'kv_versions_wrapper';
+"# }
 
 /// The versions an entry's history keeps, newest first (none when the
-/// session is gone), into the result store.
-///
-/// SAFETY: `fcinfo` is the call's, with a ReturnSetInfo allowing
-/// materialize mode (InitMaterializedSRF checks it).
-unsafe fn put_version_rows(fcinfo: pg_sys::FunctionCallInfo) -> SqlResult<()> {
-    use pgrx::fcinfo::pg_getarg;
-    // The function is strict: neither argument is NULL.
-    let session_id = unsafe { pg_getarg::<&str>(fcinfo, 0) };
-    let key = unsafe { pg_getarg::<&str>(fcinfo, 1) };
+/// session is gone), into the result store. The function is strict:
+/// neither argument is NULL.
+fn put_version_rows(call: &TableCall) -> SqlResult<()> {
     let idle = idle_timeout_minutes().to_string();
-    unsafe { put_rows(fcinfo, &LIST, &[session_id, Some(&idle), key]) }?;
+    call.put_rows(&LIST, &[call.text(0), Some(&idle), call.text(1)])?;
     Ok(())
 }
 
