@@ -9,12 +9,13 @@
 //! SQLSTATE of its [`ErrorKind`] in one place.
 
 // The floor every room stands on: errors and their SQLSTATEs, argument
-// checks, the binary jsonb format, packed strings, tenant keys, time and
-// what every tool definition shares, and the versions a write can be
-// conditioned on.
+// checks, the binary jsonb format, packed strings, a transaction's pending
+// notifications, tenant keys, time and what every tool definition shares,
+// and the versions a write can be conditioned on.
 pub mod args;
 pub mod error;
 pub mod jsonb;
+pub mod notify;
 pub mod packed;
 pub mod tenant;
 pub mod time;

@@ -42,6 +42,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use pgrx::prelude::*;
 use pgrx::{IntoDatum, PgAtomic, PgBuiltInOids, PgOid, pg_shmem_init};
 
+use agent_memory_core::notify::PendingNotifications;
+
 use crate::pg::error::SqlResult;
 use crate::pg::plans::{Statement, first_value_of};
 use crate::pg::settings::TENANT_ISOLATION;
@@ -71,23 +73,24 @@ static LISTENING: PgAtomic<Listening> = unsafe { PgAtomic::new(c"agent_memory_li
 /// Whether LISTENING exists (the library was preloaded).
 static COUNTING: AtomicBool = AtomicBool::new(false);
 
-/// A change to announce on the writer's tenant's channel.
+/// A change to announce on the writer's tenant's channel; a transaction
+/// announces each once, with the version of its last change.
+#[derive(PartialEq, Eq, Hash)]
 struct Change {
-    subxact: pg_sys::SubTransactionId,
     /// The writer's tenant's channel.
     channel: String,
     subject: Subject,
 }
 
 /// What changed.
+#[derive(PartialEq, Eq, Hash)]
 enum Subject {
-    /// A working-memory entry (node '' is the global entry; part and
-    /// version None: the whole entry was cleared).
+    /// A working-memory entry (node '' is the global entry; part None: the
+    /// whole entry was cleared).
     WorkingMemory {
         session_id: String,
         node_key: String,
         part: Option<&'static str>,
-        version: Option<i32>,
     },
     /// Some file of a memory tool scope.
     Files { scope: String },
@@ -96,15 +99,15 @@ enum Subject {
 }
 
 impl Change {
-    /// The JSON payload; built only when someone listens. Working memory's
-    /// has no "kind" (its shape predates the others).
-    fn payload(&self) -> String {
+    /// The JSON payload, with the version of a working-memory part; built
+    /// only when someone listens. Working memory's has no "kind" (its shape
+    /// predates the others).
+    fn payload(&self, version: Option<i32>) -> String {
         match &self.subject {
             Subject::WorkingMemory {
                 session_id,
                 node_key,
                 part,
-                version,
             } => serde_json::json!({
                 "session_id": session_id,
                 "node_id": if node_key.is_empty() { None } else { Some(node_key) },
@@ -119,8 +122,10 @@ impl Change {
 }
 
 thread_local! {
-    /// This transaction's changes, with the subtransaction that made each.
-    static PENDING: RefCell<Vec<Change>> = const { RefCell::new(Vec::new()) };
+    /// This transaction's changes, each with the version of its last
+    /// change and the subtransactions that made it.
+    static PENDING: RefCell<PendingNotifications<Change, Option<i32>>> =
+        RefCell::new(PendingNotifications::default());
     /// Whether this backend is counted in LISTENING.listeners.
     static COUNTED: Cell<bool> = const { Cell::new(false) };
     /// The subtransactions of this transaction that ran UNLISTEN (applied
@@ -164,41 +169,38 @@ pub fn queue_change(
     part: Option<&'static str>,
     version: Option<i32>,
 ) -> SqlResult<()> {
-    queue(Subject::WorkingMemory {
+    let subject = Subject::WorkingMemory {
         session_id: session_id.to_owned(),
         node_key: node_key.to_owned(),
         part,
-        version,
-    })
+    };
+    queue(subject, version)
 }
 
 /// Announce that a scope's files changed when the transaction commits.
 pub fn queue_files_change(scope: &str) -> SqlResult<()> {
-    queue(Subject::Files {
+    let subject = Subject::Files {
         scope: scope.to_owned(),
-    })
+    };
+    queue(subject, None)
 }
 
 /// Announce that an owner's graph changed when the transaction commits.
 pub fn queue_graph_change(owner: &str) -> SqlResult<()> {
-    queue(Subject::Graph {
+    let subject = Subject::Graph {
         owner: owner.to_owned(),
-    })
+    };
+    queue(subject, None)
 }
 
-fn queue(subject: Subject) -> SqlResult<()> {
+fn queue(subject: Subject, version: Option<i32>) -> SqlResult<()> {
     // Named now, while statements can run (not at commit, which has no
     // snapshot); a cache makes it one lookup after a tenant's first change.
     let channel = notify_channel()?;
     // SAFETY: reads the current subtransaction id; never errors.
     let subxact = unsafe { pg_sys::GetCurrentSubTransactionId() };
-    PENDING.with(|pending| {
-        pending.borrow_mut().push(Change {
-            subxact,
-            channel,
-            subject,
-        })
-    });
+    let change = Change { channel, subject };
+    PENDING.with(|pending| pending.borrow_mut().push(change, version, subxact));
     Ok(())
 }
 
@@ -229,7 +231,7 @@ fn count_listener() {
 
 /// Hand this transaction's changes to pg_notify, if anyone may listen.
 fn send_pending() {
-    let changes = PENDING.with(|pending| std::mem::take(&mut *pending.borrow_mut()));
+    let changes = PENDING.with(|pending| pending.borrow_mut().take());
     if changes.is_empty() {
         return;
     }
@@ -242,14 +244,14 @@ fn send_pending() {
             return;
         }
     }
-    for change in changes {
+    for (change, version) in changes {
         // SAFETY: pg_notify takes (text, text).
         unsafe {
             pgrx::direct_function_call_as_datum(
                 pg_sys::pg_notify,
                 &[
                     change.channel.as_str().into_datum(),
-                    change.payload().into_datum(),
+                    change.payload(version).into_datum(),
                 ],
             );
         }
@@ -389,17 +391,11 @@ unsafe extern "C-unwind" fn on_subtransaction_event(
 ) {
     match event {
         pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => {
-            PENDING.with(|pending| pending.borrow_mut().retain(|c| c.subxact != subxact));
+            PENDING.with(|pending| pending.borrow_mut().abort_subtransaction(subxact));
             UNLISTENS.with(|unlistens| unlistens.borrow_mut().retain(|id| *id != subxact));
         }
         pg_sys::SubXactEvent::SUBXACT_EVENT_COMMIT_SUB => {
-            PENDING.with(|pending| {
-                for change in pending.borrow_mut().iter_mut() {
-                    if change.subxact == subxact {
-                        change.subxact = parent;
-                    }
-                }
-            });
+            PENDING.with(|pending| pending.borrow_mut().commit_subtransaction(subxact, parent));
             UNLISTENS.with(|unlistens| {
                 for id in unlistens.borrow_mut().iter_mut() {
                     if *id == subxact {

@@ -120,3 +120,55 @@ fn listeners_in_other_connections_get_committed_changes_only() {
     drop(writer);
     drop_database(db);
 }
+
+/// A transaction announces each part it changed once, with the version
+/// that stands at commit, in the order of each part's last change: a
+/// released savepoint's change counts, a rolled back one's does not, and a
+/// loop that writes one part in a subtransaction per turn sends one
+/// notification.
+#[test]
+fn a_transaction_announces_each_part_once_with_its_last_version() {
+    let db = "am_it_wm_notify_once";
+    let mut writer = fresh_database(db);
+    writer
+        .batch_execute("SELECT agent_memory.create_session('ana', session_id => 'wm')")
+        .unwrap();
+    let mut listener = connect(db);
+    listener.batch_execute("LISTEN agent_memory").unwrap();
+    writer
+        .batch_execute(
+            "BEGIN;
+             SELECT agent_memory.wm_set('wm', 'working_history', '\"1\"');
+             SELECT agent_memory.wm_set('wm', 'node_context', '{\"a\": 1}');
+             SAVEPOINT a;
+             SELECT agent_memory.wm_set('wm', 'working_history', '\"2\"');
+             RELEASE SAVEPOINT a;
+             SAVEPOINT b;
+             SELECT agent_memory.wm_set('wm', 'working_history', '\"3\"');
+             SELECT agent_memory.wm_set('wm', 'fetched_context', '{\"dropped\": true}');
+             ROLLBACK TO SAVEPOINT b;
+             DO $$
+             BEGIN
+               FOR turn IN 1..500 LOOP
+                 BEGIN
+                   PERFORM agent_memory.wm_set('wm', 'last_user_message', pg_catalog.to_jsonb('m' || turn));
+                 EXCEPTION WHEN raise_exception THEN NULL;
+                 END;
+               END LOOP;
+             END $$;
+             COMMIT;",
+        )
+        .unwrap();
+    let part = |part: &str, version: i32| serde_json::json!({"session_id": "wm", "node_id": null, "part": part, "version": version});
+    assert_eq!(
+        received_payloads(&mut listener, "agent_memory"),
+        vec![
+            part("node_context", 1),
+            part("working_history", 2),
+            part("last_user_message", 500),
+        ]
+    );
+    drop(listener);
+    drop(writer);
+    drop_database(db);
+}
