@@ -104,15 +104,28 @@ pub fn uses_transaction_snapshot() -> bool {
 }
 
 fn take_write_lock(session_id: &str) -> SqlResult<()> {
+    lock_name(SESSION_LOCK_CLASS, session_id, false)
+}
+
+/// Take the transaction-scoped advisory lock of `name` in lock class
+/// `class` (shared or exclusive), keyed as a session's write lock is: by
+/// `hashtext(name)`, or with tenant isolation on by `hashtext(tenant ||
+/// chr(1) || name)`.
+pub fn lock_name(class: i32, name: &str, shared: bool) -> SqlResult<()> {
     unsafe extern "C" {
         // PostgreSQL's common/hashfn.c (what hash_any wraps)?; never errors.
         fn hash_bytes(k: *const u8, keylen: i32) -> u32;
     }
     let tenant = crate::pg::tenants::caller_tenant()?;
     let key = if tenant.is_empty() {
-        std::borrow::Cow::Borrowed(session_id)
+        std::borrow::Cow::Borrowed(name)
     } else {
-        std::borrow::Cow::Owned(format!("{tenant}\u{1}{session_id}"))
+        std::borrow::Cow::Owned(format!("{tenant}\u{1}{name}"))
+    };
+    let lock = if shared {
+        pg_sys::pg_advisory_xact_lock_shared_int4
+    } else {
+        pg_sys::pg_advisory_xact_lock_int4
     };
     // SAFETY: hash_bytes reads exactly len bytes of the str (ids and
     // tenants are at most 256 characters); the advisory lock function takes
@@ -120,10 +133,7 @@ fn take_write_lock(session_id: &str) -> SqlResult<()> {
     // turns into a panic that unwinds to the function boundary.
     unsafe {
         let hash = hash_bytes(key.as_ptr(), key.len() as i32) as i32;
-        pgrx::direct_function_call_as_datum(
-            pg_sys::pg_advisory_xact_lock_int4,
-            &[SESSION_LOCK_CLASS.into_datum(), hash.into_datum()],
-        );
+        pgrx::direct_function_call_as_datum(lock, &[class.into_datum(), hash.into_datum()]);
     }
     Ok(())
 }

@@ -141,16 +141,46 @@ fn wm_init(
     if let Some(project) = project_id {
         graph::check_owner(project).or_report()?;
     }
-    lock_session_and_parts(session_id)?;
-    let project = match project_id {
-        Some(project) => {
-            session_project(session_id)?;
-            project.to_owned()
-        }
-        None => session_project(session_id)?.ok_or_else(|| no_project(session_id))?,
-    };
+    let project =
+        lock_project_and_session(session_id, project_id)?.ok_or_else(|| no_project(session_id))?;
     init_entry(session_id, node, &project)?;
     snapshot_after_writes(session_id, node)
+}
+
+/// Advisory lock class of the project locks.
+const PROJECT_LOCK_CLASS: i32 = 1634559342;
+
+/// Take the lock of a project's structure indexes: shared to build one
+/// entry's index (`wm_init`, `set_active_node`), exclusive to rebuild every
+/// tied entry's (`wm_refresh_structure`). Taken before the session write
+/// locks, so a refresh waits for an entry being tied to the project, and
+/// an entry tied after the refresh began reads the graph the refresh read.
+fn lock_project(project: &str, shared: bool) -> SqlResult<()> {
+    crate::sessions::lock_name(PROJECT_LOCK_CLASS, project, shared)
+}
+
+/// Lock the project (shared), then the session and its parts; returns the
+/// project: the one named, or else the one the session records, read again
+/// once the session is locked (and locked too when it changed meanwhile).
+fn lock_project_and_session(session_id: &str, named: Option<&str>) -> SqlResult<Option<String>> {
+    let before = match named {
+        Some(project) => Some(project.to_owned()),
+        None => session_project(session_id)?,
+    };
+    if let Some(project) = &before {
+        lock_project(project, true)?;
+    }
+    lock_session_and_parts(session_id)?;
+    let recorded = session_project(session_id)?;
+    if named.is_some() {
+        return Ok(before);
+    }
+    if recorded != before
+        && let Some(project) = &recorded
+    {
+        lock_project(project, true)?;
+    }
+    Ok(recorded)
 }
 
 /// The structure index of a project's graph would take more than
@@ -182,8 +212,7 @@ fn no_project(session_id: &str) -> pgrx::pg_sys::panic::ErrorReport {
 fn set_active_node(session_id: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
-    lock_session_and_parts(session_id)?;
-    let project = session_project(session_id)?;
+    let project = lock_project_and_session(session_id, None)?;
     let active = (!node.is_empty()).then_some(node);
     if let Some(node) = active {
         let project = project.ok_or_else(|| no_project(session_id))?;
@@ -212,6 +241,9 @@ fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
         .or_report()?;
     graph::check_owner(project).or_report()?;
     let args = || [project.into(), idle_timeout_minutes().into()];
+    // The project first: an entry being tied to it (its wm_init holds the
+    // project) is then committed, and tied, when the sessions are read.
+    lock_project(project, false)?;
     if on_citus()? {
         // Each session's row too, on its shard (see lock_session): the
         // advisory locks hold on this node only.

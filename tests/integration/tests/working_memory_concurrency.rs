@@ -1,6 +1,7 @@
 //! Two transactions patch the same working-memory part at once: the second
 //! waits for the first (the session's write lock) and merges into what it
-//! committed, so both patches survive.
+//! committed, so both patches survive. A refresh of a project's structure
+//! waits for an entry being tied to the project (the project's lock).
 
 use std::thread;
 
@@ -55,6 +56,64 @@ fn concurrent_patches_of_one_part_both_survive() {
         serde_json::from_str::<serde_json::Value>(&stored).unwrap(),
         expected
     );
+    drop(setup);
+    drop_database(db);
+}
+
+/// A refresh of a project's structure waits for an entry being tied to the
+/// project, then rebuilds it too: the entry's index, read before a node was
+/// added, would otherwise stay without it.
+#[test]
+fn a_refresh_waits_for_an_entry_being_tied_and_rebuilds_it() {
+    let db = "am_it_wm_refresh_init";
+    let mut setup = fresh_database(db);
+    setup
+        .batch_execute(
+            "SELECT agent_memory.create_session('ana', session_id => 'wm');
+             SELECT agent_memory.graph_create('proj', 'A', NULL, NULL, ARRAY['__root__'], node_id => 'a');",
+        )
+        .unwrap();
+
+    let mut first = connect(db);
+    first.batch_execute("BEGIN").unwrap();
+    first
+        .batch_execute("SELECT agent_memory.wm_init('wm', 'a', 'proj')")
+        .unwrap();
+    // A node added after the entry's index was read.
+    setup
+        .batch_execute(
+            "SELECT agent_memory.graph_create('proj', 'B', NULL, NULL, ARRAY['__root__'], node_id => 'b')",
+        )
+        .unwrap();
+
+    let refresh = thread::spawn(move || {
+        let mut second = connect(db);
+        second
+            .query_one("SELECT agent_memory.wm_refresh_structure('proj')", &[])
+            .map(|row| row.get::<_, i32>(0))
+    });
+    wait_for_lock_waiter(
+        &mut setup,
+        db,
+        "wm_refresh_structure",
+        "the refresh never waited for the entry being tied",
+    );
+    first.batch_execute("COMMIT").unwrap();
+    let changed = refresh.join().unwrap().expect("the refresh succeeds");
+    assert!(changed >= 1, "the refresh rebuilt {changed} entries");
+
+    let nodes: Vec<String> = setup
+        .query(
+            "SELECT n ->> 'id' FROM pg_catalog.jsonb_array_elements(
+               agent_memory.wm_get('wm', 'project_structure', 'a') -> 'project_graph' -> 'nodes') n
+             ORDER BY 1",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|row| row.get(0))
+        .collect();
+    assert_eq!(nodes, ["a", "b"]);
     drop(setup);
     drop_database(db);
 }
