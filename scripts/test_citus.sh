@@ -172,6 +172,30 @@ SQL
   fi
 }
 
+# The same first append, with one idempotency key, to a session nobody
+# created, run on the coordinator (in a transaction block) and delegated:
+# the delegated one waits for the block, whose append made the session's
+# row, and finds the message there (one message, seq 1 for both).
+check_first_appends_across_nodes() {
+  local append="SELECT agent_memory.append_message('xn-new', 'user', 'hello', metadata => '{\"idempotency_key\": \"k1\"}')"
+  hold_in_block "$work/first-block.log" "$work/first-held" 2 "$append;"
+  local block=$held_pid
+  local started delegated waited after
+  started=$(date +%s%N)
+  delegated="$(on_coordinator -c '\set VERBOSITY verbose' -c 'SET client_min_messages = debug1' -c "$append" 2>&1 || true)"
+  waited=$(( ($(date +%s%N) - started) / 1000000 ))
+  wait "$block"
+  after="$(on_coordinator -c "SELECT string_agg(seq || ':' || content, ',' ORDER BY seq) FROM agent_memory.messages('xn-new')" 2>&1)"
+  if grep -q 'pushing down the function call' <<<"$delegated" && [ "$(tail -n 1 <<<"$delegated")" = 1 ] \
+     && [ "$after" = '1:hello' ] && [ "$waited" -ge 1000 ] \
+     && [ "$(cat "$work/first-block.log")" = 1 ]; then
+    pass "first appends across nodes: a delegated append waited ${waited} ms for the one that created the session, then found its message (seq 1)"
+  else
+    fail "first appends across nodes"
+    printf 'delegated (after %s ms):\n%s\nblock: %s\nafter: %s\n' "$waited" "$delegated" "$(cat "$work/first-block.log")" "$after"
+  fi
+}
+
 # A shard move while appends run loses no message, and seq goes on
 # increasing within the session (block_writes: the appends wait during
 # the copy). The move goes through sql/citus.sql's procedure, which lets
@@ -245,6 +269,7 @@ for mode in delegated forced; do
   if [ "$mode" = delegated ]; then
     check_cleanup
     check_writers_across_nodes
+    check_first_appends_across_nodes
     check_shard_move
   fi
 

@@ -37,8 +37,8 @@ use crate::pg::plans::{Columns, Statement, first_value_of, on_citus};
 use crate::pg::settings;
 use crate::pg::stream::{StreamRow, StreamStatement, for_each_row};
 use crate::sessions::{
-    active, callers_active_session, idle_timeout_minutes, lock_session, renew_in, session_expired,
-    session_gone,
+    active, callers_active_session, idle_timeout_minutes, lock_session, lock_session_creating,
+    renew_in, session_expired, session_gone,
 };
 
 /// The thread key of a node: the node id, or '' for session-wide messages
@@ -164,7 +164,7 @@ fn append_message(
         ..NewMessage::new(node_id, role, content, metadata)
     };
 
-    lock_session(session_id)?;
+    lock_session_creating(session_id)?;
     Spi::connect_mut(|client| {
         lock_threads_for_snapshot(client, session_id)?;
         append_locked(client, session_id, key, keep, &message)
@@ -202,7 +202,7 @@ fn append_messages(
         return Ok(Vec::new());
     }
 
-    lock_session(session_id)?;
+    lock_session_creating(session_id)?;
     Spi::connect_mut(|client| {
         lock_threads_for_snapshot(client, session_id)?;
         let mut seqs = Vec::with_capacity(batch.len());
@@ -422,7 +422,7 @@ fn append_locked(
         return Ok(seq);
     }
     if !exists {
-        CREATE_IMPLICIT.run(client, &[session_id.into()])?;
+        crate::sessions::CREATE_IMPLICIT.run(client, &[session_id.into()])?;
     }
     let slot = match (ring_keep, appended) {
         (Some(ring_keep), Some(appended)) if ring_keep == keep => {
@@ -1154,14 +1154,6 @@ static APPEND_STATE: Statement = Statement::read_write(
            ON t.session_id = $1 AND t.thread_key = $2 AND t.tenant = agent_memory.caller_tenant()"
     ),
     &[TEXT, TEXT, TEXT, INT4],
-);
-
-/// A session appended to before anyone created it (in the caller's
-/// tenant): no user yet.
-static CREATE_IMPLICIT: Statement = Statement::read_write(
-    "INSERT INTO agent_memory.sessions (session_id, tenant) VALUES ($1, agent_memory.caller_tenant())
-     ON CONFLICT (session_id, tenant) DO NOTHING",
-    &[TEXT],
 );
 
 /// The results ($4 call ids) of a tool call being overwritten in slot $3:

@@ -65,20 +65,39 @@ pub const SESSION_LOCK_CLASS: i32 = session_lock_class!();
 /// and went on with a call delegated to the worker would wait there for a
 /// writer waiting for that row.
 pub fn lock_session(session_id: &str) -> SqlResult<()> {
+    lock_session_row_and_name(session_id, false)
+}
+
+/// `lock_session` for a write that creates the session when it is missing
+/// (an append). On Citus a missing row is inserted first (in the caller's
+/// tenant, no user yet), then locked: a first write on another node waits
+/// for it, then reads what it wrote, instead of reading from before it.
+pub fn lock_session_creating(session_id: &str) -> SqlResult<()> {
+    lock_session_row_and_name(session_id, true)
+}
+
+fn lock_session_row_and_name(session_id: &str, create: bool) -> SqlResult<()> {
     // On Citus the row's lock already fails a snapshot that predates a
     // change of the row.
-    if !take_write_locks(session_id)? && uses_transaction_snapshot() {
+    if !take_write_locks(session_id, create)? && uses_transaction_snapshot() {
         first_value_of::<i64>(&LOCK_SESSION_ROW, &[session_id.into()])?;
     }
     Ok(())
 }
 
-/// The session's write lock, after its row's on Citus; returns whether
-/// the row was locked.
-fn take_write_locks(session_id: &str) -> SqlResult<bool> {
+/// The session's write lock, after its row's on Citus (inserted first
+/// when missing and `create`); returns whether the row was locked.
+fn take_write_locks(session_id: &str, create: bool) -> SqlResult<bool> {
     let citus = on_citus()?;
     if citus {
-        first_value_of::<i64>(&LOCK_SESSION_ROW_FOR_WRITE, &[session_id.into()])?;
+        let lock_row = || first_value_of::<i64>(&LOCK_SESSION_ROW_FOR_WRITE, &[session_id.into()]);
+        if lock_row()? == Some(0) && create {
+            Spi::connect_mut(|client| {
+                CREATE_IMPLICIT.run(client, &[session_id.into()])?;
+                Ok(())
+            })?;
+            lock_row()?;
+        }
     }
     take_write_lock(session_id)?;
     Ok(citus)
@@ -89,7 +108,7 @@ fn take_write_locks(session_id: &str) -> SqlResult<bool> {
 /// renewing the session, and a write read from an older snapshot would
 /// bring a cleared part back.
 pub fn lock_session_and_parts(session_id: &str) -> SqlResult<()> {
-    take_write_locks(session_id)?;
+    take_write_locks(session_id, false)?;
     if uses_transaction_snapshot() {
         first_value_of::<i64>(&LOCK_SESSION_AND_PARTS, &[session_id.into()])?;
     }
@@ -443,6 +462,14 @@ static LOCK_SESSION_ROW: Statement = Statement::read_write(
 
 /// Lock session $1's row, if there is one, against every other writer
 /// (see lock_session).
+/// A session written to before anyone created it (in the caller's
+/// tenant): no user yet.
+pub static CREATE_IMPLICIT: Statement = Statement::read_write(
+    "INSERT INTO agent_memory.sessions (session_id, tenant) VALUES ($1, agent_memory.caller_tenant())
+     ON CONFLICT (session_id, tenant) DO NOTHING",
+    &[TEXT],
+);
+
 static LOCK_SESSION_ROW_FOR_WRITE: Statement = Statement::read_write(
     "SELECT count(*) FROM (SELECT FROM agent_memory.sessions
                            WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()
