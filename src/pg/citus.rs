@@ -16,9 +16,12 @@
 //!
 //! The bare form `SELECT agent_memory.f(...)` reads no table, so it is
 //! planned without Citus. A function in `FROM` (`SELECT * FROM
-//! agent_memory.f(...)`) goes through Citus's planner, with its first
-//! argument put behind an expression the planner cannot fold to a
-//! constant: Citus delegates only a constant key.
+//! agent_memory.f(...)`) goes through Citus's planner, with a condition
+//! added (`WHERE now() IS NOT NULL`): Citus delegates no query with one.
+//!
+//! The hook acts when a statement is planned: a plan kept and run again
+//! after a later `SET` (a prepared statement without parameters, static
+//! SQL in PL/pgSQL) stays as it was planned.
 //!
 //! Every other statement goes to Citus untouched.
 
@@ -78,23 +81,28 @@ unsafe extern "C-unwind" fn plan(
     }
 }
 
-/// Puts the key of every `agent_memory.f(...)` in the query's `FROM`
-/// behind a stable expression when the key is NULL (given or bound) or
-/// the session has changed a setting, so that Citus does not delegate
-/// the call: it runs here, as in a transaction block. (Citus delegates
-/// only `SELECT ... FROM f(...)` alone, so the top level is enough.)
+/// Gives the query the condition `WHERE now() IS NOT NULL` when it calls
+/// `agent_memory.f(...)` in its `FROM` with a NULL key (given, bound or
+/// left to its default) or after the session changed a setting: Citus
+/// delegates no query with a `WHERE`, so the call runs here, as in a
+/// transaction block. The condition is stable, so the planner keeps it,
+/// and has no column, so the plan checks it once.
 ///
 /// # Safety
 /// As for [`must_run_here`]; the planner may change the query it plans.
 unsafe fn keep_calls_in_from_here(parse: *mut pg_sys::Query, bound_params: pg_sys::ParamListInfo) {
     // SAFETY: as the caller's; every node is tested for its tag before it
-    // is read as that node, and the key is replaced in its own list cell.
+    // is read as that node.
     unsafe {
-        let query = &*parse;
-        if query.commandType != pg_sys::CmdType::CMD_SELECT {
+        let query = &mut *parse;
+        if query.commandType != pg_sys::CmdType::CMD_SELECT
+            || query.jointree.is_null()
+            || !(*query.jointree).quals.is_null()
+        {
             return;
         }
-        let mut settings_changed = None;
+        let mut calls = false;
+        let mut null_key = false;
         for entry in PgList::<pg_sys::RangeTblEntry>::from_pg(query.rtable).iter_ptr() {
             if (*entry).rtekind != pg_sys::RTEKind::RTE_FUNCTION {
                 continue;
@@ -107,33 +115,25 @@ unsafe fn keep_calls_in_from_here(parse: *mut pg_sys::Query, bound_params: pg_sy
                     continue;
                 }
                 let call = &*(expr as *mut pg_sys::FuncExpr);
-                if !in_extension_schema(call.funcid) {
-                    continue;
-                }
-                let Some(key) = key_slot(call) else {
-                    continue;
-                };
-                let keep_here = is_null_key(*key, bound_params)
-                    || *settings_changed.get_or_insert_with(settings_changed_in_session);
-                if keep_here {
-                    *key = behind_stable_expression(*key);
+                if in_extension_schema(call.funcid) {
+                    calls = true;
+                    null_key |= key_is_null(call, bound_params);
                 }
             }
+        }
+        if calls && (null_key || settings_changed_in_session()) {
+            (*query.jointree).quals = always_true().cast();
         }
     }
 }
 
-/// `CASE WHEN now() IS NOT NULL THEN key END`: the key's value, from an
-/// expression that stays one at planning (`now()` is stable), so it is
-/// never the constant Citus delegates on.
+/// `now() IS NOT NULL`: true, and stable, so never folded to a constant.
 ///
 /// # Safety
-/// `key` is an expression node of the query being planned.
-unsafe fn behind_stable_expression(key: *mut pg_sys::Node) -> *mut pg_sys::Node {
-    // SAFETY: builds new nodes in the planner's memory context.
+/// Called while planning, in the planner's memory context.
+unsafe fn always_true() -> *mut pg_sys::NullTest {
+    // SAFETY: builds new nodes in the current memory context.
     unsafe {
-        let key_type = pg_sys::exprType(key);
-        let key_collation = pg_sys::exprCollation(key);
         let now = pg_sys::makeFuncExpr(
             pg_sys::Oid::from(pg_sys::F_NOW),
             pg_sys::TIMESTAMPTZOID,
@@ -146,19 +146,7 @@ unsafe fn behind_stable_expression(key: *mut pg_sys::Node) -> *mut pg_sys::Node 
         test.arg = now.cast();
         test.nulltesttype = pg_sys::NullTestType::IS_NOT_NULL;
         test.location = -1;
-        let mut when = PgBox::<pg_sys::CaseWhen>::alloc_node(pg_sys::NodeTag::T_CaseWhen);
-        when.expr = test.into_pg().cast();
-        when.result = key.cast();
-        when.location = -1;
-        let mut case = PgBox::<pg_sys::CaseExpr>::alloc_node(pg_sys::NodeTag::T_CaseExpr);
-        case.casetype = key_type;
-        case.casecollid = key_collation;
-        let mut whens = PgList::<pg_sys::CaseWhen>::new();
-        whens.push(when.into_pg());
-        case.args = whens.into_pg();
-        case.defresult = pg_sys::makeNullConst(key_type, -1, key_collation).cast();
-        case.location = -1;
-        case.into_pg().cast()
+        test.into_pg()
     }
 }
 
@@ -200,35 +188,34 @@ unsafe fn must_run_here(parse: *mut pg_sys::Query, bound_params: pg_sys::ParamLi
         if !in_extension_schema(call.funcid) {
             return false;
         }
-        let null_key = key_slot(call).is_some_and(|key| is_null_key(*key, bound_params));
-        null_key || settings_changed_in_session()
+        key_is_null(call, bound_params) || settings_changed_in_session()
     }
 }
 
-/// Where a call's key, its first parameter, is given: the first argument
-/// in positional notation, or the argument named for it (`session_id =>
-/// ...`), which may come anywhere. None when the call leaves it to its
-/// default.
+/// Whether a call's key, its first parameter, is NULL: a NULL constant or
+/// a parameter bound to NULL, given first in positional notation or named
+/// (`session_id => ...`) anywhere, or left to its default (the only
+/// function of the extension with a default key, `wm_clear`, defaults it
+/// to NULL).
 ///
 /// # Safety
-/// `call` is a function call of the query being planned.
-unsafe fn key_slot(call: &pg_sys::FuncExpr) -> Option<*mut *mut pg_sys::Node> {
+/// As for [`must_run_here`]; `call` is a function call of the query.
+unsafe fn key_is_null(call: &pg_sys::FuncExpr, bound_params: pg_sys::ParamListInfo) -> bool {
     // SAFETY: the arguments are expression nodes, tested for their tag
-    // before one is read as a named argument; the slots live in the query.
+    // before one is read as a named argument.
     unsafe {
         let args = PgList::<pg_sys::Node>::from_pg(call.args);
         for (index, arg) in args.iter_ptr().enumerate() {
             if (*arg).type_ == pg_sys::NodeTag::T_NamedArgExpr {
-                let named = arg as *mut pg_sys::NamedArgExpr;
-                if (*named).argnumber == 0 {
-                    return Some((&raw mut (*named).arg).cast());
+                let named = &*(arg as *mut pg_sys::NamedArgExpr);
+                if named.argnumber == 0 {
+                    return is_null_key(named.arg.cast(), bound_params);
                 }
             } else if index == 0 {
-                let cell = pg_sys::list_nth_cell(call.args, 0);
-                return Some((&raw mut (*cell).ptr_value).cast());
+                return is_null_key(arg, bound_params);
             }
         }
-        None
+        true
     }
 }
 
