@@ -123,14 +123,29 @@ pub fn uses_transaction_snapshot() -> bool {
 }
 
 fn take_write_lock(session_id: &str) -> SqlResult<()> {
-    lock_name(SESSION_LOCK_CLASS, session_id, false)
+    lock_name(
+        SESSION_LOCK_CLASS,
+        session_id,
+        LockMode::ExclusiveUntilCommit,
+    )
 }
 
-/// Take the transaction-scoped advisory lock of `name` in lock class
-/// `class` (shared or exclusive), keyed as a session's write lock is: by
-/// `hashtext(name)`, or with tenant isolation on by `hashtext(tenant ||
-/// chr(1) || name)`.
-pub fn lock_name(class: i32, name: &str, shared: bool) -> SqlResult<()> {
+/// How `lock_name` takes an advisory lock.
+#[derive(Clone, Copy)]
+pub enum LockMode {
+    /// Exclusive, until the transaction ends.
+    ExclusiveUntilCommit,
+    /// Shared, until the transaction ends.
+    SharedUntilCommit,
+    /// Exclusive, let go as soon as it is taken: waits for every
+    /// transaction that holds the lock (and those queued before it) to end.
+    WaitForHolders,
+}
+
+/// Take the advisory lock of `name` in lock class `class`, keyed as a
+/// session's write lock is: by `hashtext(name)`, or with tenant isolation
+/// on by `hashtext(tenant || chr(1) || name)`.
+pub fn lock_name(class: i32, name: &str, mode: LockMode) -> SqlResult<()> {
     unsafe extern "C" {
         // PostgreSQL's common/hashfn.c (what hash_any wraps)?; never errors.
         fn hash_bytes(k: *const u8, keylen: i32) -> u32;
@@ -141,18 +156,29 @@ pub fn lock_name(class: i32, name: &str, shared: bool) -> SqlResult<()> {
     } else {
         std::borrow::Cow::Owned(format!("{tenant}\u{1}{name}"))
     };
-    let lock = if shared {
-        pg_sys::pg_advisory_xact_lock_shared_int4
-    } else {
-        pg_sys::pg_advisory_xact_lock_int4
-    };
     // SAFETY: hash_bytes reads exactly len bytes of the str (ids and
-    // tenants are at most 256 characters); the advisory lock function takes
-    // two int4 arguments and reports errors by ereport, which pgrx's guard
-    // turns into a panic that unwinds to the function boundary.
+    // tenants are at most 256 characters); the advisory lock functions take
+    // two int4 arguments and report errors by ereport, which pgrx's guard
+    // turns into a panic that unwinds to the function boundary. Nothing
+    // runs between taking and letting go of a lock held for no time.
     unsafe {
         let hash = hash_bytes(key.as_ptr(), key.len() as i32) as i32;
-        pgrx::direct_function_call_as_datum(lock, &[class.into_datum(), hash.into_datum()]);
+        let args = [class.into_datum(), hash.into_datum()];
+        match mode {
+            LockMode::ExclusiveUntilCommit => {
+                pgrx::direct_function_call_as_datum(pg_sys::pg_advisory_xact_lock_int4, &args);
+            }
+            LockMode::SharedUntilCommit => {
+                pgrx::direct_function_call_as_datum(
+                    pg_sys::pg_advisory_xact_lock_shared_int4,
+                    &args,
+                );
+            }
+            LockMode::WaitForHolders => {
+                pgrx::direct_function_call_as_datum(pg_sys::pg_advisory_lock_int4, &args);
+                pgrx::direct_function_call_as_datum(pg_sys::pg_advisory_unlock_int4, &args);
+            }
+        }
     }
     Ok(())
 }
@@ -460,8 +486,6 @@ static LOCK_SESSION_ROW: Statement = Statement::read_write(
     &[TEXT],
 );
 
-/// Lock session $1's row, if there is one, against every other writer
-/// (see lock_session).
 /// A session written to before anyone created it (in the caller's
 /// tenant): no user yet.
 pub static CREATE_IMPLICIT: Statement = Statement::read_write(
@@ -470,6 +494,8 @@ pub static CREATE_IMPLICIT: Statement = Statement::read_write(
     &[TEXT],
 );
 
+/// Lock session $1's row, if there is one, against every other writer
+/// (see lock_session).
 static LOCK_SESSION_ROW_FOR_WRITE: Statement = Statement::read_write(
     "SELECT count(*) FROM (SELECT FROM agent_memory.sessions
                            WHERE session_id = $1 AND tenant = agent_memory.caller_tenant()

@@ -19,8 +19,8 @@ use crate::pg::notify;
 use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
 use crate::pg::settings;
 use crate::sessions::{
-    active, callers_active_session, idle_timeout_minutes, lock_session, lock_session_and_parts,
-    session_gone, session_lock_class,
+    LockMode, active, callers_active_session, idle_timeout_minutes, lock_session,
+    lock_session_and_parts, session_gone, session_lock_class,
 };
 use crate::working_memory::compose::snapshot_after_writes;
 use crate::working_memory::parts::{node_key, read_part, strip_keys, write_part};
@@ -141,8 +141,15 @@ fn wm_init(
     if let Some(project) = project_id {
         graph::check_owner(project).or_report()?;
     }
-    let project =
-        lock_project_and_session(session_id, project_id)?.ok_or_else(|| no_project(session_id))?;
+    lock_session_and_parts(session_id)?;
+    let project = match project_id {
+        Some(project) => {
+            session_project(session_id)?;
+            project.to_owned()
+        }
+        None => session_project(session_id)?.ok_or_else(|| no_project(session_id))?,
+    };
+    hold_project(&project)?;
     init_entry(session_id, node, &project)?;
     snapshot_after_writes(session_id, node)
 }
@@ -150,37 +157,12 @@ fn wm_init(
 /// Advisory lock class of the project locks.
 const PROJECT_LOCK_CLASS: i32 = 1634559342;
 
-/// Take the lock of a project's structure indexes: shared to build one
-/// entry's index (`wm_init`, `set_active_node`), exclusive to rebuild every
-/// tied entry's (`wm_refresh_structure`). Taken before the session write
-/// locks, so a refresh waits for an entry being tied to the project, and
-/// an entry tied after the refresh began reads the graph the refresh read.
-fn lock_project(project: &str, shared: bool) -> SqlResult<()> {
-    crate::sessions::lock_name(PROJECT_LOCK_CLASS, project, shared)
-}
-
-/// Lock the project (shared), then the session and its parts; returns the
-/// project: the one named, or else the one the session records, read again
-/// once the session is locked (and locked too when it changed meanwhile).
-fn lock_project_and_session(session_id: &str, named: Option<&str>) -> SqlResult<Option<String>> {
-    let before = match named {
-        Some(project) => Some(project.to_owned()),
-        None => session_project(session_id)?,
-    };
-    if let Some(project) = &before {
-        lock_project(project, true)?;
-    }
-    lock_session_and_parts(session_id)?;
-    let recorded = session_project(session_id)?;
-    if named.is_some() {
-        return Ok(before);
-    }
-    if recorded != before
-        && let Some(project) = &recorded
-    {
-        lock_project(project, true)?;
-    }
-    Ok(recorded)
+/// Hold the project's lock, shared, until the transaction ends: taken by
+/// what builds an entry's structure index from the project's graph
+/// (`wm_init`, `set_active_node`), after the session's write lock and
+/// before the graph is read.
+fn hold_project(project: &str) -> SqlResult<()> {
+    crate::sessions::lock_name(PROJECT_LOCK_CLASS, project, LockMode::SharedUntilCommit)
 }
 
 /// The structure index of a project's graph would take more than
@@ -212,10 +194,12 @@ fn no_project(session_id: &str) -> pgrx::pg_sys::panic::ErrorReport {
 fn set_active_node(session_id: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
-    let project = lock_project_and_session(session_id, None)?;
+    lock_session_and_parts(session_id)?;
+    let project = session_project(session_id)?;
     let active = (!node.is_empty()).then_some(node);
     if let Some(node) = active {
         let project = project.ok_or_else(|| no_project(session_id))?;
+        hold_project(&project)?;
         init_entry(session_id, node, &project)?;
     } else {
         crate::working_memory::parts::clear_node_entries(session_id)?;
@@ -241,9 +225,11 @@ fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
         .or_report()?;
     graph::check_owner(project).or_report()?;
     let args = || [project.into(), idle_timeout_minutes().into()];
-    // The project first: an entry being tied to it (its wm_init holds the
-    // project) is then committed, and tied, when the sessions are read.
-    lock_project(project, false)?;
+    // Wait for every entry being tied to the project (its wm_init holds the
+    // project's lock) to commit: it is then tied when the sessions are read,
+    // and one tied later reads the graph as it is now. The lock is let go
+    // at once, so the refresh never waits for a session while holding it.
+    crate::sessions::lock_name(PROJECT_LOCK_CLASS, project, LockMode::WaitForHolders)?;
     if on_citus()? {
         // Each session's row too, on its shard (see lock_session): the
         // advisory locks hold on this node only.

@@ -117,3 +117,44 @@ fn a_refresh_waits_for_an_entry_being_tied_and_rebuilds_it() {
     drop(setup);
     drop_database(db);
 }
+
+/// A refresh that waits for a session never holds the project's lock
+/// meanwhile: a transaction that wrote the session and then ties an entry
+/// to the project (taking the project's lock after the session's) goes on,
+/// where the two would otherwise wait for each other (40P01).
+#[test]
+fn a_refresh_waiting_for_a_session_lets_its_writer_tie_entries() {
+    let db = "am_it_wm_refresh_writer";
+    let mut setup = fresh_database(db);
+    setup
+        .batch_execute(
+            "SELECT agent_memory.create_session('ana', session_id => 'wm');
+             SELECT agent_memory.graph_create('proj', 'A', NULL, NULL, ARRAY['__root__'], node_id => 'a');
+             SELECT agent_memory.wm_init('wm', NULL, 'proj');",
+        )
+        .unwrap();
+
+    let mut writer = connect(db);
+    writer
+        .batch_execute("BEGIN; SELECT agent_memory.wm_set('wm', 'fetched_context', '{\"x\": 1}');")
+        .unwrap();
+    let refresh = thread::spawn(move || {
+        let mut second = connect(db);
+        second
+            .query_one("SELECT agent_memory.wm_refresh_structure('proj')", &[])
+            .map(|row| row.get::<_, i32>(0))
+    });
+    wait_for_lock_waiter(
+        &mut setup,
+        db,
+        "wm_refresh_structure",
+        "the refresh never waited for the session",
+    );
+    writer
+        .batch_execute("SELECT agent_memory.set_active_node('wm', 'a'); COMMIT;")
+        .expect("the writer ties its entry while the refresh waits");
+    refresh.join().unwrap().expect("the refresh succeeds");
+    drop(writer);
+    drop(setup);
+    drop_database(db);
+}
