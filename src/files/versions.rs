@@ -297,8 +297,8 @@ AS 'MODULE_PATHNAME', 'memory_versions_wrapper';
 /// The versions kept of the file at `path`, newest first, into the result
 /// store.
 fn put_version_rows(call: &TableCall) -> SqlResult<()> {
-    let scope = checked_scope(call.text(0))?;
-    let path = checked_path(call.text(1))?;
+    let scope = checked_scope(call.text(0)?)?;
+    let path = checked_path(call.text(1)?)?;
     call.put_rows(&LIST, &[Some(scope), Some(path.as_str())])?;
     Ok(())
 }

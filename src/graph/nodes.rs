@@ -495,7 +495,7 @@ AS 'MODULE_PATHNAME', 'graph_nodes_wrapper';
 
 /// The owner's nodes (never versions), by id, into the result store.
 fn put_node_rows(call: &TableCall) -> SqlResult<()> {
-    let owner = checked_owner(call.text(0))?;
+    let owner = checked_owner(call.text(0)?)?;
     call.put_rows(&LIST_NODES, &[Some(owner)])?;
     Ok(())
 }
@@ -510,8 +510,8 @@ AS 'MODULE_PATHNAME', 'graph_versions_wrapper';
 /// A node's saved versions, oldest first, into the result store; an
 /// unknown node is an error.
 fn put_version_rows(call: &TableCall) -> SqlResult<()> {
-    let owner = checked_owner(call.text(0))?;
-    let node_id = call.text(1);
+    let owner = checked_owner(call.text(0)?)?;
+    let node_id = call.text(1)?;
     // The virtual root is never written, so it has no saved versions.
     let root = node_id == Some(ROOT_ID);
     let node_id = if root {

@@ -144,7 +144,7 @@ AS 'MODULE_PATHNAME', 'graph_tree_rows_materialized';
 
 /// Scan, build the projection and put its rows into the result store.
 fn put_tree_rows(call: &TableCall) -> SqlResult<()> {
-    let owner = checked_owner(call.text(0))?;
+    let owner = checked_owner(call.text(0)?)?;
     let (graph, titles, _) = scan(owner, false)?;
     let tree = Tree::build(&graph);
 

@@ -665,9 +665,9 @@ AS 'MODULE_PATHNAME', 'messages_wrapper';
 
 /// Read the newest messages and put them into the result store.
 fn put_message_rows(call: &TableCall) -> SqlResult<()> {
-    let session_id = checked_id("session_id", call.text(0))?;
-    let node_id = checked_node(call.text(1))?;
-    let lim = checked_limit(call.int4(2))?.to_string();
+    let session_id = checked_id("session_id", call.text(0)?)?;
+    let node_id = checked_node(call.text(1)?)?;
+    let lim = checked_limit(call.int4(2)?)?.to_string();
     let idle = idle_timeout_minutes().to_string();
     let params = [Some(session_id), node_id, Some(&lim), Some(&idle)];
     call.put_rows(&READ_MESSAGES, &params)?;

@@ -3,6 +3,8 @@
 //! once, they put every row into the result store) and a trigger that
 //! answers a direct call as PostgreSQL's own trigger functions do.
 
+use crate::pg::error::SqlResult;
+
 /// The `pg_finfo_<symbol>` record that tells the function manager a C
 /// symbol follows the version-1 calling convention.
 macro_rules! version_1 {
@@ -75,15 +77,40 @@ impl TableCall {
     }
 
     /// Argument `n` (from 0), a text, None when NULL.
-    pub fn text(&self, n: usize) -> Option<&str> {
-        // SAFETY: the function is declared with a text argument `n`.
-        unsafe { pgrx::fcinfo::pg_getarg::<&str>(self.fcinfo, n) }
+    pub fn text(&self, n: usize) -> SqlResult<Option<&str>> {
+        self.check_type(n, pgrx::pg_sys::TEXTOID)?;
+        // SAFETY: argument `n` is a text (checked above).
+        Ok(unsafe { pgrx::fcinfo::pg_getarg::<&str>(self.fcinfo, n) })
     }
 
     /// Argument `n` (from 0), an integer, None when NULL.
-    pub fn int4(&self, n: usize) -> Option<i32> {
-        // SAFETY: the function is declared with an integer argument `n`.
-        unsafe { pgrx::fcinfo::pg_getarg::<i32>(self.fcinfo, n) }
+    pub fn int4(&self, n: usize) -> SqlResult<Option<i32>> {
+        self.check_type(n, pgrx::pg_sys::INT4OID)?;
+        // SAFETY: argument `n` is an integer (checked above).
+        Ok(unsafe { pgrx::fcinfo::pg_getarg::<i32>(self.fcinfo, n) })
+    }
+
+    /// Argument `n` exists and is of type `expected`, as the call passes it:
+    /// a value read as another type would be read from the wrong bytes.
+    fn check_type(&self, n: usize, expected: pgrx::pg_sys::Oid) -> SqlResult<()> {
+        // SAFETY: the call's flinfo, as `new` was promised; the function
+        // returns InvalidOid when it cannot tell.
+        let found = unsafe {
+            if n >= (*self.fcinfo).nargs as usize {
+                pgrx::pg_sys::InvalidOid
+            } else {
+                pgrx::pg_sys::get_fn_expr_argtype((*self.fcinfo).flinfo, n as i32)
+            }
+        };
+        if found == expected {
+            Ok(())
+        } else {
+            Err(crate::pg::error::report(
+                agent_memory_core::Error::internal(format!(
+                    "argument {n} of a table function is not of the type its reader expects"
+                )),
+            ))
+        }
     }
 
     /// Put every row of `statement`, run with `params`, into the result,
@@ -92,7 +119,7 @@ impl TableCall {
         &self,
         statement: &'static crate::pg::stream::StreamStatement,
         params: &[Option<&str>],
-    ) -> crate::pg::error::SqlResult<u64> {
+    ) -> SqlResult<u64> {
         // SAFETY: as `new` was promised.
         unsafe { crate::pg::stream::put_rows(self.fcinfo, statement, params) }
     }

@@ -122,10 +122,17 @@ pub(crate) fn check_catalog(client: &SpiClient<'_>) -> SpiResult<()> {
 /// is an UPDATE or a DELETE (see docs/scaling.md). The single-server shapes
 /// do more in one statement.
 pub fn on_citus() -> SqlResult<bool> {
+    ensure_catalog()?;
+    Ok(CITUS.get())
+}
+
+/// Refuse a catalog of another version (see `check_catalog`), outside an
+/// SPI connection.
+pub fn ensure_catalog() -> SqlResult<()> {
     if !CATALOG_MATCHES.get() {
         pgrx::Spi::connect(check_catalog).or_report()?;
     }
-    Ok(CITUS.get())
+    Ok(())
 }
 
 /// The plan of `statement`, prepared on first use in this backend and kept

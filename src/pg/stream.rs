@@ -291,6 +291,8 @@ pub unsafe fn put_rows(
     let mut values = vec![pg_sys::Datum::from(0); columns];
     let mut nulls = vec![false; columns];
     let mut rows = 0;
+    // A catalog of another version is refused first, as what to do.
+    crate::pg::plans::ensure_catalog()?;
     // SAFETY: as the caller promises; the store copies the values.
     unsafe {
         pg_sys::InitMaterializedSRF(fcinfo, pg_sys::MAT_SRF_USE_EXPECTED_DESC);

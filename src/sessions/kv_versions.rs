@@ -161,7 +161,7 @@ AS 'MODULE_PATHNAME', 'kv_versions_wrapper';
 /// neither argument is NULL.
 fn put_version_rows(call: &TableCall) -> SqlResult<()> {
     let idle = idle_timeout_minutes().to_string();
-    call.put_rows(&LIST, &[call.text(0), Some(&idle), call.text(1)])?;
+    call.put_rows(&LIST, &[call.text(0)?, Some(&idle), call.text(1)?])?;
     Ok(())
 }
 
