@@ -60,19 +60,43 @@ fn concurrent_patches_of_one_part_both_survive() {
     drop_database(db);
 }
 
+/// A database with session `wm` and project `proj` of one node `a`, and
+/// the statements `extra` run after them.
+fn project_database(db: &'static str, extra: &str) -> postgres::Client {
+    let mut setup = fresh_database(db);
+    setup
+        .batch_execute(&format!(
+            "SELECT agent_memory.create_session('ana', session_id => 'wm');
+             SELECT agent_memory.graph_create('proj', 'A', NULL, NULL, ARRAY['__root__'], node_id => 'a');
+             {extra}"
+        ))
+        .unwrap();
+    setup
+}
+
+/// `wm_refresh_structure('proj')` in a connection of its own, once the
+/// caller has seen it wait (the lock it waits for is named by `what`).
+fn refresh_once_waiting(
+    setup: &mut postgres::Client,
+    db: &'static str,
+    what: &str,
+) -> thread::JoinHandle<Result<i32, postgres::Error>> {
+    let refresh = thread::spawn(move || {
+        connect(db)
+            .query_one("SELECT agent_memory.wm_refresh_structure('proj')", &[])
+            .map(|row| row.get::<_, i32>(0))
+    });
+    wait_for_lock_waiter(setup, db, "wm_refresh_structure", what);
+    refresh
+}
+
 /// A refresh of a project's structure waits for an entry being tied to the
 /// project, then rebuilds it too: the entry's index, read before a node was
 /// added, would otherwise stay without it.
 #[test]
 fn a_refresh_waits_for_an_entry_being_tied_and_rebuilds_it() {
     let db = "am_it_wm_refresh_init";
-    let mut setup = fresh_database(db);
-    setup
-        .batch_execute(
-            "SELECT agent_memory.create_session('ana', session_id => 'wm');
-             SELECT agent_memory.graph_create('proj', 'A', NULL, NULL, ARRAY['__root__'], node_id => 'a');",
-        )
-        .unwrap();
+    let mut setup = project_database(db, "");
 
     let mut first = connect(db);
     first.batch_execute("BEGIN").unwrap();
@@ -86,16 +110,9 @@ fn a_refresh_waits_for_an_entry_being_tied_and_rebuilds_it() {
         )
         .unwrap();
 
-    let refresh = thread::spawn(move || {
-        let mut second = connect(db);
-        second
-            .query_one("SELECT agent_memory.wm_refresh_structure('proj')", &[])
-            .map(|row| row.get::<_, i32>(0))
-    });
-    wait_for_lock_waiter(
+    let refresh = refresh_once_waiting(
         &mut setup,
         db,
-        "wm_refresh_structure",
         "the refresh never waited for the entry being tied",
     );
     first.batch_execute("COMMIT").unwrap();
@@ -125,31 +142,13 @@ fn a_refresh_waits_for_an_entry_being_tied_and_rebuilds_it() {
 #[test]
 fn a_refresh_waiting_for_a_session_lets_its_writer_tie_entries() {
     let db = "am_it_wm_refresh_writer";
-    let mut setup = fresh_database(db);
-    setup
-        .batch_execute(
-            "SELECT agent_memory.create_session('ana', session_id => 'wm');
-             SELECT agent_memory.graph_create('proj', 'A', NULL, NULL, ARRAY['__root__'], node_id => 'a');
-             SELECT agent_memory.wm_init('wm', NULL, 'proj');",
-        )
-        .unwrap();
+    let mut setup = project_database(db, "SELECT agent_memory.wm_init('wm', NULL, 'proj');");
 
     let mut writer = connect(db);
     writer
         .batch_execute("BEGIN; SELECT agent_memory.wm_set('wm', 'fetched_context', '{\"x\": 1}');")
         .unwrap();
-    let refresh = thread::spawn(move || {
-        let mut second = connect(db);
-        second
-            .query_one("SELECT agent_memory.wm_refresh_structure('proj')", &[])
-            .map(|row| row.get::<_, i32>(0))
-    });
-    wait_for_lock_waiter(
-        &mut setup,
-        db,
-        "wm_refresh_structure",
-        "the refresh never waited for the session",
-    );
+    let refresh = refresh_once_waiting(&mut setup, db, "the refresh never waited for the session");
     writer
         .batch_execute("SELECT agent_memory.set_active_node('wm', 'a'); COMMIT;")
         .expect("the writer ties its entry while the refresh waits");
