@@ -151,8 +151,8 @@ unsafe fn always_true() -> *mut pg_sys::NullTest {
 }
 
 /// Whether the query is `SELECT agent_memory.f(...)`, the shape Citus
-/// delegates (one column, no FROM), with a NULL first argument (given or
-/// bound) or made while the session has changed a setting. Such a query
+/// delegates (one column, no FROM), with a NULL key (see [`key_is_null`])
+/// or made while the session has changed a setting. Such a query
 /// reads no table, so it can be planned without Citus: Citus's hooks see
 /// no relation of it. (A function in FROM cannot skip Citus's planner:
 /// Citus's relation hooks would run without its planner's context.)
