@@ -1,7 +1,7 @@
 //! Living beside Citus, which delegates a call of a distributed function
 //! to the node that holds the shard of its first argument.
 //!
-//! When Citus is preloaded, a planner hook keeps two kinds of call from
+//! When Citus is preloaded, a planner hook keeps three kinds of call from
 //! being delegated; they run on the node they were sent to, whose
 //! statements Citus routes one by one, as calls in a transaction block do:
 //!
@@ -12,12 +12,16 @@
 //! - a call made while the session has changed an `agent_memory.*`
 //!   setting (`SET`): a delegated call reads the settings of the worker,
 //!   which never saw the `SET`. A tenant set for the session, a word
-//!   budget or a size limit then holds as it does on a single server.
+//!   budget or a size limit then holds as it does on a single server;
+//! - a call within a subquery, a `WITH` query or a sublink, or beside
+//!   another `FROM` item: Citus 13.2 delegates such a query too, and then
+//!   crashes the backend deparsing it, whatever the key.
 //!
 //! The bare form `SELECT agent_memory.f(...)` reads no table, so it is
 //! planned without Citus. A function in `FROM` (`SELECT * FROM
 //! agent_memory.f(...)`) goes through Citus's planner, with a condition
-//! added (`WHERE now() IS NOT NULL`): Citus delegates no query with one.
+//! added (`WHERE now() IS NOT NULL`), which Citus cannot fold away: it
+//! delegates no query with one.
 //!
 //! The hook acts when a statement is planned: a plan kept and run again
 //! after a later `SET` (a prepared statement without parameters, static
@@ -81,11 +85,18 @@ unsafe extern "C-unwind" fn plan(
     }
 }
 
-/// Gives the query the condition `WHERE now() IS NOT NULL` when it calls
-/// `agent_memory.f(...)` in its `FROM` with a NULL key (given, bound or
-/// left to its default) or after the session changed a setting: Citus
-/// delegates no query with a `WHERE`, so the call runs here, as in a
-/// transaction block. The condition is stable, so the planner keeps it,
+/// Gives the query the condition `WHERE now() IS NOT NULL` when Citus
+/// would delegate a call of `agent_memory.f(...)` that must run here:
+///
+/// - the query's one `FROM` item is such a call, with a NULL key (given,
+///   bound or left to its default), or made after the session changed a
+///   setting;
+/// - a call is within a subquery, a `WITH` query or a sublink, or beside
+///   another `FROM` item: Citus 13.2 delegates such a query too and then
+///   crashes the backend deparsing it, whatever the key.
+///
+/// Citus delegates no query with a `WHERE` it cannot fold away, so the
+/// call runs here, as in a transaction block. The condition is stable, so the planner keeps it,
 /// and has no column, so the plan checks it once.
 ///
 /// # Safety
@@ -95,15 +106,28 @@ unsafe fn keep_calls_in_from_here(parse: *mut pg_sys::Query, bound_params: pg_sy
     // is read as that node.
     unsafe {
         let query = &mut *parse;
-        if query.commandType != pg_sys::CmdType::CMD_SELECT
-            || query.jointree.is_null()
-            || !(*query.jointree).quals.is_null()
-        {
+        if query.commandType != pg_sys::CmdType::CMD_SELECT || query.jointree.is_null() {
             return;
         }
-        let mut calls = false;
+        let schema = pg_sys::get_namespace_oid(c"agent_memory".as_ptr(), true);
+        if schema == pg_sys::InvalidOid {
+            return;
+        }
+        let mut found = Calls {
+            schema,
+            depth: 0,
+            here: 0,
+            nested: false,
+        };
+        pg_sys::query_tree_walker(parse, Some(count_calls), (&raw mut found).cast(), 0);
+        let entries = PgList::<pg_sys::RangeTblEntry>::from_pg(query.rtable);
+        if !found.nested && (entries.is_empty() || found.here == 0) {
+            // The bare form, which `must_run_here` took care of, or no call.
+            return;
+        }
+        let mut in_from = 0;
         let mut null_key = false;
-        for entry in PgList::<pg_sys::RangeTblEntry>::from_pg(query.rtable).iter_ptr() {
+        for entry in entries.iter_ptr() {
             if (*entry).rtekind != pg_sys::RTEKind::RTE_FUNCTION {
                 continue;
             }
@@ -115,15 +139,74 @@ unsafe fn keep_calls_in_from_here(parse: *mut pg_sys::Query, bound_params: pg_sy
                     continue;
                 }
                 let call = &*(expr as *mut pg_sys::FuncExpr);
-                if in_extension_schema(call.funcid) {
-                    calls = true;
+                if pg_sys::get_func_namespace(call.funcid) == schema {
+                    in_from += 1;
                     null_key |= key_is_null(call, bound_params);
                 }
             }
         }
-        if calls && (null_key || settings_changed_in_session()) {
-            (*query.jointree).quals = always_true().cast();
+        let only_from_item = entries.len() == 1 && in_from == found.here;
+        if found.nested || !only_from_item || null_key || settings_changed_in_session() {
+            // Added to a `WHERE` already there: Citus folds away one that
+            // is constant (`WHERE true`) and delegates the query.
+            let quals = &mut (*query.jointree).quals;
+            let here: *mut pg_sys::Node = always_true().cast();
+            *quals = if quals.is_null() {
+                here
+            } else {
+                let mut both = PgList::<pg_sys::Node>::new();
+                both.push(*quals);
+                both.push(here);
+                pg_sys::make_andclause(both.into_pg()).cast()
+            };
         }
+    }
+}
+
+/// The calls of functions of schema `schema` in a query: how many in the
+/// query itself, and whether any is in a query within it.
+struct Calls {
+    schema: pg_sys::Oid,
+    /// How deep the walk is in queries within the query.
+    depth: u32,
+    here: u32,
+    nested: bool,
+}
+
+/// Counts the calls in `node` into the `Calls` at `context`, walking into
+/// the queries within it; true stops the walk.
+#[pg_guard]
+unsafe extern "C-unwind" fn count_calls(
+    node: *mut pg_sys::Node,
+    context: *mut std::ffi::c_void,
+) -> bool {
+    // SAFETY: `context` is the `Calls` the walk was started with; every
+    // node is tested for its tag before it is read as that node.
+    unsafe {
+        if node.is_null() {
+            return false;
+        }
+        let calls = &mut *context.cast::<Calls>();
+        match (*node).type_ {
+            pg_sys::NodeTag::T_Query => {
+                calls.depth += 1;
+                let stop = pg_sys::query_tree_walker(node.cast(), Some(count_calls), context, 0);
+                calls.depth -= 1;
+                return stop;
+            }
+            pg_sys::NodeTag::T_FuncExpr => {
+                let call = &*(node as *mut pg_sys::FuncExpr);
+                if pg_sys::get_func_namespace(call.funcid) == calls.schema {
+                    if calls.depth > 0 {
+                        calls.nested = true;
+                        return true;
+                    }
+                    calls.here += 1;
+                }
+            }
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(node, Some(count_calls), context)
     }
 }
 

@@ -105,6 +105,18 @@ EXECUTE nodes_of(NULL);
 DEALLOCATE nodes_of;
 SELECT * FROM graph_nodes(owner => NULL);
 SELECT kv_get(key => 'a', session_id => NULL);
+SELECT * FROM (SELECT * FROM graph_nodes(NULL)) AS s;
+WITH c AS (SELECT * FROM graph_nodes(NULL)) SELECT * FROM c WHERE true;
+SELECT * FROM graph_nodes(NULL) WHERE true;
+-- A call within a subquery, a WITH query or a sublink, or beside another
+-- FROM item, runs on the coordinator (Citus would crash delegating it).
+SELECT node_id FROM (SELECT * FROM graph_nodes('citus-alice')) AS s ORDER BY node_id;
+WITH c AS (SELECT * FROM graph_nodes('citus-alice')) SELECT node_id FROM c ORDER BY node_id;
+SELECT * FROM (SELECT kv_get('citus-c1', 'goal')) AS s WHERE true;
+SELECT x, node_id FROM (VALUES (1)) AS v(x), graph_nodes('citus-alice') ORDER BY node_id;
+SELECT x, s.node_id FROM (VALUES (1)) AS v(x),
+       LATERAL (SELECT * FROM graph_nodes('citus-alice')) AS s ORDER BY node_id;
+SELECT (SELECT count(*) FROM messages('citus-c1')) AS messages;
 -- A key left to its default is NULL: wm_clear() clears every session.
 SELECT wm_clear() > 0 AS cleared;
 SELECT * FROM wm_clear();
