@@ -141,8 +141,10 @@ pub struct FileVersion {
     pub replaced_at: String,
 }
 
-/// The versions kept of a key-value entry that is gone (deleted, or
-/// expired): `kv_restore` can still bring one back, so an export has them.
+/// Versions kept of a key-value entry: of one that is gone (deleted, or
+/// expired), which `kv_restore` can still bring back, or of one whose
+/// versions are too many for its own line (an export puts about 16 MB of
+/// kept versions on a line at most).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EntryHistory {
@@ -151,13 +153,24 @@ pub struct EntryHistory {
     pub versions: Vec<EntryVersion>,
 }
 
-/// The versions kept of a memory file that was deleted.
+/// Versions kept of a memory file: of one that was deleted, or of one
+/// whose versions are too many for its own line.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileHistory {
     pub scope: String,
     pub path: String,
     pub versions: Vec<FileVersion>,
+}
+
+/// Versions of a graph node too many for its own line, which an export
+/// puts on lines of their own after it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeHistory {
+    pub owner: String,
+    pub node_id: String,
+    pub versions: Vec<NodeVersion>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -201,10 +214,11 @@ pub enum Item {
     Directory(Directory),
     EntryHistory(EntryHistory),
     FileHistory(FileHistory),
+    NodeHistory(NodeHistory),
 }
 
 /// The kinds a line may have, as its `kind` field names them.
-pub const KINDS: [&str; 10] = [
+pub const KINDS: [&str; 11] = [
     "session",
     "kv",
     "part",
@@ -215,6 +229,7 @@ pub const KINDS: [&str; 10] = [
     "directory",
     "kv_history",
     "file_history",
+    "node_history",
 ];
 
 impl Item {
@@ -231,6 +246,7 @@ impl Item {
             Item::Directory(_) => "directory",
             Item::EntryHistory(_) => "kv_history",
             Item::FileHistory(_) => "file_history",
+            Item::NodeHistory(_) => "node_history",
         }
     }
 }
@@ -322,6 +338,11 @@ pub fn parse_line(line: &str, renames: &Renames<'_>) -> Result<Item> {
             let mut history: FileHistory = fields(&kind, object)?;
             rename(&mut history.scope, renames.scope);
             Item::FileHistory(history)
+        }
+        "node_history" => {
+            let mut history: NodeHistory = fields(&kind, object)?;
+            rename(&mut history.owner, renames.owner);
+            Item::NodeHistory(history)
         }
         other => {
             return Err(Error::invalid(format!(
@@ -454,6 +475,11 @@ fn check_keys(item: &Item) -> Result<()> {
         }
         Item::FileHistory(h) => {
             check_id("scope", Some(&h.scope))?;
+            check_history(h.versions.iter().map(|v| v.version))?;
+        }
+        Item::NodeHistory(h) => {
+            check_id("owner", Some(&h.owner))?;
+            check_id("node_id", Some(&h.node_id))?;
             check_history(h.versions.iter().map(|v| v.version))?;
         }
     }
@@ -1098,5 +1124,45 @@ mod tests {
             parse_line(file, &Renames::default()),
             Ok(Item::FileHistory(_))
         ));
+    }
+
+    #[test]
+    fn a_node_history_line_takes_the_renamed_owner() {
+        let node_version = |n: i32| {
+            format!(
+                r#"{{"version": {n}, "title": "T", "description": "", "body": "b{n}", "links": [],
+                    "created_at": "2026-01-01", "updated_at": "2026-01-01",
+                    "change_description": "edit", "saved_at": "2026-01-02"}}"#
+            )
+        };
+        let line = |versions: &[String]| {
+            format!(
+                r#"{{"kind": "node_history", "owner": "o", "node_id": "n", "versions": [{}]}}"#,
+                versions.join(", ")
+            )
+        };
+        let renames = Renames {
+            owner: Some("copy"),
+            ..Renames::default()
+        };
+        let Item::NodeHistory(history) =
+            parse_line(&line(&[node_version(1), node_version(2)]), &renames).unwrap()
+        else {
+            panic!("not a node history line");
+        };
+        assert_eq!(
+            (history.owner.as_str(), history.node_id.as_str()),
+            ("copy", "n")
+        );
+        assert_eq!(history.versions[1].body, "b2");
+        assert_eq!(kind_of(&line(&[])), Some("node_history"));
+        assert_eq!(
+            parse_line(&line(&[node_version(1), node_version(1)]), &renames)
+                .unwrap_err()
+                .message,
+            "kept version 1 is there twice"
+        );
+        let no_node = line(&[node_version(1)]).replace(r#""node_id": "n", "#, "");
+        assert!(parse_line(&no_node, &renames).is_err());
     }
 }

@@ -28,7 +28,7 @@ use agent_memory_core::working_memory as wm;
 use crate::files::store::{self, Placed};
 use crate::files::versions;
 use crate::graph::nodes::{checked_node, checked_owner, checked_size};
-use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_keys};
+use crate::pg::args::{INT4, INT4_ARRAY, JSONB, TEXT, TEXT_ARRAY, checked_keys};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
@@ -305,6 +305,7 @@ fn write_item(item: &Item) -> SqlResult<Outcome> {
         Item::Directory(d) => import_directory(d),
         Item::EntryHistory(h) => import_entry_history(h),
         Item::FileHistory(h) => import_file_history(h),
+        Item::NodeHistory(h) => import_node_history(h),
     }
 }
 
@@ -690,39 +691,95 @@ fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
                 .or_report();
             }
         };
-        let mut versions = Vec::with_capacity(n.versions.len());
-        for v in &n.versions {
-            let old = Content {
-                title: v.title.clone(),
-                description: v.description.clone(),
-                body: v.body.clone(),
-                links: graph::check_refs(&v.links).or_report()?,
-            };
-            checked_size(&old, Some(&v.change_description))?;
-            let refs = old.refs();
-            let mut version = serde_json::to_value(v).unwrap_or_default();
-            version["links"] = json!(old.links);
-            version["refs"] = json!(refs);
-            versions.push(version);
-        }
-        if !versions.is_empty() {
-            let versions = Value::Array(versions);
-            let out_of_range = VERSION_OUT_OF_RANGE
-                .read(client, &[JsonB(versions.clone()).into()])?
-                .first()
-                .value::<i32>(1)?;
-            if let Some(version) = out_of_range {
-                return Err(time_out_of_range(&format!(
-                    "a time of kept version {version} of {item}"
-                )));
-            }
-            IMPORT_NODE_VERSIONS.run(
-                client,
-                &[owner.into(), node_id.into(), JsonB(versions).into()],
-            )?;
-        }
+        import_node_versions(client, owner, node_id, &n.versions, &item)?;
         Ok(outcome)
     })
+}
+
+/// Versions of a graph node too many for its line: the node must be there
+/// (its line comes first) and newer than each of them. Those there already
+/// are left as they are, as the node's line leaves them.
+fn import_node_history(h: &lines::NodeHistory) -> SqlResult<Outcome> {
+    let owner = checked_owner(Some(&h.owner))?;
+    let node_id = checked_node(Some(&h.node_id))?;
+    let item = format!("graph node {} of owner {}", quoted(node_id), quoted(owner));
+    let numbers: Vec<i32> = h.versions.iter().map(|v| v.version).collect();
+    Spi::connect_mut(|client| {
+        let current = NODE_FOR_HISTORY
+            .run(client, &[owner.into(), node_id.into()])?
+            .first()
+            .value::<i32>(1)?;
+        let Some(current) = current else {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("{item} does not exist"),
+            ))
+            .or_report();
+        };
+        if numbers.iter().any(|&version| version >= current) {
+            return Err(Error::invalid(format!(
+                "a kept version of {item} must be older than its version ({current})"
+            )))
+            .or_report();
+        }
+        let there = NODE_VERSIONS_THERE
+            .read(
+                client,
+                &[owner.into(), node_id.into(), numbers.clone().into()],
+            )?
+            .first()
+            .required::<i64>(1, "versions there")?;
+        import_node_versions(client, owner, node_id, &h.versions, &item)?;
+        Ok(if (there as usize) < numbers.len() {
+            Outcome::Imported
+        } else {
+            Outcome::Unchanged
+        })
+    })
+}
+
+/// Write kept versions of a node, each checked as a write checks a node;
+/// those there already are left as they are.
+fn import_node_versions(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    owner: &str,
+    node_id: &str,
+    kept: &[lines::NodeVersion],
+    item: &str,
+) -> SqlResult<()> {
+    if kept.is_empty() {
+        return Ok(());
+    }
+    let mut versions = Vec::with_capacity(kept.len());
+    for v in kept {
+        let old = Content {
+            title: v.title.clone(),
+            description: v.description.clone(),
+            body: v.body.clone(),
+            links: graph::check_refs(&v.links).or_report()?,
+        };
+        checked_size(&old, Some(&v.change_description))?;
+        let refs = old.refs();
+        let mut version = serde_json::to_value(v).unwrap_or_default();
+        version["links"] = json!(old.links);
+        version["refs"] = json!(refs);
+        versions.push(version);
+    }
+    let versions = Value::Array(versions);
+    let out_of_range = VERSION_OUT_OF_RANGE
+        .read(client, &[JsonB(versions.clone()).into()])?
+        .first()
+        .value::<i32>(1)?;
+    if let Some(version) = out_of_range {
+        return Err(time_out_of_range(&format!(
+            "a time of kept version {version} of {item}"
+        )));
+    }
+    IMPORT_NODE_VERSIONS.run(
+        client,
+        &[owner.into(), node_id.into(), JsonB(versions).into()],
+    )?;
+    Ok(())
 }
 
 /// A node's times are those graph_export can write as ISO 8601, as
@@ -1423,6 +1480,23 @@ static IMPORT_NODE_VERSIONS: Statement = Statement::read_write(
             change_description text, saved_at timestamptz)
      ON CONFLICT DO NOTHING",
     &[TEXT, TEXT, JSONB],
+);
+
+/// The version of node $2 of owner $1 in the caller's tenant, locked
+/// against a delete until the transaction ends; no row when there is none.
+static NODE_FOR_HISTORY: Statement = Statement::read_write(
+    "SELECT n.version FROM agent_memory.graph_nodes n
+     WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant()
+     FOR SHARE",
+    &[TEXT, TEXT],
+);
+
+/// How many of versions $3 of node $2 of owner $1 are kept already.
+static NODE_VERSIONS_THERE: Statement = Statement::read_only(
+    "SELECT pg_catalog.count(*) FROM agent_memory.graph_node_versions v
+     WHERE v.owner = $1 AND v.node_id = $2 AND v.tenant = agent_memory.caller_tenant()
+       AND v.version = ANY ($3)",
+    &[TEXT, TEXT, INT4_ARRAY],
 );
 
 /// The first of kept versions $1 (as IMPORT_NODE_VERSIONS takes them) with

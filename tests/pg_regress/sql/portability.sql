@@ -409,3 +409,54 @@ SELECT agent_memory.erase_user('bulk') ->> 'sessions' AS sessions;
 SELECT agent_memory.erase_user('mover', owners => ARRAY['mover'], scopes => ARRAY['mover']) ->> 'sessions' AS sessions;
 SELECT agent_memory.erase_user('heir', owners => ARRAY['heir'], scopes => ARRAY['heir']) ->> 'sessions' AS sessions;
 RESET agent_memory.history_retention;
+
+-- An item's versions past about 16 MB go on lines of their own after the
+-- item's line (one JSON value holds at most 256 MB); import takes them
+-- back.
+SET agent_memory.history_retention = 30;
+SET agent_memory.max_file_bytes = 1000000;
+SET agent_memory.kv_word_budget = 1000000;
+SELECT length(agent_memory.create_session('big', session_id => 'big-s')) AS created;
+SELECT count(agent_memory.kv_set('big-s', 'k', to_jsonb(repeat('w' || chr(97 + i % 26) || ' ', 300000))))
+FROM generate_series(0, 20) i;
+SELECT agent_memory.graph_create('big', 'Big', '', 'v0', ARRAY['__root__'], node_id => 'n');
+SELECT count(agent_memory.graph_write('big', 'n', NULL, NULL, repeat('w' || chr(97 + i % 26) || ' ', 300000),
+                                      change_description => 'edit ' || i))
+FROM generate_series(1, 25) i;
+SELECT agent_memory.memory_tool('big', jsonb_build_object('command', 'append', 'path', '/f.md',
+                                                          'content', repeat('wa ', 300000))) ->> 'ok' AS ok;
+SELECT count(*) FILTER (WHERE (agent_memory.memory_tool('big', jsonb_build_object(
+           'command', 'update', 'path', '/f.md', 'oldContent', repeat('w' || chr(97 + (i - 1) % 26) || ' ', 300000),
+           'content', repeat('w' || chr(97 + i % 26) || ' ', 300000))) ->> 'ok')::boolean) AS updated
+FROM generate_series(1, 20) i;
+CREATE TEMP TABLE big_lines AS
+SELECT row_number() OVER () AS n, line
+FROM agent_memory.export(session_id => 'big-s', owner => 'big', scope => 'big') AS line;
+SELECT n, line ->> 'kind' AS kind, jsonb_array_length(line -> 'versions') AS versions,
+       (SELECT min((v ->> 'version')::int) FROM jsonb_array_elements(line -> 'versions') v) AS oldest,
+       pg_column_size(line) < 20000000 AS under_20_mb
+FROM big_lines ORDER BY n;
+SELECT agent_memory.erase_user('big', owners => ARRAY['big'], scopes => ARRAY['big']) - 'ok' AS erased;
+SELECT r ->> 'status' AS status, count(*)
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM big_lines)) AS r
+GROUP BY 1 ORDER BY 1;
+SELECT count(*) AS differing
+FROM (SELECT line - 'last_activity_at' AS line FROM big_lines) a
+FULL JOIN (SELECT line - 'last_activity_at' AS line
+           FROM agent_memory.export(session_id => 'big-s', owner => 'big', scope => 'big') AS line) b
+  ON a.line = b.line
+WHERE a.line IS NULL OR b.line IS NULL;
+SELECT r ->> 'status' AS status, count(*)
+FROM agent_memory.import_lines((SELECT array_agg(line::text ORDER BY n) FROM big_lines)) AS r
+GROUP BY 1 ORDER BY 1;
+-- A node's versions come after the node: alone, they are refused.
+SELECT agent_memory.erase_user('big', owners => ARRAY['big'], scopes => ARRAY['big']) ->> 'nodes' AS nodes;
+SELECT agent_memory.import((SELECT line::text FROM big_lines WHERE line ->> 'kind' = 'node_history')) -> 'error' AS error;
+-- With the node, a version not older than it is refused.
+SELECT agent_memory.import((SELECT line::text FROM big_lines WHERE line ->> 'kind' = 'node')) ->> 'status' AS status;
+SELECT agent_memory.import((SELECT jsonb_set(line, '{versions, 0, version}', '26')::text
+                            FROM big_lines WHERE line ->> 'kind' = 'node_history')) -> 'error' AS error;
+SELECT agent_memory.erase_user('big', owners => ARRAY['big']) ->> 'node_versions' AS node_versions;
+RESET agent_memory.max_file_bytes;
+RESET agent_memory.kv_word_budget;
+RESET agent_memory.history_retention;
