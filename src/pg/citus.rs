@@ -5,17 +5,20 @@
 //! being delegated; they run on the node they were sent to, whose
 //! statements Citus routes one by one, as calls in a transaction block do:
 //!
-//! - a NULL first argument: Citus 13.2 crashes the backend that delegates
-//!   it (`function_call_delegation.c` hashes the value without testing
-//!   it), and a crash restarts every connection of the server. Run here,
-//!   the function refuses the NULL as it does on a single server;
+//! - a first argument that is or may fold to NULL: Citus 13.2 crashes the
+//!   backend that delegates it (`function_call_delegation.c` hashes the
+//!   value without testing it), and a crash restarts every connection of
+//!   the server. Run here, the function refuses the NULL as it does on a
+//!   single server;
 //! - a call made while the session has changed an `agent_memory.*`
 //!   setting (`SET`): a delegated call reads the settings of the worker,
 //!   which never saw the `SET`. A tenant set for the session, a word
 //!   budget or a size limit then holds as it does on a single server;
 //! - a call within a subquery, a `WITH` query or a sublink, or beside
-//!   another `FROM` item: Citus 13.2 delegates such a query too, and then
-//!   crashes the backend deparsing it, whatever the key.
+//!   another `FROM` item, or in the body of a SQL function the planner
+//!   inlines: Citus decides on the query as the planner left it, delegates
+//!   such a query too, and then crashes the backend deparsing it, whatever
+//!   the key.
 //!
 //! The bare form `SELECT agent_memory.f(...)` reads no table, so it is
 //! planned without Citus. A function in `FROM` (`SELECT * FROM
@@ -86,18 +89,28 @@ unsafe extern "C-unwind" fn plan(
 }
 
 /// Gives the query the condition `WHERE now() IS NOT NULL` when Citus
-/// would delegate a call of `agent_memory.f(...)` that must run here:
+/// might delegate a call of `agent_memory.f(...)` that must run here.
+/// Citus decides on the query as PostgreSQL's planner left it: subqueries
+/// pulled up, SQL functions inlined, constant expressions folded. So the
+/// hook keeps here:
 ///
-/// - the query's one `FROM` item is such a call, with a NULL key (given,
-///   bound or left to its default), or made after the session changed a
+/// - a query whose one `FROM` item is such a call with a key that may be
+///   NULL (see [`key_may_be_null`]), or made after the session changed a
 ///   setting;
-/// - a call is within a subquery, a `WITH` query or a sublink, or beside
-///   another `FROM` item: Citus 13.2 delegates such a query too and then
-///   crashes the backend deparsing it, whatever the key.
+/// - a query with a call anywhere else: within a subquery, a `WITH` query
+///   or a sublink, or beside another `FROM` item, or beside a `WITH`
+///   query or a sublink. Citus 13.2 delegates such a query too, and then
+///   crashes the backend deparsing it, whatever the key;
+/// - a query that calls a SQL function PostgreSQL may inline, whose body
+///   may hold such a call.
 ///
 /// Citus delegates no query with a `WHERE` it cannot fold away, so the
-/// call runs here, as in a transaction block. The condition is stable, so the planner keeps it,
-/// and has no column, so the plan checks it once.
+/// call runs here, as in a transaction block. The condition is stable,
+/// so the planner keeps it, and has no column, so the plan checks it once.
+/// Citus never delegates a query that reads one of the extension's tables
+/// (it plans it as a distributed query) nor a `UNION`, `INTERSECT` or
+/// `EXCEPT`, whose planning takes no `WHERE` at its top: those are left as
+/// they are.
 ///
 /// # Safety
 /// As for [`must_run_here`]; the planner may change the query it plans.
@@ -106,23 +119,33 @@ unsafe fn keep_calls_in_from_here(parse: *mut pg_sys::Query, bound_params: pg_sy
     // is read as that node.
     unsafe {
         let query = &mut *parse;
-        if query.commandType != pg_sys::CmdType::CMD_SELECT || query.jointree.is_null() {
+        if query.commandType != pg_sys::CmdType::CMD_SELECT
+            || query.jointree.is_null()
+            || !query.setOperations.is_null()
+        {
             return;
         }
         let schema = pg_sys::get_namespace_oid(c"agent_memory".as_ptr(), true);
         if schema == pg_sys::InvalidOid {
             return;
         }
+        let entries = PgList::<pg_sys::RangeTblEntry>::from_pg(query.rtable);
+        if entries.iter_ptr().any(|entry| {
+            (*entry).rtekind == pg_sys::RTEKind::RTE_RELATION
+                && pg_sys::get_rel_namespace((*entry).relid) == schema
+        }) {
+            return;
+        }
         let mut found = Calls {
             schema,
             depth: 0,
             here: 0,
-            nested: false,
+            hidden: false,
         };
         pg_sys::query_tree_walker(parse, Some(count_calls), (&raw mut found).cast(), 0);
-        let entries = PgList::<pg_sys::RangeTblEntry>::from_pg(query.rtable);
-        if !found.nested && (entries.is_empty() || found.here == 0) {
-            // The bare form, which `must_run_here` took care of, or no call.
+        let bare = entries.is_empty() && query.cteList.is_null() && !query.hasSubLinks;
+        if !found.hidden && (found.here == 0 || bare) {
+            // No call, or the bare form, which `must_run_here` took care of.
             return;
         }
         let mut in_from = 0;
@@ -141,12 +164,15 @@ unsafe fn keep_calls_in_from_here(parse: *mut pg_sys::Query, bound_params: pg_sy
                 let call = &*(expr as *mut pg_sys::FuncExpr);
                 if pg_sys::get_func_namespace(call.funcid) == schema {
                     in_from += 1;
-                    null_key |= key_is_null(call, bound_params);
+                    null_key |= key_may_be_null(call, bound_params);
                 }
             }
         }
-        let only_from_item = entries.len() == 1 && in_from == found.here;
-        if found.nested || !only_from_item || null_key || settings_changed_in_session() {
+        let only_from_item = entries.len() == 1
+            && in_from == found.here
+            && query.cteList.is_null()
+            && !query.hasSubLinks;
+        if found.hidden || !only_from_item || null_key || settings_changed_in_session() {
             // Added to a `WHERE` already there: Citus folds away one that
             // is constant (`WHERE true`) and delegates the query.
             let quals = &mut (*query.jointree).quals;
@@ -163,50 +189,107 @@ unsafe fn keep_calls_in_from_here(parse: *mut pg_sys::Query, bound_params: pg_sy
     }
 }
 
-/// The calls of functions of schema `schema` in a query: how many in the
-/// query itself, and whether any is in a query within it.
+/// What a walk of a query found: how many calls of functions of schema
+/// `schema` the query itself makes, and whether it holds a call the query
+/// as planned may show Citus where this one does not.
 struct Calls {
     schema: pg_sys::Oid,
     /// How deep the walk is in queries within the query.
     depth: u32,
     here: u32,
-    nested: bool,
+    /// A call of the schema within a query within the query, or a call of
+    /// a SQL function PostgreSQL may inline.
+    hidden: bool,
 }
 
+/// The language of SQL functions (`pg_language`'s `sql`).
+const SQL_LANGUAGE: pg_sys::Oid = pg_sys::Oid::from_u32(14);
+
 /// Counts the calls in `node` into the `Calls` at `context`, walking into
-/// the queries within it; true stops the walk.
+/// the queries within it; true stops the walk (a hidden call is enough).
 #[pg_guard]
 unsafe extern "C-unwind" fn count_calls(
     node: *mut pg_sys::Node,
     context: *mut std::ffi::c_void,
 ) -> bool {
-    // SAFETY: `context` is the `Calls` the walk was started with; every
+    // SAFETY: `context` is the `Calls` the walk was started with, read and
+    // written through the pointer only (a nested walk takes it too); every
     // node is tested for its tag before it is read as that node.
     unsafe {
         if node.is_null() {
             return false;
         }
-        let calls = &mut *context.cast::<Calls>();
-        match (*node).type_ {
+        let calls = context.cast::<Calls>();
+        let function = match (*node).type_ {
             pg_sys::NodeTag::T_Query => {
-                calls.depth += 1;
+                (*calls).depth += 1;
                 let stop = pg_sys::query_tree_walker(node.cast(), Some(count_calls), context, 0);
-                calls.depth -= 1;
+                (*calls).depth -= 1;
                 return stop;
             }
-            pg_sys::NodeTag::T_FuncExpr => {
-                let call = &*(node as *mut pg_sys::FuncExpr);
-                if pg_sys::get_func_namespace(call.funcid) == calls.schema {
-                    if calls.depth > 0 {
-                        calls.nested = true;
-                        return true;
-                    }
-                    calls.here += 1;
-                }
+            pg_sys::NodeTag::T_FuncExpr => (*(node as *mut pg_sys::FuncExpr)).funcid,
+            pg_sys::NodeTag::T_OpExpr
+            | pg_sys::NodeTag::T_DistinctExpr
+            | pg_sys::NodeTag::T_NullIfExpr => {
+                pg_sys::get_opcode((*(node as *mut pg_sys::OpExpr)).opno)
             }
-            _ => {}
+            _ => pg_sys::InvalidOid,
+        };
+        if function != pg_sys::InvalidOid {
+            match function_kind(function, (*calls).schema) {
+                FunctionKind::Extension if (*calls).depth == 0 => (*calls).here += 1,
+                FunctionKind::Extension | FunctionKind::MayBeInlined => {
+                    (*calls).hidden = true;
+                    return true;
+                }
+                FunctionKind::Other => {}
+            }
         }
         pg_sys::expression_tree_walker(node, Some(count_calls), context)
+    }
+}
+
+enum FunctionKind {
+    /// A function of schema agent_memory.
+    Extension,
+    /// A SQL function without `SECURITY DEFINER` or `SET`, which the planner
+    /// may replace with its body.
+    MayBeInlined,
+    Other,
+}
+
+/// What kind of function `function` is.
+///
+/// # Safety
+/// Called while planning, in a transaction.
+unsafe fn function_kind(function: pg_sys::Oid, schema: pg_sys::Oid) -> FunctionKind {
+    // SAFETY: a catalog lookup by oid, released before returning; the
+    // tuple is a pg_proc row while held.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::PROCOID as c_int,
+            pg_sys::Datum::from(function),
+        );
+        if tuple.is_null() {
+            return FunctionKind::Other;
+        }
+        let proc = &*(pg_sys::GETSTRUCT(tuple) as *const pg_sys::FormData_pg_proc);
+        let kind = if proc.pronamespace == schema {
+            FunctionKind::Extension
+        } else if proc.prolang == SQL_LANGUAGE
+            && !proc.prosecdef
+            && pg_sys::heap_attisnull(
+                tuple,
+                pg_sys::Anum_pg_proc_proconfig as c_int,
+                std::ptr::null_mut(),
+            )
+        {
+            FunctionKind::MayBeInlined
+        } else {
+            FunctionKind::Other
+        };
+        pg_sys::ReleaseSysCache(tuple);
+        kind
     }
 }
 
@@ -234,7 +317,8 @@ unsafe fn always_true() -> *mut pg_sys::NullTest {
 }
 
 /// Whether the query is `SELECT agent_memory.f(...)`, the shape Citus
-/// delegates (one column, no FROM), with a NULL key (see [`key_is_null`])
+/// delegates (one column, no FROM), with a key that may be NULL (see
+/// [`key_may_be_null`])
 /// or made while the session has changed a setting. Such a query
 /// reads no table, so it can be planned without Citus: Citus's hooks see
 /// no relation of it. (A function in FROM cannot skip Citus's planner:
@@ -271,19 +355,21 @@ unsafe fn must_run_here(parse: *mut pg_sys::Query, bound_params: pg_sys::ParamLi
         if !in_extension_schema(call.funcid) {
             return false;
         }
-        key_is_null(call, bound_params) || settings_changed_in_session()
+        key_may_be_null(call, bound_params) || settings_changed_in_session()
     }
 }
 
-/// Whether a call's key, its first parameter, is NULL: a NULL constant or
-/// a parameter bound to NULL, given first in positional notation or named
-/// (`session_id => ...`) anywhere, or left to its default (the only
-/// function of the extension with a default key, `wm_clear`, defaults it
-/// to NULL).
+/// Whether a call's key, its first parameter, may be NULL when Citus
+/// reads it: anything but a constant or a bound parameter that is not NULL,
+/// given first in positional notation or named (`session_id => ...`)
+/// anywhere. An expression may fold to a NULL constant (`nullif('a',
+/// 'a')`) before Citus reads it. A key left to its default is NULL (the
+/// only function of the extension with a default key, `wm_clear`,
+/// defaults it to NULL).
 ///
 /// # Safety
 /// As for [`must_run_here`]; `call` is a function call of the query.
-unsafe fn key_is_null(call: &pg_sys::FuncExpr, bound_params: pg_sys::ParamListInfo) -> bool {
+unsafe fn key_may_be_null(call: &pg_sys::FuncExpr, bound_params: pg_sys::ParamListInfo) -> bool {
     // SAFETY: the arguments are expression nodes, tested for their tag
     // before one is read as a named argument.
     unsafe {
@@ -292,27 +378,28 @@ unsafe fn key_is_null(call: &pg_sys::FuncExpr, bound_params: pg_sys::ParamListIn
             if (*arg).type_ == pg_sys::NodeTag::T_NamedArgExpr {
                 let named = &*(arg as *mut pg_sys::NamedArgExpr);
                 if named.argnumber == 0 {
-                    return is_null_key(named.arg.cast(), bound_params);
+                    return !known_not_null(named.arg.cast(), bound_params);
                 }
             } else if index == 0 {
-                return is_null_key(arg, bound_params);
+                return !known_not_null(arg, bound_params);
             }
         }
         true
     }
 }
 
-/// Whether a call's key is a NULL constant or a parameter bound to NULL.
+/// Whether a key is a constant that is not NULL, or a parameter (bound, or
+/// left to be bound when the plan runs) that is not bound to NULL.
 ///
 /// # Safety
 /// As for [`must_run_here`]; `key` is an expression node of the query.
-unsafe fn is_null_key(key: *mut pg_sys::Node, bound_params: pg_sys::ParamListInfo) -> bool {
+unsafe fn known_not_null(key: *mut pg_sys::Node, bound_params: pg_sys::ParamListInfo) -> bool {
     // SAFETY: as the caller's; the node is tested for its tag first.
     unsafe {
         let key = pg_sys::strip_implicit_coercions(key);
         match (*key).type_ {
-            pg_sys::NodeTag::T_Const => (*(key as *mut pg_sys::Const)).constisnull,
-            pg_sys::NodeTag::T_Param => bound_null(key as *mut pg_sys::Param, bound_params),
+            pg_sys::NodeTag::T_Const => !(*(key as *mut pg_sys::Const)).constisnull,
+            pg_sys::NodeTag::T_Param => !bound_null(key as *mut pg_sys::Param, bound_params),
             _ => false,
         }
     }

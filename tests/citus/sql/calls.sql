@@ -108,6 +108,20 @@ SELECT kv_get(key => 'a', session_id => NULL);
 SELECT * FROM (SELECT * FROM graph_nodes(NULL)) AS s;
 WITH c AS (SELECT * FROM graph_nodes(NULL)) SELECT * FROM c WHERE true;
 SELECT * FROM graph_nodes(NULL) WHERE true;
+-- A key that folds to NULL, or a NULL key beside a WITH query or a sublink.
+SELECT kv_get(nullif('a', 'a'), 'k');
+SELECT * FROM graph_nodes(nullif('a', 'a'));
+WITH c AS (SELECT 1) SELECT kv_get(NULL, 'k');
+SELECT kv_get(NULL, 'k') LIMIT (SELECT 1);
+-- A SQL function the planner inlines, whose body calls the extension.
+CREATE FUNCTION pg_temp.goal_of(s text) RETURNS jsonb LANGUAGE sql
+    AS 'SELECT agent_memory.kv_get(s, ''goal'')';
+CREATE FUNCTION pg_temp.nodes_of(o text)
+    RETURNS TABLE (node_id text, title text, description text, version integer, updated_at timestamptz)
+    LANGUAGE sql STABLE AS 'SELECT * FROM agent_memory.graph_nodes(o)';
+SELECT pg_temp.goal_of(NULL);
+SELECT * FROM pg_temp.nodes_of(NULL);
+SELECT node_id FROM pg_temp.nodes_of('citus-alice') ORDER BY node_id;
 -- A call within a subquery, a WITH query or a sublink, or beside another
 -- FROM item, runs on the coordinator (Citus would crash delegating it).
 SELECT node_id FROM (SELECT * FROM graph_nodes('citus-alice')) AS s ORDER BY node_id;
@@ -117,6 +131,8 @@ SELECT x, node_id FROM (VALUES (1)) AS v(x), graph_nodes('citus-alice') ORDER BY
 SELECT x, s.node_id FROM (VALUES (1)) AS v(x),
        LATERAL (SELECT * FROM graph_nodes('citus-alice')) AS s ORDER BY node_id;
 SELECT (SELECT count(*) FROM messages('citus-c1')) AS messages;
+SELECT node_id FROM graph_nodes('citus-alice')
+UNION SELECT node_id FROM graph_nodes('citus-alice') ORDER BY node_id;
 -- A key left to its default is NULL: wm_clear() clears every session.
 SELECT wm_clear() > 0 AS cleared;
 SELECT * FROM wm_clear();
