@@ -624,9 +624,9 @@ BEGIN
         FROM kv_versions v
         GROUP BY v.session_id, v.key, v.part),
     node_versions AS (
-        SELECT v.node_id, v.version, v.line,
+        SELECT v.owner, v.node_id, v.version, v.line,
                (sum(pg_column_size(v.line)) OVER by_version - pg_column_size(v.line)) / 16777216 AS part
-        FROM (SELECT v.node_id, v.version,
+        FROM (SELECT v.owner, v.node_id, v.version,
                      jsonb_build_object(
                          'version', v.version, 'title', v.title, 'description', v.description,
                          'body', v.body, 'links', to_jsonb(v.links),
@@ -635,26 +635,26 @@ BEGIN
                          'saved_at', v.saved_at) AS line
               FROM agent_memory.graph_node_versions v
               WHERE v.owner = export.owner AND v.tenant = callers_tenant) v
-        WINDOW by_version AS (PARTITION BY v.node_id ORDER BY v.version)),
+        WINDOW by_version AS (PARTITION BY v.owner, v.node_id ORDER BY v.version)),
     node_parts AS (
-        SELECT v.node_id, v.part, jsonb_agg(v.line ORDER BY v.version) AS versions
+        SELECT v.owner, v.node_id, v.part, jsonb_agg(v.line ORDER BY v.version) AS versions
         FROM node_versions v
-        GROUP BY v.node_id, v.part),
+        GROUP BY v.owner, v.node_id, v.part),
     file_versions AS (
-        SELECT v.path, v.version, v.line,
+        SELECT v.scope, v.path, v.version, v.line,
                (sum(pg_column_size(v.line)) OVER by_version - pg_column_size(v.line)) / 16777216 AS part
-        FROM (SELECT v.path, v.version,
+        FROM (SELECT v.scope, v.path, v.version,
                      jsonb_build_object(
                          'version', v.version, 'content', v.content,
                          'created_at', v.created_at, 'updated_at', v.updated_at,
                          'replaced_at', v.replaced_at) AS line
               FROM agent_memory.memory_file_versions v
               WHERE v.scope = export.scope AND v.tenant = callers_tenant) v
-        WINDOW by_version AS (PARTITION BY v.path ORDER BY v.version)),
+        WINDOW by_version AS (PARTITION BY v.scope, v.path ORDER BY v.version)),
     file_parts AS (
-        SELECT v.path, v.part, jsonb_agg(v.line ORDER BY v.version) AS versions
+        SELECT v.scope, v.path, v.part, jsonb_agg(v.line ORDER BY v.version) AS versions
         FROM file_versions v
-        GROUP BY v.path, v.part),
+        GROUP BY v.scope, v.path, v.part),
     lines AS (
         SELECT s.session_id AS session_key, 0 AS rank, 0::bigint AS seq, '' AS item_key, 0::bigint AS part,
                jsonb_build_object(
@@ -730,7 +730,7 @@ BEGIN
                    'created_at', n.created_at, 'updated_at', n.updated_at,
                    'versions', coalesce(p.versions, '[]'))
         FROM agent_memory.graph_nodes n
-        LEFT JOIN node_parts p ON p.node_id = n.node_id AND p.part = 0
+        LEFT JOIN node_parts p ON p.owner = n.owner AND p.node_id = n.node_id AND p.part = 0
         WHERE n.owner = export.owner AND n.tenant = callers_tenant
         UNION ALL
         -- The versions of a node past the first part.
@@ -739,7 +739,7 @@ BEGIN
                    'kind', 'node_history', 'owner', n.owner, 'node_id', n.node_id,
                    'versions', p.versions)
         FROM agent_memory.graph_nodes n
-        JOIN node_parts p ON p.node_id = n.node_id AND p.part > 0
+        JOIN node_parts p ON p.owner = n.owner AND p.node_id = n.node_id AND p.part > 0
         WHERE n.owner = export.owner AND n.tenant = callers_tenant
         UNION ALL
         SELECT NULL, 5, 0, f.path::text, 0,
@@ -748,19 +748,19 @@ BEGIN
                    'version', f.version, 'created_at', f.created_at, 'updated_at', f.updated_at,
                    'versions', coalesce(p.versions, '[]'))
         FROM agent_memory.memory_files f
-        LEFT JOIN file_parts p ON p.path = f.path AND p.part = 0
+        LEFT JOIN file_parts p ON p.scope = f.scope AND p.path = f.path AND p.part = 0
         WHERE f.scope = export.scope AND f.tenant = callers_tenant
         UNION ALL
         -- The versions kept of a file that was deleted, and those past the
         -- first part of a file's.
         SELECT NULL, 5, 0, p.path::text, p.part,
                jsonb_build_object(
-                   'kind', 'file_history', 'scope', export.scope, 'path', p.path,
+                   'kind', 'file_history', 'scope', p.scope, 'path', p.path,
                    'versions', p.versions)
         FROM file_parts p
         WHERE p.part > 0
            OR NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                          WHERE f.scope = export.scope AND f.path = p.path
+                          WHERE f.scope = p.scope AND f.path = p.path
                             AND f.tenant = callers_tenant)
         UNION ALL
         SELECT NULL, 6, 0, d.path::text, 0,

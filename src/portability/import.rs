@@ -28,7 +28,7 @@ use agent_memory_core::working_memory as wm;
 use crate::files::store::{self, Placed};
 use crate::files::versions;
 use crate::graph::nodes::{checked_node, checked_owner, checked_size};
-use crate::pg::args::{INT4, INT4_ARRAY, JSONB, TEXT, TEXT_ARRAY, checked_keys};
+use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_keys};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
@@ -697,13 +697,15 @@ fn import_node(n: &lines::Node) -> SqlResult<Outcome> {
 }
 
 /// Versions of a graph node too many for its line: the node must be there
-/// (its line comes first) and newer than each of them. Those there already
-/// are left as they are, as the node's line leaves them.
+/// (its line comes first) and newer than each of them, and a version there
+/// already of one of their numbers must hold the same (else the line is
+/// refused as an entry's or a file's is).
 fn import_node_history(h: &lines::NodeHistory) -> SqlResult<Outcome> {
     let owner = checked_owner(Some(&h.owner))?;
     let node_id = checked_node(Some(&h.node_id))?;
     let item = format!("graph node {} of owner {}", quoted(node_id), quoted(owner));
-    let numbers: Vec<i32> = h.versions.iter().map(|v| v.version).collect();
+    let numbers = h.versions.len();
+    let versions = node_versions_json(&h.versions)?;
     Spi::connect_mut(|client| {
         let current = NODE_FOR_HISTORY
             .run(client, &[owner.into(), node_id.into()])?
@@ -716,25 +718,28 @@ fn import_node_history(h: &lines::NodeHistory) -> SqlResult<Outcome> {
             ))
             .or_report();
         };
-        if numbers.iter().any(|&version| version >= current) {
+        if h.versions.iter().any(|v| v.version >= current) {
             return Err(Error::invalid(format!(
                 "a kept version of {item} must be older than its version ({current})"
             )))
             .or_report();
         }
-        let there = NODE_VERSIONS_THERE
+        let row = NODE_VERSIONS_THERE
             .read(
                 client,
-                &[owner.into(), node_id.into(), numbers.clone().into()],
+                &[owner.into(), node_id.into(), JsonB(versions.clone()).into()],
             )?
-            .first()
-            .required::<i64>(1, "versions there")?;
-        import_node_versions(client, owner, node_id, &h.versions, &item)?;
-        Ok(if (there as usize) < numbers.len() {
-            Outcome::Imported
-        } else {
-            Outcome::Unchanged
-        })
+            .first();
+        let there = row.required::<i64>(1, "versions there")?.max(0) as usize;
+        let disagree = row.required::<i64>(2, "versions disagreeing")? > 0;
+        if disagree {
+            return Err(Error::conflict(format!(
+                "the versions kept of {item} disagree with those there"
+            )))
+            .or_report();
+        }
+        write_node_versions(client, owner, node_id, versions, &item)?;
+        history_outcome(false, numbers.saturating_sub(there), numbers, item)
     })
 }
 
@@ -750,6 +755,13 @@ fn import_node_versions(
     if kept.is_empty() {
         return Ok(());
     }
+    let versions = node_versions_json(kept)?;
+    write_node_versions(client, owner, node_id, versions, item)
+}
+
+/// Kept versions of a node as IMPORT_NODE_VERSIONS takes them, each
+/// checked as a write checks a node, with its links as stored and its refs.
+fn node_versions_json(kept: &[lines::NodeVersion]) -> SqlResult<Value> {
     let mut versions = Vec::with_capacity(kept.len());
     for v in kept {
         let old = Content {
@@ -765,7 +777,18 @@ fn import_node_versions(
         version["refs"] = json!(refs);
         versions.push(version);
     }
-    let versions = Value::Array(versions);
+    Ok(Value::Array(versions))
+}
+
+/// Write kept versions `versions` (see `node_versions_json`) of a node,
+/// once their times are checked; those there already are left as they are.
+fn write_node_versions(
+    client: &mut pgrx::spi::SpiClient<'_>,
+    owner: &str,
+    node_id: &str,
+    versions: Value,
+    item: &str,
+) -> SqlResult<()> {
     let out_of_range = VERSION_OUT_OF_RANGE
         .read(client, &[JsonB(versions.clone()).into()])?
         .first()
@@ -1491,12 +1514,21 @@ static NODE_FOR_HISTORY: Statement = Statement::read_write(
     &[TEXT, TEXT],
 );
 
-/// How many of versions $3 of node $2 of owner $1 are kept already.
+/// How many of versions $3 (as IMPORT_NODE_VERSIONS takes them) of node
+/// $2 of owner $1 are kept already, and how many of those hold something
+/// else under the same number.
 static NODE_VERSIONS_THERE: Statement = Statement::read_only(
-    "SELECT pg_catalog.count(*) FROM agent_memory.graph_node_versions v
-     WHERE v.owner = $1 AND v.node_id = $2 AND v.tenant = agent_memory.caller_tenant()
-       AND v.version = ANY ($3)",
-    &[TEXT, TEXT, INT4_ARRAY],
+    "SELECT pg_catalog.count(*),
+            pg_catalog.count(*) FILTER (
+              WHERE (o.title, o.description, o.body, o.links, o.change_description)
+                    IS DISTINCT FROM (v.title, v.description, v.body, v.links, v.change_description))
+     FROM pg_catalog.jsonb_to_recordset($3)
+          AS v(version int4, title text, description text, body text, links text[],
+               change_description text)
+     JOIN agent_memory.graph_node_versions o
+       ON o.owner = $1 AND o.node_id = $2 AND o.tenant = agent_memory.caller_tenant()
+      AND o.version = v.version",
+    &[TEXT, TEXT, JSONB],
 );
 
 /// The first of kept versions $1 (as IMPORT_NODE_VERSIONS takes them) with

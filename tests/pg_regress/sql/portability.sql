@@ -456,6 +456,10 @@ SELECT agent_memory.import((SELECT line::text FROM big_lines WHERE line ->> 'kin
 SELECT agent_memory.import((SELECT line::text FROM big_lines WHERE line ->> 'kind' = 'node')) ->> 'status' AS status;
 SELECT agent_memory.import((SELECT jsonb_set(line, '{versions, 0, version}', '26')::text
                             FROM big_lines WHERE line ->> 'kind' = 'node_history')) -> 'error' AS error;
+SELECT agent_memory.import((SELECT line::text FROM big_lines WHERE line ->> 'kind' = 'node_history')) ->> 'status' AS status;
+-- A version there with other content under the same number is refused.
+SELECT agent_memory.import((SELECT jsonb_set(line, '{versions, 0, body}', '"other"')::text
+                            FROM big_lines WHERE line ->> 'kind' = 'node_history')) -> 'error' AS error;
 SELECT agent_memory.erase_user('big', owners => ARRAY['big']) ->> 'node_versions' AS node_versions;
 RESET agent_memory.max_file_bytes;
 RESET agent_memory.kv_word_budget;
