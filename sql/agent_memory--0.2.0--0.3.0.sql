@@ -607,20 +607,25 @@ BEGIN
     -- item's versions it goes in: about 16 MB of versions to a part, the
     -- oldest first. Part 0 goes on the item's line, the others on lines of
     -- their own.
+    -- (live: whether the item is there.)
     kv_versions AS (
-        SELECT v.session_id, v.key, v.version, v.line,
+        SELECT v.session_id, v.key, v.version, v.line, v.live,
                (sum(pg_column_size(v.line)) OVER by_version - pg_column_size(v.line)) / 16777216 AS part
-        FROM (SELECT v.session_id, v.key, v.version,
+        FROM (SELECT v.session_id, v.key, v.version, k.key IS NOT NULL AS live,
                      jsonb_build_object(
                          'version', v.version, 'value', v.value, 'created_at', v.created_at,
                          'updated_at', v.updated_at, 'expires_at', v.expires_at,
                          'replaced_at', v.replaced_at) AS line
               FROM chosen s
               JOIN agent_memory.kv_entry_versions v ON v.session_id = s.session_id AND v.tenant = s.tenant
+              LEFT JOIN agent_memory.kv_entries k
+                ON k.session_id = v.session_id AND k.key = v.key AND k.tenant = v.tenant
+               AND k.expires_at > now()
               WHERE v.expires_at > now()) v
         WINDOW by_version AS (PARTITION BY v.session_id, v.key ORDER BY v.version)),
     kv_parts AS (
-        SELECT v.session_id, v.key, v.part, jsonb_agg(v.line ORDER BY v.version) AS versions
+        SELECT v.session_id, v.key, v.part, bool_or(v.live) AS live,
+               jsonb_agg(v.line ORDER BY v.version) AS versions
         FROM kv_versions v
         GROUP BY v.session_id, v.key, v.part),
     node_versions AS (
@@ -641,18 +646,21 @@ BEGIN
         FROM node_versions v
         GROUP BY v.owner, v.node_id, v.part),
     file_versions AS (
-        SELECT v.scope, v.path, v.version, v.line,
+        SELECT v.scope, v.path, v.version, v.line, v.live,
                (sum(pg_column_size(v.line)) OVER by_version - pg_column_size(v.line)) / 16777216 AS part
-        FROM (SELECT v.scope, v.path, v.version,
+        FROM (SELECT v.scope, v.path, v.version, f.path IS NOT NULL AS live,
                      jsonb_build_object(
                          'version', v.version, 'content', v.content,
                          'created_at', v.created_at, 'updated_at', v.updated_at,
                          'replaced_at', v.replaced_at) AS line
               FROM agent_memory.memory_file_versions v
+              LEFT JOIN agent_memory.memory_files f
+                ON f.scope = v.scope AND f.path = v.path AND f.tenant = v.tenant
               WHERE v.scope = export.scope AND v.tenant = callers_tenant) v
         WINDOW by_version AS (PARTITION BY v.scope, v.path ORDER BY v.version)),
     file_parts AS (
-        SELECT v.scope, v.path, v.part, jsonb_agg(v.line ORDER BY v.version) AS versions
+        SELECT v.scope, v.path, v.part, bool_or(v.live) AS live,
+               jsonb_agg(v.line ORDER BY v.version) AS versions
         FROM file_versions v
         GROUP BY v.scope, v.path, v.part),
     lines AS (
@@ -681,10 +689,7 @@ BEGIN
                    'kind', 'kv_history', 'session_id', p.session_id, 'key', p.key,
                    'versions', p.versions)
         FROM kv_parts p
-        WHERE p.part > 0
-           OR NOT EXISTS (SELECT FROM agent_memory.kv_entries k
-                          WHERE k.session_id = p.session_id AND k.key = p.key
-                            AND k.tenant = callers_tenant AND k.expires_at > now())
+        WHERE p.part > 0 OR NOT p.live
         UNION ALL
         SELECT p.session_id, 2, 0, p.node_key || '/' || p.part, 0,
                jsonb_build_object(
@@ -758,10 +763,7 @@ BEGIN
                    'kind', 'file_history', 'scope', p.scope, 'path', p.path,
                    'versions', p.versions)
         FROM file_parts p
-        WHERE p.part > 0
-           OR NOT EXISTS (SELECT FROM agent_memory.memory_files f
-                          WHERE f.scope = p.scope AND f.path = p.path
-                            AND f.tenant = callers_tenant)
+        WHERE p.part > 0 OR NOT p.live
         UNION ALL
         SELECT NULL, 6, 0, d.path::text, 0,
                jsonb_build_object('kind', 'directory', 'scope', d.scope, 'path', d.path)
