@@ -30,7 +30,10 @@
 //! after a later `SET` (a prepared statement without parameters, static
 //! SQL in PL/pgSQL) stays as it was planned.
 //!
-//! Every other statement goes to Citus untouched.
+//! Every other statement goes to Citus untouched, but for a query that
+//! calls a SQL function of the database's own which the planner may
+//! inline: it gets the condition too, since the function's body may call
+//! agent_memory.
 
 use std::ffi::{CStr, c_char, c_int};
 
@@ -143,9 +146,11 @@ unsafe fn keep_calls_in_from_here(parse: *mut pg_sys::Query, bound_params: pg_sy
             hidden: false,
         };
         pg_sys::query_tree_walker(parse, Some(count_calls), (&raw mut found).cast(), 0);
-        let bare = entries.is_empty() && query.cteList.is_null() && !query.hasSubLinks;
-        if !found.hidden && (found.here == 0 || bare) {
+        if !found.hidden && (found.here == 0 || bare_call(query).is_some()) {
             // No call, or the bare form, which `must_run_here` took care of.
+            // A call wrapped in an expression the planner folds away
+            // (`CASE WHEN true THEN agent_memory.f(...) END`) is not the
+            // bare form here, and gets the condition.
             return;
         }
         let mut in_from = 0;
@@ -252,8 +257,9 @@ unsafe extern "C-unwind" fn count_calls(
 enum FunctionKind {
     /// A function of schema agent_memory.
     Extension,
-    /// A SQL function without `SECURITY DEFINER` or `SET`, which the planner
-    /// may replace with its body.
+    /// A SQL function without `SECURITY DEFINER` or `SET` (and not volatile
+    /// if it returns a set), which the planner may replace with its body;
+    /// not a built-in one, whose body calls no extension.
     MayBeInlined,
     Other,
 }
@@ -277,6 +283,8 @@ unsafe fn function_kind(function: pg_sys::Oid, schema: pg_sys::Oid) -> FunctionK
         let kind = if proc.pronamespace == schema {
             FunctionKind::Extension
         } else if proc.prolang == SQL_LANGUAGE
+            && function.to_u32() >= pg_sys::FirstNormalObjectId
+            && !(proc.proretset && proc.provolatile == pg_sys::PROVOLATILE_VOLATILE as c_char)
             && !proc.prosecdef
             && pg_sys::heap_attisnull(
                 tuple,
@@ -328,34 +336,42 @@ unsafe fn always_true() -> *mut pg_sys::NullTest {
 /// `parse` is a query being planned and `bound_params` its parameters (or
 /// NULL).
 unsafe fn must_run_here(parse: *mut pg_sys::Query, bound_params: pg_sys::ParamListInfo) -> bool {
-    // SAFETY: the caller passes a valid query; every node is tested for its
-    // tag before it is read as that node.
+    // SAFETY: the caller passes a valid query.
     unsafe {
-        let query = &*parse;
+        match bare_call(&*parse) {
+            Some(call) => key_may_be_null(call, bound_params) || settings_changed_in_session(),
+            None => false,
+        }
+    }
+}
+
+/// The call of a query `SELECT agent_memory.f(...)`: one column that is
+/// the call itself, no `FROM`, no `WITH` query, no sublink.
+///
+/// # Safety
+/// `query` is a query being planned; every node is tested for its tag
+/// before it is read as that node.
+unsafe fn bare_call(query: &pg_sys::Query) -> Option<&pg_sys::FuncExpr> {
+    // SAFETY: as the function's.
+    unsafe {
         if query.commandType != pg_sys::CmdType::CMD_SELECT
             || query.hasSubLinks
             || !query.cteList.is_null()
             || query.jointree.is_null()
             || !(*query.jointree).fromlist.is_null()
         {
-            return false;
+            return None;
         }
         let targets = PgList::<pg_sys::TargetEntry>::from_pg(query.targetList);
         if targets.len() != 1 {
-            return false;
+            return None;
         }
-        let Some(target) = targets.get_ptr(0) else {
-            return false;
-        };
-        let expr = (*target).expr as *mut pg_sys::Node;
+        let expr = (*targets.get_ptr(0)?).expr as *mut pg_sys::Node;
         if expr.is_null() || (*expr).type_ != pg_sys::NodeTag::T_FuncExpr {
-            return false;
+            return None;
         }
         let call = &*(expr as *mut pg_sys::FuncExpr);
-        if !in_extension_schema(call.funcid) {
-            return false;
-        }
-        key_may_be_null(call, bound_params) || settings_changed_in_session()
+        in_extension_schema(call.funcid).then_some(call)
     }
 }
 

@@ -113,6 +113,9 @@ SELECT kv_get(nullif('a', 'a'), 'k');
 SELECT * FROM graph_nodes(nullif('a', 'a'));
 WITH c AS (SELECT 1) SELECT kv_get(NULL, 'k');
 SELECT kv_get(NULL, 'k') LIMIT (SELECT 1);
+-- A call in an expression the planner folds away to the bare call.
+SELECT CASE WHEN true THEN kv_get(NULL, 'k') END;
+SELECT CASE WHEN false THEN NULL ELSE kv_get(NULL, 'k') END;
 -- A SQL function the planner inlines, whose body calls the extension.
 CREATE FUNCTION pg_temp.goal_of(s text) RETURNS jsonb LANGUAGE sql
     AS 'SELECT agent_memory.kv_get(s, ''goal'')';
