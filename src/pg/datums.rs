@@ -437,6 +437,22 @@ pub fn text_array(out: &mut Vec<u32>, block: &TextBlock, elements: &[u32]) -> pg
     pg_sys::Datum::from(out.as_ptr())
 }
 
+/// A one-dimensional `real[]` of `values` (at least one), laid out as
+/// `construct_array` lays it out, built in `out`: one buffer, not an
+/// allocation and a call into PostgreSQL per element. The datum is valid
+/// until `out` changes.
+pub fn float4_array(out: &mut Vec<u32>, values: &[f32]) -> pg_sys::Datum {
+    debug_assert!(!values.is_empty(), "an empty array has no dimension");
+    out.clear();
+    // Header: size (set below), ndim 1, no null bitmap, element type,
+    // dims[0], lbound[0]; 24 bytes, so the first element is aligned.
+    out.extend_from_slice(&[0, 1, 0, pg_sys::FLOAT4OID.to_u32(), values.len() as u32, 1]);
+    // A real is passed by value and stored as its 4 bytes.
+    out.extend(values.iter().map(|value| value.to_bits()));
+    out[0] = ((out.len() * 4) as u32) << 2; // SET_VARSIZE
+    pg_sys::Datum::from(out.as_ptr())
+}
+
 /// Text bytes read from the database as a `str`. A UTF-8 database only
 /// stores valid UTF-8 (PostgreSQL checks encodings on input), so there the
 /// bytes are taken as they are; elsewhere they are checked.

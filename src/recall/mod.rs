@@ -24,7 +24,7 @@ use agent_memory_core::recall::{
 };
 
 use crate::pg::args::{FLOAT4_ARRAY, INT4, INT4_ARRAY, TEXT, TEXT_ARRAY, checked_keys};
-use crate::pg::datums::{JsonB, iso_of};
+use crate::pg::datums::{JsonB, float4_array, iso_of};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{self, Columns, Statement};
 use crate::pg::search::matching;
@@ -628,7 +628,15 @@ fn nearest_by_pgvector(
         .replace("__COMPARED__", compared)
         .replace("__SCHEMA__", &quoted);
     let cap = settings::MAX_EXACT_RECALL.get();
-    let mut args = vec![embedding.to_vec().into()];
+    let mut numbers = Vec::new();
+    // SAFETY: the array lives in `numbers`, which outlives the statement.
+    let embedding = unsafe {
+        DatumWithOid::new(
+            float4_array(&mut numbers, embedding),
+            pg_sys::FLOAT4ARRAYOID,
+        )
+    };
+    let mut args = vec![embedding];
     args.extend(scoped(scope, kinds, per_kind));
     args.push(cap.saturating_add(1).into());
     let _index_order = (reading == Reading::Index).then(NoSorts::hold);
@@ -717,6 +725,10 @@ fn most_similar(
 /// Add the items found by meaning to those found by words: an item both
 /// found is one candidate with both scores.
 fn merge(found: &mut Vec<Found>, near: Vec<Found>) {
+    if found.is_empty() {
+        *found = near;
+        return;
+    }
     let mut at: std::collections::HashMap<(Kind, String, String), usize> = found
         .iter()
         .enumerate()
@@ -791,8 +803,18 @@ fn snippets_of(
     let refs: Vec<&str> = items.clone().map(|f| f.reference.as_str()).collect();
     let threads: Vec<Option<&str>> = items.clone().map(|f| f.thread.as_deref()).collect();
     let slots: Vec<Option<i32>> = items.map(|f| f.slot).collect();
-    let table = SNIPPETS.read(
+    let text_of_kinds: String = TEXT_OF_KIND
+        .iter()
+        .filter(|(kind, _)| kinds.contains(kind))
+        .map(|(_, when)| *when)
+        .collect();
+    let sql = SNIPPETS.replace("__TEXT__", &format!("CASE w.kind{text_of_kinds} END"));
+    let table = plans::read_built(
         client,
+        &sql,
+        &[
+            TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, INT4_ARRAY,
+        ],
         &[
             query.into(),
             kinds.into(),
@@ -1332,41 +1354,73 @@ macro_rules! text_when {
 /// The snippet of each item of the parallel arrays $2 (kind), $3 (key),
 /// $4 (ref), $5 (thread or node key), $6 (slot): the first 20,000
 /// characters of its text, the words $1 (see recall::Query) marked with
-/// **, by the ordinal of the item. A message is read by its slot and its
-/// seq: a statement of the call may see a later message in the slot.
-static SNIPPETS: Statement = Statement::read_only(
-    concat!(
-        "WITH q AS MATERIALIZED (SELECT ",
-        wanted!(),
-        " AS q)
-         SELECT w.ord, ",
-        headline!(concat!(
-            "CASE w.kind",
-            text_when!("kv", "e", "kv_entries", "e.session_id = w.key AND e.key = w.ref"),
-            text_when!(
-                "message",
-                "m",
-                "thread_messages",
-                "m.session_id = w.key AND m.thread_key = w.thread AND m.slot = w.slot
-                 AND m.seq = w.ref::int8"
-            ),
-            text_when!(
-                "working_memory",
-                "p",
-                "wm_parts",
-                "p.session_id = w.key AND p.node_key = w.thread
-                 AND p.part = CASE WHEN w.thread = '' THEN w.ref
-                                   ELSE pg_catalog.substr(w.ref, pg_catalog.length(w.thread) + 2) END"
-            ),
-            text_when!("node", "n", "graph_nodes", "n.owner = w.key AND n.node_id = w.ref"),
-            text_when!("file", "f", "memory_files", "f.scope = w.key AND f.path = w.ref"),
-            " END"
-        ), "q.q"),
-        "
-         FROM q, ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
-                            pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
-                            pg_catalog.unnest($6::int4[]))
-                 WITH ORDINALITY AS w(kind, key, ref, thread, slot, ord)"
-    ),
-    &[TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, INT4_ARRAY],
+/// **, by the ordinal of the item. snippets_of puts in for __TEXT__ a CASE
+/// of the kinds among the items (see TEXT_OF_KIND): a kind that is not
+/// among them costs the statement nothing, neither its table's lock nor
+/// its subquery's setup.
+const SNIPPETS: &str = concat!(
+    "WITH q AS MATERIALIZED (SELECT ",
+    wanted!(),
+    " AS q)
+     SELECT w.ord, ",
+    headline!("__TEXT__", "q.q"),
+    "
+     FROM q, ROWS FROM (pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::text[]),
+                        pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
+                        pg_catalog.unnest($6::int4[]))
+             WITH ORDINALITY AS w(kind, key, ref, thread, slot, ord)"
 );
+
+/// Each kind's `WHEN` in the CASE of SNIPPETS: the text of the item that
+/// row w names. A message is read by its slot and its seq: a statement of
+/// the call may see a later message in the slot.
+const TEXT_OF_KIND: [(&str, &str); 5] = [
+    (
+        "kv",
+        text_when!(
+            "kv",
+            "e",
+            "kv_entries",
+            "e.session_id = w.key AND e.key = w.ref"
+        ),
+    ),
+    (
+        "message",
+        text_when!(
+            "message",
+            "m",
+            "thread_messages",
+            "m.session_id = w.key AND m.thread_key = w.thread AND m.slot = w.slot
+             AND m.seq = w.ref::int8"
+        ),
+    ),
+    (
+        "working_memory",
+        text_when!(
+            "working_memory",
+            "p",
+            "wm_parts",
+            "p.session_id = w.key AND p.node_key = w.thread
+             AND p.part = CASE WHEN w.thread = '' THEN w.ref
+                               ELSE pg_catalog.substr(w.ref, pg_catalog.length(w.thread) + 2) END"
+        ),
+    ),
+    (
+        "node",
+        text_when!(
+            "node",
+            "n",
+            "graph_nodes",
+            "n.owner = w.key AND n.node_id = w.ref"
+        ),
+    ),
+    (
+        "file",
+        text_when!(
+            "file",
+            "f",
+            "memory_files",
+            "f.scope = w.key AND f.path = w.ref"
+        ),
+    ),
+];
