@@ -157,8 +157,9 @@ fn prepared_plan(
     Ok(plan)
 }
 
-/// Run read-only a statement built at run time, from names known only then
-/// (a type's schema, a dimension), with `args` of types `types`. Prepared
+/// Run read-only a statement built at run time, from what is known only
+/// then (a type's schema, a dimension, the kinds a call reads), with
+/// `args` of types `types`. Prepared
 /// on first use in this backend and kept, as a Statement is, by its text:
 /// a backend keeps one per text it was built to.
 pub fn read_built<'conn>(

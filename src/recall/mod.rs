@@ -840,7 +840,8 @@ fn snippets_of(
 
 /// The snippet of each of `best`, in order, one statement an item: on
 /// Citus, where each reads the shard of the item's key alone. SNIPPETS
-/// reads every kind's table in one statement, which Citus cannot route.
+/// reads the items of every kind among them, whose keys lie on other
+/// shards, in one statement, which Citus cannot route.
 fn snippets_one_by_one(
     client: &pgrx::spi::SpiClient<'_>,
     query: &str,
