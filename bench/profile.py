@@ -17,6 +17,8 @@ into:
   EXECUTE line, commit, printing the result in single-user mode).
 
 Writes the table between the bench:profile markers of BENCHMARKS.md.
+PROFILE_KEEP=dir keeps each callgrind output there, named by the
+statement and the number of calls.
 Connection: the libpq PG* variables of the cluster scripts/profile.sh
 started (it is stopped here: single-user mode needs the data directory to
 itself); PG_BINDIR, PG_DATA, PG_OS_USER, CLUSTER_SCRIPT from the script.
@@ -25,8 +27,10 @@ itself); PG_BINDIR, PG_DATA, PG_OS_USER, CLUSTER_SCRIPT from the script.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -42,6 +46,7 @@ N1, N2 = int(os.environ.get("PROFILE_N1", 200)), int(os.environ.get("PROFILE_N2"
 DATA = os.environ["PG_DATA"]
 RUNAS = os.environ.get("PG_OS_USER", "postgres")
 CLUSTER = os.environ["CLUSTER_SCRIPT"]
+KEEP = os.environ.get("PROFILE_KEEP", "")
 
 
 def callgrind(statement: str, types: list[str], args: list[str], calls: int, before: str) -> dict[str, int]:
@@ -67,6 +72,13 @@ def callgrind(statement: str, types: list[str], args: list[str], calls: int, bef
             raise RuntimeError(f"profiling failed:\n{statement}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
         annotated = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", str(out)],
                                    capture_output=True, text=True, check=True).stdout
+        if KEEP:
+            # For callgrind_annotate by hand: the difference of the two runs
+            # of a statement, function by function, is its cost of one call.
+            Path(KEEP).mkdir(parents=True, exist_ok=True)
+            name = f"{hashlib.sha1(statement.encode()).hexdigest()[:10]}-{calls}.out"
+            shutil.copyfile(out, Path(KEEP) / name)
+            print(f"   kept {Path(KEEP) / name}: {' '.join(statement.split())[:60]}", flush=True)
     counts: dict[str, int] = {}
     for line in annotated.splitlines():
         m = re.match(r"\s*([0-9,]+) \([ 0-9.]+%\)\s+(.*)$", line)
