@@ -54,6 +54,10 @@ struct Found {
     keyword_score: Option<f64>,
     /// Cosine similarity of its embedding, when the meaning found it.
     similarity: Option<f64>,
+    /// Its text's first 20,000 characters, when the read that found it
+    /// returned them: its snippet is made of them, read by the same
+    /// statement, so no later statement reads the item again.
+    text: Option<String>,
 }
 
 // Declared by hand: its result has a column named ref, a word Rust keeps
@@ -320,6 +324,7 @@ fn found_at(row: &pgrx::spi::SpiHeapTupleData<'_>) -> SqlResult<Found> {
         updated_at: row.required::<TimestampWithTimeZone>(6, "updated_at")?,
         keyword_score: None,
         similarity: None,
+        text: None,
     })
 }
 
@@ -437,19 +442,20 @@ fn by_their_meaning(
         dimension,
         scope,
     };
-    let nearest = |depth: usize| nearest_of_each_kind(client, &search, kinds, depth, k);
+    let nearest =
+        |depth: usize, reading| nearest_of_each_kind(client, &search, kinds, depth, k, reading);
     let near = match alone {
         _ if kinds.is_empty() => Vec::new(),
         Some(weight) => {
             let depth = recall::first_meaning_depth(k);
-            let first = nearest(depth)?;
+            let first = nearest(depth, Reading::IndexWithTexts)?;
             if deeper_read_needed(&first, depth, weight, k) {
-                nearest(per_kind)?
+                nearest(per_kind, Reading::Index)?
             } else {
                 first
             }
         }
-        None => nearest(per_kind)?,
+        None => nearest(per_kind, Reading::Index)?,
     };
     // Set back what the state's statement set.
     settings::set_for_transaction(
@@ -488,17 +494,19 @@ struct PgvectorSearch<'a> {
 }
 
 /// The `per_kind` items of each kind nearest the search's embedding
-/// through pgvector's indexes, and for a kind of which the index found
-/// fewer than `k`, the nearest compared item by item (past the cap, what
-/// the index found is the best recall can give for that kind). Best first.
+/// through pgvector's indexes, read as `through_index` says, and for a
+/// kind of which the index found fewer than `k`, the nearest compared item
+/// by item (past the cap, what the index found is the best recall can give
+/// for that kind). Best first.
 fn nearest_of_each_kind(
     client: &pgrx::spi::SpiClient<'_>,
     search: &PgvectorSearch,
     kinds: &[&str],
     per_kind: usize,
     k: usize,
+    through_index: Reading,
 ) -> SqlResult<Vec<Found>> {
-    let (near, _) = nearest_by_pgvector(client, search, kinds, per_kind, Reading::Index)?;
+    let (near, _) = nearest_by_pgvector(client, search, kinds, per_kind, through_index)?;
     let short: Vec<&str> = kinds
         .iter()
         .copied()
@@ -583,6 +591,10 @@ enum Reading {
     /// them; they are sorted here). Planned once, without sorts, so that
     /// it reads the indexes whatever the statistics say of the scope.
     Index,
+    /// As Index, with each item's text (its first 20,000 characters) for
+    /// its snippet: the first read of meaning alone, of k + 10 items a
+    /// kind, so that the texts held stay few.
+    IndexWithTexts,
     /// Every embedded item of the scope, through its key, compared and
     /// sorted: at most agent_memory.max_exact_recall of them.
     Exactly,
@@ -613,11 +625,12 @@ fn nearest_by_pgvector(
         .filter(|(kind, _)| kinds.contains(kind))
         .map(|(_, branch)| *branch)
         .collect();
-    let (fence, compared) = match reading {
+    let (fence, compared, texts) = match reading {
         // The scope's rows fold into the statement, which an index reads.
-        Reading::Index => ("", "NULL::int8"),
+        Reading::Index => ("", "NULL::int8", "false"),
+        Reading::IndexWithTexts => ("", "NULL::int8", "true"),
         // A subquery with a LIMIT stays apart: its rows are all compared.
-        Reading::Exactly => (" LIMIT $9", "pg_catalog.count(*) OVER ()"),
+        Reading::Exactly => (" LIMIT $9", "pg_catalog.count(*) OVER ()", "false"),
     };
     // The schema's name goes in last: it is the one text here that is not
     // ours, and a placeholder spelled inside it must stay a name.
@@ -626,6 +639,7 @@ fn nearest_by_pgvector(
         .replace("__DIMENSION__", &dimension.to_string())
         .replace("__FENCE__", fence)
         .replace("__COMPARED__", compared)
+        .replace("__TEXTS__", texts)
         .replace("__SCHEMA__", &quoted);
     let cap = settings::MAX_EXACT_RECALL.get();
     let mut numbers = Vec::new();
@@ -639,7 +653,7 @@ fn nearest_by_pgvector(
     let mut args = vec![embedding];
     args.extend(scoped(scope, kinds, per_kind));
     args.push(cap.saturating_add(1).into());
-    let _index_order = (reading == Reading::Index).then(NoSorts::hold);
+    let _index_order = (reading != Reading::Exactly).then(NoSorts::hold);
     let table = plans::read_built(
         client,
         &sql,
@@ -670,6 +684,7 @@ fn nearest_by_pgvector(
         let similarity = 1.0 - row.required::<f64>(7, "distance")?;
         if similarity > 0.0 {
             item.similarity = Some(similarity);
+            item.text = row.value::<String>(9)?;
             near.push(item);
         }
     }
@@ -737,7 +752,10 @@ fn merge(found: &mut Vec<Found>, near: Vec<Found>) {
     for item in near {
         let id = (item.kind, item.key.clone(), item.reference.clone());
         match at.get(&id) {
-            Some(&i) => found[i].similarity = item.similarity,
+            Some(&i) => {
+                found[i].similarity = item.similarity;
+                found[i].text = found[i].text.take().or(item.text);
+            }
             None => {
                 at.insert(id, found.len());
                 found.push(item);
@@ -788,12 +806,21 @@ fn age_seconds(at: TimestampWithTimeZone) -> f64 {
 }
 
 /// The snippet of each of `best`, in order: its text with the query's
-/// words marked.
+/// words marked. The texts the reads returned are marked as they are;
+/// unless every item came with its text, the items are read again.
 fn snippets_of(
     client: &pgrx::spi::SpiClient<'_>,
     query: &str,
     best: &[Ranked<Found>],
 ) -> SqlResult<Vec<String>> {
+    let texts: Option<Vec<&str>> = best
+        .iter()
+        .map(|r| r.candidate.item.text.as_deref())
+        .collect();
+    if let Some(texts) = texts {
+        let table = SNIPPETS_OF_TEXTS.read(client, &[query.into(), texts.into()])?;
+        return in_order(table, best.len());
+    }
     if plans::on_citus()? {
         return snippets_one_by_one(client, query, best);
     }
@@ -824,7 +851,13 @@ fn snippets_of(
             slots.into(),
         ],
     )?;
-    let mut snippets = vec![String::new(); best.len()];
+    in_order(table, best.len())
+}
+
+/// The snippets of `table`'s rows (ordinal, snippet) in the order of the
+/// ordinals 1 to `count`; an item with no row has an empty snippet.
+fn in_order(table: pgrx::spi::SpiTupleTable<'_>, count: usize) -> SqlResult<Vec<String>> {
+    let mut snippets = vec![String::new(); count];
     for row in table {
         let at = row.required::<i64>(1, "ord")?;
         let snippet = row.value::<String>(2)?.unwrap_or_default();
@@ -1227,13 +1260,15 @@ static EMBEDDED: Statement = Statement::read_only(
 
 /// One kind's items nearest the query embedding $1 by pgvector's cosine
 /// distance, at most $7, as (kind, key, ref, thread, slot, updated_at,
-/// cosine distance, how many were compared). nearest_by_pgvector puts in
-/// the vector type, its schema, the dimension and the reading: no fence,
-/// and the scope's rows fold into the statement for the kind's HNSW index
-/// to read (compared: NULL); a fence of LIMIT $9, and every row of the
-/// scope is compared, up to $9, and counted. The distance is computed
-/// once, for the order and the result, and the query embedding is made a
-/// vector once (an InitPlan), not for each row.
+/// cosine distance, how many were compared, text). nearest_by_pgvector
+/// puts in the vector type, its schema, the dimension and the reading: no
+/// fence, and the scope's rows fold into the statement for the kind's HNSW
+/// index to read (compared: NULL), with the items' texts for their
+/// snippets when __TEXTS__ is true; a fence of LIMIT $9, and every row of
+/// the scope is compared, up to $9, and counted, with no text (the rows
+/// are projected before they are sorted). The distance is computed once,
+/// for the order and the result, and the query embedding is made a vector
+/// once (an InitPlan), not for each row.
 macro_rules! nearest {
     ($kind:tt, $alias:literal, $columns:literal, $from:expr, $filter:literal) => {
         concat!(
@@ -1241,7 +1276,9 @@ macro_rules! nearest {
             ", (",
             $alias,
             ".embedding::__VECTOR__) OPERATOR(__SCHEMA__.<=>) (SELECT $1::__VECTOR__) AS distance,
-             __COMPARED__ FROM (SELECT ",
+             __COMPARED__, CASE WHEN __TEXTS__ THEN pg_catalog.left(",
+            item_text!($kind, $alias),
+            ", 20000) END FROM (SELECT ",
             $alias,
             ".* FROM ",
             $from,
@@ -1370,6 +1407,20 @@ const SNIPPETS: &str = concat!(
                         pg_catalog.unnest($4::text[]), pg_catalog.unnest($5::text[]),
                         pg_catalog.unnest($6::int4[]))
              WITH ORDINALITY AS w(kind, key, ref, thread, slot, ord)"
+);
+
+/// The snippet of each text of $2 (see headline), by its ordinal, for the
+/// words $1 (see recall::Query).
+static SNIPPETS_OF_TEXTS: Statement = Statement::read_only(
+    concat!(
+        "WITH q AS MATERIALIZED (SELECT ",
+        wanted!(),
+        " AS q)
+         SELECT t.ord, ",
+        headline!("t.text", "q.q"),
+        " FROM q, pg_catalog.unnest($2::text[]) WITH ORDINALITY AS t(text, ord)"
+    ),
+    &[TEXT, TEXT_ARRAY],
 );
 
 /// Each kind's `WHEN` in the CASE of SNIPPETS: the text of the item that

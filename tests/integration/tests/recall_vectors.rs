@@ -477,3 +477,97 @@ fn pgvector_finds_no_kind_left_out_of_recall() {
     println!("recall vectors: pgvector: a kind left out of recall is not found by meaning");
     drop_database(LEFT_OUT_DB);
 }
+
+/// By meaning alone through pgvector's index, recall marks the snippets
+/// of the texts its first read returned; an item it reads again (found by
+/// words too, or where the scope is compared exactly) has its snippet made
+/// of its row. Both give the same snippet of the same item, with the words
+/// marked when there are words, and the first words when there are none.
+#[test]
+fn pgvector_snippets_are_those_of_the_words() {
+    const SNIPPETS_DB: &str = "am_it_recall_snippets";
+    let Some(mut client) =
+        database_offering_pgvector(SNIPPETS_DB, "no texts returned by its index read")
+    else {
+        return;
+    };
+    client
+        .batch_execute(
+            "CREATE EXTENSION vector;
+             SELECT agent_memory.recall_enable_embeddings(3);
+             SELECT agent_memory.graph_create('snip', 'Travel', 'how the owner likes to fly',
+                    'A window seat on every long flight, and an aisle seat on short hops.',
+                    ARRAY['__root__'], node_id => 'travel');
+             SELECT agent_memory.graph_create('snip', 'Meals', 'what the owner eats',
+                    'No fish at dinner; a vegetarian meal on the flight when there is one.',
+                    ARRAY['__root__'], node_id => 'meals');
+             SELECT agent_memory.graph_create('snip', 'Pets', 'the cat',
+                    'The cat is fed at seven, and again on Saturday evening.',
+                    ARRAY['__root__'], node_id => 'pets');
+             SELECT agent_memory.recall_embed('node', 'snip', 'travel', '{1,0.1,0}');
+             SELECT agent_memory.recall_embed('node', 'snip', 'meals', '{0.9,0.3,0}');
+             SELECT agent_memory.recall_embed('node', 'snip', 'pets', '{0,0.2,1}');",
+        )
+        .expect("pgvector, three nodes embedded");
+    let snippets = |client: &mut Client, call: &str| -> Vec<(String, String)> {
+        client
+            .query(
+                &format!("SELECT ref, snippet FROM agent_memory.{call}"),
+                &[],
+            )
+            .unwrap_or_else(|e| panic!("{call}: {e}"))
+            .iter()
+            .map(|row| (row.get(0), row.get(1)))
+            .collect()
+    };
+    let by_words = snippets(
+        &mut client,
+        "recall('seat on the flight', owner => 'snip') ORDER BY ref",
+    );
+    assert_eq!(by_words.len(), 2, "{by_words:?}");
+    assert!(
+        by_words
+            .iter()
+            .all(|(_, snippet)| snippet.contains("**flight**")),
+        "{by_words:?}"
+    );
+    // Two of three through the index: the kind is not short of k, so no
+    // exact read follows and the texts the index read returned are marked.
+    let mut by_meaning = snippets(
+        &mut client,
+        "recall('seat on the flight', owner => 'snip', k => 2, embedding => '{1,0.2,0}',
+                weights => '{\"keyword\": 0}')",
+    );
+    by_meaning.sort();
+    assert_eq!(by_meaning, by_words, "marked from the index read's texts");
+    let mut hybrid = snippets(
+        &mut client,
+        "recall('seat on the flight', owner => 'snip', k => 2, embedding => '{1,0.2,0}')",
+    );
+    hybrid.sort();
+    assert_eq!(hybrid, by_words, "found by words and by meaning");
+    // No words: each snippet is its text's first words, the same whether
+    // the index read returned it or the exact read made it read again.
+    let first_words = snippets(
+        &mut client,
+        "recall(NULL, owner => 'snip', k => 2, embedding => '{0,0.2,1}')",
+    );
+    let exactly = snippets(
+        &mut client,
+        "recall(NULL, owner => 'snip', k => 10, embedding => '{0,0.2,1}')",
+    );
+    assert_eq!(first_words[0].0, "pets", "{first_words:?}");
+    assert!(
+        first_words[0]
+            .1
+            .starts_with("Pets\nthe cat\nThe cat is fed"),
+        "{first_words:?}"
+    );
+    assert!(!first_words[0].1.contains("**"), "{first_words:?}");
+    assert_eq!(exactly.len(), 3, "{exactly:?}");
+    assert_eq!(exactly[..2], first_words[..], "the exact read's snippets");
+    println!(
+        "recall vectors: pgvector: the snippets of the texts its index read returned are those of the rows read again"
+    );
+    drop_database(SNIPPETS_DB);
+}
