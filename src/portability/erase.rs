@@ -7,12 +7,14 @@
 //! two erasures of one user then queue), and deleted; the rows they own go
 //! by cascade. A session the user gets while the erasure runs is found by
 //! the next round. A scope's row is locked before its files, as every
-//! other writer of files locks it.
+//! other writer of files locks it, and made when it is gone, as they make
+//! it.
 
 use pgrx::prelude::*;
 
 use agent_memory_core::Error;
 
+use crate::files::store;
 use crate::pg::args::{TEXT, TEXT_ARRAY, checked_id};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
@@ -111,7 +113,13 @@ fn erase_user(
             erased.node_versions = versions_deleted(client, &DELETE_NODE_VERSIONS, &owners)?;
         }
         if !scopes.is_empty() {
-            LOCK_SCOPES.run(client, &[scopes.clone().into()])?;
+            // As the writers take it, in order: a scope whose row is gone
+            // (its last file deleted, its kept versions left) gets one, so
+            // that a restore racing the erasure waits for it, or it for
+            // the restore, and never writes back what the erasure deletes.
+            for scope in &scopes {
+                store::lock_scope(client, scope)?;
+            }
             let row = DELETE_SCOPES.run(client, &[scopes.clone().into()])?.first();
             erased.files = row.required::<i64>(1, "files")?;
             erased.directories = row.required::<i64>(2, "directories")?;
@@ -229,16 +237,6 @@ macro_rules! deleting_versions {
 
 /// Delete the saved versions of the nodes of owners $1.
 static DELETE_NODE_VERSIONS: Statement = deleting_versions!("owner", "graph_node_versions");
-
-/// Lock the rows of scopes $1, as a creation or a delete of a file does
-/// first.
-static LOCK_SCOPES: Statement = Statement::read_write(
-    "SELECT FROM agent_memory.memory_scopes s
-     WHERE s.scope = ANY ($1) AND s.tenant = agent_memory.caller_tenant()
-     ORDER BY s.scope
-     FOR UPDATE",
-    &[TEXT_ARRAY],
-);
 
 /// Delete the files of scopes $1, the directories kept in them and the
 /// scopes' rows; returns the counts and the scopes that had files or
