@@ -23,8 +23,8 @@ use agent_memory_core::{Error, args, jsonb};
 
 use crate::files::store::{
     Client, Placed, READ, a_directory, delete_path, file_bytes, forget_scope_if_empty,
-    is_directory, lock_scope, locked_file_meets, max_file_bytes, place_new_file, too_big,
-    with_file,
+    is_directory, lock_file_if_there, lock_scope, locked_file_meets, max_file_bytes,
+    place_new_file, too_big, with_file,
 };
 use crate::files::versions;
 use crate::pg::args::{INT4, TEXT, TID, XID};
@@ -125,16 +125,21 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
     // Append to the file when it exists and has room; else create it.
     // The loop comes back only when a file turned up at the path between
     // the two (created concurrently), or went away after it was found too
-    // big.
+    // big. With history kept, the file is locked first, so that the
+    // version the append replaces is the one saved: a file created or
+    // changed after the save looked would be appended to unsaved.
     for _ in 0..MAX_TRIES {
-        versions::save_before_append(client, scope, path, content.len(), limit)?;
-        let appended = APPEND_EXISTING.run(
-            client,
-            &[scope.into(), path.into(), content.into(), limit.into()],
-        )?;
-        if !appended.is_empty() {
-            let version = appended.first().required::<i32>(1, "version")?;
-            return Ok(Ok(files::append_result(version)));
+        let there = settings::history_retention() == 0 || lock_file_if_there(client, scope, path)?;
+        if there {
+            versions::save_before_append(client, scope, path, content.len(), limit)?;
+            let appended = APPEND_EXISTING.run(
+                client,
+                &[scope.into(), path.into(), content.into(), limit.into()],
+            )?;
+            if !appended.is_empty() {
+                let version = appended.first().required::<i32>(1, "version")?;
+                return Ok(Ok(files::append_result(version)));
+            }
         }
         match place_new_file(client, scope, path, content)? {
             Placed::Created(version) => return Ok(Ok(files::append_result(version))),

@@ -163,6 +163,14 @@ pub(crate) fn lock_file(
     )))
 }
 
+/// Lock file `path` of `scope` until the transaction ends; whether it is
+/// there.
+pub(crate) fn lock_file_if_there(client: Client, scope: &str, path: &str) -> SqlResult<bool> {
+    Ok(!LOCK_FILE
+        .run(client, &[scope.into(), path.into()])?
+        .is_empty())
+}
+
 /// Write `content` into the file at `path` (locked by the caller) as its
 /// next version; returns that version.
 pub(crate) fn write_file(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<i32> {

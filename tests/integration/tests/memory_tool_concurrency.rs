@@ -1,6 +1,8 @@
 //! Concurrent memory tool commands: appends to one file from many
 //! connections all land, also when the file does not exist yet; a
-//! directory delete racing appends leaves every file either whole or gone.
+//! directory delete racing appends leaves every file either whole or gone;
+//! with history kept, appends racing a delete and a creation keep every
+//! version they replace.
 
 use std::thread;
 
@@ -320,6 +322,65 @@ fn a_change_with_a_precondition_waits_for_the_scope_before_any_file() {
         let answer = change.join().unwrap();
         assert!(answer.contains(answered), "{request}: {answer}");
     }
+    drop(setup);
+    drop_database(db);
+}
+
+#[test]
+fn appends_racing_a_delete_and_create_keep_every_version() {
+    let db = "am_it_memory_tool_append_history";
+    let mut setup = fresh_database(db);
+    const ROUNDS: usize = 300;
+    let history_on = "SET agent_memory.history_retention = 1000";
+    // One connection deletes the file and creates it again, the other
+    // appends: an append that saved nothing (the file was not there yet)
+    // must not then append to the file created meanwhile, unsaved.
+    let recreator = thread::spawn(move || {
+        let mut client = connect(db);
+        client.batch_execute(history_on).unwrap();
+        for i in 0..ROUNDS {
+            tool(&mut client, r#"{"path": "/f", "command": "delete"}"#);
+            let answer = tool(
+                &mut client,
+                &format!(r#"{{"path": "/f", "command": "append", "content": "new {i};"}}"#),
+            );
+            assert_eq!(answer["ok"], true, "{answer}");
+        }
+    });
+    let appender = thread::spawn(move || {
+        let mut client = connect(db);
+        client.batch_execute(history_on).unwrap();
+        for i in 0..ROUNDS {
+            let answer = tool(
+                &mut client,
+                &format!(r#"{{"path": "/f", "command": "append", "content": "more {i};"}}"#),
+            );
+            assert_eq!(answer["ok"], true, "{answer}");
+        }
+    });
+    recreator.join().unwrap();
+    appender.join().unwrap();
+    // Every version below the file's is kept: each write made one and
+    // saved the one it replaced, a delete included.
+    let row = setup
+        .query_one(
+            "SELECT f.version,
+                    (SELECT count(*) FROM agent_memory.memory_file_versions v
+                     WHERE v.scope = 's' AND v.path = '/f'),
+                    (SELECT string_agg(n::text, ',') FROM generate_series(1, f.version - 1) n
+                     WHERE NOT EXISTS (SELECT FROM agent_memory.memory_file_versions v
+                                       WHERE v.scope = 's' AND v.path = '/f' AND v.version = n))
+             FROM agent_memory.memory_files f WHERE f.scope = 's' AND f.path = '/f'",
+            &[],
+        )
+        .unwrap();
+    let (current, kept, missing): (i32, i64, Option<String>) = (row.get(0), row.get(1), row.get(2));
+    let kept_expected = i64::from(current - 1);
+    assert_eq!(
+        missing, None,
+        "versions never kept (file at {current}, {kept} kept)"
+    );
+    assert_eq!(kept, kept_expected, "one kept version per number");
     drop(setup);
     drop_database(db);
 }
