@@ -332,6 +332,18 @@ pub fn check_embedding(values: &[f32], dimension: Option<usize>) -> Result<()> {
         return Err(Error::invalid("an embedding must not be all zeros")
             .with_detail("cosine similarity compares directions; a zero vector has none"));
     }
+    // pgvector sums the squares in single precision, as here: a length
+    // whose square overflows or falls below the normal numbers would give
+    // a distance of NaN, and the item would never be found.
+    let squares: f32 = values.iter().map(|v| v * v).sum();
+    if !squares.is_normal() {
+        return Err(Error::invalid(
+            "the embedding's length is out of range for single precision",
+        )
+        .with_detail(
+            "the sum of its squared elements must lie between about 1.2e-38 and 3.4e38; scale it, say to length 1",
+        ));
+    }
     Ok(())
 }
 
@@ -685,6 +697,19 @@ pub fn first_meaning_depth(k: usize) -> usize {
     k + 10
 }
 
+/// Whether recall by meaning alone of the best `k` takes each item's text
+/// from its first read (for the snippets), rather than reading the best
+/// `k`'s texts apart. The first read holds `first_meaning_depth(k)` items
+/// a kind, so texts come along only for a `k` small enough that holding
+/// them all stays within a few megabytes whatever `max_recall_k` allows.
+pub fn first_meaning_read_takes_texts(k: usize) -> bool {
+    k <= MOST_K_TAKING_TEXTS
+}
+
+/// The largest `k` for which [`first_meaning_read_takes_texts`] holds: the
+/// default `k`.
+pub const MOST_K_TAKING_TEXTS: usize = 10;
+
 /// An item a read by meaning kept: its kind, similarity (above 0) and
 /// recency factor.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -756,6 +781,18 @@ pub fn deeper_meaning_read_needed(
 mod tests {
     use super::*;
     use crate::ErrorKind;
+
+    #[test]
+    fn only_a_small_k_takes_its_texts_from_the_first_meaning_read() {
+        assert!(first_meaning_read_takes_texts(1));
+        assert!(first_meaning_read_takes_texts(10));
+        assert!(!first_meaning_read_takes_texts(11));
+        assert!(!first_meaning_read_takes_texts(1000));
+        // What a call may hold: 20,000 characters of at most 4 bytes, for
+        // each item of the five kinds' first reads.
+        let most_bytes = 5 * first_meaning_depth(MOST_K_TAKING_TEXTS) * 20_000 * 4;
+        assert!(most_bytes <= 8 << 20, "{most_bytes}");
+    }
 
     #[test]
     fn the_session_kinds_are_its_keys_messages_and_parts() {
@@ -1084,12 +1121,17 @@ mod tests {
     fn embeddings_are_finite_nonzero_and_of_the_right_size() {
         assert!(check_embedding(&[0.1, -0.2, 0.3], Some(3)).is_ok());
         assert!(check_embedding(&[0.1, -0.2, 0.3], None).is_ok());
+        assert!(check_embedding(&[1e18, 1.0], None).is_ok());
+        assert!(check_embedding(&[1e-18, 0.0], None).is_ok());
         for bad in [
             check_embedding(&[], None),
             check_embedding(&[0.1, 0.2], Some(3)),
             check_embedding(&[0.1, f32::NAN], None),
             check_embedding(&[f32::INFINITY, 0.2], None),
             check_embedding(&[0.0, 0.0], None),
+            // Squares past f32's range, and below its normal numbers.
+            check_embedding(&[2e19, 1.0], None),
+            check_embedding(&[1e-30, 2e-30, 1e-30], None),
         ] {
             assert_eq!(bad.unwrap_err().kind, ErrorKind::InvalidParameter);
         }

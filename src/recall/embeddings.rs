@@ -21,7 +21,7 @@ use crate::pg::args::{FLOAT4_ARRAY, INT4, INT8, TEXT, TEXT_ARRAY};
 use crate::pg::datums::JsonB;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement};
-use crate::pg::settings::NoNotices;
+use crate::pg::settings::{self, NoNotices};
 use crate::sessions::idle_timeout_minutes;
 
 /// The most items one outbox call lists.
@@ -364,6 +364,7 @@ fn recall_outbox(
                 names.into(),
                 max_items.into(),
                 idle_timeout_minutes().into(),
+                settings::max_result_bytes_arg().into(),
             ],
         )?;
         let mut rows = Vec::with_capacity(table.len());
@@ -561,14 +562,23 @@ macro_rules! outbox {
 
 /// The items of the kinds named in $6 in the scope (see each_kind and
 /// live_sessions) that need an embedding in dimension $1 (NULL: every
-/// item), at most $7.
+/// item), at most $7, and no more once their texts reach $9 bytes (the
+/// first always): the window that counts them keeps what it holds in a
+/// tuplestore, which spills to disk, so a call's memory stays bounded
+/// however long the texts are.
 static OUTBOX: Statement = Statement::read_only(
     concat!(
         "WITH ",
         live_sessions!(),
-        " ",
+        " SELECT o.kind, o.key, o.ref, o.thread, o.slot, o.updated_at, o.text, o.md5
+         FROM (SELECT o.*,
+                      pg_catalog.sum(pg_catalog.octet_length(o.text)) OVER (ROWS UNBOUNDED PRECEDING)
+                        OPERATOR(pg_catalog.-) pg_catalog.octet_length(o.text) AS bytes_before
+               FROM (",
         each_kind!(outbox),
-        " LIMIT $7"
+        " LIMIT $7) o (kind, key, ref, thread, slot, updated_at, text, md5)) o
+         WHERE o.bytes_before OPERATOR(pg_catalog.=) 0
+            OR o.bytes_before OPERATOR(pg_catalog.<) $9::int8"
     ),
-    &[INT4, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
+    &[INT4, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4, INT4],
 );

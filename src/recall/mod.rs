@@ -448,7 +448,12 @@ fn by_their_meaning(
         _ if kinds.is_empty() => Vec::new(),
         Some(weight) => {
             let depth = recall::first_meaning_depth(k);
-            let first = nearest(depth, Reading::IndexWithTexts)?;
+            let reading = if recall::first_meaning_read_takes_texts(k) {
+                Reading::IndexWithTexts
+            } else {
+                Reading::Index
+            };
+            let first = nearest(depth, reading)?;
             if deeper_read_needed(&first, depth, weight, k) {
                 nearest(per_kind, Reading::Index)?
             } else {
@@ -593,7 +598,8 @@ enum Reading {
     Index,
     /// As Index, with each item's text (its first 20,000 characters) for
     /// its snippet: the first read of meaning alone, of k + 10 items a
-    /// kind, so that the texts held stay few.
+    /// kind, for a k small enough that the texts held stay few
+    /// (recall::first_meaning_read_takes_texts).
     IndexWithTexts,
     /// Every embedded item of the scope, through its key, compared and
     /// sorted: at most agent_memory.max_exact_recall of them.

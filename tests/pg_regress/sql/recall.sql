@@ -313,6 +313,12 @@ SELECT recall_embed('kv', 'm1', 'pet', '{1,NaN,0}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT recall_embed('kv', 'm1', 'pet', '{1,Infinity,0}');
 \echo :LAST_ERROR_SQLSTATE
+-- A length whose square single precision cannot hold: pgvector's
+-- distance to it would be NaN.
+SELECT recall_embed('kv', 'm1', 'pet', '{1e-30,2e-30,1e-30}');
+\echo :LAST_ERROR_SQLSTATE
+SELECT recall_embed('kv', 'm1', 'pet', '{2e19,1,0}');
+\echo :LAST_ERROR_SQLSTATE
 SELECT recall_embed('kv', 'm1', 'pet', '{0,0,0}');
 \echo :LAST_ERROR_SQLSTATE
 SELECT recall_embed('kv', 'm1', 'pet', '{1,NULL,0}');
@@ -347,6 +353,17 @@ RESET ROLE;
 SELECT recall_enable_embeddings(2);
 SELECT count(*) AS to_embed FROM recall_outbox(session_id => 'm1', owner => 'cy-notes');
 SELECT count(*) FROM recall(NULL, session_id => 'm1', owner => 'cy-notes', embedding => '{1,0}');
+-- The texts one outbox call lists stop at agent_memory.max_result_bytes
+-- (the first is always listed): three of about 600 bytes, two listed.
+SELECT create_session('cy', session_id => 'm-long') IS NOT NULL AS made;
+SELECT kv_set('m-long', 'a', to_jsonb(repeat('alpha ', 100))) ->> 'stored' AS a,
+       kv_set('m-long', 'b', to_jsonb(repeat('beta ', 120))) ->> 'stored' AS b,
+       kv_set('m-long', 'c', to_jsonb(repeat('gamma ', 100))) ->> 'stored' AS c;
+SET agent_memory.max_result_bytes = 1024;
+SELECT count(*) AS listed FROM recall_outbox(session_id => 'm-long');
+RESET agent_memory.max_result_bytes;
+SELECT count(*) AS listed FROM recall_outbox(session_id => 'm-long');
+SELECT end_session('m-long');
 SELECT end_session('m1'), graph_delete('cy-notes', 'kitchen');
 -- A key-value entry of JSON null has a text too: `null`, listed by the
 -- outbox with its md5, and shown as the snippet.
