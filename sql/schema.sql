@@ -79,7 +79,7 @@ COMMENT ON TABLE agent_memory.sessions IS
 SELECT pg_catalog.pg_extension_config_dump('agent_memory.sessions', '');
 
 -- Key-value working memory: one row per (session, key). Words are counted
--- once, at write time (see README: how words are counted).
+-- once, at write time (see docs/guide.md: the word budget).
 CREATE TABLE agent_memory.kv_entries (
     session_id text        NOT NULL,
     key        agent_memory.memory_key NOT NULL,

@@ -10,9 +10,8 @@
 //! on it. `notify_channel()` tells a caller its own.
 //!
 //! Every transaction that calls `pg_notify` takes one cluster-wide lock at
-//! commit, so notifying writers commit one at a time; measured with four
-//! clients, that alone cost a working-memory write a fifth of its
-//! throughput, whether anyone listened or not. So:
+//! commit, so notifying writers commit one at a time, whether anyone
+//! listens or not. So:
 //!
 //! * a change queues its payload in the backend (dropped with a rolled
 //!   back transaction or savepoint, as PostgreSQL drops a NOTIFY);

@@ -107,7 +107,7 @@ pub(crate) fn check_catalog(client: &SpiClient<'_>) -> SpiResult<()> {
             ),
             "agent_memory",
         )
-        .set_hint("Run ALTER EXTENSION agent_memory UPDATE in this database (README: Upgrades and backups).")
+        .set_hint("Run ALTER EXTENSION agent_memory UPDATE in this database (docs/operations.md: Upgrades and backups).")
         .report(pgrx::PgLogLevel::ERROR),
         _ => CATALOG_MATCHES.set(true),
     }

@@ -305,7 +305,7 @@ pub fn define_all() {
     GucRegistry::define_int_guc(
         c"agent_memory.max_result_bytes",
         c"Largest single value (JSON or text) a function builds in memory.",
-        c"Bounds messages_json, memory_render, working_memory, kv_get_all, build_context, graph_tree and graph_export; functions that return rows stream them instead.",
+        c"Bounds messages_json, memory_render, working_memory, wm_context, kv_get_all, build_context, graph_tree and graph_export, and the texts one recall_outbox lists; functions that return rows stream them instead.",
         &MAX_RESULT_BYTES,
         1024,
         i32::MAX,
@@ -355,7 +355,7 @@ pub fn define_all() {
     GucRegistry::define_bool_guc(
         c"agent_memory.tenant_isolation",
         c"Each role (and tenant within it) sees and changes only its own memory.",
-        c"Row-level security on every memory table: see README, Tenants.",
+        c"Row-level security on every memory table: see docs/security.md, Tenants.",
         &TENANT_ISOLATION,
         GucContext::Suset,
         GucFlags::default(),

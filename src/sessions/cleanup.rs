@@ -543,7 +543,7 @@ static DELETE_EXPIRED_SESSIONS: Statement = Statement::read_write(
 
 /// Entries in expiry order, through the index on expires_at, the picked
 /// rows treated as `$lock` says (see [`Locking`]). No RETURNING: handing
-/// every removed row back costs about a fifth of the run; the count is the
+/// every removed row back costs the run dearly; the count is the
 /// statement's row count, and NEXT_EXPIRED_ENTRY finds where the next
 /// batch starts. The outer expiry test keeps an entry that a concurrent
 /// write renewed before the delete reached it (READ COMMITTED rechecks the
