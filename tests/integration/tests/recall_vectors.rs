@@ -366,6 +366,19 @@ fn database_offering_pgvector(name: &str, skipped: &str) -> Option<Client> {
     None
 }
 
+/// As database_offering_pgvector, with pgvector created in it and recall
+/// taking embeddings of 3 numbers.
+fn database_with_pgvector(name: &str, skipped: &str) -> Option<Client> {
+    let mut client = database_offering_pgvector(name, skipped)?;
+    client
+        .batch_execute(
+            "CREATE EXTENSION vector;
+             SELECT agent_memory.recall_enable_embeddings(3);",
+        )
+        .expect("pgvector, embeddings of 3 numbers");
+    Some(client)
+}
+
 /// pgvector in a schema whose name holds quotes and the very placeholders
 /// recall's statement is built with: recall by meaning still finds the
 /// nearest node, through the index and exactly, and no part of the name
@@ -427,15 +440,13 @@ fn pgvector_in_a_schema_of_any_name_is_quoted() {
 fn pgvector_finds_no_kind_left_out_of_recall() {
     const LEFT_OUT_DB: &str = "am_it_recall_left_out";
     let Some(mut client) =
-        database_offering_pgvector(LEFT_OUT_DB, "no kind left out to search through it")
+        database_with_pgvector(LEFT_OUT_DB, "no kind left out to search through it")
     else {
         return;
     };
     client
         .batch_execute(
-            "CREATE EXTENSION vector;
-             SELECT agent_memory.recall_enable_embeddings(3);
-             SELECT agent_memory.graph_create('left', 'North', 'the north one', '', ARRAY['__root__'], node_id => 'north');
+            "SELECT agent_memory.graph_create('left', 'North', 'the north one', '', ARRAY['__root__'], node_id => 'north');
              SELECT agent_memory.recall_embed('node', 'left', 'north', '{0,1,0}');",
         )
         .expect("pgvector, a node embedded");
@@ -487,15 +498,13 @@ fn pgvector_finds_no_kind_left_out_of_recall() {
 fn pgvector_snippets_are_those_of_the_words() {
     const SNIPPETS_DB: &str = "am_it_recall_snippets";
     let Some(mut client) =
-        database_offering_pgvector(SNIPPETS_DB, "no texts returned by its index read")
+        database_with_pgvector(SNIPPETS_DB, "no texts returned by its index read")
     else {
         return;
     };
     client
         .batch_execute(
-            "CREATE EXTENSION vector;
-             SELECT agent_memory.recall_enable_embeddings(3);
-             SELECT agent_memory.graph_create('snip', 'Travel', 'how the owner likes to fly',
+            "SELECT agent_memory.graph_create('snip', 'Travel', 'how the owner likes to fly',
                     'A window seat on every long flight, and an aisle seat on short hops.',
                     ARRAY['__root__'], node_id => 'travel');
              SELECT agent_memory.graph_create('snip', 'Meals', 'what the owner eats',
