@@ -57,11 +57,7 @@ extension_sql_file!("../sql/schema.sql", name = "schema", bootstrap);
 extension_sql_file!("../sql/comments.sql", name = "comments", finalize);
 // Roles, grants and the pinned search_path of the trigger: after the
 // comments, so after every function.
-extension_sql_file!(
-    "../sql/security.sql",
-    name = "security",
-    requires = ["comments", "tenants"]
-);
+extension_sql_file!("../sql/security.sql", name = "security", requires = ["comments", "tenants"]);
 
 /// Runs when the library is loaded: by `shared_preload_libraries` at server
 /// start, or on first use of a function in a backend.
@@ -120,10 +116,7 @@ mod tests {
                 .get_one::<String>()
         })
         .expect("query pg_extension");
-        assert_eq!(
-            installed.as_deref(),
-            Some(crate::pg::meta::library_version())
-        );
+        assert_eq!(installed.as_deref(), Some(crate::pg::meta::library_version()));
     }
 
     #[pg_test]
@@ -131,11 +124,7 @@ mod tests {
         let show = |name: &str| -> String {
             Spi::connect(|client| {
                 client
-                    .select(
-                        "SELECT pg_catalog.current_setting($1)",
-                        None,
-                        &[name.into()],
-                    )?
+                    .select("SELECT pg_catalog.current_setting($1)", None, &[name.into()])?
                     .first()
                     .get_one::<String>()
             })

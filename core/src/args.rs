@@ -68,9 +68,7 @@ const MICROS_PER_DAY: i128 = 86_400_000_000;
 /// positive by comparison, yet takes a time back in a month of 31 days.
 pub fn check_duration(what: &str, months: i32, days: i32, micros: i64) -> Result<()> {
     if months < 0 || days < 0 || micros < 0 {
-        return Err(Error::invalid(format!(
-            "{what} must be positive, with no part negative"
-        )));
+        return Err(Error::invalid(format!("{what} must be positive, with no part negative")));
     }
     let span = (i128::from(months) * 30 + i128::from(days)) * MICROS_PER_DAY + i128::from(micros);
     if span == 0 {
@@ -112,18 +110,12 @@ mod tests {
         ] {
             let refused = check_duration("ttl", months, days, micros).unwrap_err();
             assert_eq!(refused.kind, ErrorKind::InvalidParameter);
-            assert_eq!(
-                refused.message,
-                "ttl must be positive, with no part negative"
-            );
+            assert_eq!(refused.message, "ttl must be positive, with no part negative");
         }
         // Past 100 years, up to PostgreSQL's infinite interval.
-        for (months, days, micros) in [
-            (1200, 0, 1),
-            (1200, 1, 0),
-            (3_600_000, 0, 0),
-            (i32::MAX, i32::MAX, i64::MAX),
-        ] {
+        for (months, days, micros) in
+            [(1200, 0, 1), (1200, 1, 0), (3_600_000, 0, 0), (i32::MAX, i32::MAX, i64::MAX)]
+        {
             let refused = check_duration("idle_timeout", months, days, micros).unwrap_err();
             assert_eq!(refused.message, "idle_timeout must be at most 100 years");
         }
@@ -132,19 +124,10 @@ mod tests {
     #[test]
     fn an_id_is_present_not_empty_and_at_most_256_characters() {
         assert_eq!(check_id("key", Some("k1")).unwrap(), "k1");
-        assert_eq!(
-            check_id("key", None).unwrap_err().kind,
-            ErrorKind::NullValue
-        );
-        assert_eq!(
-            check_id("key", Some("")).unwrap_err().message,
-            "key must not be empty"
-        );
+        assert_eq!(check_id("key", None).unwrap_err().kind, ErrorKind::NullValue);
+        assert_eq!(check_id("key", Some("")).unwrap_err().message, "key must not be empty");
         let longest = "é".repeat(MAX_ID_CHARS);
-        assert!(
-            check_id("key", Some(&longest)).is_ok(),
-            "counted in characters, not bytes"
-        );
+        assert!(check_id("key", Some(&longest)).is_ok(), "counted in characters, not bytes");
         let too_long = "x".repeat(MAX_ID_CHARS + 1);
         let error = check_id("session_id", Some(&too_long)).unwrap_err();
         assert_eq!(error.kind, ErrorKind::InvalidParameter);

@@ -75,12 +75,7 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error {
-            kind,
-            message: message.into(),
-            detail: None,
-            hint: None,
-        }
+        Error { kind, message: message.into(), detail: None, hint: None }
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -103,10 +98,8 @@ impl Error {
     /// `agent_memory.max_result_bytes` (`max_bytes`): `what_takes` names
     /// it, with its verb ("the tree takes").
     pub fn too_large_to_build(what_takes: &str, max_bytes: usize) -> Self {
-        Self::limit(format!(
-            "{what_takes} more than {max_bytes} bytes as one JSON value"
-        ))
-        .with_detail("agent_memory.max_result_bytes limits a value a function builds in memory")
+        Self::limit(format!("{what_takes} more than {max_bytes} bytes as one JSON value"))
+            .with_detail("agent_memory.max_result_bytes limits a value a function builds in memory")
     }
 
     pub fn conflict(message: impl Into<String>) -> Self {
@@ -176,10 +169,7 @@ mod tests {
         assert_eq!(codes.len(), ErrorKind::ALL.len());
         for code in codes {
             assert_eq!(code.len(), 5, "{code}");
-            assert!(
-                code.chars()
-                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-            );
+            assert!(code.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()));
         }
     }
 
@@ -202,10 +192,7 @@ mod tests {
         assert_eq!(e.to_string(), "value has 700 words");
         assert_eq!(e.detail.as_deref(), Some("the budget is 600 words"));
         assert_eq!(e.hint.as_deref(), Some("raise agent_memory.kv_word_budget"));
-        assert_eq!(
-            Error::null("session_id").message,
-            "session_id must not be null"
-        );
+        assert_eq!(Error::null("session_id").message, "session_id must not be null");
     }
 
     #[test]

@@ -68,18 +68,11 @@ impl JsonType {
 /// bytes are too short to be jsonb. A scalar is stored as a one-element
 /// array flagged scalar: its type is in that element's entry.
 pub fn root_type(varlena: &[u8]) -> Option<JsonType> {
-    let word = |at: usize| {
-        varlena
-            .get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
+    let word =
+        |at: usize| varlena.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
     let header = word(4)?;
     if header & JB_FSCALAR == 0 {
-        return Some(if header & JB_FOBJECT != 0 {
-            JsonType::Object
-        } else {
-            JsonType::Array
-        });
+        return Some(if header & JB_FOBJECT != 0 { JsonType::Object } else { JsonType::Array });
     }
     Some(match word(8)? & JENTRY_TYPEMASK {
         JENTRY_ISSTRING => JsonType::String,
@@ -108,11 +101,8 @@ pub fn too_deep(what: &str, max: usize) -> Error {
 /// Walks the containers' entries without recursion or decoding; bytes that
 /// are not jsonb count as not too deep (PostgreSQL made the value).
 pub fn nested_deeper_than(varlena: &[u8], max: usize) -> bool {
-    let word = |at: usize| {
-        varlena
-            .get(at..at + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
+    let word =
+        |at: usize| varlena.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
     // (where a container's header is, its depth)
     let mut pending = vec![(4usize, 1usize)];
     while let Some((at, depth)) = pending.pop() {
@@ -122,11 +112,7 @@ pub fn nested_deeper_than(varlena: &[u8], max: usize) -> bool {
             return true;
         }
         let count = (header as usize) & JB_CMASK;
-        let entries = if header & JB_FOBJECT != 0 {
-            2 * count
-        } else {
-            count
-        };
+        let entries = if header & JB_FOBJECT != 0 { 2 * count } else { count };
         let data = at + 4 + 4 * entries;
         // An element's data starts where the previous one's ends; an entry
         // holds either that end (flagged) or the element's length.
@@ -137,11 +123,7 @@ pub fn nested_deeper_than(varlena: &[u8], max: usize) -> bool {
             };
             let start = end;
             let field = (entry as usize) & JENTRY_OFFLENMASK;
-            end = if entry & JENTRY_HAS_OFF != 0 {
-                field
-            } else {
-                end + field
-            };
+            end = if entry & JENTRY_HAS_OFF != 0 { field } else { end + field };
             if entry & JENTRY_TYPEMASK == JENTRY_ISCONTAINER {
                 // A nested container starts on a 4-byte boundary of the data.
                 let child_depth = if scalar { depth } else { depth + 1 };
@@ -242,9 +224,7 @@ impl JsonbWriter {
         if let Some(frame) = self.stack.last_mut() {
             frame.element_at = self.buf.len();
         } else {
-            self.fail(Error::internal(
-                "jsonb writer: the root must be an object or array",
-            ));
+            self.fail(Error::internal("jsonb writer: the root must be an object or array"));
         }
     }
 
@@ -307,18 +287,10 @@ impl JsonbWriter {
             return;
         }
         self.pad_to_int();
-        self.buf
-            .extend_from_slice(&((declared as u32 & JB_CMASK as u32) | flag).to_ne_bytes());
+        self.buf.extend_from_slice(&((declared as u32 & JB_CMASK as u32) | flag).to_ne_bytes());
         let entries_at = self.buf.len();
         self.buf.resize(entries_at + 4 * count, 0);
-        self.stack.push(Frame {
-            entries_at,
-            count,
-            pairs,
-            written: 0,
-            total: 0,
-            element_at: 0,
-        });
+        self.stack.push(Frame { entries_at, count, pairs, written: 0, total: 0, element_at: 0 });
         self.last_key.push(None);
     }
 
@@ -344,9 +316,7 @@ impl JsonbWriter {
         };
         self.last_key.pop();
         if frame.written != frame.count {
-            self.fail(Error::internal(
-                "jsonb writer: fewer elements than declared",
-            ));
+            self.fail(Error::internal("jsonb writer: fewer elements than declared"));
         }
         // The container's own length, padding included, goes in the
         // parent's entry: end_element measures it from where it started.
@@ -381,9 +351,7 @@ impl JsonbWriter {
             let before = &self.buf[at..at + len];
             let in_order = (len, before) < (key.len(), key.as_bytes());
             if !in_order {
-                self.fail(Error::internal(
-                    "jsonb writer: object keys out of order or repeated",
-                ));
+                self.fail(Error::internal("jsonb writer: object keys out of order or repeated"));
                 return;
             }
         }
@@ -405,11 +373,7 @@ impl JsonbWriter {
             return;
         }
         self.begin_element();
-        self.end_element(if value {
-            JENTRY_ISBOOL_TRUE
-        } else {
-            JENTRY_ISBOOL_FALSE
-        });
+        self.end_element(if value { JENTRY_ISBOOL_TRUE } else { JENTRY_ISBOOL_FALSE });
     }
 
     /// A number, given as the bytes of a PostgreSQL `numeric` datum (its
@@ -441,9 +405,7 @@ impl JsonbWriter {
             return;
         }
         let word = |at: usize| {
-            root.get(at..at + 4)
-                .and_then(|bytes| bytes.try_into().ok())
-                .map(u32::from_ne_bytes)
+            root.get(at..at + 4).and_then(|bytes| bytes.try_into().ok()).map(u32::from_ne_bytes)
         };
         let Some(header) = word(0) else {
             self.fail(Error::internal("jsonb writer: a stored value is not jsonb"));
@@ -460,8 +422,7 @@ impl JsonbWriter {
         // follows its single entry (already aligned there).
         let element = word(4).and_then(|entry| {
             let len = entry as usize & JENTRY_OFFLENMASK;
-            root.get(8..8 + len)
-                .map(|data| (entry & JENTRY_TYPEMASK, data))
+            root.get(8..8 + len).map(|data| (entry & JENTRY_TYPEMASK, data))
         });
         let Some((kind, data)) = element else {
             self.fail(Error::internal("jsonb writer: a stored value is not jsonb"));
@@ -609,11 +570,7 @@ fn word_at(bytes: &[u8], at: usize) -> std::result::Result<u32, ReadError> {
 impl Container {
     fn at(bytes: &[u8], at: usize) -> std::result::Result<Container, ReadError> {
         let header = word_at(bytes, at)?;
-        Ok(Container {
-            at,
-            header,
-            count: header as usize & JB_CMASK,
-        })
+        Ok(Container { at, header, count: header as usize & JB_CMASK })
     }
 
     fn is_object(&self) -> bool {
@@ -621,11 +578,7 @@ impl Container {
     }
 
     fn entries(&self) -> usize {
-        if self.is_object() {
-            2 * self.count
-        } else {
-            self.count
-        }
+        if self.is_object() { 2 * self.count } else { self.count }
     }
 
     fn data(&self) -> usize {
@@ -649,11 +602,7 @@ impl Container {
             let entry = word_at(bytes, self.at + 4 + 4 * j)?;
             let start = end;
             let field = entry as usize & JENTRY_OFFLENMASK;
-            end = if entry & JENTRY_HAS_OFF != 0 {
-                field
-            } else {
-                end + field
-            };
+            end = if entry & JENTRY_HAS_OFF != 0 { field } else { end + field };
             if end < start || data + end > bytes.len() {
                 return Err(ReadError::Malformed);
             }
@@ -663,9 +612,7 @@ impl Container {
     }
 
     fn value(
-        &self,
-        bytes: &[u8],
-        depth: usize,
+        &self, bytes: &[u8], depth: usize,
     ) -> std::result::Result<serde_json::Value, ReadError> {
         if depth >= READ_MAX_DEPTH {
             return Err(ReadError::TooDeep);
@@ -698,12 +645,7 @@ impl Container {
 }
 
 fn scalar_or_container(
-    bytes: &[u8],
-    data: usize,
-    kind: u32,
-    start: usize,
-    end: usize,
-    depth: usize,
+    bytes: &[u8], data: usize, kind: u32, start: usize, end: usize, depth: usize,
 ) -> std::result::Result<serde_json::Value, ReadError> {
     use serde_json::Value;
     match kind {
@@ -740,47 +682,24 @@ pub fn numeric_text(datum: &[u8]) -> std::result::Result<String, ReadError> {
     };
     let datum = datum.get(..size).ok_or(ReadError::Malformed)?;
     let half = |at: usize| {
-        datum
-            .get(at..at + 2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .ok_or(ReadError::Malformed)
+        datum.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]])).ok_or(ReadError::Malformed)
     };
     let header = half(body)?;
     let (negative, dscale, weight, digits_at) = if header & 0x8000 != 0 && header & 0x4000 == 0 {
         // Short format: sign, display scale and weight in the one header.
-        let weight = if header & 0x0040 != 0 {
-            (header | !0x003F) as i16
-        } else {
-            (header & 0x003F) as i16
-        };
-        (
-            header & 0x2000 != 0,
-            ((header & 0x1F80) >> 7) as usize,
-            weight,
-            body + 2,
-        )
+        let weight =
+            if header & 0x0040 != 0 { (header | !0x003F) as i16 } else { (header & 0x003F) as i16 };
+        (header & 0x2000 != 0, ((header & 0x1F80) >> 7) as usize, weight, body + 2)
     } else if header & 0xC000 == 0xC000 {
         return Err(ReadError::Malformed); // NaN or infinity: not JSON
     } else {
         let weight = half(body + 2)? as i16;
-        (
-            header & 0x4000 != 0,
-            (header & 0x3FFF) as usize,
-            weight,
-            body + 4,
-        )
+        (header & 0x4000 != 0, (header & 0x3FFF) as usize, weight, body + 4)
     };
-    let digits: Vec<u16> = (digits_at..datum.len())
-        .step_by(2)
-        .map(half)
-        .collect::<std::result::Result<_, _>>()?;
-    let digit = |i: i64| -> u16 {
-        if i < 0 {
-            0
-        } else {
-            digits.get(i as usize).copied().unwrap_or(0)
-        }
-    };
+    let digits: Vec<u16> =
+        (digits_at..datum.len()).step_by(2).map(half).collect::<std::result::Result<_, _>>()?;
+    let digit =
+        |i: i64| -> u16 { if i < 0 { 0 } else { digits.get(i as usize).copied().unwrap_or(0) } };
     let mut out = String::new();
     if negative && !digits.is_empty() {
         out.push('-');
@@ -947,18 +866,9 @@ mod tests {
         array.end();
         assert_eq!(root_type(&array.finish().unwrap()), Some(JsonType::Array));
         assert_eq!(root_type(&scalar(2, b"ab")), Some(JsonType::String));
-        assert_eq!(
-            root_type(&scalar(JENTRY_ISNUMERIC | 8, &[0; 8])),
-            Some(JsonType::Number)
-        );
-        assert_eq!(
-            root_type(&scalar(JENTRY_ISBOOL_TRUE, b"")),
-            Some(JsonType::Boolean)
-        );
-        assert_eq!(
-            root_type(&scalar(JENTRY_ISBOOL_FALSE, b"")),
-            Some(JsonType::Boolean)
-        );
+        assert_eq!(root_type(&scalar(JENTRY_ISNUMERIC | 8, &[0; 8])), Some(JsonType::Number));
+        assert_eq!(root_type(&scalar(JENTRY_ISBOOL_TRUE, b"")), Some(JsonType::Boolean));
+        assert_eq!(root_type(&scalar(JENTRY_ISBOOL_FALSE, b"")), Some(JsonType::Boolean));
         assert_eq!(root_type(&scalar(JENTRY_ISNULL, b"")), Some(JsonType::Null));
         assert_eq!(root_type(&scalar(JENTRY_ISCONTAINER, b"")), None);
         assert_eq!(root_type(&[0, 0, 0]), None);
@@ -990,23 +900,14 @@ mod tests {
         // short format: 0x8000 | sign 0x2000 | dscale << 7 | 7-bit weight
         assert_eq!(numeric_text(&numeric(&[0x8000])).unwrap(), "0");
         assert_eq!(numeric_text(&numeric(&[0x8080, 1, 5000])).unwrap(), "1.5");
-        assert_eq!(
-            numeric_text(&numeric(&[0xA181, 1, 2345, 6780])).unwrap(),
-            "-12345.678"
-        );
+        assert_eq!(numeric_text(&numeric(&[0xA181, 1, 2345, 6780])).unwrap(), "-12345.678");
         assert_eq!(numeric_text(&numeric(&[0x827F, 1])).unwrap(), "0.0001");
-        assert_eq!(
-            numeric_text(&numeric(&[0x8005, 1])).unwrap(),
-            "100000000000000000000"
-        );
+        assert_eq!(numeric_text(&numeric(&[0x8005, 1])).unwrap(), "100000000000000000000");
         // trailing zeros of the display scale are kept
         assert_eq!(numeric_text(&numeric(&[0x8100, 2])).unwrap(), "2.00");
         // long format: sign and dscale, then the weight
         assert_eq!(numeric_text(&numeric(&[0x0000, 0, 1])).unwrap(), "1");
-        assert_eq!(
-            numeric_text(&numeric(&[0x4002, 0, 3, 1400])).unwrap(),
-            "-3.14"
-        );
+        assert_eq!(numeric_text(&numeric(&[0x4002, 0, 3, 1400])).unwrap(), "-3.14");
         // NaN and infinities are not JSON
         assert_eq!(numeric_text(&numeric(&[0xC000])), Err(ReadError::Malformed));
     }
@@ -1099,23 +1000,14 @@ mod tests {
         assert_eq!(object_fields(&array.finish().unwrap()), Ok(None));
         assert_eq!(object_fields(&scalar(2, b"ab")), Ok(None));
         // A truncated value is malformed, not read past its end.
-        assert_eq!(
-            object_fields(&bytes[..bytes.len() - 3]),
-            Err(ReadError::Malformed)
-        );
+        assert_eq!(object_fields(&bytes[..bytes.len() - 3]), Err(ReadError::Malformed));
     }
 
     #[test]
     fn scalars_read_back() {
         assert_eq!(to_value(&scalar(2, b"ab")), Ok(serde_json::json!("ab")));
-        assert_eq!(
-            to_value(&scalar(JENTRY_ISBOOL_TRUE, b"")),
-            Ok(serde_json::json!(true))
-        );
-        assert_eq!(
-            to_value(&scalar(JENTRY_ISNULL, b"")),
-            Ok(serde_json::Value::Null)
-        );
+        assert_eq!(to_value(&scalar(JENTRY_ISBOOL_TRUE, b"")), Ok(serde_json::json!(true)));
+        assert_eq!(to_value(&scalar(JENTRY_ISNULL, b"")), Ok(serde_json::Value::Null));
         let n = numeric(&[0x8080, 1, 5000]);
         let v = to_value(&scalar(JENTRY_ISNUMERIC | n.len() as u32, &n)).unwrap();
         assert_eq!(v.to_string(), "1.5");
@@ -1137,10 +1029,7 @@ mod tests {
         assert!(w.stopped());
         assert!(w.buf.capacity() < 1024, "{} bytes held", w.buf.capacity());
         w.end();
-        assert_eq!(
-            w.finish().unwrap_err().kind,
-            crate::ErrorKind::LimitExceeded
-        );
+        assert_eq!(w.finish().unwrap_err().kind, crate::ErrorKind::LimitExceeded);
         // A writer reused for small documents starts over after a failure.
         let mut w = JsonbWriter::default();
         w.begin_object(2);

@@ -43,9 +43,9 @@ pub fn resolve_keep(keep: Option<i32>, setting: i32) -> Result<i32> {
     match keep {
         None => Ok(setting),
         Some(k) if k < 1 => Err(Error::invalid(format!("keep must be at least 1, not {k}"))),
-        Some(k) if k > MAX_KEEP => Err(Error::invalid(format!(
-            "keep must be at most {MAX_KEEP}, not {k}"
-        ))),
+        Some(k) if k > MAX_KEEP => {
+            Err(Error::invalid(format!("keep must be at most {MAX_KEEP}, not {k}")))
+        }
         Some(k) => Ok(k),
     }
 }
@@ -80,9 +80,7 @@ pub fn check_message(content: &str, metadata: &Value, max_bytes: usize) -> Resul
             )))
         }
         Some(Value::String(key)) if !key.is_empty() => Ok(Some(key.clone())),
-        Some(_) => Err(Error::invalid(
-            "metadata.idempotency_key must be a non-empty string",
-        )),
+        Some(_) => Err(Error::invalid("metadata.idempotency_key must be a non-empty string")),
     }
 }
 
@@ -136,11 +134,7 @@ pub fn call_ids(calls: &Value) -> Vec<String> {
 /// with a string `metadata.tool_call_id`. A thread keeps a tool result only
 /// while it holds the call, and a read window shows it only with the call.
 pub fn answered_call_of<'m>(role: &str, metadata: &'m Value) -> Option<&'m str> {
-    if role == "tool" {
-        answered_call(metadata)
-    } else {
-        None
-    }
+    if role == "tool" { answered_call(metadata) } else { None }
 }
 
 /// The call a tool message answers: `metadata.tool_call_id`.
@@ -208,12 +202,7 @@ fn parse_batch_item(item: &Value, max_bytes: usize) -> Result<BatchMessage<'_>> 
     let metadata = fields.get("metadata").filter(|m| !m.is_null());
     let empty = Value::Object(Default::default());
     let idempotency_key = check_message(content, metadata.unwrap_or(&empty), max_bytes)?;
-    Ok(BatchMessage {
-        role,
-        content,
-        metadata,
-        idempotency_key,
-    })
+    Ok(BatchMessage { role, content, metadata, idempotency_key })
 }
 
 /// Prefix an error's message with the index of the message it is about.
@@ -252,16 +241,11 @@ pub fn plan_keeping(stored: &[Stored], most: usize) -> Repack {
     let cut = by_seq.len().saturating_sub(most);
     let (dropped, kept) = by_seq.split_at(cut);
     let mut kept_calls: HashSet<&str> = HashSet::new();
-    let mut repack = Repack {
-        removed: dropped.iter().map(|m| m.slot).collect(),
-        moves: Vec::new(),
-    };
+    let mut repack =
+        Repack { removed: dropped.iter().map(|m| m.slot).collect(), moves: Vec::new() };
     let mut next_slot = 0;
     for m in kept {
-        let orphan = m
-            .answers
-            .as_deref()
-            .is_some_and(|call| !kept_calls.contains(call));
+        let orphan = m.answers.as_deref().is_some_and(|call| !kept_calls.contains(call));
         if orphan {
             repack.removed.push(m.slot);
         } else {
@@ -286,20 +270,14 @@ pub fn plan_with_room(stored: &[Stored], keep: usize, answers: Option<&str>) -> 
     };
     let holds_call = |plan: &Repack| {
         plan.moves.iter().any(|&(slot, _)| {
-            stored
-                .iter()
-                .any(|m| m.slot == slot && m.calls.iter().any(|c| c == call))
+            stored.iter().any(|m| m.slot == slot && m.calls.iter().any(|c| c == call))
         })
     };
     if holds_call(&with_room) {
         return with_room;
     }
     let without_room = plan_keeping(stored, keep);
-    if holds_call(&without_room) {
-        with_room
-    } else {
-        without_room
-    }
+    if holds_call(&without_room) { with_room } else { without_room }
 }
 
 #[cfg(test)]
@@ -312,20 +290,12 @@ mod tests {
     fn a_read_takes_at_least_one_message() {
         assert_eq!(checked_limit(Some(1)).unwrap(), 1);
         assert_eq!(checked_limit(Some(500)).unwrap(), 500);
-        assert_eq!(
-            checked_limit(Some(0)).unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
+        assert_eq!(checked_limit(Some(0)).unwrap_err().kind, ErrorKind::InvalidParameter);
         assert_eq!(checked_limit(None).unwrap_err().kind, ErrorKind::NullValue);
     }
 
     fn msg(slot: i32, seq: i64) -> Stored {
-        Stored {
-            slot,
-            seq,
-            calls: vec![],
-            answers: None,
-        }
+        Stored { slot, seq, calls: vec![], answers: None }
     }
 
     #[test]
@@ -337,10 +307,7 @@ mod tests {
         ]);
         let parsed = parse_batch(&batch, 100).unwrap();
         assert_eq!(
-            parsed
-                .iter()
-                .map(|m| (m.role, m.content))
-                .collect::<Vec<_>>(),
+            parsed.iter().map(|m| (m.role, m.content)).collect::<Vec<_>>(),
             [("user", "hi"), ("assistant", "hello"), ("user", "again")]
         );
         assert_eq!(parsed[1].metadata, Some(&json!({"tone": "warm"})));
@@ -382,10 +349,7 @@ mod tests {
             json!([{"role": "user", "content": "a"}, {"role": "user", "content": "too long, surely"}]),
         );
         assert_eq!(e.kind, ErrorKind::LimitExceeded);
-        assert!(
-            e.message
-                .starts_with("messages[1]: message content is 16 bytes")
-        );
+        assert!(e.message.starts_with("messages[1]: message content is 16 bytes"));
     }
 
     #[test]
@@ -408,10 +372,7 @@ mod tests {
         let longer = "é".repeat(crate::args::MAX_ID_CHARS + 1);
         let e = check_message("a", &json!({ "idempotency_key": longer }), 1 << 20).unwrap_err();
         assert_eq!(e.kind, ErrorKind::InvalidParameter);
-        assert_eq!(
-            e.message,
-            "metadata.idempotency_key is longer than 256 characters"
-        );
+        assert_eq!(e.message, "metadata.idempotency_key is longer than 256 characters");
     }
 
     #[test]
@@ -429,10 +390,7 @@ mod tests {
         assert_eq!(resolve_keep(None, 200).unwrap(), 200);
         assert_eq!(resolve_keep(Some(5), 200).unwrap(), 5);
         assert_eq!(resolve_keep(Some(500), 200).unwrap(), 500);
-        assert_eq!(
-            resolve_keep(Some(0), 200).unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
+        assert_eq!(resolve_keep(Some(0), 200).unwrap_err().kind, ErrorKind::InvalidParameter);
         assert!(resolve_keep(Some(MAX_KEEP + 1), 200).is_err());
     }
 
@@ -459,11 +417,9 @@ mod tests {
         assert!(check_message("x", &json!({"idempotency_key": 7}), 100).is_err());
         assert!(check_message("x", &json!({"idempotency_key": ""}), 100).is_err());
         // What the check passed is what a write reads back.
-        for metadata in [
-            json!({"idempotency_key": "k1"}),
-            json!({"idempotency_key": null}),
-            json!({}),
-        ] {
+        for metadata in
+            [json!({"idempotency_key": "k1"}), json!({"idempotency_key": null}), json!({})]
+        {
             assert_eq!(
                 idempotency_key(&metadata).map(str::to_string),
                 check_message("x", &metadata, 100).unwrap()
@@ -509,18 +465,9 @@ mod tests {
 
     #[test]
     fn results_of_a_dropped_call_go_with_it() {
-        let call = Stored {
-            slot: 0,
-            seq: 1,
-            calls: vec!["c1".into(), "c2".into()],
-            answers: None,
-        };
-        let answer = |slot, seq, id: &str| Stored {
-            slot,
-            seq,
-            calls: vec![],
-            answers: Some(id.into()),
-        };
+        let call = Stored { slot: 0, seq: 1, calls: vec!["c1".into(), "c2".into()], answers: None };
+        let answer =
+            |slot, seq, id: &str| Stored { slot, seq, calls: vec![], answers: Some(id.into()) };
         let stored = [call, answer(1, 2, "c1"), answer(2, 3, "c2"), msg(3, 4)];
         // Room for 2 of the 4: seq 1 drops, so its results (2 and 3) drop too.
         let plan = plan_keeping(&stored, 2);
@@ -529,12 +476,7 @@ mod tests {
         // A result whose call is kept stays.
         let stored = [
             msg(0, 1),
-            Stored {
-                slot: 1,
-                seq: 2,
-                calls: vec!["c9".into()],
-                answers: None,
-            },
+            Stored { slot: 1, seq: 2, calls: vec!["c9".into()], answers: None },
             answer(2, 3, "c9"),
         ];
         let plan = plan_keeping(&stored, 2);
@@ -549,18 +491,9 @@ mod tests {
 
     #[test]
     fn a_later_call_of_the_same_id_keeps_only_its_own_results() {
-        let call = |slot, seq| Stored {
-            slot,
-            seq,
-            calls: vec!["call_0".into()],
-            answers: None,
-        };
-        let answer = |slot, seq| Stored {
-            slot,
-            seq,
-            calls: vec![],
-            answers: Some("call_0".into()),
-        };
+        let call = |slot, seq| Stored { slot, seq, calls: vec!["call_0".into()], answers: None };
+        let answer =
+            |slot, seq| Stored { slot, seq, calls: vec![], answers: Some("call_0".into()) };
         // Two turns that both name their call call_0.
         let stored = [call(0, 1), answer(1, 2), call(2, 3), answer(3, 4)];
         // The first call drops: its result goes, the second turn stays.
@@ -572,22 +505,13 @@ mod tests {
     }
 
     fn calling(slot: i32, seq: i64, call: &str) -> Stored {
-        Stored {
-            calls: vec![call.into()],
-            ..msg(slot, seq)
-        }
+        Stored { calls: vec![call.into()], ..msg(slot, seq) }
     }
 
     #[test]
     fn room_is_left_for_a_result_only_while_its_call_stays() {
         // A call, then four messages; a result comes with keep 3.
-        let stored = [
-            calling(0, 1, "c1"),
-            msg(1, 2),
-            msg(2, 3),
-            msg(3, 4),
-            msg(4, 5),
-        ];
+        let stored = [calling(0, 1, "c1"), msg(1, 2), msg(2, 3), msg(3, 4), msg(4, 5)];
         // The call goes either way: the newest three stay, no room.
         let plan = plan_with_room(&stored, 3, Some("c1"));
         assert_eq!(plan.removed, vec![0, 1]);
@@ -602,9 +526,6 @@ mod tests {
         assert_eq!(plan.removed, vec![0]);
         assert_eq!(plan.moves.len(), 4);
         // A call the thread does not hold: the newest `keep` stay.
-        assert_eq!(
-            plan_with_room(&stored, 2, Some("c9")).moves,
-            vec![(3, 0), (4, 1)]
-        );
+        assert_eq!(plan_with_room(&stored, 2, Some("c9")).moves, vec![(3, 0), (4, 1)]);
     }
 }

@@ -55,8 +55,7 @@ impl<S: Eq + Hash, D> Default for PendingNotifications<S, D> {
 
 /// The subjects changed in `subtransaction`, the innermost open one.
 fn level_of<S>(
-    levels: &mut Vec<(SubtransactionId, Vec<Rc<S>>)>,
-    subtransaction: SubtransactionId,
+    levels: &mut Vec<(SubtransactionId, Vec<Rc<S>>)>, subtransaction: SubtransactionId,
 ) -> &mut Vec<Rc<S>> {
     if levels.last().is_none_or(|(id, _)| *id != subtransaction) {
         levels.push((subtransaction, Vec::new()));
@@ -83,31 +82,18 @@ impl<S: Eq + Hash, D> PendingNotifications<S, D> {
             let subject = Rc::new(subject);
             self.order.insert(place, subject.clone());
             level_of(&mut self.levels, subtransaction).push(subject.clone());
-            self.changes.insert(
-                subject,
-                vec![Change {
-                    subtransaction,
-                    place,
-                    detail,
-                }],
-            );
+            self.changes.insert(subject, vec![Change { subtransaction, place, detail }]);
             return;
         };
         let last = changes.last_mut().expect("a subject kept has a change");
-        let subject = self
-            .order
-            .remove(&last.place)
-            .expect("the order holds each subject's last change");
+        let subject =
+            self.order.remove(&last.place).expect("the order holds each subject's last change");
         self.order.insert(place, subject.clone());
         if last.subtransaction == subtransaction {
             last.place = place;
             last.detail = detail;
         } else {
-            changes.push(Change {
-                subtransaction,
-                place,
-                detail,
-            });
+            changes.push(Change { subtransaction, place, detail });
             level_of(&mut self.levels, subtransaction).push(subject);
         }
     }
@@ -119,10 +105,7 @@ impl<S: Eq + Hash, D> PendingNotifications<S, D> {
             return;
         };
         for subject in subjects {
-            let changes = self
-                .changes
-                .get_mut(&subject)
-                .expect("a level's subjects are kept");
+            let changes = self.changes.get_mut(&subject).expect("a level's subjects are kept");
             let change = changes.pop().expect("a level's subjects changed in it");
             match changes.last_mut() {
                 Some(below) if below.subtransaction == parent => {
@@ -130,10 +113,7 @@ impl<S: Eq + Hash, D> PendingNotifications<S, D> {
                     below.detail = change.detail;
                 }
                 _ => {
-                    changes.push(Change {
-                        subtransaction: parent,
-                        ..change
-                    });
+                    changes.push(Change { subtransaction: parent, ..change });
                     level_of(&mut self.levels, parent).push(subject);
                 }
             }
@@ -147,10 +127,7 @@ impl<S: Eq + Hash, D> PendingNotifications<S, D> {
             return;
         };
         for subject in subjects {
-            let changes = self
-                .changes
-                .get_mut(&subject)
-                .expect("a level's subjects are kept");
+            let changes = self.changes.get_mut(&subject).expect("a level's subjects are kept");
             let change = changes.pop().expect("a level's subjects changed in it");
             self.order.remove(&change.place);
             match changes.last() {
@@ -201,11 +178,7 @@ mod tests {
     const TOP: SubtransactionId = 1;
 
     fn sent(queue: &mut PendingNotifications<&'static str, i32>) -> Vec<(&'static str, i32)> {
-        queue
-            .take()
-            .into_iter()
-            .map(|(subject, detail)| (*subject, detail))
-            .collect()
+        queue.take().into_iter().map(|(subject, detail)| (*subject, detail)).collect()
     }
 
     #[test]

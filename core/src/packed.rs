@@ -13,9 +13,7 @@ pub struct Packed {
 
 impl Packed {
     pub fn with_capacity(bytes: usize) -> Packed {
-        Packed {
-            text: String::with_capacity(bytes),
-        }
+        Packed { text: String::with_capacity(bytes) }
     }
 
     /// Store `value`; its span gives it back.

@@ -492,9 +492,7 @@ fn check_history(versions: impl Iterator<Item = i32>) -> Result<()> {
     for version in versions {
         check_version("a kept version", version.into())?;
         if !seen.insert(version) {
-            return Err(Error::invalid(format!(
-                "kept version {version} is there twice"
-            )));
+            return Err(Error::invalid(format!("kept version {version} is there twice")));
         }
     }
     if seen.is_empty() {
@@ -565,15 +563,12 @@ pub fn runs<E>(items: &[std::result::Result<Item, E>]) -> Vec<(RunKind, std::ops
 
 /// The runs of lines that read within `within`, two or more long.
 fn lines_runs<E>(
-    items: &[std::result::Result<Item, E>],
-    within: std::ops::Range<usize>,
+    items: &[std::result::Result<Item, E>], within: std::ops::Range<usize>,
     found: &mut Vec<(RunKind, std::ops::Range<usize>)>,
 ) {
     let mut start = within.start;
     while start < within.end {
-        let end = (start..within.end)
-            .find(|&at| items[at].is_err())
-            .unwrap_or(within.end);
+        let end = (start..within.end).find(|&at| items[at].is_err()).unwrap_or(within.end);
         if end - start >= 2 {
             found.push((RunKind::Lines, start..end));
         }
@@ -676,9 +671,7 @@ pub fn within_retention(retention: i32, kept: impl IntoIterator<Item = i32>) -> 
 /// import takes no more history than writes keep, and drops none of a
 /// line silently.
 pub fn check_retention(
-    retention: i32,
-    kept: impl IntoIterator<Item = i32>,
-    item: &str,
+    retention: i32, kept: impl IntoIterator<Item = i32>, item: &str,
 ) -> Result<()> {
     let kept: Vec<i32> = kept.into_iter().collect();
     if within_retention(retention, kept.iter().copied()) {
@@ -732,18 +725,9 @@ mod tests {
         let error = check_retention(2, [1, 2, 3], "entry \"k\"").unwrap_err();
         assert_eq!(error.kind, ErrorKind::InvalidParameter);
         assert_eq!(error.kind.sqlstate(), "22023");
-        assert!(
-            error
-                .message
-                .starts_with("entry \"k\" would keep versions 1 to 3")
-        );
+        assert!(error.message.starts_with("entry \"k\" would keep versions 1 to 3"));
         assert!(error.message.contains("raise it to 3 or more"));
-        assert!(
-            error
-                .hint
-                .unwrap()
-                .contains("SET agent_memory.history_retention = 3")
-        );
+        assert!(error.hint.unwrap().contains("SET agent_memory.history_retention = 3"));
         let error = check_retention(0, [4], "file").unwrap_err();
         assert_eq!(
             error.message,
@@ -777,10 +761,7 @@ mod tests {
         assert!(!kept_versions_agree(&[(1, "OLD1")], &file));
         // A deleted file's history, its last version kept: its export
         // goes back.
-        assert!(kept_versions_agree(
-            &[(1, "NEW1"), (2, "NEW2"), (3, "NEW3")],
-            &file
-        ));
+        assert!(kept_versions_agree(&[(1, "NEW1"), (2, "NEW2"), (3, "NEW3")], &file));
         // A kept version as new as the line's file with other content, or
         // newer.
         assert!(!kept_versions_agree(&[(3, "OLD3")], &file));
@@ -815,11 +796,7 @@ mod tests {
 
     #[test]
     fn renames_only_the_key_of_the_kind() {
-        let renames = Renames {
-            session_id: Some("s2"),
-            owner: Some("o2"),
-            ..Renames::default()
-        };
+        let renames = Renames { session_id: Some("s2"), owner: Some("o2"), ..Renames::default() };
         let Item::Entry(entry) = parse_line(ENTRY, &renames).unwrap() else {
             panic!("not an entry");
         };
@@ -909,11 +886,7 @@ mod tests {
         ];
         assert_eq!(
             runs(&items),
-            vec![
-                (RunKind::Entries, 0..3),
-                (RunKind::Messages, 3..5),
-                (RunKind::Lines, 5..7)
-            ]
+            vec![(RunKind::Entries, 0..3), (RunKind::Messages, 3..5), (RunKind::Lines, 5..7)]
         );
     }
 
@@ -966,11 +939,7 @@ mod tests {
         ];
         assert_eq!(
             runs(&items),
-            vec![
-                (RunKind::Messages, 0..2),
-                (RunKind::Lines, 2..4),
-                (RunKind::Messages, 4..6)
-            ]
+            vec![(RunKind::Messages, 0..2), (RunKind::Lines, 2..4), (RunKind::Messages, 4..6)]
         );
     }
 
@@ -1015,16 +984,10 @@ mod tests {
     #[test]
     fn reads_where_a_sessions_numbering_of_messages_stands() {
         let line = r#"{"kind": "message_seq", "session_id": "s1", "last_seq": 12}"#;
-        let renames = Renames {
-            session_id: Some("s2"),
-            ..Renames::default()
-        };
+        let renames = Renames { session_id: Some("s2"), ..Renames::default() };
         assert_eq!(
             parse_line(line, &renames).unwrap(),
-            Item::MessageSeq(MessageSeq {
-                session_id: "s2".into(),
-                last_seq: 12
-            })
+            Item::MessageSeq(MessageSeq { session_id: "s2".into(), last_seq: 12 })
         );
         assert_eq!(kind_of(line), Some("message_seq"));
         assert!(refused(&line.replace("12", "0")).contains("last_seq must be 1 or more"));
@@ -1035,11 +998,9 @@ mod tests {
 
     #[test]
     fn runs_of_other_kinds_are_lines() {
-        let session = parse_line(
-            r#"{"kind": "directory", "scope": "s", "path": "/a"}"#,
-            &Renames::default(),
-        )
-        .unwrap();
+        let session =
+            parse_line(r#"{"kind": "directory", "scope": "s", "path": "/a"}"#, &Renames::default())
+                .unwrap();
         let items: Vec<std::result::Result<Item, ()>> =
             vec![Ok(session.clone()), Ok(session), Ok(entry("s1", "a"))];
         assert_eq!(runs(&items), vec![(RunKind::Lines, 0..3)]);
@@ -1054,37 +1015,21 @@ mod tests {
             "created_at": " -Infinity UTC", "last_activity_at": "2026-01-01"}"#;
         let error = parse_line(session, &renames).unwrap_err();
         assert_eq!(error.kind.sqlstate(), "22023");
-        assert!(
-            error
-                .message
-                .starts_with("created_at must be a finite time"),
-            "{}",
-            error.message
-        );
+        assert!(error.message.starts_with("created_at must be a finite time"), "{}", error.message);
         let entry = r#"{"kind": "kv", "session_id": "s", "key": "k", "value": {"created_at": "infinity"},
             "version": 2, "created_at": "2026-01-01", "updated_at": "2026-01-01", "expires_at": "2027-01-01",
             "versions": [{"version": 1, "value": 1, "created_at": "2026-01-01", "updated_at": "2026-01-01",
                           "expires_at": "infinity", "replaced_at": "2026-01-01"}]}"#;
         let error = parse_line(entry, &renames).unwrap_err();
-        assert!(
-            error.message.starts_with("expires_at must be"),
-            "{}",
-            error.message
-        );
+        assert!(error.message.starts_with("expires_at must be"), "{}", error.message);
         // A value's own fields are the user's, not times of the line.
-        let fine = entry.replace(
-            r#""expires_at": "infinity""#,
-            r#""expires_at": "2027-01-01""#,
-        );
+        let fine = entry.replace(r#""expires_at": "infinity""#, r#""expires_at": "2027-01-01""#);
         assert!(parse_line(&fine, &renames).is_ok());
     }
 
     #[test]
     fn history_lines_keep_one_version_or_more_each_once() {
-        let renames = Renames {
-            session_id: Some("copy"),
-            ..Renames::default()
-        };
+        let renames = Renames { session_id: Some("copy"), ..Renames::default() };
         let version = |n: i32| {
             format!(
                 r#"{{"version": {n}, "value": {n}, "created_at": "2026-01-01", "updated_at": "2026-01-01",
@@ -1106,24 +1051,15 @@ mod tests {
         assert_eq!(history.versions.len(), 2);
         for (versions, refusal) in [
             (vec![], "a history line keeps at least one version"),
-            (
-                vec![version(2), version(2)],
-                "kept version 2 is there twice",
-            ),
+            (vec![version(2), version(2)], "kept version 2 is there twice"),
             (vec![version(0)], "a kept version must be 1 or more"),
         ] {
-            assert_eq!(
-                parse_line(&line(&versions), &renames).unwrap_err().message,
-                refusal
-            );
+            assert_eq!(parse_line(&line(&versions), &renames).unwrap_err().message, refusal);
         }
         let file = r#"{"kind": "file_history", "scope": "s", "path": "/a", "versions": [
             {"version": 1, "content": "x", "created_at": "2026-01-01", "updated_at": "2026-01-01",
              "replaced_at": "2026-01-02"}]}"#;
-        assert!(matches!(
-            parse_line(file, &Renames::default()),
-            Ok(Item::FileHistory(_))
-        ));
+        assert!(matches!(parse_line(file, &Renames::default()), Ok(Item::FileHistory(_))));
     }
 
     #[test]
@@ -1141,25 +1077,17 @@ mod tests {
                 versions.join(", ")
             )
         };
-        let renames = Renames {
-            owner: Some("copy"),
-            ..Renames::default()
-        };
+        let renames = Renames { owner: Some("copy"), ..Renames::default() };
         let Item::NodeHistory(history) =
             parse_line(&line(&[node_version(1), node_version(2)]), &renames).unwrap()
         else {
             panic!("not a node history line");
         };
-        assert_eq!(
-            (history.owner.as_str(), history.node_id.as_str()),
-            ("copy", "n")
-        );
+        assert_eq!((history.owner.as_str(), history.node_id.as_str()), ("copy", "n"));
         assert_eq!(history.versions[1].body, "b2");
         assert_eq!(kind_of(&line(&[])), Some("node_history"));
         assert_eq!(
-            parse_line(&line(&[node_version(1), node_version(1)]), &renames)
-                .unwrap_err()
-                .message,
+            parse_line(&line(&[node_version(1), node_version(1)]), &renames).unwrap_err().message,
             "kept version 1 is there twice"
         );
         let no_node = line(&[node_version(1)]).replace(r#""node_id": "n", "#, "");

@@ -68,9 +68,7 @@ pub fn checked_kinds(kinds: Option<&[Option<String>]>) -> Result<Vec<Kind>> {
     }
     let mut chosen = Vec::new();
     for name in kinds {
-        let name = name
-            .as_deref()
-            .ok_or_else(|| Error::null("an element of kinds"))?;
+        let name = name.as_deref().ok_or_else(|| Error::null("an element of kinds"))?;
         let kind = Kind::from_name(name).ok_or_else(|| {
             Error::invalid(format!("unknown kind {}", crate::error::quoted(name)))
                 .with_hint(known_kinds_hint())
@@ -248,16 +246,11 @@ pub fn parse_query(query: &str) -> Result<Query> {
         }
         let term = if let Some(inner) = rest.strip_prefix('"') {
             let end = inner.find('"').unwrap_or(inner.len());
-            let phrase = inner[..end]
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ");
+            let phrase = inner[..end].split_whitespace().collect::<Vec<_>>().join(" ");
             rest = inner.get(end + 1..).unwrap_or("");
             (!phrase.is_empty()).then(|| format!("\"{phrase}\""))
         } else {
-            let end = rest
-                .find(|c: char| c.is_whitespace() || c == '"')
-                .unwrap_or(rest.len());
+            let end = rest.find(|c: char| c.is_whitespace() || c == '"').unwrap_or(rest.len());
             let word = &rest[..end];
             rest = &rest[end..];
             let keyword = word.eq_ignore_ascii_case("or");
@@ -270,21 +263,15 @@ pub fn parse_query(query: &str) -> Result<Query> {
             }
         }
     }
-    let words: usize = wanted
-        .iter()
-        .chain(&unwanted)
-        .map(|term| term.split_whitespace().count())
-        .sum();
+    let words: usize =
+        wanted.iter().chain(&unwanted).map(|term| term.split_whitespace().count()).sum();
     if words > MAX_QUERY_WORDS {
         return Err(Error::limit(format!(
             "the query has {words} words, more than {MAX_QUERY_WORDS}"
         ))
         .with_hint("ask with fewer words: an item is ranked by every one of them"));
     }
-    Ok(Query {
-        wanted: wanted.join(" or "),
-        unwanted: unwanted.join(" or "),
-    })
+    Ok(Query { wanted: wanted.join(" or "), unwanted: unwanted.join(" or ") })
 }
 
 /// The number of items a call returns: `k`, at least 1 and at most `max`.
@@ -304,9 +291,7 @@ pub fn checked_k(k: Option<i32>, max: i32) -> Result<usize> {
 /// nothing.
 pub fn check_embedding(values: &[f32], dimension: Option<usize>) -> Result<()> {
     if values.is_empty() {
-        return Err(Error::invalid(
-            "an embedding must have at least one element",
-        ));
+        return Err(Error::invalid("an embedding must have at least one element"));
     }
     if let Some(dimension) = dimension
         && values.len() != dimension
@@ -383,10 +368,7 @@ pub struct Weights {
 /// shared words are often chance.
 impl Default for Weights {
     fn default() -> Self {
-        Weights {
-            keyword: 1.0,
-            meaning: 2.0,
-        }
+        Weights { keyword: 1.0, meaning: 2.0 }
     }
 }
 
@@ -456,9 +438,7 @@ pub fn checked_dimension(dimension: Option<i32>) -> Result<i32> {
     match dimension {
         None => Err(Error::null("dimension")),
         Some(d) if (1..=MAX_DIMENSION).contains(&d) => Ok(d),
-        Some(d) => Err(Error::invalid(format!(
-            "dimension must be 1 to {MAX_DIMENSION}, not {d}"
-        ))),
+        Some(d) => Err(Error::invalid(format!("dimension must be 1 to {MAX_DIMENSION}, not {d}"))),
     }
 }
 
@@ -499,13 +479,7 @@ pub fn check_key(kind: Kind, key: Option<&str>) -> Result<&str> {
 /// Read `reference` as recall's `ref` of a `kind` item: a message's seq
 /// is a number; a working-memory part is `part` or `node/part`.
 pub fn item_of<'a>(kind: Kind, key: &'a str, reference: &'a str) -> Result<Item<'a>> {
-    let mut item = Item {
-        kind,
-        key,
-        name: reference,
-        node_key: "",
-        seq: 0,
-    };
+    let mut item = Item { kind, key, name: reference, node_key: "", seq: 0 };
     match kind {
         Kind::Message => {
             item.seq = reference.parse().map_err(|_| {
@@ -557,10 +531,7 @@ pub fn fused_score<T>(candidate: &Candidate<T>, weights: Weights) -> f64 {
 pub fn fuse<T>(candidates: Vec<Candidate<T>>, weights: Weights, k: usize) -> Vec<Ranked<T>> {
     let mut ranked: Vec<Ranked<T>> = candidates
         .into_iter()
-        .map(|candidate| Ranked {
-            score: fused_score(&candidate, weights),
-            candidate,
-        })
+        .map(|candidate| Ranked { score: fused_score(&candidate, weights), candidate })
         .filter(|r| r.score > 0.0)
         .collect();
     // A stable sort: equal scores stay in their incoming order.
@@ -640,10 +611,7 @@ pub const TOOL_DESCRIPTION: &str = "Search your long-term memory by its words: k
 
 /// Recall's definition for a model (see [`crate::tool::definition`]).
 pub fn tool_definition(
-    name: Option<&str>,
-    description: Option<&str>,
-    title: Option<&str>,
-    format: Option<&str>,
+    name: Option<&str>, description: Option<&str>, title: Option<&str>, format: Option<&str>,
 ) -> Result<serde_json::Value> {
     let name = name.ok_or_else(|| Error::null("name"))?;
     let kinds: Vec<&str> = Kind::ALL.iter().map(|kind| kind.name()).collect();
@@ -657,13 +625,7 @@ pub fn tool_definition(
         "required": ["query"],
         "additionalProperties": false
     });
-    crate::tool::definition(
-        name,
-        description.unwrap_or(TOOL_DESCRIPTION),
-        title,
-        schema,
-        format,
-    )
+    crate::tool::definition(name, description.unwrap_or(TOOL_DESCRIPTION), title, schema, format)
 }
 
 /// A tool call's answer: `{"ok": true, "result": {"memories": [...]}}`,
@@ -683,10 +645,7 @@ pub fn tool_refusal(error: &Error) -> serde_json::Value {
 pub fn ranks_among(scores: &[Option<f64>]) -> Vec<Option<usize>> {
     let present: Vec<f64> = scores.iter().flatten().copied().collect();
     let mut ranks = ranks_of(&present).into_iter();
-    scores
-        .iter()
-        .map(|score| score.and_then(|_| ranks.next()))
-        .collect()
+    scores.iter().map(|score| score.and_then(|_| ranks.next())).collect()
 }
 
 /// How many items a kind recall by meaning alone reads first: the best
@@ -729,10 +688,7 @@ pub struct MeaningRead {
 /// unread item (their ranks stay as they are) and the k-th scores above
 /// what any unread item can.
 pub fn deeper_meaning_read_needed(
-    read: &[MeaningRead],
-    depth: usize,
-    weight: f64,
-    k: usize,
+    read: &[MeaningRead], depth: usize, weight: f64, k: usize,
 ) -> bool {
     let mut kinds: Vec<Kind> = read.iter().map(|item| item.kind).collect();
     kinds.sort();
@@ -741,11 +697,8 @@ pub fn deeper_meaning_read_needed(
         .into_iter()
         .filter_map(|kind| {
             let of_kind = read.iter().filter(|item| item.kind == kind);
-            (of_kind.clone().count() >= depth).then(|| {
-                of_kind
-                    .map(|item| item.similarity)
-                    .fold(f64::INFINITY, f64::min)
-            })
+            (of_kind.clone().count() >= depth)
+                .then(|| of_kind.map(|item| item.similarity).fold(f64::INFINITY, f64::min))
         })
         .collect();
     if least_of_cut_kinds.is_empty() || k == 0 {
@@ -762,10 +715,7 @@ pub fn deeper_meaning_read_needed(
             recency: item.recency,
         })
         .collect();
-    let meaning = Weights {
-        keyword: 0.0,
-        meaning: weight,
-    };
+    let meaning = Weights { keyword: 0.0, meaning: weight };
     let best = fuse(candidates, meaning, k);
     let Some(kth) = best.get(k - 1) else {
         return true;
@@ -807,19 +757,14 @@ mod tests {
     fn read_of(items: &[(Kind, f64, f64)]) -> Vec<MeaningRead> {
         items
             .iter()
-            .map(|&(kind, similarity, recency)| MeaningRead {
-                kind,
-                similarity,
-                recency,
-            })
+            .map(|&(kind, similarity, recency)| MeaningRead { kind, similarity, recency })
             .collect()
     }
 
     /// Twenty items of one kind, similarity 0.9 down to 0.71.
     fn twenty_nodes(recency: f64) -> Vec<MeaningRead> {
-        let items: Vec<(Kind, f64, f64)> = (0..20)
-            .map(|i| (Kind::Node, 0.9 - f64::from(i) * 0.01, recency))
-            .collect();
+        let items: Vec<(Kind, f64, f64)> =
+            (0..20).map(|i| (Kind::Node, 0.9 - f64::from(i) * 0.01, recency)).collect();
         read_of(&items)
     }
 
@@ -846,19 +791,13 @@ mod tests {
     fn a_first_meaning_read_is_not_enough_when_a_best_item_could_lose_its_rank() {
         // Nodes cut short at 0.85, and one of the best 3 (a file of 0.6)
         // is less similar, so an unread node could rank ahead of it.
-        let read = read_of(&[
-            (Kind::Node, 0.9, 1.0),
-            (Kind::Node, 0.85, 1.0),
-            (Kind::File, 0.6, 1.0),
-        ]);
+        let read =
+            read_of(&[(Kind::Node, 0.9, 1.0), (Kind::Node, 0.85, 1.0), (Kind::File, 0.6, 1.0)]);
         assert!(deeper_meaning_read_needed(&read, 2, 1.0, 3));
         // The file at 0.95 instead, and the best 2: both stay ahead of any
         // unread node, and the 2nd (1/12) beats what it could score (1/13).
-        let read = read_of(&[
-            (Kind::File, 0.95, 1.0),
-            (Kind::Node, 0.9, 1.0),
-            (Kind::Node, 0.85, 1.0),
-        ]);
+        let read =
+            read_of(&[(Kind::File, 0.95, 1.0), (Kind::Node, 0.9, 1.0), (Kind::Node, 0.85, 1.0)]);
         assert!(!deeper_meaning_read_needed(&read, 2, 1.0, 2));
     }
 
@@ -876,15 +815,9 @@ mod tests {
         assert_eq!((defaults.kinds.len(), defaults.k), (5, 10));
         let refused =
             |request: serde_json::Value| parse_tool_request(&request, 100).unwrap_err().message;
-        assert_eq!(
-            refused(serde_json::json!([])),
-            "request must be a JSON object"
-        );
+        assert_eq!(refused(serde_json::json!([])), "request must be a JSON object");
         assert_eq!(refused(serde_json::json!({})), "query is required");
-        assert_eq!(
-            refused(serde_json::json!({"query": 1})),
-            "query must be a string"
-        );
+        assert_eq!(refused(serde_json::json!({"query": 1})), "query must be a string");
         assert_eq!(
             refused(serde_json::json!({"query": "a", "kinds": "kv"})),
             "kinds must be a list of strings"
@@ -948,10 +881,7 @@ mod tests {
         assert_eq!(checked_dimension(Some(384)).unwrap(), 384);
         assert!(checked_dimension(Some(0)).is_err());
         assert!(checked_dimension(Some(16_001)).is_err());
-        assert_eq!(
-            checked_dimension(None).unwrap_err().kind,
-            ErrorKind::NullValue
-        );
+        assert_eq!(checked_dimension(None).unwrap_err().kind, ErrorKind::NullValue);
     }
 
     #[test]
@@ -972,30 +902,15 @@ mod tests {
     #[test]
     fn kinds_in_a_setting_and_their_search_columns() {
         assert_eq!(kinds_in_list(" ").unwrap(), vec![]);
-        assert_eq!(
-            kinds_in_list("file, kv,file").unwrap(),
-            vec![Kind::Kv, Kind::File]
-        );
-        assert_eq!(
-            kinds_in_list("kv,nodes").unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
-        assert_eq!(
-            search_expression(Kind::Node, "'english'", false),
-            "NULL::tsvector"
-        );
+        assert_eq!(kinds_in_list("file, kv,file").unwrap(), vec![Kind::Kv, Kind::File]);
+        assert_eq!(kinds_in_list("kv,nodes").unwrap_err().kind, ErrorKind::InvalidParameter);
+        assert_eq!(search_expression(Kind::Node, "'english'", false), "NULL::tsvector");
         let message = search_expression(Kind::Message, "'simple'", true);
-        assert_eq!(
-            message,
-            "pg_catalog.to_tsvector('simple', pg_catalog.left(content, 200000))"
-        );
+        assert_eq!(message, "pg_catalog.to_tsvector('simple', pg_catalog.left(content, 200000))");
         for kind in Kind::ALL {
             let expression = search_expression(kind, "'english'", true);
             assert!(!expression.contains("'simple'"), "{expression}");
-            assert_eq!(
-                expression.matches('(').count(),
-                expression.matches(')').count()
-            );
+            assert_eq!(expression.matches('(').count(), expression.matches(')').count());
         }
     }
 
@@ -1019,10 +934,7 @@ mod tests {
         assert_eq!(q.unwanted, "");
         assert_eq!(parse_query("  or OR ").unwrap().wanted, "");
         let long = "w ".repeat(MAX_QUERY_CHARS);
-        assert_eq!(
-            parse_query(&long).unwrap_err().kind,
-            ErrorKind::LimitExceeded
-        );
+        assert_eq!(parse_query(&long).unwrap_err().kind, ErrorKind::LimitExceeded);
         assert!(parse_query(&long[..MAX_QUERY_CHARS]).is_ok());
     }
 
@@ -1034,10 +946,7 @@ mod tests {
         assert!(check_key(Kind::Node, Some(&"m".repeat(300))).is_ok());
         assert!(check_key(Kind::Kv, Some(&"m".repeat(300))).is_err());
         assert!(check_key(Kind::Kv, Some("k")).is_ok());
-        assert_eq!(
-            check_key(Kind::File, None).unwrap_err().kind,
-            ErrorKind::NullValue
-        );
+        assert_eq!(check_key(Kind::File, None).unwrap_err().kind, ErrorKind::NullValue);
         assert!(check_key(Kind::File, Some("")).is_err());
     }
 
@@ -1067,14 +976,8 @@ mod tests {
         let unknown = checked_kinds(Some(&names(&["kv", "nodes"]))).unwrap_err();
         assert_eq!(unknown.kind, ErrorKind::InvalidParameter);
         assert!(unknown.hint.unwrap().contains("working_memory"));
-        assert_eq!(
-            checked_kinds(Some(&[])).unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
-        assert_eq!(
-            checked_kinds(Some(&[None])).unwrap_err().kind,
-            ErrorKind::NullValue
-        );
+        assert_eq!(checked_kinds(Some(&[])).unwrap_err().kind, ErrorKind::InvalidParameter);
+        assert_eq!(checked_kinds(Some(&[None])).unwrap_err().kind, ErrorKind::NullValue);
         for kind in Kind::ALL {
             assert_eq!(Kind::from_name(kind.name()), Some(kind));
         }
@@ -1082,22 +985,13 @@ mod tests {
 
     #[test]
     fn an_unscoped_recall_is_refused() {
-        assert_eq!(
-            Scope::default().check().unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
-        let owner_only = Scope {
-            owner: Some("alice"),
-            ..Scope::default()
-        };
+        assert_eq!(Scope::default().check().unwrap_err().kind, ErrorKind::InvalidParameter);
+        let owner_only = Scope { owner: Some("alice"), ..Scope::default() };
         assert!(owner_only.check().is_ok());
         assert!(owner_only.reaches(Kind::Node));
         assert!(!owner_only.reaches(Kind::Kv));
         assert!(!owner_only.reaches(Kind::File));
-        let user = Scope {
-            user_id: Some("alice"),
-            ..Scope::default()
-        };
+        let user = Scope { user_id: Some("alice"), ..Scope::default() };
         assert!(user.reaches(Kind::Message) && user.reaches(Kind::Part));
         assert!(!user.reaches(Kind::Node));
     }
@@ -1106,14 +1000,8 @@ mod tests {
     fn k_is_bounded() {
         assert_eq!(checked_k(Some(10), 100).unwrap(), 10);
         assert_eq!(checked_k(Some(100), 100).unwrap(), 100);
-        assert_eq!(
-            checked_k(Some(0), 100).unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
-        assert_eq!(
-            checked_k(Some(101), 100).unwrap_err().kind,
-            ErrorKind::LimitExceeded
-        );
+        assert_eq!(checked_k(Some(0), 100).unwrap_err().kind, ErrorKind::InvalidParameter);
+        assert_eq!(checked_k(Some(101), 100).unwrap_err().kind, ErrorKind::LimitExceeded);
         assert_eq!(checked_k(None, 100).unwrap_err().kind, ErrorKind::NullValue);
     }
 
@@ -1135,9 +1023,7 @@ mod tests {
         ] {
             assert_eq!(bad.unwrap_err().kind, ErrorKind::InvalidParameter);
         }
-        let message = check_embedding(&[1.0, f32::NEG_INFINITY], None)
-            .unwrap_err()
-            .message;
+        let message = check_embedding(&[1.0, f32::NEG_INFINITY], None).unwrap_err().message;
         assert!(message.contains("element 2"), "{message}");
     }
 
@@ -1166,18 +1052,9 @@ mod tests {
     fn weights_are_checked() {
         assert!(Weights::default().check().is_ok());
         for bad in [
-            Weights {
-                keyword: -1.0,
-                meaning: 1.0,
-            },
-            Weights {
-                keyword: f64::NAN,
-                meaning: 1.0,
-            },
-            Weights {
-                keyword: 0.0,
-                meaning: 0.0,
-            },
+            Weights { keyword: -1.0, meaning: 1.0 },
+            Weights { keyword: f64::NAN, meaning: 1.0 },
+            Weights { keyword: 0.0, meaning: 0.0 },
         ] {
             assert_eq!(bad.check().unwrap_err().kind, ErrorKind::InvalidParameter);
         }
@@ -1206,21 +1083,11 @@ mod tests {
         );
         let order: Vec<&str> = fused.iter().map(|r| r.candidate.item.as_str()).collect();
         // An item no signal found is never returned; ties keep their order.
-        assert_eq!(
-            order,
-            [
-                "both, second each",
-                "words only, first",
-                "meaning only, first"
-            ]
-        );
+        assert_eq!(order, ["both, second each", "words only, first", "meaning only, first"]);
         assert!((fused[0].score - 2.0 / (RRF_K + 2.0)).abs() < 1e-12);
     }
 
-    const EQUAL: Weights = Weights {
-        keyword: 1.0,
-        meaning: 1.0,
-    };
+    const EQUAL: Weights = Weights { keyword: 1.0, meaning: 1.0 };
 
     #[test]
     fn meaning_counts_more_than_words_unless_told() {
@@ -1230,29 +1097,14 @@ mod tests {
                 candidate("meaning, second", None, Some(2)),
             ]
         };
-        assert_eq!(
-            fuse(items(), Weights::default(), 1)[0].candidate.item,
-            "meaning, second"
-        );
+        assert_eq!(fuse(items(), Weights::default(), 1)[0].candidate.item, "meaning, second");
         assert_eq!(fuse(items(), EQUAL, 1)[0].candidate.item, "words, first");
     }
 
     #[test]
     fn weights_and_recency_move_the_ranking() {
-        let items = || {
-            vec![
-                candidate("words", Some(1), None),
-                candidate("meaning", None, Some(1)),
-            ]
-        };
-        let meaning_first = fuse(
-            items(),
-            Weights {
-                keyword: 0.5,
-                meaning: 1.0,
-            },
-            1,
-        );
+        let items = || vec![candidate("words", Some(1), None), candidate("meaning", None, Some(1))];
+        let meaning_first = fuse(items(), Weights { keyword: 0.5, meaning: 1.0 }, 1);
         assert_eq!(meaning_first[0].candidate.item, "meaning");
         let mut old = items();
         old[1].recency = 0.5;

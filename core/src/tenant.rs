@@ -3,18 +3,12 @@
 
 /// The tenant key of role `role` acting for `tenant` (None or empty: itself).
 pub fn tenant_key(role: &str, tenant: Option<&str>) -> String {
-    let plain = role
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+    let plain = role.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
         && role
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '$');
-    let mut key = if plain {
-        role.to_owned()
-    } else {
-        format!("\"{}\"", role.replace('"', "\"\""))
-    };
+    let mut key =
+        if plain { role.to_owned() } else { format!("\"{}\"", role.replace('"', "\"\"")) };
     if let Some(tenant) = tenant.filter(|t| !t.is_empty()) {
         key.push('/');
         key.push_str(tenant);

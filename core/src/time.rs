@@ -13,11 +13,7 @@ pub fn iso_utc(unix_micros: i64, fraction_digits: u32) -> String {
     let days = seconds.div_euclid(86_400);
     let second_of_day = seconds.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(days);
-    let (h, m, s) = (
-        second_of_day / 3600,
-        second_of_day / 60 % 60,
-        second_of_day % 60,
-    );
+    let (h, m, s) = (second_of_day / 3600, second_of_day / 60 % 60, second_of_day % 60);
     let fraction = match fraction_digits {
         6 => format!(".{micros:06}"),
         _ => format!(".{:03}", micros / 1000),
@@ -132,10 +128,7 @@ mod tests {
     #[test]
     fn known_instants() {
         assert_eq!(iso_utc(0, 3), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            iso_utc(POSTGRES_EPOCH_UNIX_MICROS, 6),
-            "2000-01-01T00:00:00.000000Z"
-        );
+        assert_eq!(iso_utc(POSTGRES_EPOCH_UNIX_MICROS, 6), "2000-01-01T00:00:00.000000Z");
         // 2026-11-22T19:07:24.123456Z
         let t = 1_795_374_444_123_456;
         assert_eq!(iso_utc(t, 3), "2026-11-22T19:07:24.123Z");
@@ -147,13 +140,7 @@ mod tests {
 
     #[test]
     fn pushed_text_is_the_same_text() {
-        for t in [
-            0,
-            1_795_374_444_123_456,
-            951_782_400_000_000,
-            -1,
-            253_402_300_799_999_999,
-        ] {
+        for t in [0, 1_795_374_444_123_456, 951_782_400_000_000, -1, 253_402_300_799_999_999] {
             for digits in [3, 6] {
                 let mut out = String::from("x");
                 push_iso_utc(&mut out, t, digits);
@@ -171,11 +158,7 @@ mod tests {
             let next_day = y == py && m == pm && d == pd + 1;
             let next_month = y == py && m == pm + 1 && d == 1;
             let next_year = y == py + 1 && m == 1 && d == 1 && pm == 12 && pd == 31;
-            assert!(
-                next_day || next_month || next_year,
-                "{previous:?} -> {:?}",
-                (y, m, d)
-            );
+            assert!(next_day || next_month || next_year, "{previous:?} -> {:?}", (y, m, d));
             previous = (y, m, d);
         }
     }
@@ -187,22 +170,10 @@ mod tests {
             assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
         }
         assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(
-            days_from_civil(1, 1, 1) * 86_400_000_000,
-            EARLIEST_UNIX_MICROS
-        );
-        assert_eq!(
-            (days_from_civil(10000, 1, 1) * 86_400_000_000) - 1,
-            LATEST_UNIX_MICROS
-        );
-        assert_eq!(
-            iso_utc(EARLIEST_UNIX_MICROS, 6),
-            "0001-01-01T00:00:00.000000Z"
-        );
-        assert_eq!(
-            iso_utc(LATEST_UNIX_MICROS, 6),
-            "9999-12-31T23:59:59.999999Z"
-        );
+        assert_eq!(days_from_civil(1, 1, 1) * 86_400_000_000, EARLIEST_UNIX_MICROS);
+        assert_eq!((days_from_civil(10000, 1, 1) * 86_400_000_000) - 1, LATEST_UNIX_MICROS);
+        assert_eq!(iso_utc(EARLIEST_UNIX_MICROS, 6), "0001-01-01T00:00:00.000000Z");
+        assert_eq!(iso_utc(LATEST_UNIX_MICROS, 6), "9999-12-31T23:59:59.999999Z");
         assert!(in_iso_range(0) && !in_iso_range(LATEST_UNIX_MICROS + 1));
         assert!(!in_iso_range(EARLIEST_UNIX_MICROS - 1));
     }

@@ -68,9 +68,9 @@ pub fn sha256_hex(text: &str) -> String {
 pub fn checked_version(argument: &str, version: Option<i32>) -> Result<i32> {
     match version {
         None => Err(Error::null(argument)),
-        Some(version) if version < 1 => Err(Error::invalid(format!(
-            "{argument} must be 1 or more, not {version}"
-        ))),
+        Some(version) if version < 1 => {
+            Err(Error::invalid(format!("{argument} must be 1 or more, not {version}")))
+        }
         Some(version) => Ok(version),
     }
 }
@@ -102,10 +102,7 @@ mod tests {
         assert_eq!(checked_expected("expected_version", Some(7)), Ok(Some(7)));
         let error = checked_expected("expected_version", Some(-1)).unwrap_err();
         assert_eq!(error.kind, ErrorKind::InvalidParameter);
-        assert_eq!(
-            error.message,
-            "expected_version must be 0 (no such item) or a version, not -1"
-        );
+        assert_eq!(error.message, "expected_version must be 0 (no such item) or a version, not -1");
     }
 
     #[test]
@@ -123,10 +120,7 @@ mod tests {
         let item = r#"key "goal" of session "s""#;
         let error = conflict(item, 2, 3);
         assert_eq!(error.kind, ErrorKind::VersionConflict);
-        assert_eq!(
-            error.message,
-            r#"key "goal" of session "s" is at version 3, not 2"#
-        );
+        assert_eq!(error.message, r#"key "goal" of session "s" is at version 3, not 2"#);
         assert_eq!(
             conflict(item, 0, 3).message,
             r#"key "goal" of session "s" already exists, at version 3"#
@@ -165,10 +159,7 @@ mod tests {
     #[test]
     fn a_version_argument_is_one_or_more() {
         assert_eq!(checked_version("version", Some(3)), Ok(3));
-        assert_eq!(
-            checked_version("version", None).unwrap_err().kind,
-            crate::ErrorKind::NullValue
-        );
+        assert_eq!(checked_version("version", None).unwrap_err().kind, crate::ErrorKind::NullValue);
         let zero = checked_version("version", Some(0)).unwrap_err();
         assert_eq!(zero.kind, crate::ErrorKind::InvalidParameter);
         assert!(zero.message.contains("not 0"), "{}", zero.message);

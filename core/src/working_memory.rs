@@ -68,14 +68,10 @@ impl Part {
     }
 
     pub fn parse(name: &str) -> Result<Part> {
-        Part::ALL
-            .into_iter()
-            .find(|part| part.name() == name)
-            .ok_or_else(|| {
-                Error::invalid(format!("unknown working-memory part {}", quoted(name))).with_detail(
-                    format!("the parts are {}", Part::ALL.map(Part::name).join(", ")),
-                )
-            })
+        Part::ALL.into_iter().find(|part| part.name() == name).ok_or_else(|| {
+            Error::invalid(format!("unknown working-memory part {}", quoted(name)))
+                .with_detail(format!("the parts are {}", Part::ALL.map(Part::name).join(", ")))
+        })
     }
 
     pub fn shape(self) -> Shape {
@@ -144,10 +140,7 @@ fn not_a_config_number(key: &str, what: &str, value: &Value) -> Error {
             Error::invalid(format!("config.{key} {value} is out of range"))
         }
         Some(_) => Error::invalid(format!("config.{key} must be {what}, not {value}")),
-        None => Error::invalid(format!(
-            "config.{key} must be {what}, not {}",
-            type_name(value)
-        )),
+        None => Error::invalid(format!("config.{key} must be {what}, not {}", type_name(value))),
     }
 }
 
@@ -204,12 +197,7 @@ impl Shape {
 
 /// The keys stripped from graph nodes, from the setting's comma list.
 pub fn strip_keys(setting: &str) -> Vec<String> {
-    setting
-        .split(',')
-        .map(str::trim)
-        .filter(|k| !k.is_empty())
-        .map(str::to_owned)
-        .collect()
+    setting.split(',').map(str::trim).filter(|k| !k.is_empty()).map(str::to_owned).collect()
 }
 
 /// Check and clean a value written to `part`: the right JSON type, messages
@@ -474,10 +462,8 @@ mod tests {
 
     #[test]
     fn empty_parts_have_the_documented_values() {
-        let snapshot: Map<String, Value> = Part::ALL
-            .iter()
-            .map(|p| (p.name().to_owned(), p.empty()))
-            .collect();
+        let snapshot: Map<String, Value> =
+            Part::ALL.iter().map(|p| (p.name().to_owned(), p.empty())).collect();
         assert_eq!(
             Value::Object(snapshot),
             json!({
@@ -505,10 +491,7 @@ mod tests {
     #[test]
     fn a_read_shows_the_stored_value_or_the_empty_one() {
         assert_eq!(shown(Part::NodeContext, None), json!({}));
-        assert_eq!(
-            shown(Part::NodeContext, Some(json!({"a": 1}))),
-            json!({"a": 1})
-        );
+        assert_eq!(shown(Part::NodeContext, Some(json!({"a": 1}))), json!({"a": 1}));
         // The configuration always has its defaults filled in.
         let config = shown(Part::Config, Some(json!({"history_length": 5})));
         assert_eq!(config["history_length"], json!(5));
@@ -565,12 +548,8 @@ mod tests {
         assert_eq!(strip_keys(" a, ,b "), vec!["a".to_owned(), "b".to_owned()]);
         assert!(sanitise(Part::ProjectStructure, json!({"other": {}}), &strip()).is_err());
         assert!(
-            sanitise(
-                Part::ProjectStructure,
-                json!({"project_graph": {"nodes": {}}}),
-                &strip()
-            )
-            .is_err()
+            sanitise(Part::ProjectStructure, json!({"project_graph": {"nodes": {}}}), &strip())
+                .is_err()
         );
     }
 
@@ -597,10 +576,7 @@ mod tests {
             json!({"auto_refresh_interval": true}),
             json!({"colour": "blue"}),
         ] {
-            assert!(
-                sanitise(Part::Config, bad.clone(), &strip()).is_err(),
-                "{bad}"
-            );
+            assert!(sanitise(Part::Config, bad.clone(), &strip()).is_err(), "{bad}");
         }
         // A number past a double's range is named as such.
         let huge: Value = serde_json::from_str(r#"{"auto_refresh_interval": 1e400}"#).unwrap();
@@ -609,9 +585,7 @@ mod tests {
             "config.auto_refresh_interval 1e+400 is out of range"
         );
         assert_eq!(
-            sanitise(Part::Config, json!({"history_length": 2.5}), &strip())
-                .unwrap_err()
-                .message,
+            sanitise(Part::Config, json!({"history_length": 2.5}), &strip()).unwrap_err().message,
             "config.history_length must be an integer, not 2.5"
         );
         let config = effective_config(Some(&json!({"history_length": 5})));
@@ -623,12 +597,8 @@ mod tests {
     #[test]
     fn the_session_part_sets_only_its_own_fields() {
         assert!(
-            sanitise(
-                Part::Session,
-                json!({"project_id": "p", "active_node_id": null}),
-                &strip()
-            )
-            .is_ok()
+            sanitise(Part::Session, json!({"project_id": "p", "active_node_id": null}), &strip())
+                .is_ok()
         );
         assert!(sanitise(Part::Session, json!({"session_id": "other"}), &strip()).is_err());
         assert!(sanitise(Part::Session, json!({"project_id": 3}), &strip()).is_err());
@@ -639,17 +609,9 @@ mod tests {
         // The examples of RFC 7396, appendix A.
         let cases = [
             (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
-            (
-                json!({"a": "b"}),
-                json!({"b": "c"}),
-                json!({"a": "b", "b": "c"}),
-            ),
+            (json!({"a": "b"}), json!({"b": "c"}), json!({"a": "b", "b": "c"})),
             (json!({"a": "b"}), json!({"a": null}), json!({})),
-            (
-                json!({"a": "b", "b": "c"}),
-                json!({"a": null}),
-                json!({"b": "c"}),
-            ),
+            (json!({"a": "b", "b": "c"}), json!({"a": null}), json!({"b": "c"})),
             (json!({"a": ["b"]}), json!({"a": "c"}), json!({"a": "c"})),
             (json!({"a": "c"}), json!({"a": ["b"]}), json!({"a": ["b"]})),
             (
@@ -657,30 +619,14 @@ mod tests {
                 json!({"a": {"b": "d", "c": null}}),
                 json!({"a": {"b": "d"}}),
             ),
-            (
-                json!({"a": [{"b": "c"}]}),
-                json!({"a": [1]}),
-                json!({"a": [1]}),
-            ),
+            (json!({"a": [{"b": "c"}]}), json!({"a": [1]}), json!({"a": [1]})),
             (json!(["a", "b"]), json!(["c", "d"]), json!(["c", "d"])),
             (json!({"a": "b"}), json!(["c"]), json!(["c"])),
             (json!({"a": "foo"}), json!(null), json!(null)),
             (json!({"a": "foo"}), json!("bar"), json!("bar")),
-            (
-                json!({"e": null}),
-                json!({"a": 1}),
-                json!({"e": null, "a": 1}),
-            ),
-            (
-                json!([1, 2]),
-                json!({"a": "b", "c": null}),
-                json!({"a": "b"}),
-            ),
-            (
-                json!({}),
-                json!({"a": {"bb": {"ccc": null}}}),
-                json!({"a": {"bb": {}}}),
-            ),
+            (json!({"e": null}), json!({"a": 1}), json!({"e": null, "a": 1})),
+            (json!([1, 2]), json!({"a": "b", "c": null}), json!({"a": "b"})),
+            (json!({}), json!({"a": {"bb": {"ccc": null}}}), json!({"a": {"bb": {}}})),
         ];
         for (target, patch, result) in cases {
             assert_eq!(merge_patch(&target, &patch), result, "{target} + {patch}");

@@ -111,13 +111,9 @@ async fn listen_once(shared: &Shared) -> Listened {
         }
     });
     let listening = async {
-        let channel: String = client
-            .query_one("SELECT agent_memory.notify_channel()", &[])
-            .await?
-            .get(0);
-        client
-            .batch_execute(&format!("LISTEN \"{}\"", channel.replace('"', "\"\"")))
-            .await?;
+        let channel: String =
+            client.query_one("SELECT agent_memory.notify_channel()", &[]).await?.get(0);
+        client.batch_execute(&format!("LISTEN \"{}\"", channel.replace('"', "\"\""))).await?;
         Ok::<_, tokio_postgres::Error>(channel)
     };
     let channel = match listening.await {
@@ -176,10 +172,7 @@ mod tests {
 
     #[test]
     fn a_change_names_only_the_offered_resource_of_its_scope_or_owner() {
-        let offered = [
-            Resource::MemoryTree("notes".into()),
-            Resource::GraphTree("alice".into()),
-        ];
+        let offered = [Resource::MemoryTree("notes".into()), Resource::GraphTree("alice".into())];
         assert_eq!(
             changed(&offered, r#"{"kind": "files", "scope": "notes"}"#),
             ["memory://notes/tree"]

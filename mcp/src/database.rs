@@ -125,19 +125,14 @@ impl Drop for Running {
 /// The connection `options` describe: `--dsn`, named as this server, with
 /// `--tenant` as a setting of every session.
 pub fn connection_config(options: &Options) -> Result<tokio_postgres::Config, String> {
-    let mut config: tokio_postgres::Config = options
-        .dsn
-        .parse()
-        .map_err(|error| format!("--dsn: {error}"))?;
+    let mut config: tokio_postgres::Config =
+        options.dsn.parse().map_err(|error| format!("--dsn: {error}"))?;
     if config.get_application_name().is_none() {
         config.application_name("agent-memory-mcp");
     }
     if let Some(tenant) = &options.tenant {
         let mut settings = config.get_options().map(str::to_owned).unwrap_or_default();
-        settings.push_str(&format!(
-            " -c agent_memory.tenant={}",
-            escape_option(tenant)
-        ));
+        settings.push_str(&format!(" -c agent_memory.tenant={}", escape_option(tenant)));
         config.options(settings.trim_start());
     }
     Ok(config)
@@ -150,9 +145,7 @@ impl Database {
         let manager = Manager::from_config(
             config,
             NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
         );
         let pool = Pool::builder(manager)
             .max_size(options.pool_size.max(1))
@@ -236,10 +229,7 @@ impl Database {
         };
         // Preparing runs nothing: a connection found closed here is worth
         // another try.
-        let statement = client
-            .prepare_cached(sql)
-            .await
-            .map_err(Attempt::not_sent)?;
+        let statement = client.prepare_cached(sql).await.map_err(Attempt::not_sent)?;
         if client.is_closed() {
             return Err(Attempt::NotSent("the connection is closed".into()));
         }
@@ -324,9 +314,7 @@ impl Attempt {
 /// Whether the server ended the connection (57P: a shutdown, a terminated
 /// backend).
 fn is_connection_ended(error: &tokio_postgres::Error) -> bool {
-    error
-        .as_db_error()
-        .is_some_and(|db| db.code().code().starts_with("57P"))
+    error.as_db_error().is_some_and(|db| db.code().code().starts_with("57P"))
 }
 
 fn failure_of(error: tokio_postgres::Error) -> Failure {

@@ -77,10 +77,7 @@ async fn main() -> ExitCode {
 
 async fn serve_stdio(server: MemoryServer) -> Result<(), String> {
     let (transport, writer) = stdio::transport();
-    let running = server
-        .serve(transport)
-        .await
-        .map_err(|error| error.to_string())?;
+    let running = server.serve(transport).await.map_err(|error| error.to_string())?;
     // Once stdin ends, rmcp gives the calls still running five seconds to
     // finish and be answered, then cancels the rest: their statements are
     // cancelled in PostgreSQL and they are not answered.

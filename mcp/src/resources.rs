@@ -69,9 +69,7 @@ impl Resource {
                     .await
             }
             Resource::GraphTree(owner) => {
-                database
-                    .value("SELECT agent_memory.graph_tree($1)::text", &[owner])
-                    .await
+                database.value("SELECT agent_memory.graph_tree($1)::text", &[owner]).await
             }
         }
     }
@@ -101,9 +99,6 @@ mod tests {
             Resource::MemoryTree("agent:travel/α".into()).uri(),
             "memory://agent%3Atravel%2F%CE%B1/tree"
         );
-        assert_eq!(
-            Resource::GraphTree("alice".into()).uri(),
-            "graph://alice/tree"
-        );
+        assert_eq!(Resource::GraphTree("alice".into()).uri(), "graph://alice/tree");
     }
 }

@@ -53,9 +53,7 @@ impl Drop for Forwarding {
 
 impl MemoryServer {
     pub fn new(
-        database: Arc<Database>,
-        options: Arc<Options>,
-        changes: Arc<Changes>,
+        database: Arc<Database>, options: Arc<Options>, changes: Arc<Changes>,
     ) -> MemoryServer {
         MemoryServer {
             database,
@@ -69,10 +67,7 @@ impl MemoryServer {
     /// The server for another client's session: the same database, tools
     /// and changes, none of the subscriptions.
     pub fn for_new_session(&self) -> MemoryServer {
-        MemoryServer {
-            subscribed: Arc::default(),
-            ..self.clone()
-        }
+        MemoryServer { subscribed: Arc::default(), ..self.clone() }
     }
 
     /// The database for one request: its statement is cancelled in
@@ -81,22 +76,14 @@ impl MemoryServer {
     /// connection goes back to the pool.
     fn database_for(&self, context: &RequestContext<RoleServer>) -> Database {
         let token = context.ct.clone();
-        self.database.cancelled_by(database::cancellation(
-            async move { token.cancelled().await },
-        ))
+        self.database.cancelled_by(database::cancellation(async move { token.cancelled().await }))
     }
 
     fn offered(&self, uri: &str) -> Result<(), ErrorData> {
-        if resources::offered(&self.options)
-            .iter()
-            .any(|resource| resource.uri() == uri)
-        {
+        if resources::offered(&self.options).iter().any(|resource| resource.uri() == uri) {
             Ok(())
         } else {
-            Err(ErrorData::resource_not_found(
-                format!("no resource {uri}"),
-                None,
-            ))
+            Err(ErrorData::resource_not_found(format!("no resource {uri}"), None))
         }
     }
 }
@@ -134,9 +121,7 @@ fn custom_request_error(request: &CustomRequest) -> ErrorData {
 
 impl ServerHandler for MemoryServer {
     async fn on_custom_request(
-        &self,
-        request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        &self, request: CustomRequest, _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
         Err(custom_request_error(&request))
     }
@@ -161,9 +146,7 @@ impl ServerHandler for MemoryServer {
     }
 
     async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        &self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         // The definitions come from the database: while it has never been
         // reachable there is no list to give, which MCP can only say as a
@@ -191,9 +174,7 @@ impl ServerHandler for MemoryServer {
     }
 
     async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        &self, request: CallToolRequestParams, context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.unwrap_or_default();
         let database = self.database_for(&context);
@@ -213,9 +194,7 @@ impl ServerHandler for MemoryServer {
     }
 
     async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        &self, _request: Option<PaginatedRequestParams>, _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         Ok(ListResourcesResult::with_all_items(
             resources::offered(&self.options)
@@ -230,9 +209,7 @@ impl ServerHandler for MemoryServer {
     }
 
     async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        context: RequestContext<RoleServer>,
+        &self, request: ReadResourceRequestParams, context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let resource = resources::offered(&self.options)
             .into_iter()
@@ -252,13 +229,10 @@ impl ServerHandler for MemoryServer {
     /// Clients of protocol 2026-07-28 and later: one stream per listen
     /// request, for the resources it names among this server's.
     fn accepted_subscription_filter(
-        &self,
-        requested: &SubscriptionFilter,
+        &self, requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        let offered: Vec<String> = resources::offered(&self.options)
-            .iter()
-            .map(|resource| resource.uri())
-            .collect();
+        let offered: Vec<String> =
+            resources::offered(&self.options).iter().map(|resource| resource.uri()).collect();
         let mut accepted = SubscriptionFilter::new();
         accepted.resource_subscriptions = Some(
             requested
@@ -273,11 +247,7 @@ impl ServerHandler for MemoryServer {
     }
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let wanted = context
-            .accepted()
-            .resource_subscriptions
-            .clone()
-            .unwrap_or_default();
+        let wanted = context.accepted().resource_subscriptions.clone().unwrap_or_default();
         let mut changes = self.changes.subscribe();
         loop {
             tokio::select! {
@@ -306,9 +276,7 @@ impl ServerHandler for MemoryServer {
     /// Clients of earlier protocols: resources/subscribe and unsubscribe.
     #[allow(deprecated)]
     async fn subscribe(
-        &self,
-        request: SubscribeRequestParams,
-        context: RequestContext<RoleServer>,
+        &self, request: SubscribeRequestParams, context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.offered(&request.uri)?;
         let uri = request.uri;
@@ -333,18 +301,13 @@ impl ServerHandler for MemoryServer {
             }
         });
         // A subscription made again replaces the earlier one, which ends.
-        self.subscribed
-            .lock()
-            .await
-            .insert(uri, Forwarding(forwarding));
+        self.subscribed.lock().await.insert(uri, Forwarding(forwarding));
         Ok(())
     }
 
     #[allow(deprecated)]
     async fn unsubscribe(
-        &self,
-        request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        &self, request: UnsubscribeRequestParams, _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.subscribed.lock().await.remove(&request.uri);
         Ok(())
@@ -381,9 +344,6 @@ mod tests {
             );
         }
         let unknown = custom(r#"{"jsonrpc":"2.0","id":21,"method":"no/such","params":{}}"#);
-        assert_eq!(
-            custom_request_error(&unknown).code,
-            ErrorCode::METHOD_NOT_FOUND
-        );
+        assert_eq!(custom_request_error(&unknown).code, ErrorCode::METHOD_NOT_FOUND);
     }
 }

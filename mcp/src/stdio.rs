@@ -68,9 +68,7 @@ enum Line {
 /// `limit` bytes of it: a longer line is read to its end but only its
 /// beginning kept.
 async fn read_line<R: AsyncBufRead + Unpin>(
-    input: &mut R,
-    line: &mut Vec<u8>,
-    limit: usize,
+    input: &mut R, line: &mut Vec<u8>, limit: usize,
 ) -> std::io::Result<Line> {
     line.clear();
     if line.capacity() > KEPT_CAPACITY {
@@ -142,10 +140,7 @@ fn classify(line: &[u8]) -> Message {
             return Message::Request(Request {
                 id: json_text(&request.id),
                 begins_session: begins_session(&request.request),
-                answered: !matches!(
-                    request.request,
-                    ClientRequest::SubscriptionsListenRequest(_)
-                ),
+                answered: !matches!(request.request, ClientRequest::SubscriptionsListenRequest(_)),
             });
         }
         Ok(ClientJsonRpcMessage::Notification(notification)) => {
@@ -197,8 +192,7 @@ fn begins_session(request: &ClientRequest) -> bool {
         ClientRequest::PingRequest(_) | ClientRequest::DiscoverRequest(_) => false,
         request => {
             let meta = request.get_meta();
-            meta.missing_required_keys(&ProtocolVersion::V_2026_07_28)
-                .is_empty()
+            meta.missing_required_keys(&ProtocolVersion::V_2026_07_28).is_empty()
                 && meta
                     .protocol_version()
                     .is_some_and(|version| ProtocolVersion::KNOWN_VERSIONS.contains(&version))
@@ -215,10 +209,7 @@ fn json_text<T: serde::Serialize>(value: &T) -> String {
 /// `beginning` was kept.
 fn refusal_of_too_long(beginning: &[u8]) -> String {
     let message = beginning.strip_prefix(UTF8_BOM).unwrap_or(beginning);
-    invalid_request(
-        id_of(message),
-        &format!("the message is longer than {LONGEST_LINE} bytes"),
-    )
+    invalid_request(id_of(message), &format!("the message is longer than {LONGEST_LINE} bytes"))
 }
 
 fn invalid_request(id: serde_json::Value, message: &str) -> String {
@@ -324,12 +315,7 @@ struct Backlog {
 
 impl Backlog {
     fn new(queued_bytes_cap: usize, in_flight_cap: usize) -> Backlog {
-        Backlog {
-            queued_bytes: 0,
-            queued_bytes_cap,
-            in_flight: HashSet::new(),
-            in_flight_cap,
-        }
+        Backlog { queued_bytes: 0, queued_bytes_cap, in_flight: HashSet::new(), in_flight_cap }
     }
 
     /// Whether another line may be queued for stdout.
@@ -369,10 +355,7 @@ struct Flow {
 
 impl Flow {
     fn new(backlog: Backlog) -> Flow {
-        Flow {
-            backlog: std::sync::Mutex::new(backlog),
-            changed: Notify::new(),
-        }
+        Flow { backlog: std::sync::Mutex::new(backlog), changed: Notify::new() }
     }
 
     fn update(&self, change: impl FnOnce(&mut Backlog)) {
@@ -529,17 +512,11 @@ mod tests {
     #[test]
     fn json_that_is_no_valid_message_gets_an_invalid_request_error_with_its_id() {
         for (line, id) in [
-            (
-                r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":"x"}"#,
-                16.into(),
-            ),
+            (r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":"x"}"#, 16.into()),
             (r#"{"jsonrpc":"1.0","id":13,"method":"ping"}"#, 13.into()),
             (r#"{"id":"fourteen","method":"ping"}"#, "fourteen".into()),
             (r#"{"jsonrpc":"2.0","id":15}"#, 15.into()),
-            (
-                r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
-                serde_json::Value::Null,
-            ),
+            (r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, serde_json::Value::Null),
             ("[1, 2]", serde_json::Value::Null),
             ("5", serde_json::Value::Null),
         ] {
@@ -554,31 +531,17 @@ mod tests {
     fn messages_are_classified() {
         assert_eq!(
             classify(PING),
-            Message::Request(Request {
-                id: "1".into(),
-                begins_session: false,
-                answered: true
-            })
+            Message::Request(Request { id: "1".into(), begins_session: false, answered: true })
         );
         let initialize = br#"{"jsonrpc":"2.0","id":"i","method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
         assert_eq!(
             classify(initialize),
-            Message::Request(Request {
-                id: r#""i""#.into(),
-                begins_session: true,
-                answered: true
-            })
+            Message::Request(Request { id: r#""i""#.into(), begins_session: true, answered: true })
         );
         // Without the metadata of 2026-07-28, rmcp refuses a call before
         // initialize and keeps waiting.
         let call = br#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
-        assert!(matches!(
-            classify(call),
-            Message::Request(Request {
-                begins_session: false,
-                ..
-            })
-        ));
+        assert!(matches!(classify(call), Message::Request(Request { begins_session: false, .. })));
         assert_eq!(
             classify(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             Message::Notification { cancels: None }
@@ -591,10 +554,7 @@ mod tests {
                 cancels: Some(r#""x""#.into())
             }
         );
-        assert_eq!(
-            classify(br#"{"jsonrpc":"2.0","id":5,"result":{}}"#),
-            Message::Response
-        );
+        assert_eq!(classify(br#"{"jsonrpc":"2.0","id":5,"result":{}}"#), Message::Response);
         assert_eq!(
             classify(br#"{"jsonrpc":"2.0","id":5,"error":{"code":1,"message":"m"}}"#),
             Message::Response
@@ -617,19 +577,13 @@ mod tests {
             ),
             None
         );
-        assert_eq!(
-            answered_id(r#"{"jsonrpc":"2.0","id":0,"method":"roots/list"}"#),
-            None
-        );
+        assert_eq!(answered_id(r#"{"jsonrpc":"2.0","id":0,"method":"roots/list"}"#), None);
         // The id rmcp writes back is the id as the request's classification
         // keeps it.
         let Message::Request(request) = classify(PING) else {
             panic!("a request");
         };
-        assert_eq!(
-            answered_id(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
-            Some(request.id)
-        );
+        assert_eq!(answered_id(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#), Some(request.id));
     }
 
     #[test]
@@ -693,10 +647,7 @@ mod tests {
             "}".repeat(130)
         );
         let refusal = answer(refusal_of(deep.as_bytes()));
-        assert_eq!(
-            (&refusal["id"], &refusal["error"]["code"]),
-            (&5.into(), &(-32600).into())
-        );
+        assert_eq!((&refusal["id"], &refusal["error"]["code"]), (&5.into(), &(-32600).into()));
 
         // Invalid UTF-8 inside a string.
         let mut invalid =
@@ -704,10 +655,7 @@ mod tests {
         invalid.extend(b"\xff\xfe");
         invalid.extend(b"\"}}\n");
         let refusal = answer(refusal_of(&invalid));
-        assert_eq!(
-            (&refusal["id"], &refusal["error"]["code"]),
-            (&"six".into(), &(-32600).into())
-        );
+        assert_eq!((&refusal["id"], &refusal["error"]["code"]), (&"six".into(), &(-32600).into()));
 
         // Arrays nested 200 levels: no id to answer with.
         let nested = format!("{}{}", "[".repeat(200), "]".repeat(200));
@@ -731,35 +679,19 @@ mod tests {
     async fn a_line_too_long_is_dropped_without_being_held() {
         // 64 MiB with no newline, then the newline and a ping.
         let endless = tokio::io::repeat(b'x').take(64 << 20);
-        let input = b"{\"id\": 3, \"params\": \""
-            .chain(endless)
-            .chain(&b"\"}\n"[..])
-            .chain(PING);
+        let input = b"{\"id\": 3, \"params\": \"".chain(endless).chain(&b"\"}\n"[..]).chain(PING);
         let mut input = BufReader::new(input);
         let mut line = Vec::new();
         let limit = 1 << 20;
 
-        assert_eq!(
-            read_line(&mut input, &mut line, limit).await.unwrap(),
-            Line::TooLong
-        );
-        assert!(
-            line.capacity() <= KEPT_OF_A_LONG_LINE.max(limit),
-            "{}",
-            line.capacity()
-        );
+        assert_eq!(read_line(&mut input, &mut line, limit).await.unwrap(), Line::TooLong);
+        assert!(line.capacity() <= KEPT_OF_A_LONG_LINE.max(limit), "{}", line.capacity());
         assert_eq!(answer(Some(refusal_of_too_long(&line)))["id"], 3);
 
-        assert_eq!(
-            read_line(&mut input, &mut line, limit).await.unwrap(),
-            Line::Whole
-        );
+        assert_eq!(read_line(&mut input, &mut line, limit).await.unwrap(), Line::Whole);
         assert_eq!(line, PING);
         assert!(line.capacity() <= KEPT_CAPACITY, "{}", line.capacity());
-        assert_eq!(
-            read_line(&mut input, &mut line, limit).await.unwrap(),
-            Line::End
-        );
+        assert_eq!(read_line(&mut input, &mut line, limit).await.unwrap(), Line::End);
     }
 
     #[tokio::test]
@@ -767,15 +699,9 @@ mod tests {
         let long = vec![b' '; 1 << 20];
         let mut input = BufReader::new(long.chain(PING));
         let mut line = Vec::new();
-        assert_eq!(
-            read_line(&mut input, &mut line, 2 << 20).await.unwrap(),
-            Line::Whole
-        );
+        assert_eq!(read_line(&mut input, &mut line, 2 << 20).await.unwrap(), Line::Whole);
         assert!(line.capacity() >= 1 << 20);
-        assert_eq!(
-            read_line(&mut input, &mut line, 2 << 20).await.unwrap(),
-            Line::End
-        );
+        assert_eq!(read_line(&mut input, &mut line, 2 << 20).await.unwrap(), Line::End);
         assert!(line.capacity() <= KEPT_CAPACITY, "{}", line.capacity());
     }
 }

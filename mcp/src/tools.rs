@@ -20,10 +20,7 @@ pub struct Answer {
 
 impl Answer {
     fn ok(result: Value) -> Answer {
-        Answer {
-            envelope: json!({"ok": true, "result": result}),
-            is_error: false,
-        }
+        Answer { envelope: json!({"ok": true, "result": result}), is_error: false }
     }
 
     /// An envelope the extension built: a refusal when `ok` is false.
@@ -41,10 +38,7 @@ impl Answer {
     }
 
     fn failure(failure: &Failure) -> Answer {
-        Answer {
-            envelope: failure.envelope(),
-            is_error: true,
-        }
+        Answer { envelope: failure.envelope(), is_error: true }
     }
 
     fn invalid(message: impl Into<String>) -> Answer {
@@ -64,20 +58,17 @@ pub struct Definition {
 
 /// The definitions of the tools the operator's options enable.
 pub async fn definitions(
-    database: &Database,
-    options: &Options,
+    database: &Database, options: &Options,
 ) -> Result<Vec<Definition>, Failure> {
     let mut tools = Vec::new();
     if options.scope.is_some() {
-        let text: String = database
-            .value("SELECT agent_memory.memory_tool_definition()::text", &[])
-            .await?;
+        let text: String =
+            database.value("SELECT agent_memory.memory_tool_definition()::text", &[]).await?;
         tools.push(from_extension(&text)?);
     }
     if options.names_some_memory() {
-        let text: String = database
-            .value("SELECT agent_memory.recall_tool_definition()::text", &[])
-            .await?;
+        let text: String =
+            database.value("SELECT agent_memory.recall_tool_definition()::text", &[]).await?;
         tools.push(from_extension(&text)?);
     }
     if options.session.is_some() {
@@ -173,14 +164,8 @@ fn from_extension(text: &str) -> Result<Definition, Failure> {
     };
     let definition: Value = serde_json::from_str(text).map_err(|_| bad("JSON"))?;
     Ok(Definition {
-        name: definition["name"]
-            .as_str()
-            .ok_or_else(|| bad("name"))?
-            .to_owned(),
-        description: definition["description"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
+        name: definition["name"].as_str().ok_or_else(|| bad("name"))?.to_owned(),
+        description: definition["description"].as_str().unwrap_or_default().to_owned(),
         input_schema: definition["input_schema"]
             .as_object()
             .ok_or_else(|| bad("input_schema"))?
@@ -194,94 +179,80 @@ fn defined(name: &str, description: &str, properties: Value, required: &[&str]) 
     schema.insert("properties".into(), properties);
     schema.insert("required".into(), json!(required));
     schema.insert("additionalProperties".into(), json!(false));
-    Definition {
-        name: name.into(),
-        description: description.into(),
-        input_schema: schema,
-    }
+    Definition { name: name.into(), description: description.into(), input_schema: schema }
 }
 
 /// Run tool `name` with the model's `arguments`; None for a tool that this
 /// server does not offer.
 pub async fn call(
-    database: &Database,
-    options: &Options,
-    name: &str,
-    arguments: Map<String, Value>,
+    database: &Database, options: &Options, name: &str, arguments: Map<String, Value>,
 ) -> Option<Answer> {
     let arguments = Arguments(arguments);
-    Some(
-        match (name, &options.scope, &options.session, &options.owner) {
-            ("memory", Some(scope), _, _) => {
-                let request = Value::Object(arguments.0);
-                envelope_of(
-                    database
-                        .value::<String>(
-                            "SELECT agent_memory.memory_tool($1, $2::jsonb)::text",
-                            &[scope, &request],
-                        )
-                        .await,
-                )
-            }
-            ("recall", ..) if options.names_some_memory() => {
-                let request = Value::Object(arguments.0);
-                envelope_of(
-                    database
-                        .value::<String>(
-                            "SELECT agent_memory.recall_tool($1::jsonb, $2, $3, $4, $5)::text",
-                            &[
-                                &request,
-                                &options.session,
-                                &options.user,
-                                &options.owner,
-                                &options.scope,
-                            ],
-                        )
-                        .await,
-                )
-            }
-            ("remember", _, Some(session), _) => {
-                remember(database, options, session, &arguments).await
-            }
-            ("forget", _, Some(session), _) => match arguments.text("key") {
-                Err(answer) => answer,
-                Ok(key) => result_of(
-                    database
-                        .value::<bool>("SELECT agent_memory.kv_delete($1, $2)", &[session, &key])
-                        .await
-                        .map(|deleted| json!({"deleted": deleted})),
-                ),
-            },
-            ("graph_read", _, _, Some(owner)) => match arguments.text("node_id") {
-                Err(answer) => answer,
-                Ok(node) => json_result(
-                    database
-                        .value::<Option<String>>(
-                            "SELECT agent_memory.graph_read($1, $2)::text",
-                            &[owner, &node],
-                        )
-                        .await,
-                ),
-            },
-            ("graph_create", _, _, Some(owner)) => graph_create(database, owner, &arguments).await,
-            ("graph_write", _, _, Some(owner)) => graph_write(database, owner, &arguments).await,
-            ("graph_append", _, _, Some(owner)) => graph_append(database, owner, &arguments).await,
-            ("graph_delete", _, _, Some(owner)) => graph_delete(database, owner, &arguments).await,
-            ("graph_tree", _, _, Some(owner)) => json_result(
+    Some(match (name, &options.scope, &options.session, &options.owner) {
+        ("memory", Some(scope), _, _) => {
+            let request = Value::Object(arguments.0);
+            envelope_of(
                 database
-                    .value::<Option<String>>("SELECT agent_memory.graph_tree($1)::text", &[owner])
+                    .value::<String>(
+                        "SELECT agent_memory.memory_tool($1, $2::jsonb)::text",
+                        &[scope, &request],
+                    )
+                    .await,
+            )
+        }
+        ("recall", ..) if options.names_some_memory() => {
+            let request = Value::Object(arguments.0);
+            envelope_of(
+                database
+                    .value::<String>(
+                        "SELECT agent_memory.recall_tool($1::jsonb, $2, $3, $4, $5)::text",
+                        &[
+                            &request,
+                            &options.session,
+                            &options.user,
+                            &options.owner,
+                            &options.scope,
+                        ],
+                    )
+                    .await,
+            )
+        }
+        ("remember", _, Some(session), _) => remember(database, options, session, &arguments).await,
+        ("forget", _, Some(session), _) => match arguments.text("key") {
+            Err(answer) => answer,
+            Ok(key) => result_of(
+                database
+                    .value::<bool>("SELECT agent_memory.kv_delete($1, $2)", &[session, &key])
+                    .await
+                    .map(|deleted| json!({"deleted": deleted})),
+            ),
+        },
+        ("graph_read", _, _, Some(owner)) => match arguments.text("node_id") {
+            Err(answer) => answer,
+            Ok(node) => json_result(
+                database
+                    .value::<Option<String>>(
+                        "SELECT agent_memory.graph_read($1, $2)::text",
+                        &[owner, &node],
+                    )
                     .await,
             ),
-            _ => return None,
         },
-    )
+        ("graph_create", _, _, Some(owner)) => graph_create(database, owner, &arguments).await,
+        ("graph_write", _, _, Some(owner)) => graph_write(database, owner, &arguments).await,
+        ("graph_append", _, _, Some(owner)) => graph_append(database, owner, &arguments).await,
+        ("graph_delete", _, _, Some(owner)) => graph_delete(database, owner, &arguments).await,
+        ("graph_tree", _, _, Some(owner)) => json_result(
+            database
+                .value::<Option<String>>("SELECT agent_memory.graph_tree($1)::text", &[owner])
+                .await,
+        ),
+        _ => return None,
+    })
 }
 
 async fn remember(
-    database: &Database,
-    options: &Options,
-    session: &String,
-    arguments: &Arguments,
+    database: &Database, options: &Options, session: &String, arguments: &Arguments,
 ) -> Answer {
     let parsed = (|| {
         Ok((
@@ -296,9 +267,7 @@ async fn remember(
     };
     const SET: &str =
         "SELECT agent_memory.kv_set($1, $2, $3::jsonb, $4 * interval '1 second')::text";
-    let mut stored = database
-        .value::<String>(SET, &[session, &key, &value, &ttl])
-        .await;
+    let mut stored = database.value::<String>(SET, &[session, &key, &value, &ttl]).await;
     // A session that does not exist yet, or has expired: the operator named
     // its user, so it is the operator's session to (re)create.
     if let (Err(Failure::Refused { sqlstate, .. }), Some(user)) = (&stored, &options.user)
@@ -313,9 +282,7 @@ async fn remember(
         if let Err(failure) = created {
             return Answer::failure(&failure);
         }
-        stored = database
-            .value::<String>(SET, &[session, &key, &value, &ttl])
-            .await;
+        stored = database.value::<String>(SET, &[session, &key, &value, &ttl]).await;
     }
     json_result(stored.map(Some))
 }
@@ -366,16 +333,7 @@ async fn graph_write(database: &Database, owner: &String, arguments: &Arguments)
         database
             .value::<i32>(
                 "SELECT agent_memory.graph_write($1, $2, $3, $4, $5, $6, $7, $8)",
-                &[
-                    owner,
-                    &node,
-                    &title,
-                    &description,
-                    &body,
-                    &refs,
-                    &change,
-                    &expected,
-                ],
+                &[owner, &node, &title, &description, &body, &refs, &change, &expected],
             )
             .await
             .map(|version| json!({"version": version})),
@@ -406,12 +364,8 @@ async fn graph_append(database: &Database, owner: &String, arguments: &Arguments
 }
 
 async fn graph_delete(database: &Database, owner: &String, arguments: &Arguments) -> Answer {
-    let parsed = (|| {
-        Ok((
-            arguments.text("node_id")?,
-            arguments.optional_integer("expected_revision")?,
-        ))
-    })();
+    let parsed =
+        (|| Ok((arguments.text("node_id")?, arguments.optional_integer("expected_revision")?)))();
     let (node, expected) = match parsed {
         Ok(parsed) => parsed,
         Err(answer) => return answer,
@@ -443,10 +397,11 @@ fn result_of(result: Result<Value, Failure>) -> Answer {
 
 /// A function's JSON result (as text, so that numbers keep their digits).
 fn json_result(text: Result<Option<String>, Failure>) -> Answer {
-    result_of(text.map(|text| {
-        text.and_then(|text| serde_json::from_str(&text).ok())
-            .unwrap_or(Value::Null)
-    }))
+    result_of(
+        text.map(|text| {
+            text.and_then(|text| serde_json::from_str(&text).ok()).unwrap_or(Value::Null)
+        }),
+    )
 }
 
 /// The model's arguments, read with a refusal the model can act on.
@@ -461,8 +416,7 @@ impl Arguments {
     }
 
     fn text(&self, name: &str) -> Result<String, Answer> {
-        self.optional_text(name)?
-            .ok_or_else(|| Answer::invalid(format!("{name} is required")))
+        self.optional_text(name)?.ok_or_else(|| Answer::invalid(format!("{name} is required")))
     }
 
     fn optional_text(&self, name: &str) -> Result<Option<String>, Answer> {

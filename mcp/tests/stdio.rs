@@ -41,11 +41,7 @@ impl Server {
             }
         });
         let stdin = child.stdin.take();
-        Server {
-            child,
-            stdin,
-            lines,
-        }
+        Server { child, stdin, lines }
     }
 
     fn send(&mut self, line: &str) {
@@ -93,10 +89,7 @@ fn invalid_requests_are_answered_with_their_id() {
     let mut server = Server::start();
     server.initialize();
     for (line, id) in [
-        (
-            r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":"x"}"#,
-            json!(16),
-        ),
+        (r#"{"jsonrpc":"2.0","id":16,"method":"tools/call","params":"x"}"#, json!(16)),
         (r#"{"jsonrpc":"1.0","id":13,"method":"ping"}"#, json!(13)),
         (r#"{"id":14,"method":"ping"}"#, json!(14)),
         (r#"{"jsonrpc":"2.0","id":"fifteen"}"#, json!("fifteen")),
@@ -163,10 +156,7 @@ fn a_client_that_does_not_read_stops_being_read() {
     });
     // Nothing read from stdout: the server stops reading stdin, and the
     // writer waits.
-    assert_eq!(
-        finished.recv_timeout(Duration::from_secs(3)),
-        Err(RecvTimeoutError::Timeout)
-    );
+    assert_eq!(finished.recv_timeout(Duration::from_secs(3)), Err(RecvTimeoutError::Timeout));
     // Once the answers are read, every line gets its own, in order.
     for id in 0..LINES {
         let line = server.lines.recv_timeout(PATIENCE).expect("an answer");

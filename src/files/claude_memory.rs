@@ -37,10 +37,7 @@ use crate::pg::settings;
 // one (a fenced `unnest` joined on every key column).
 
 fn view(
-    client: Client,
-    scope: &str,
-    path: &Target,
-    range: &claude::ViewRange,
+    client: Client, scope: &str, path: &Target, range: &claude::ViewRange,
 ) -> SqlResult<Answer<String>> {
     if !path.is_root() {
         let shown = store::with_file(client, scope, &path.stored, |content, _| {
@@ -96,20 +93,15 @@ fn create(client: Client, scope: &str, path: &Target, text: &str) -> SqlResult<A
 /// Lock a file, compute its edit, write it: `edit` gives the new content
 /// and the answer, or the refusal.
 fn edit(
-    client: Client,
-    scope: &str,
-    path: &Target,
-    edit: impl FnOnce(&str) -> Answer<(String, String)>,
+    client: Client, scope: &str, path: &Target, edit: impl FnOnce(&str) -> Answer<(String, String)>,
 ) -> SqlResult<Answer<String>> {
     let table = LOCK_FILE.run(client, &[scope.into(), path.stored.as_str().into()])?;
     if table.is_empty() {
-        return Ok(Err(
-            if path.is_root() || store::is_directory(client, scope, &path.stored)? {
-                claude::not_a_file(path)
-            } else {
-                claude::not_found(path)
-            },
-        ));
+        return Ok(Err(if path.is_root() || store::is_directory(client, scope, &path.stored)? {
+            claude::not_a_file(path)
+        } else {
+            claude::not_found(path)
+        }));
     }
     let content = table.first().value::<String>(1)?.unwrap_or_default();
     let (edited, answer) = match edit(&content) {
@@ -165,10 +157,7 @@ fn rename(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResult<
 }
 
 fn rename_in_locked_scope(
-    client: Client,
-    scope: &str,
-    from: &Target,
-    to: &Target,
+    client: Client, scope: &str, from: &Target, to: &Target,
 ) -> SqlResult<Answer<String>> {
     let range = |t: &Target| [files::under(&t.stored), files::under_end(&t.stored)];
     let [to_under, to_end] = range(to);
@@ -200,11 +189,7 @@ fn rename_in_locked_scope(
         return Ok(Err(claude::file_above(to)));
     }
     let answer = move_tree(client, scope, from, to)?;
-    let stays = if answer.is_ok() {
-        &from.stored
-    } else {
-        &to.stored
-    };
+    let stays = if answer.is_ok() { &from.stored } else { &to.stored };
     store::keep_directory(client, scope, files::parent(stays))?;
     Ok(answer)
 }
@@ -255,14 +240,7 @@ fn move_tree(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResu
     let [scope_arg, from_arg, under_arg, end_arg] = moving_args();
     MOVE.run(
         client,
-        &[
-            scope_arg,
-            from_arg,
-            under_arg,
-            end_arg,
-            to.stored.as_str().into(),
-            prefix_chars.into(),
-        ],
+        &[scope_arg, from_arg, under_arg, end_arg, to.stored.as_str().into(), prefix_chars.into()],
     )?;
     versions::move_versions(client, scope, &from.stored, &to.stored)?;
     Ok(Ok(claude::renamed(from, to)))
@@ -270,9 +248,7 @@ fn move_tree(client: Client, scope: &str, from: &Target, to: &Target) -> SqlResu
 
 /// Run one request of the tool on a scope: the answer, or the refusal.
 fn answer(
-    scope: Option<&str>,
-    request: &serde_json::Value,
-    precondition: &Precondition,
+    scope: Option<&str>, request: &serde_json::Value, precondition: &Precondition,
 ) -> SqlResult<Answer<String>> {
     let request = match claude::parse(request) {
         Ok(request) => request,
@@ -304,10 +280,7 @@ fn answer(
 /// answer's text has no place for it. A creation, a delete or a rename
 /// locks the scope's row first, as they do.
 fn check_precondition(
-    client: Client,
-    scope: &str,
-    request: &Request,
-    precondition: &Precondition,
+    client: Client, scope: &str, request: &Request, precondition: &Precondition,
 ) -> SqlResult<()> {
     let Some(file) = request.changed_file() else {
         return Err(Error::invalid(
@@ -315,10 +288,7 @@ fn check_precondition(
         ))
         .or_report();
     };
-    if matches!(
-        request,
-        Request::Create { .. } | Request::Delete { .. } | Request::Rename { .. }
-    ) {
+    if matches!(request, Request::Create { .. } | Request::Delete { .. } | Request::Rename { .. }) {
         store::lock_scope(client, scope)?;
     }
     let current = store::lock_file(client, scope, &file.stored)?;
@@ -327,9 +297,7 @@ fn check_precondition(
         agent_memory_core::error::quoted(&file.shown),
         agent_memory_core::error::quoted(scope)
     );
-    let current = current
-        .as_ref()
-        .map(|(version, content)| (*version, content.as_str()));
+    let current = current.as_ref().map(|(version, content)| (*version, content.as_str()));
     match claude::precondition_conflict(&name, precondition, current) {
         Some(conflict) => Err(conflict).or_report(),
         None => Ok(()),
@@ -341,12 +309,12 @@ fn run(client: Client, scope: &str, request: &Request) -> SqlResult<Answer<Strin
     match request {
         Request::View { path, range } => view(client, scope, path, range),
         Request::Create { path, text } => create(client, scope, path, text),
-        Request::StrReplace { path, old, new } => edit(client, scope, path, |content| {
-            claude::replace_once(path, content, old, new)
-        }),
-        Request::Insert { path, line, text } => edit(client, scope, path, |content| {
-            claude::insert_lines(path, content, *line, text)
-        }),
+        Request::StrReplace { path, old, new } => {
+            edit(client, scope, path, |content| claude::replace_once(path, content, old, new))
+        }
+        Request::Insert { path, line, text } => {
+            edit(client, scope, path, |content| claude::insert_lines(path, content, *line, text))
+        }
         Request::Delete { path } => delete(client, scope, path),
         Request::Rename { from, to } => rename(client, scope, from, to),
     }
@@ -355,8 +323,7 @@ fn run(client: Client, scope: &str, request: &Request) -> SqlResult<Answer<Strin
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn claude_memory(
-    scope: Option<&str>,
-    request: Option<ToolRequest>,
+    scope: Option<&str>, request: Option<ToolRequest>,
     expected_version: default!(Option<i32>, "NULL"),
     expected_sha256: default!(Option<&str>, "NULL"),
 ) -> SqlResult<String> {
@@ -366,10 +333,7 @@ fn claude_memory(
         None => serde_json::Value::Null,
         Some(Ok(request)) => request,
         Some(Err(TooDeep)) => {
-            return Ok(format!(
-                "The request nests more than {} levels",
-                jsonb::MAX_DEPTH
-            ));
+            return Ok(format!("The request nests more than {} levels", jsonb::MAX_DEPTH));
         }
     };
     Ok(answer(scope, &request, &precondition)?.unwrap_or_else(|refused| refused))
@@ -378,9 +342,7 @@ fn claude_memory(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn claude_memory_tool_result(
-    scope: Option<&str>,
-    tool_use: Option<JsonB>,
-    expected_version: default!(Option<i32>, "NULL"),
+    scope: Option<&str>, tool_use: Option<JsonB>, expected_version: default!(Option<i32>, "NULL"),
     expected_sha256: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonB> {
     let precondition =

@@ -65,10 +65,8 @@ fn list(client: Client, scope: &str, dir: &str) -> SqlResult<ToolResult<String>>
     let mut from = files::under(dir);
     let mut entries: Vec<(String, bool)> = Vec::new();
     loop {
-        let table = FIRST_FROM.read(
-            client,
-            &[scope.into(), from.as_str().into(), end.as_str().into()],
-        )?;
+        let table =
+            FIRST_FROM.read(client, &[scope.into(), from.as_str().into(), end.as_str().into()])?;
         if table.is_empty() {
             break;
         }
@@ -99,11 +97,7 @@ fn list(client: Client, scope: &str, dir: &str) -> SqlResult<ToolResult<String>>
 /// `append` under a precondition that found no file: create it, and only
 /// it; a file created concurrently meanwhile is a conflict.
 fn create_only(
-    client: Client,
-    scope: &str,
-    path: &str,
-    content: &str,
-    precondition: &Precondition,
+    client: Client, scope: &str, path: &str, content: &str, precondition: &Precondition,
 ) -> SqlResult<ToolResult<String>> {
     if path == "/" {
         return Ok(Err(a_directory()));
@@ -132,10 +126,8 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
         let there = settings::history_retention() == 0 || lock_file_if_there(client, scope, path)?;
         if there {
             versions::save_before_append(client, scope, path, content.len(), limit)?;
-            let appended = APPEND_EXISTING.run(
-                client,
-                &[scope.into(), path.into(), content.into(), limit.into()],
-            )?;
+            let appended = APPEND_EXISTING
+                .run(client, &[scope.into(), path.into(), content.into(), limit.into()])?;
             if !appended.is_empty() {
                 let version = appended.first().required::<i32>(1, "version")?;
                 return Ok(Ok(files::append_result(version)));
@@ -166,11 +158,7 @@ fn append(client: Client, scope: &str, path: &str, content: &str) -> SqlResult<T
 const MAX_TRIES: usize = 16;
 
 fn update(
-    client: Client,
-    scope: &str,
-    path: &str,
-    old: &str,
-    new: &str,
+    client: Client, scope: &str, path: &str, old: &str, new: &str,
 ) -> SqlResult<ToolResult<String>> {
     let limit = max_file_bytes();
     // The file is read, its new content made here, and written at the
@@ -207,13 +195,7 @@ fn update(
         versions::save_row_version(client, scope, path, at.ctid(), at.xmin)?;
         let written = WRITE_VERSION.run(
             client,
-            &[
-                at.ctid(),
-                at.xmin.into(),
-                scope.into(),
-                path.into(),
-                replacement.as_str().into(),
-            ],
+            &[at.ctid(), at.xmin.into(), scope.into(), path.into(), replacement.as_str().into()],
         )?;
         if !written.is_empty() {
             let version = written.first().required::<i32>(1, "version")?;
@@ -271,16 +253,10 @@ fn delete(client: Client, scope: &str, path: &str) -> SqlResult<ToolResult<Strin
     }
     let deleted = delete_path(client, scope, path)?;
     if deleted.files == 0 && deleted.dirs == 0 {
-        return Ok(Err(ToolError::new(
-            Code::Enoent,
-            "ENOENT: file or directory not found",
-        )));
+        return Ok(Err(ToolError::new(Code::Enoent, "ENOENT: file or directory not found")));
     }
     forget_scope_if_empty(client, scope)?;
-    Ok(Ok(format!(
-        "{{\"files\":{},\"dirs\":{}}}",
-        deleted.files, deleted.dirs
-    )))
+    Ok(Ok(format!("{{\"files\":{},\"dirs\":{}}}", deleted.files, deleted.dirs)))
 }
 
 /// The files at `path` or under it whose search column matches `query`,
@@ -302,10 +278,8 @@ fn search(client: Client, scope: &str, path: &str, query: &Query) -> SqlResult<T
             files::MAX_SEARCH_MATCHES.into(),
         ];
         let search = if plans::on_citus()? {
-            let config = SEARCH_CONFIG
-                .read(client, &[])?
-                .first()
-                .required::<String>(1, "config")?;
+            let config =
+                SEARCH_CONFIG.read(client, &[])?.first().required::<String>(1, "config")?;
             args.push(config.into());
             &SEARCH_ON_CITUS
         } else {
@@ -325,19 +299,13 @@ fn search(client: Client, scope: &str, path: &str, query: &Query) -> SqlResult<T
         && READ.read(client, &[scope.into(), path.into()])?.is_empty()
         && !is_directory(client, scope, path)?
     {
-        return Ok(Err(ToolError::new(
-            Code::Enoent,
-            "ENOENT: file or directory not found",
-        )));
+        return Ok(Err(ToolError::new(Code::Enoent, "ENOENT: file or directory not found")));
     }
     Ok(Ok(files::search_result(&matches)))
 }
 
 fn run(
-    scope: &str,
-    command: &Command,
-    path: &str,
-    precondition: &Precondition,
+    scope: &str, command: &Command, path: &str, precondition: &Precondition,
 ) -> SqlResult<ToolResult<String>> {
     let _generic = GenericPlans::force()?;
     Spi::connect_mut(|client| {
@@ -417,8 +385,7 @@ fn memory_tool(scope: Option<&str>, request: Option<ToolRequest>) -> SqlResult<J
 #[pg_extern(immutable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn memory_scope(
-    memory_node_id: Option<&str>,
-    scope: default!(Option<&str>, "'global'"),
+    memory_node_id: Option<&str>, scope: default!(Option<&str>, "'global'"),
     thread_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<String> {
     files::scope_key(memory_node_id, scope, thread_id).or_report()
@@ -443,18 +410,15 @@ static SCOPE_FILES: StreamStatement = StreamStatement {
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn memory_render(
-    scope: Option<&str>,
-    content: default!(Option<&str>, "'tree'"),
+    scope: Option<&str>, content: default!(Option<&str>, "'tree'"),
     max_chars: default!(Option<i32>, "4000"),
 ) -> SqlResult<String> {
     let scope = scope.ok_or_else(|| Error::null("scope")).or_report()?;
     let max_chars = match max_chars {
         Some(n) if n >= 1 => n as usize,
         Some(n) => {
-            return Err(Error::invalid(format!(
-                "max_chars must be at least 1, not {n}"
-            )))
-            .or_report();
+            return Err(Error::invalid(format!("max_chars must be at least 1, not {n}")))
+                .or_report();
         }
         None => return Err(Error::null("max_chars")).or_report(),
     };
@@ -463,9 +427,7 @@ fn memory_render(
     if full {
         // Files are read one at a time; only what can still fit is kept.
         for_each_row(&SCOPE_FILES, &[Some(scope)], &mut |row| {
-            rendering
-                .push_file(row.text(1, "path")?, row.text(2, "content")?)
-                .or_report()
+            rendering.push_file(row.text(1, "path")?, row.text(2, "content")?).or_report()
         })?;
     } else {
         // The tree needs every path (a scope holds at most
@@ -485,14 +447,10 @@ fn memory_render(
 #[pg_extern(immutable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn memory_tool_definition(
-    name: default!(Option<&str>, "'memory'"),
-    description: default!(Option<&str>, "NULL"),
-    title: default!(Option<&str>, "NULL"),
-    format: default!(Option<&str>, "'anthropic'"),
+    name: default!(Option<&str>, "'memory'"), description: default!(Option<&str>, "NULL"),
+    title: default!(Option<&str>, "NULL"), format: default!(Option<&str>, "'anthropic'"),
 ) -> SqlResult<pgrx::JsonB> {
-    files::tool_definition(name, description, title, format)
-        .map(pgrx::JsonB)
-        .or_report()
+    files::tool_definition(name, description, title, format).map(pgrx::JsonB).or_report()
 }
 
 // The statements.

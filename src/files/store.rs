@@ -45,12 +45,7 @@ pub(crate) type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
 pub(crate) fn is_directory(client: Client, scope: &str, dir: &str) -> SqlResult<bool> {
     let table = ANY_UNDER.run(
         client,
-        &[
-            scope.into(),
-            files::under(dir).into(),
-            files::under_end(dir).into(),
-            dir.into(),
-        ],
+        &[scope.into(), files::under(dir).into(), files::under_end(dir).into(), dir.into()],
     )?;
     Ok(table.first().value::<bool>(1)? == Some(true))
 }
@@ -94,12 +89,7 @@ pub(crate) fn keep_directory(client: Client, scope: &str, dir: &str) -> SqlResul
     let kept = !KEEP_DIRECTORY
         .run(
             client,
-            &[
-                scope.into(),
-                dir.into(),
-                files::under(dir).into(),
-                files::under_end(dir).into(),
-            ],
+            &[scope.into(), dir.into(), files::under(dir).into(), files::under_end(dir).into()],
         )?
         .is_empty();
     if !kept {
@@ -112,10 +102,7 @@ pub(crate) fn keep_directory(client: Client, scope: &str, dir: &str) -> SqlResul
 /// result, not copied) and version to `use_file`; None when there is no
 /// file.
 pub(crate) fn with_file<T>(
-    client: Client,
-    scope: &str,
-    path: &str,
-    use_file: impl FnOnce(&str, i32) -> T,
+    client: Client, scope: &str, path: &str, use_file: impl FnOnce(&str, i32) -> T,
 ) -> SqlResult<Option<T>> {
     let table = READ.read(client, &[scope.into(), path.into()])?;
     if table.is_empty() {
@@ -130,10 +117,7 @@ pub(crate) fn with_file<T>(
 /// Lock file `path` of `scope` until the transaction ends, and check
 /// `precondition` against it (its version and content, or no file).
 pub(crate) fn locked_file_meets(
-    client: Client,
-    scope: &str,
-    path: &str,
-    precondition: &files::Precondition,
+    client: Client, scope: &str, path: &str, precondition: &files::Precondition,
 ) -> SqlResult<ToolResult<()>> {
     let table = LOCK_FILE.run(client, &[scope.into(), path.into()])?;
     if table.is_empty() {
@@ -148,27 +132,20 @@ pub(crate) fn locked_file_meets(
 /// Lock file `path` of `scope` until the transaction ends; its version and
 /// content, or None when there is no file.
 pub(crate) fn lock_file(
-    client: Client,
-    scope: &str,
-    path: &str,
+    client: Client, scope: &str, path: &str,
 ) -> SqlResult<Option<(i32, String)>> {
     let table = LOCK_FILE.run(client, &[scope.into(), path.into()])?;
     if table.is_empty() {
         return Ok(None);
     }
     let row = table.first();
-    Ok(Some((
-        row.required::<i32>(2, "version")?,
-        row.required::<String>(1, "content")?,
-    )))
+    Ok(Some((row.required::<i32>(2, "version")?, row.required::<String>(1, "content")?)))
 }
 
 /// Lock file `path` of `scope` until the transaction ends; whether it is
 /// there.
 pub(crate) fn lock_file_if_there(client: Client, scope: &str, path: &str) -> SqlResult<bool> {
-    Ok(!LOCK_FILE
-        .run(client, &[scope.into(), path.into()])?
-        .is_empty())
+    Ok(!LOCK_FILE.run(client, &[scope.into(), path.into()])?.is_empty())
 }
 
 /// Write `content` into the file at `path` (locked by the caller) as its
@@ -199,10 +176,7 @@ pub(crate) enum Placed {
 /// removed again and its count given back, within the caller's
 /// transaction, so a refusal leaves nothing behind.
 pub(crate) fn place_new_file(
-    client: Client,
-    scope: &str,
-    path: &str,
-    content: &str,
+    client: Client, scope: &str, path: &str, content: &str,
 ) -> SqlResult<Placed> {
     if content.len() > max_file_bytes() as usize {
         return Ok(Placed::Refused(too_big(content.len() as i64)));
@@ -219,29 +193,17 @@ pub(crate) fn place_new_file(
                 settings::MAX_FILES_PER_SCOPE.get()
             ),
         );
-        return Ok(Placed::Refused(
-            path_free(client, scope, path)?.unwrap_or(full),
-        ));
+        return Ok(Placed::Refused(path_free(client, scope, path)?.unwrap_or(full)));
     }
     let table = if crate::pg::plans::on_citus()? {
         let newest = crate::files::versions::newest_kept_on_citus(client, scope, path)?;
-        CREATE_FILE_ON_CITUS.run(
-            client,
-            &[
-                scope.into(),
-                path.into(),
-                content.into(),
-                newest.unwrap_or(0).into(),
-            ],
-        )?
+        CREATE_FILE_ON_CITUS
+            .run(client, &[scope.into(), path.into(), content.into(), newest.unwrap_or(0).into()])?
     } else {
         CREATE_FILE.run(client, &[scope.into(), path.into(), content.into()])?
     };
-    let created = if table.is_empty() {
-        None
-    } else {
-        Some(table.first().required::<i32>(1, "version")?)
-    };
+    let created =
+        if table.is_empty() { None } else { Some(table.first().required::<i32>(1, "version")?) };
     let refused = if let Some(version) = created {
         match path_free(client, scope, path)? {
             None => return Ok(Placed::Created(version)),
@@ -261,22 +223,14 @@ pub(crate) fn place_new_file(
 /// Count one more file in the scope; false when it is full.
 fn count_new_file(client: Client, scope: &str) -> SqlResult<bool> {
     let max_files = settings::MAX_FILES_PER_SCOPE.get();
-    if !COUNT_NEW_FILE
-        .run(client, &[scope.into(), max_files.into()])?
-        .is_empty()
-    {
+    if !COUNT_NEW_FILE.run(client, &[scope.into(), max_files.into()])?.is_empty() {
         return Ok(true);
     }
     // The bound reached the limit: count the files and try once more.
-    if RECOUNT
-        .run(client, &[scope.into(), max_files.into()])?
-        .is_empty()
-    {
+    if RECOUNT.run(client, &[scope.into(), max_files.into()])?.is_empty() {
         return Ok(false);
     }
-    Ok(!COUNT_NEW_FILE
-        .run(client, &[scope.into(), max_files.into()])?
-        .is_empty())
+    Ok(!COUNT_NEW_FILE.run(client, &[scope.into(), max_files.into()])?.is_empty())
 }
 
 /// Count `count` new files in the scope at once (an import's), locking its
@@ -288,9 +242,7 @@ pub(crate) fn count_new_files(client: Client, scope: &str, count: i32) -> SqlRes
     if count > max_files {
         return Ok(false);
     }
-    Ok(!COUNT_NEW_FILES
-        .run(client, &[scope.into(), count.into(), max_files.into()])?
-        .is_empty())
+    Ok(!COUNT_NEW_FILES.run(client, &[scope.into(), count.into(), max_files.into()])?.is_empty())
 }
 
 /// Why a new file's path is not free, if it is not.
@@ -334,12 +286,7 @@ pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<
     lock_scope(client, scope)?;
     let range = [files::under(path), files::under_end(path)];
     let args = || -> [pgrx::datum::DatumWithOid<'_>; 4] {
-        [
-            scope.into(),
-            path.into(),
-            range[0].as_str().into(),
-            range[1].as_str().into(),
-        ]
+        [scope.into(), path.into(), range[0].as_str().into(), range[1].as_str().into()]
     };
     crate::files::versions::save_at_or_under(client, scope, path)?;
     let table = DELETE_FILES.run(client, &args())?;
@@ -377,10 +324,8 @@ pub(crate) fn delete_path(client: Client, scope: &str, path: &str) -> SqlResult<
 
 /// The size of a file as of now, when it is there.
 pub(crate) fn file_bytes(client: Client, scope: &str, path: &str) -> SqlResult<Option<i64>> {
-    let bytes = FILE_BYTES
-        .run(client, &[scope.into(), path.into()])?
-        .first_value::<i32>(1)
-        .or_report()?;
+    let bytes =
+        FILE_BYTES.run(client, &[scope.into(), path.into()])?.first_value::<i32>(1).or_report()?;
     Ok(bytes.map(i64::from))
 }
 
@@ -435,10 +380,7 @@ macro_rules! directory_at {
 }
 
 pub(crate) static READ: Statement = Statement::read_only(
-    concat!(
-        "SELECT f.content, f.version FROM agent_memory.memory_files f",
-        file_at!("f")
-    ),
+    concat!("SELECT f.content, f.version FROM agent_memory.memory_files f", file_at!("f")),
     &[TEXT, TEXT],
 );
 
@@ -526,10 +468,8 @@ macro_rules! delete_at_or_under {
 }
 
 /// Delete the kept directory $2 and those under it.
-static DELETE_DIRECTORIES: Statement = Statement::read_write(
-    delete_at_or_under!("memory_directories"),
-    &[TEXT, TEXT, TEXT, TEXT],
-);
+static DELETE_DIRECTORIES: Statement =
+    Statement::read_write(delete_at_or_under!("memory_directories"), &[TEXT, TEXT, TEXT, TEXT]);
 
 /// Create the file $2 of scope $1 with content $3, unless a file is
 /// already at the path in the caller's tenant (then no row is written; a
@@ -671,10 +611,8 @@ static RECOUNT: Statement = Statement::read_write(
 /// Delete a file, or every file of a directory (what the answer counts
 /// follows from the paths). The scope's file count is an upper bound, so a
 /// delete leaves it.
-pub(crate) static DELETE_FILES: Statement = Statement::read_write(
-    delete_at_or_under!("memory_files"),
-    &[TEXT, TEXT, TEXT, TEXT],
-);
+pub(crate) static DELETE_FILES: Statement =
+    Statement::read_write(delete_at_or_under!("memory_files"), &[TEXT, TEXT, TEXT, TEXT]);
 
 /// The size of file $2 of scope $1 as of now.
 static FILE_BYTES: Statement = Statement::read_write(

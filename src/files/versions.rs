@@ -30,10 +30,7 @@ use crate::pg::stream::StreamStatement;
 /// The arguments every save takes first: the scope, the file or directory
 /// at `path` (and every file under it), and the retention.
 fn at_or_under<'a>(
-    scope: &'a str,
-    path: &'a str,
-    range: &'a [String; 2],
-    retention: i32,
+    scope: &'a str, path: &'a str, range: &'a [String; 2], retention: i32,
 ) -> [pgrx::datum::DatumWithOid<'a>; 5] {
     [
         scope.into(),
@@ -58,11 +55,7 @@ pub(crate) fn save_at_or_under(client: Client, scope: &str, path: &str) -> SqlRe
 /// will fit within `limit` (else the append changes nothing, and nothing
 /// is saved).
 pub(crate) fn save_before_append(
-    client: Client,
-    scope: &str,
-    path: &str,
-    bytes: usize,
-    limit: i32,
+    client: Client, scope: &str, path: &str, bytes: usize, limit: i32,
 ) -> SqlResult<()> {
     let fits = vec![(bytes as i32).into(), limit.into()];
     save(client, Which::BeforeAppend, scope, path, fits)
@@ -72,19 +65,10 @@ pub(crate) fn save_before_append(
 /// (`ctid`, `xmin`): only while it is still that version, which the write
 /// that follows then finds too.
 pub(crate) fn save_row_version(
-    client: Client,
-    scope: &str,
-    path: &str,
-    ctid: pgrx::datum::DatumWithOid<'_>,
+    client: Client, scope: &str, path: &str, ctid: pgrx::datum::DatumWithOid<'_>,
     xmin: pg_sys::TransactionId,
 ) -> SqlResult<()> {
-    save(
-        client,
-        Which::RowVersion,
-        scope,
-        path,
-        vec![ctid, xmin.into()],
-    )
+    save(client, Which::RowVersion, scope, path, vec![ctid, xmin.into()])
 }
 
 /// Which files of the scope a save takes, at or under its path.
@@ -120,10 +104,7 @@ impl Which {
 /// within the retention, when history is on. `picking` are the arguments
 /// of `which`, after those every save takes first (see at_or_under).
 fn save(
-    client: Client,
-    which: Which,
-    scope: &str,
-    path: &str,
+    client: Client, which: Which, scope: &str, path: &str,
     picking: Vec<pgrx::datum::DatumWithOid<'_>>,
 ) -> SqlResult<()> {
     let retention = settings::history_retention();
@@ -148,25 +129,13 @@ fn save(
 /// a CTE. The files are locked and read, then each is saved as values and
 /// its history trimmed.
 fn save_on_citus(
-    client: Client,
-    which: Which,
-    scope: &str,
-    args: &[pgrx::datum::DatumWithOid<'_>],
+    client: Client, which: Which, scope: &str, args: &[pgrx::datum::DatumWithOid<'_>],
     retention: i32,
 ) -> SqlResult<()> {
-    let locked: Vec<(
-        String,
-        i32,
-        String,
-        TimestampWithTimeZone,
-        TimestampWithTimeZone,
-    )> = which.locked_on_citus().run(client, args)?.rows(&[
-        "path",
-        "version",
-        "content",
-        "created_at",
-        "updated_at",
-    ])?;
+    let locked: Vec<(String, i32, String, TimestampWithTimeZone, TimestampWithTimeZone)> = which
+        .locked_on_citus()
+        .run(client, args)?
+        .rows(&["path", "version", "content", "created_at", "updated_at"])?;
     for (path, version, content, created_at, updated_at) in &locked {
         SAVE_ONE_ON_CITUS.run(
             client,
@@ -181,12 +150,7 @@ fn save_on_citus(
         )?;
         TRIM_ON_CITUS.run(
             client,
-            &[
-                scope.into(),
-                path.as_str().into(),
-                (*version).into(),
-                retention.into(),
-            ],
+            &[scope.into(), path.as_str().into(), (*version).into(), retention.into()],
         )?;
     }
     Ok(())
@@ -195,14 +159,9 @@ fn save_on_citus(
 /// On Citus, the newest version kept at `path` (None: none), which a
 /// file created there goes past.
 pub(crate) fn newest_kept_on_citus(
-    client: Client,
-    scope: &str,
-    path: &str,
+    client: Client, scope: &str, path: &str,
 ) -> SqlResult<Option<i32>> {
-    NEWEST_ON_CITUS
-        .run(client, &[scope.into(), path.into()])?
-        .first()
-        .value::<i32>(1)
+    NEWEST_ON_CITUS.run(client, &[scope.into(), path.into()])?.first().value::<i32>(1)
 }
 
 /// Move the versions kept for the file or directory `from` with it to
@@ -211,15 +170,8 @@ pub(crate) fn newest_kept_on_citus(
 /// of `at` must keep each a valid path.
 pub(crate) fn kept_paths(client: Client, scope: &str, at: &str) -> SqlResult<Vec<String>> {
     let [under, end] = range_of(at);
-    let table = KEPT_PATHS.run(
-        client,
-        &[
-            scope.into(),
-            at.into(),
-            under.as_str().into(),
-            end.as_str().into(),
-        ],
-    )?;
+    let table = KEPT_PATHS
+        .run(client, &[scope.into(), at.into(), under.as_str().into(), end.as_str().into()])?;
     let mut paths = Vec::with_capacity(table.len());
     for row in table {
         paths.push(row.required::<String>(1, "path")?);
@@ -232,10 +184,7 @@ pub(crate) fn kept_at(client: Client, scope: &str, path: &str) -> SqlResult<Vec<
     let table = KEPT_AT.run(client, &[scope.into(), path.into()])?;
     let mut kept = Vec::with_capacity(table.len());
     for row in table {
-        kept.push((
-            row.required::<i32>(1, "version")?,
-            row.required::<String>(2, "content")?,
-        ));
+        kept.push((row.required::<i32>(1, "version")?, row.required::<String>(2, "content")?));
     }
     Ok(kept)
 }
@@ -244,12 +193,7 @@ pub(crate) fn move_versions(client: Client, scope: &str, from: &str, to: &str) -
     let [to_under, to_end] = range_of(to);
     DROP_AT_OR_UNDER.run(
         client,
-        &[
-            scope.into(),
-            to.into(),
-            to_under.as_str().into(),
-            to_end.as_str().into(),
-        ],
+        &[scope.into(), to.into(), to_under.as_str().into(), to_end.as_str().into()],
     )?;
     let [from_under, from_end] = range_of(from);
     MOVE.run(
@@ -276,9 +220,7 @@ fn checked_scope(scope: Option<&str>) -> SqlResult<&str> {
 
 fn checked_path(path: Option<&str>) -> SqlResult<String> {
     let path = path.ok_or_else(|| Error::null("path")).or_report()?;
-    files::normalise_path(path)
-        .map_err(|refused| Error::invalid(refused.message))
-        .or_report()
+    files::normalise_path(path).map_err(|refused| Error::invalid(refused.message)).or_report()
 }
 
 fn file_name(scope: &str, path: &str) -> String {
@@ -308,9 +250,7 @@ fn put_version_rows(call: &TableCall) -> SqlResult<()> {
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn memory_version(
-    scope: Option<&str>,
-    path: Option<&str>,
-    version: Option<i32>,
+    scope: Option<&str>, path: Option<&str>, version: Option<i32>,
 ) -> SqlResult<Option<JsonbBytes>> {
     let scope = checked_scope(scope)?;
     let path = checked_path(path)?;
@@ -325,9 +265,7 @@ fn memory_version(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn memory_restore(
-    scope: Option<&str>,
-    path: Option<&str>,
-    version: Option<i32>,
+    scope: Option<&str>, path: Option<&str>, version: Option<i32>,
     expected_version: default!(Option<i32>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
     let scope = checked_scope(scope)?;
@@ -362,17 +300,15 @@ fn memory_restore(
         }
         match store::place_new_file(client, scope, path, &content)? {
             Placed::Created(version) => Ok(version),
-            Placed::Exists => Err(Error::internal(
-                "a file turned up at a path its scope's lock kept free",
-            ))
-            .or_report(),
+            Placed::Exists => {
+                Err(Error::internal("a file turned up at a path its scope's lock kept free"))
+                    .or_report()
+            }
             Placed::Refused(refused) => Err(refused.into_sql_error()).or_report(),
         }
     })?;
     crate::pg::notify::queue_files_change(scope)?;
-    Ok(JsonbBytes::from_value(
-        serde_json::json!({"path": path, "version": restored}),
-    ))
+    Ok(JsonbBytes::from_value(serde_json::json!({"path": path, "version": restored})))
 }
 
 /// Remove the versions kept of the file or directory at `path`, or of every
@@ -381,8 +317,7 @@ fn memory_restore(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn memory_purge_history(
-    scope: Option<&str>,
-    path: default!(Option<&str>, "NULL"),
+    scope: Option<&str>, path: default!(Option<&str>, "NULL"),
 ) -> SqlResult<i64> {
     let scope = checked_scope(scope)?;
     let path = path.map(|path| checked_path(Some(path))).transpose()?;
@@ -399,12 +334,7 @@ fn memory_purge_history(
         let purged = PURGE
             .run(
                 client,
-                &[
-                    scope.into(),
-                    path.into(),
-                    range[0].as_str().into(),
-                    range[1].as_str().into(),
-                ],
+                &[scope.into(), path.into(), range[0].as_str().into(), range[1].as_str().into()],
             )?
             .first()
             .value::<i64>(1)?;
@@ -493,10 +423,8 @@ macro_rules! save_files {
 static SAVE_AT_OR_UNDER: Statement =
     Statement::read_write(save_files!(""), &[TEXT, TEXT, TEXT, TEXT, INT4]);
 
-static SAVE_BEFORE_APPEND: Statement = Statement::read_write(
-    save_files!(fits_append!()),
-    &[TEXT, TEXT, TEXT, TEXT, INT4, INT4, INT4],
-);
+static SAVE_BEFORE_APPEND: Statement =
+    Statement::read_write(save_files!(fits_append!()), &[TEXT, TEXT, TEXT, TEXT, INT4, INT4, INT4]);
 
 static SAVE_ROW_VERSION: Statement = Statement::read_write(
     save_files!(at_row_version!()),
@@ -568,10 +496,7 @@ static NEWEST_ON_CITUS: Statement = Statement::read_write(
 
 /// Drop the versions kept at $2 or under it.
 static DROP_AT_OR_UNDER: Statement = Statement::read_write(
-    concat!(
-        "DELETE FROM agent_memory.memory_file_versions v WHERE ",
-        at_or_under!("v")
-    ),
+    concat!("DELETE FROM agent_memory.memory_file_versions v WHERE ", at_or_under!("v")),
     &[TEXT, TEXT, TEXT, TEXT],
 );
 
@@ -610,12 +535,7 @@ static LIST: StreamStatement = StreamStatement {
           WHERE v.scope = $1 AND v.path = $2 AND v.tenant = agent_memory.caller_tenant()
           ORDER BY v.version DESC",
     params: 2,
-    columns: &[
-        pg_sys::INT4OID,
-        pg_sys::TEXTOID,
-        pg_sys::TIMESTAMPTZOID,
-        pg_sys::TIMESTAMPTZOID,
-    ],
+    columns: &[pg_sys::INT4OID, pg_sys::TEXTOID, pg_sys::TIMESTAMPTZOID, pg_sys::TIMESTAMPTZOID],
 };
 
 static READ: Statement = Statement::read_only(

@@ -52,10 +52,7 @@ fn documents(owner: &str, node_id: Option<&str>, snapshots: bool) -> SqlResult<V
             files.push(FileRow {
                 node_id: row.required::<String>(1, "node_id")?,
                 snapshot: row.value::<i32>(2)?,
-                document: Document {
-                    frontmatter,
-                    body: row.required::<String>(9, "body")?,
-                },
+                document: Document { frontmatter, body: row.required::<String>(9, "body")? },
             });
         }
         Ok(files)
@@ -119,16 +116,12 @@ fn graph_export(owner: Option<&str>) -> SqlResult<JsonB> {
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn graph_from_markdown(
-    owner: Option<&str>,
-    node_id: Option<&str>,
-    markdown: Option<&str>,
+    owner: Option<&str>, node_id: Option<&str>, markdown: Option<&str>,
     change_description: default!(Option<&str>, "NULL"),
 ) -> SqlResult<i32> {
     let owner = checked_owner(owner)?;
     let node_id = checked_node(node_id)?;
-    let text = markdown
-        .ok_or_else(|| Error::null("markdown"))
-        .or_report()?;
+    let text = markdown.ok_or_else(|| Error::null("markdown")).or_report()?;
     let document = import::parse_document(node_id, text).or_report()?;
     let fm = &document.frontmatter;
     let links = import::document_links(node_id, fm).or_report()?;
@@ -236,11 +229,7 @@ static DOCUMENTS: Statement = Statement::read_only(
      WHERE $3 AND owner = $1 AND ($2::text IS NULL OR node_id = $2)
        AND tenant = agent_memory.caller_tenant()
      ORDER BY 1, 2 NULLS FIRST",
-    &[
-        TEXT,
-        TEXT,
-        pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID),
-    ],
+    &[TEXT, TEXT, pgrx::PgOid::BuiltIn(pgrx::PgBuiltInOids::BOOLOID)],
 );
 
 /// What graph_export's folder of owner $1 takes at least: the bytes of
@@ -275,9 +264,7 @@ static IMPORT_NODE: Statement = Statement::read_write(
              agent_memory.caller_tenant())
      ON CONFLICT DO NOTHING
      RETURNING 1",
-    &[
-        TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, TEXT, TEXT,
-    ],
+    &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, TEXT, TEXT],
 );
 
 static IMPORT_VERSION: Statement = Statement::read_write(
@@ -290,7 +277,5 @@ static IMPORT_VERSION: Statement = Statement::read_write(
              $11,
              coalesce($12::timestamptz, $10::timestamptz, $9::timestamptz, pg_catalog.now()),
              agent_memory.caller_tenant())",
-    &[
-        TEXT, TEXT, INT4, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT, TEXT, TEXT, TEXT,
-    ],
+    &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT, TEXT, TEXT, TEXT],
 );

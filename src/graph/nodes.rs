@@ -106,9 +106,7 @@ pub fn lock_node(owner: &str, node_id: &str) -> SqlResult<Option<Locked>> {
 /// no such node); None when the node does not exist (and none was
 /// expected).
 pub fn lock_node_at(
-    owner: &str,
-    node_id: &str,
-    expected_revision: Option<i32>,
+    owner: &str, node_id: &str, expected_revision: Option<i32>,
 ) -> SqlResult<Option<Locked>> {
     let locked = lock_node(owner, node_id)?;
     let current = locked.as_ref().map_or(versions::ABSENT, |l| l.revision);
@@ -128,11 +126,7 @@ pub fn lock_node_at(
 /// Store `new` over the locked node as `kind` says; returns the version now
 /// current.
 pub fn store_change(
-    owner: &str,
-    node_id: &str,
-    locked: &Locked,
-    new: &Content,
-    kind: WriteKind,
+    owner: &str, node_id: &str, locked: &Locked, new: &Content, kind: WriteKind,
     change_description: Option<&str>,
 ) -> SqlResult<i32> {
     let on_citus = plans::on_citus()?;
@@ -142,10 +136,7 @@ pub fn store_change(
         WriteKind::Versioned if on_citus => &UPDATE_VERSION_ON_CITUS,
         WriteKind::Versioned => &UPDATE_VERSIONED,
     };
-    checked_size(
-        new,
-        change_description.filter(|_| kind == WriteKind::Versioned),
-    )?;
+    checked_size(new, change_description.filter(|_| kind == WriteKind::Versioned))?;
     let refs = new.refs();
     let mut args = vec![
         owner.into(),
@@ -189,10 +180,7 @@ pub fn store_change(
 
 /// A new node; returns its id.
 pub fn create_node(
-    owner: &str,
-    node_id: Option<&str>,
-    content: &Content,
-    parents: &[String],
+    owner: &str, node_id: Option<&str>, content: &Content, parents: &[String],
 ) -> SqlResult<String> {
     checked_size(content, None)?;
     let refs = content.refs();
@@ -248,15 +236,9 @@ fn link_parents(owner: &str, child: &str, parents: &[String]) -> SqlResult<()> {
     in_order.dedup();
     let max_refs = node_limits().refs;
     let linked = Spi::connect_mut(|client| -> SqlResult<usize> {
-        let link_parents = if plans::on_citus()? {
-            &LINK_PARENTS_ON_CITUS
-        } else {
-            &LINK_PARENTS
-        };
-        let table = link_parents.run(
-            client,
-            &[owner.into(), child.into(), in_order.clone().into()],
-        )?;
+        let link_parents = if plans::on_citus()? { &LINK_PARENTS_ON_CITUS } else { &LINK_PARENTS };
+        let table =
+            link_parents.run(client, &[owner.into(), child.into(), in_order.clone().into()])?;
         let linked = table.len();
         for row in table {
             let refs = row.required::<i32>(2, "refs")?;
@@ -298,10 +280,8 @@ fn strong_random(buffer: &mut [u8]) {
     // SAFETY: the pointer and length describe `buffer`, which is writable.
     let ok = unsafe { pg_sys::pg_strong_random(buffer.as_mut_ptr().cast(), buffer.len()) };
     if !ok {
-        crate::pg::error::report(Error::internal(
-            "could not generate random bytes for a node id",
-        ))
-        .report(PgLogLevel::ERROR);
+        crate::pg::error::report(Error::internal("could not generate random bytes for a node id"))
+            .report(PgLogLevel::ERROR);
     }
 }
 
@@ -311,12 +291,8 @@ fn strong_random(buffer: &mut [u8]) {
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn graph_create(
-    owner: Option<&str>,
-    title: Option<&str>,
-    description: Option<&str>,
-    body: Option<&str>,
-    parents: Option<Vec<Option<String>>>,
-    node_id: default!(Option<&str>, "NULL"),
+    owner: Option<&str>, title: Option<&str>, description: Option<&str>, body: Option<&str>,
+    parents: Option<Vec<Option<String>>>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<String> {
     let owner = checked_owner(owner)?;
     let node_id = match node_id {
@@ -371,14 +347,8 @@ pub fn read_node_json(owner: &str, node_id: Option<&str>) -> SqlResult<serde_jso
 /// With `expected_revision`, only a node at that revision.
 #[allow(clippy::too_many_arguments)]
 pub fn write_node(
-    owner: &str,
-    node_id: &str,
-    title: Option<&str>,
-    description: Option<&str>,
-    body: Option<&str>,
-    refs: Option<Vec<String>>,
-    change_description: Option<&str>,
-    expected_revision: Option<i32>,
+    owner: &str, node_id: &str, title: Option<&str>, description: Option<&str>, body: Option<&str>,
+    refs: Option<Vec<String>>, change_description: Option<&str>, expected_revision: Option<i32>,
 ) -> SqlResult<i32> {
     if let Some(title) = title {
         graph::check_title(title).or_report()?;
@@ -405,12 +375,8 @@ pub fn write_node(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn graph_write(
-    owner: Option<&str>,
-    node_id: Option<&str>,
-    title: Option<&str>,
-    description: Option<&str>,
-    body: Option<&str>,
-    refs: default!(Option<Vec<Option<String>>>, "NULL"),
+    owner: Option<&str>, node_id: Option<&str>, title: Option<&str>, description: Option<&str>,
+    body: Option<&str>, refs: default!(Option<Vec<Option<String>>>, "NULL"),
     change_description: default!(Option<&str>, "NULL"),
     expected_revision: default!(Option<i32>, "NULL"),
 ) -> SqlResult<i32> {
@@ -422,24 +388,13 @@ fn graph_write(
         Some(refs) => Some(checked_list("refs", refs)?),
         None => None,
     };
-    write_node(
-        owner,
-        node_id,
-        title,
-        description,
-        body,
-        refs,
-        change_description,
-        expected,
-    )
+    write_node(owner, node_id, title, description, body, refs, change_description, expected)
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn graph_append(
-    owner: Option<&str>,
-    node_id: Option<&str>,
-    content: Option<&str>,
+    owner: Option<&str>, node_id: Option<&str>, content: Option<&str>,
     expected_revision: default!(Option<i32>, "NULL"),
 ) -> SqlResult<i32> {
     let owner = checked_owner(owner)?;
@@ -450,10 +405,7 @@ fn graph_append(
     let locked =
         lock_node_at(owner, node_id, expected)?.ok_or_else(|| unknown_node(owner, node_id))?;
     let body = graph::appended_body(&locked.content.body, addition);
-    let new = Content {
-        body,
-        ..locked.content.clone()
-    };
+    let new = Content { body, ..locked.content.clone() };
     let kind = graph::write_kind(&locked.content, &new, None);
     store_change(owner, node_id, &locked, &new, kind, None)
 }
@@ -461,9 +413,7 @@ fn graph_append(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn graph_delete(
-    owner: Option<&str>,
-    node_id: Option<&str>,
-    expected_revision: default!(Option<i32>, "NULL"),
+    owner: Option<&str>, node_id: Option<&str>, expected_revision: default!(Option<i32>, "NULL"),
 ) -> SqlResult<bool> {
     let owner = checked_owner(owner)?;
     let node_id = checked_node(node_id)?;
@@ -514,11 +464,7 @@ fn put_version_rows(call: &TableCall) -> SqlResult<()> {
     let node_id = call.text(1)?;
     // The virtual root is never written, so it has no saved versions.
     let root = node_id == Some(ROOT_ID);
-    let node_id = if root {
-        ROOT_ID
-    } else {
-        checked_node(node_id)?
-    };
+    let node_id = if root { ROOT_ID } else { checked_node(node_id)? };
     let rows = call.put_rows(&LIST_VERSIONS, &[Some(owner), Some(node_id)])?;
     if rows == 0
         && !root
@@ -532,9 +478,7 @@ fn put_version_rows(call: &TableCall) -> SqlResult<()> {
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn graph_version(
-    owner: Option<&str>,
-    node_id: Option<&str>,
-    version: Option<i32>,
+    owner: Option<&str>, node_id: Option<&str>, version: Option<i32>,
 ) -> SqlResult<JsonbBytes> {
     let owner = checked_owner(owner)?;
     if node_id == Some(ROOT_ID) {
@@ -555,9 +499,7 @@ fn graph_version(
         agent_memory_core::error::quoted(node_id)
     ));
     if version == current {
-        error = error.with_hint(format!(
-            "version {current} is the current one: use graph_read"
-        ));
+        error = error.with_hint(format!("version {current} is the current one: use graph_read"));
     }
     Err(error).or_report()
 }
@@ -687,19 +629,7 @@ static SNAPSHOT_ON_CITUS: Statement = Statement::read_write(
          (owner, node_id, version, title, description, body, links, refs,
           created_at, updated_at, change_description, tenant)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, agent_memory.caller_tenant())",
-    &[
-        TEXT,
-        TEXT,
-        INT4,
-        TEXT,
-        TEXT,
-        TEXT,
-        TEXT_ARRAY,
-        TEXT_ARRAY,
-        TIMESTAMPTZ,
-        TIMESTAMPTZ,
-        TEXT,
-    ],
+    &[TEXT, TEXT, INT4, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, TIMESTAMPTZ, TIMESTAMPTZ, TEXT],
 );
 
 /// ... and the node takes the new state and the next version.

@@ -69,19 +69,14 @@ impl NodeObjects {
 
 /// Microseconds since 1970 of a timestamptz.
 fn unix_micros(at: TimestampWithTimeZone) -> i64 {
-    at.into_inner()
-        .saturating_add(time::POSTGRES_EPOCH_UNIX_MICROS)
+    at.into_inner().saturating_add(time::POSTGRES_EPOCH_UNIX_MICROS)
 }
 
 /// The owner's nodes (in the caller's tenant), packed; `objects` also
 /// writes each node's object of the JSON form. Rows are read as the
 /// executor produces them (see `stream`).
 fn scan(owner: &str, objects: bool) -> SqlResult<(Graph, Texts, Option<NodeObjects>)> {
-    let statement = if objects {
-        &SCAN_FOR_JSON
-    } else {
-        &SCAN_FOR_ROWS
-    };
+    let statement = if objects { &SCAN_FOR_JSON } else { &SCAN_FOR_ROWS };
     let mut graph = Graph::default();
     let mut titles = Texts::default();
     let mut objects = objects.then(NodeObjects::default);
@@ -158,9 +153,8 @@ fn put_tree_rows(call: &TableCall) -> SqlResult<()> {
     drop(titles);
 
     let max_rows = crate::pg::settings::MAX_TREE_ROWS.get().max(1) as u64;
-    let mut rows = tree
-        .into_rows(max_rows, max_rows.saturating_mul(PATH_IDS_PER_ROW))
-        .or_report()?;
+    let mut rows =
+        tree.into_rows(max_rows, max_rows.saturating_mul(PATH_IDS_PER_ROW)).or_report()?;
     let mut path = Vec::new();
     let mut produced: u64 = 0;
     // SAFETY: the call allows materialize mode (TableCall::new's promise).
@@ -192,20 +186,14 @@ fn put_tree_rows(call: &TableCall) -> SqlResult<()> {
 /// Numbers as jsonb stores them: `numeric` datums, made once per distinct
 /// value.
 #[derive(Default)]
-struct Numerics(
-    std::collections::BTreeMap<i32, Vec<u8>>,
-    Option<(i32, Vec<u8>)>,
-);
+struct Numerics(std::collections::BTreeMap<i32, Vec<u8>>, Option<(i32, Vec<u8>)>);
 
 impl Numerics {
     fn of(&mut self, value: i32) -> &[u8] {
         // Most nodes share a version: remember the last one asked for.
         if self.1.as_ref().is_none_or(|(last, _)| *last != value) {
-            let bytes = self
-                .0
-                .entry(value)
-                .or_insert_with(|| numeric_bytes(i64::from(value)))
-                .clone();
+            let bytes =
+                self.0.entry(value).or_insert_with(|| numeric_bytes(i64::from(value))).clone();
             self.1 = Some((value, bytes));
         }
         self.1.as_ref().map_or(&[], |(_, bytes)| bytes.as_slice())
@@ -213,15 +201,8 @@ impl Numerics {
 }
 
 /// The keys of a child entry, in jsonb's order (length, then bytes).
-const CHILD_KEYS: [&str; 7] = [
-    "id",
-    "refs",
-    "title",
-    "version",
-    "createdAt",
-    "updatedAt",
-    "description",
-];
+const CHILD_KEYS: [&str; 7] =
+    ["id", "refs", "title", "version", "createdAt", "updatedAt", "description"];
 
 /// The virtual root as graph_read shows it, keys in jsonb's order.
 fn write_root(w: &mut JsonbWriter, numbers: &mut Numerics) {
@@ -274,10 +255,7 @@ pub fn tree_document(owner: &str) -> SqlResult<Vec<u8>> {
     let max_bytes = crate::pg::settings::max_result_bytes();
     let mut w =
         JsonbWriter::with_capacity((256 + objects.bytes.len() + graph.len() * 8).min(max_bytes))
-            .with_budget(
-                max_bytes,
-                Error::too_large_to_build("the tree takes", max_bytes),
-            );
+            .with_budget(max_bytes, Error::too_large_to_build("the tree takes", max_bytes));
     w.begin_object(2);
     w.string("root");
     w.string("children");

@@ -73,11 +73,7 @@ enum Room<'a> {
 /// splitting a tool call from its results, renumber them from slot 0, and
 /// set the thread's ring. Returns how many it kept: the next position.
 fn repack(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    key: &str,
-    keep: i32,
-    room: Room<'_>,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, key: &str, keep: i32, room: Room<'_>,
 ) -> SqlResult<i32> {
     let mut stored = Vec::new();
     for row in THREAD_MESSAGES.read(client, &[session_id.into(), key.into()])? {
@@ -85,9 +81,7 @@ fn repack(
         stored.push(Stored {
             slot: row.required::<i32>(1, "slot")?,
             seq: row.required::<i64>(2, "seq")?,
-            calls: calls
-                .map(|calls| messages::call_ids(&calls))
-                .unwrap_or_default(),
+            calls: calls.map(|calls| messages::call_ids(&calls)).unwrap_or_default(),
             answers: row.value::<String>(4)?,
         });
     }
@@ -99,33 +93,17 @@ fn repack(
     if !plan.removed.is_empty() {
         remove_slots(client, session_id, key, plan.removed.clone())?;
     }
-    let moves: Vec<(i32, i32)> = plan
-        .moves
-        .iter()
-        .copied()
-        .filter(|(from, to)| from != to)
-        .collect();
+    let moves: Vec<(i32, i32)> =
+        plan.moves.iter().copied().filter(|(from, to)| from != to).collect();
     if !moves.is_empty() {
         let (from, to): (Vec<i32>, Vec<i32>) = moves.into_iter().unzip();
-        let move_slots_out = if on_citus()? {
-            &MOVE_SLOTS_OUT_ON_CITUS
-        } else {
-            &MOVE_SLOTS_OUT
-        };
-        move_slots_out.run(
-            client,
-            &[session_id.into(), key.into(), from.into(), to.into()],
-        )?;
+        let move_slots_out = if on_citus()? { &MOVE_SLOTS_OUT_ON_CITUS } else { &MOVE_SLOTS_OUT };
+        move_slots_out.run(client, &[session_id.into(), key.into(), from.into(), to.into()])?;
         MOVE_SLOTS_IN.run(client, &[session_id.into(), key.into()])?;
     }
     SET_THREAD.run(
         client,
-        &[
-            session_id.into(),
-            key.into(),
-            keep.into(),
-            (plan.moves.len() as i64).into(),
-        ],
+        &[session_id.into(), key.into(), keep.into(), (plan.moves.len() as i64).into()],
     )?;
     Ok(plan.moves.len() as i32)
 }
@@ -133,11 +111,8 @@ fn repack(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn append_message(
-    session_id: Option<&str>,
-    role: Option<&str>,
-    content: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
-    metadata: default!(Option<JsonbArg>, "'{}'"),
+    session_id: Option<&str>, role: Option<&str>, content: Option<&str>,
+    node_id: default!(Option<&str>, "NULL"), metadata: default!(Option<JsonbArg>, "'{}'"),
     keep: default!(Option<i32>, "NULL"),
 ) -> SqlResult<i64> {
     let session_id = checked_id("session_id", session_id)?;
@@ -148,10 +123,7 @@ fn append_message(
     // Decoded for the checks (tool calls, idempotency key); stored as passed.
     let metadata_arg = metadata;
     let metadata = match &metadata_arg {
-        Some(arg) => arg
-            .decode()
-            .ok_or_else(|| Error::null("metadata"))
-            .or_report()?,
+        Some(arg) => arg.decode().ok_or_else(|| Error::null("metadata")).or_report()?,
         None => json!({}),
     };
     let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
@@ -174,20 +146,13 @@ fn append_message(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn append_messages(
-    session_id: Option<&str>,
-    messages: Option<JsonbArg>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, messages: Option<JsonbArg>, node_id: default!(Option<&str>, "NULL"),
     keep: default!(Option<i32>, "NULL"),
 ) -> SqlResult<Vec<i64>> {
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
-    let messages_arg = messages
-        .ok_or_else(|| Error::null("messages"))
-        .or_report()?;
-    let decoded = messages_arg
-        .decode()
-        .ok_or_else(|| Error::null("messages"))
-        .or_report()?;
+    let messages_arg = messages.ok_or_else(|| Error::null("messages")).or_report()?;
+    let decoded = messages_arg.decode().ok_or_else(|| Error::null("messages")).or_report()?;
     let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
     // Every message is checked before anything is written.
     let batch = messages::parse_batch(&decoded, max_bytes).or_report()?;
@@ -244,26 +209,13 @@ fn append_messages(
 /// and how many went, or None when none could (nothing was written).
 #[allow(clippy::too_many_arguments)]
 fn append_plain_run(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    key: &str,
-    keep: i32,
-    node_id: Option<&str>,
-    messages: &JsonbArg,
-    done: usize,
-    run: usize,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, key: &str, keep: i32,
+    node_id: Option<&str>, messages: &JsonbArg, done: usize, run: usize,
 ) -> SqlResult<Option<(i64, i32)>> {
     let (Ok(done), Ok(run)) = (i32::try_from(done), i32::try_from(run)) else {
         return Ok(None);
     };
-    let batch = Batch {
-        session_id,
-        key,
-        keep,
-        node_id,
-        done,
-        run,
-    };
+    let batch = Batch { session_id, key, keep, node_id, done, run };
     let Some(appended) = batch.append(client, &APPEND_BATCH, messages.into())? else {
         return Ok(None);
     };
@@ -304,9 +256,7 @@ struct Appended {
 impl Batch<'_> {
     /// None when nothing could go (nothing was written).
     fn append(
-        &self,
-        client: &mut pgrx::spi::SpiClient<'_>,
-        statement: &'static Statement,
+        &self, client: &mut pgrx::spi::SpiClient<'_>, statement: &'static Statement,
         messages: pgrx::datum::DatumWithOid<'_>,
     ) -> SqlResult<Option<Appended>> {
         let rows = statement.run(
@@ -338,8 +288,7 @@ impl Batch<'_> {
 /// Under REPEATABLE READ or SERIALIZABLE, lock the session's row and
 /// threads (see LOCK_THREADS).
 fn lock_threads_for_snapshot(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str,
 ) -> SqlResult<()> {
     if crate::sessions::uses_transaction_snapshot() {
         LOCK_THREADS.run(client, &[session_id.into()])?;
@@ -350,10 +299,7 @@ fn lock_threads_for_snapshot(
 /// Append one message to thread `key` under the session's write lock;
 /// returns its seq.
 fn append_locked(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    key: &str,
-    keep: i32,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, key: &str, keep: i32,
     message: &NewMessage<'_>,
 ) -> SqlResult<i64> {
     // A repeated idempotency key is rare: only a call that has one takes
@@ -438,14 +384,10 @@ fn append_locked(
     // is trimmed for it. One whose call is in the slot it takes trims the
     // call (and the call's other results) and is then not stored either:
     // the position stays at the emptied slot, which the next append takes.
-    let call_in_slot = message
-        .answers()
-        .is_some_and(|id| held.calls.iter().any(|call| call == id));
+    let call_in_slot = message.answers().is_some_and(|id| held.calls.iter().any(|call| call == id));
     let stored = held.call_held;
-    let claimed = CLAIM_POSITION.run(
-        client,
-        &[session_id.into(), key.into(), i64::from(stored).into()],
-    )?;
+    let claimed =
+        CLAIM_POSITION.run(client, &[session_id.into(), key.into(), i64::from(stored).into()])?;
     // No thread any more: the cleanup removed the session, found expired
     // by its own clock, since the state was read.
     if claimed.is_empty() {
@@ -471,11 +413,7 @@ fn append_locked(
 /// session when the append moved there from another (which also renews the
 /// session), else renew a session whose recorded activity is stale.
 fn record_append_on_session(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    key: &str,
-    seq: i64,
-    moved: bool,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, key: &str, seq: i64, moved: bool,
     stale: bool,
 ) -> SqlResult<()> {
     if moved {
@@ -500,18 +438,9 @@ struct NewMessage<'a> {
 
 impl<'a> NewMessage<'a> {
     fn new(
-        node_id: Option<&'a str>,
-        role: &'a str,
-        content: &'a str,
-        metadata: serde_json::Value,
+        node_id: Option<&'a str>, role: &'a str, content: &'a str, metadata: serde_json::Value,
     ) -> Self {
-        NewMessage {
-            node_id,
-            role,
-            content,
-            metadata,
-            metadata_arg: None,
-        }
+        NewMessage { node_id, role, content, metadata, metadata_arg: None }
     }
 
     fn idempotency_key(&self) -> Option<&str> {
@@ -541,27 +470,14 @@ struct SlotHeld {
 }
 
 fn slot_held(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    key: &str,
-    slot: i32,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, key: &str, slot: i32,
     message: &NewMessage<'_>,
 ) -> SqlResult<SlotHeld> {
     let row = SLOT_CALLS
-        .run(
-            client,
-            &[
-                session_id.into(),
-                key.into(),
-                slot.into(),
-                message.answers().into(),
-            ],
-        )?
+        .run(client, &[session_id.into(), key.into(), slot.into(), message.answers().into()])?
         .first();
-    let calls = row
-        .value::<JsonB>(1)?
-        .map(|calls| messages::call_ids(&calls.0))
-        .unwrap_or_default();
+    let calls =
+        row.value::<JsonB>(1)?.map(|calls| messages::call_ids(&calls.0)).unwrap_or_default();
     let call_held = row.required::<bool>(2, "call held")?;
     Ok(SlotHeld { calls, call_held })
 }
@@ -570,25 +486,13 @@ fn slot_held(
 /// calls it holds go with them. Returns whether any went (their slots are
 /// then empty).
 fn drop_results(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    key: &str,
-    slot: i32,
-    held: &SlotHeld,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, key: &str, slot: i32, held: &SlotHeld,
 ) -> SqlResult<bool> {
     if held.calls.is_empty() {
         return Ok(false);
     }
     let dropped = DROP_RESULTS
-        .run(
-            client,
-            &[
-                session_id.into(),
-                key.into(),
-                slot.into(),
-                held.calls.clone().into(),
-            ],
-        )?
+        .run(client, &[session_id.into(), key.into(), slot.into(), held.calls.clone().into()])?
         .first()
         .value::<i32>(1)?
         .unwrap_or(0);
@@ -602,14 +506,8 @@ fn drop_results(
 /// is then repacked, leaving those slots to the next appends.
 #[allow(clippy::too_many_arguments)]
 fn overwrite_slot(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    key: &str,
-    keep: i32,
-    slot: i32,
-    message: &NewMessage<'_>,
-    seq: i64,
-    held: &SlotHeld,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, key: &str, keep: i32, slot: i32,
+    message: &NewMessage<'_>, seq: i64, held: &SlotHeld,
 ) -> SqlResult<()> {
     let dropped = drop_results(client, session_id, key, slot, held)?;
     OVERWRITE.run(
@@ -636,18 +534,12 @@ fn overwrite_slot(
 /// `node_id` is NULL) of an active session, oldest first, handed one by one
 /// to `each`.
 fn for_each_newest(
-    session_id: &str,
-    node_id: Option<&str>,
-    lim: i32,
+    session_id: &str, node_id: Option<&str>, lim: i32,
     each: &mut dyn FnMut(&StreamRow<'_>) -> SqlResult<()>,
 ) -> SqlResult<()> {
     let lim = lim.to_string();
     let idle = idle_timeout_minutes().to_string();
-    for_each_row(
-        &READ_MESSAGES,
-        &[Some(session_id), node_id, Some(&lim), Some(&idle)],
-        each,
-    )
+    for_each_row(&READ_MESSAGES, &[Some(session_id), node_id, Some(&lim), Some(&idle)], each)
 }
 
 // messages returns its rows in materialize mode: each row goes into the
@@ -677,8 +569,7 @@ fn put_message_rows(call: &TableCall) -> SqlResult<()> {
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn messages_json(
-    session_id: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
     lim: default!(Option<i32>, "50"),
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
@@ -706,10 +597,7 @@ fn messages_json(
         w.string(row.text(3, "role")?);
         w.string(row.text(4, "content")?);
         w.jsonb(&metadata.0);
-        w.string(&json_timestamptz(
-            &mut stamp,
-            row.timestamptz(6, "created_at")?,
-        ));
+        w.string(&json_timestamptz(&mut stamp, row.timestamptz(6, "created_at")?));
         w.end();
         w.finish_into(&mut bytes).or_report()?;
         ends.push(bytes.len());
@@ -745,8 +633,7 @@ fn too_large_for_json(max_bytes: usize) -> Error {
 /// A timestamptz as jsonb_build_object writes it (ISO 8601, in the
 /// session's time zone).
 fn json_timestamptz(
-    buffer: &mut [std::ffi::c_char; pg_sys::MAXDATELEN as usize + 1],
-    at: TimestampWithTimeZone,
+    buffer: &mut [std::ffi::c_char; pg_sys::MAXDATELEN as usize + 1], at: TimestampWithTimeZone,
 ) -> String {
     // SAFETY: JsonEncodeDateTime writes at most MAXDATELEN + 1 bytes (a
     // NUL-terminated string) into the buffer it is given, and raises an
@@ -758,34 +645,25 @@ fn json_timestamptz(
             pg_sys::TIMESTAMPTZOID,
             std::ptr::null(),
         );
-        std::ffi::CStr::from_ptr(text)
-            .to_string_lossy()
-            .into_owned()
+        std::ffi::CStr::from_ptr(text).to_string_lossy().into_owned()
     }
 }
 
 /// Column 1 of the first row of `statement` run on one thread of a live
 /// session (None: no row, or NULL).
 fn on_thread<T: FromDatum + IntoDatum>(
-    statement: &'static Statement,
-    session_id: &str,
-    node_id: Option<&str>,
+    statement: &'static Statement, session_id: &str, node_id: Option<&str>,
 ) -> SqlResult<Option<T>> {
     first_value_of::<T>(
         statement,
-        &[
-            session_id.into(),
-            node_id.into(),
-            idle_timeout_minutes().into(),
-        ],
+        &[session_id.into(), node_id.into(), idle_timeout_minutes().into()],
     )
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn pop_message(
-    session_id: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<Option<JsonbBytes>> {
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
@@ -804,8 +682,7 @@ fn renew(session_id: &str) -> SqlResult<()> {
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn last_user_message(
-    session_id: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<Option<String>> {
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
@@ -815,8 +692,7 @@ fn last_user_message(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn clear_messages(
-    session_id: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<i32> {
     let session_id = checked_id("session_id", session_id)?;
     let node_id = checked_node(node_id)?;
@@ -868,21 +744,11 @@ mod tests {
                         .expect("select")
                         .first();
                     (
-                        row.get::<JsonbBytes>(1)
-                            .expect("written")
-                            .expect("not null")
-                            .0,
-                        row.get::<JsonbBytes>(2)
-                            .expect("built")
-                            .expect("not null")
-                            .0,
+                        row.get::<JsonbBytes>(1).expect("written").expect("not null").0,
+                        row.get::<JsonbBytes>(2).expect("built").expect("not null").0,
                     )
                 });
-                assert_eq!(
-                    written.len() > 8,
-                    node != "'none'",
-                    "{zone} {node} {lim}: rows"
-                );
+                assert_eq!(written.len() > 8, node != "'none'", "{zone} {node} {lim}: rows");
                 assert!(written == built, "{zone} {node} {lim}: bytes differ");
             }
         }
@@ -891,16 +757,9 @@ mod tests {
 
 /// Remove `slots` of thread `key` of session `session_id`.
 fn remove_slots(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    key: &str,
-    slots: Vec<i32>,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, key: &str, slots: Vec<i32>,
 ) -> SqlResult<()> {
-    let statement = if on_citus()? {
-        &REMOVE_SLOTS_ON_CITUS
-    } else {
-        &REMOVE_SLOTS
-    };
+    let statement = if on_citus()? { &REMOVE_SLOTS_ON_CITUS } else { &REMOVE_SLOTS };
     statement.run(client, &[session_id.into(), key.into(), slots.into()])?;
     Ok(())
 }
@@ -1420,14 +1279,8 @@ static CLEAR: Statement = Statement::read_write(
 /// the same, else a conflict.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn import_message(
-    session_id: &str,
-    node_id: Option<&str>,
-    seq: i64,
-    keep: i32,
-    role: &str,
-    content: &str,
-    metadata: serde_json::Value,
-    created_at: &str,
+    session_id: &str, node_id: Option<&str>, seq: i64, keep: i32, role: &str, content: &str,
+    metadata: serde_json::Value, created_at: &str,
 ) -> SqlResult<agent_memory_core::portability::Outcome> {
     use agent_memory_core::portability::Outcome;
     let session_id = checked_id("session_id", Some(session_id))?;
@@ -1496,8 +1349,7 @@ pub(crate) fn import_message(
 /// `message_seq` line): its next append takes `last_seq + 1`, unless it
 /// already numbers past that (unchanged).
 pub(crate) fn import_message_seq(
-    session_id: &str,
-    last_seq: i64,
+    session_id: &str, last_seq: i64,
 ) -> SqlResult<agent_memory_core::portability::Outcome> {
     use agent_memory_core::portability::Outcome;
     let session_id = checked_id("session_id", Some(session_id))?;
@@ -1505,22 +1357,13 @@ pub(crate) fn import_message_seq(
     let state = Spi::connect_mut(|client| {
         // As import_state: a snapshot that sees every append before.
         lock_threads_for_snapshot(client, session_id)?;
-        let table = IMPORT_SEQ.run(
-            client,
-            &[
-                session_id.into(),
-                last_seq.into(),
-                idle_timeout_minutes().into(),
-            ],
-        )?;
+        let table = IMPORT_SEQ
+            .run(client, &[session_id.into(), last_seq.into(), idle_timeout_minutes().into()])?;
         if table.is_empty() {
             return Ok(None);
         }
         let row = table.first();
-        Ok(Some((
-            row.required::<bool>(1, "active")?,
-            row.required::<bool>(2, "raised")?,
-        )))
+        Ok(Some((row.required::<bool>(1, "active")?, row.required::<bool>(2, "raised")?)))
     })?;
     match state {
         None => Err(Error::not_found(format!(
@@ -1578,10 +1421,8 @@ pub(crate) fn import_message_run(
         if messages::check_role(&m.role).is_err() || !message.is_plain() {
             return Ok(false);
         }
-        batch.push(
-            json!({"role": m.role, "content": m.content, "metadata": m.metadata,
-                          "created_at": m.created_at}),
-        );
+        batch.push(json!({"role": m.role, "content": m.content, "metadata": m.metadata,
+                          "created_at": m.created_at}));
     }
     let lines = serde_json::Value::Array(batch);
     let key = thread_key(node_id);
@@ -1594,34 +1435,21 @@ pub(crate) fn import_message_run(
             return Ok(false);
         }
         IMPORT_NEXT_SEQ.run(client, &[session_id.into(), first.seq.into()])?;
-        let batch = Batch {
-            session_id,
-            key,
-            keep,
-            node_id,
-            done: 0,
-            run: count,
-        };
+        let batch = Batch { session_id, key, keep, node_id, done: 0, run: count };
         // The thread's ring first, as an append makes it: a new one, or
         // one repacked to this keep.
         match state.thread_keep {
             None => {
-                SET_THREAD.run(
-                    client,
-                    &[session_id.into(), key.into(), keep.into(), 0i64.into()],
-                )?;
+                SET_THREAD
+                    .run(client, &[session_id.into(), key.into(), keep.into(), 0i64.into()])?;
             }
             Some(thread_keep) if thread_keep != keep => {
                 repack(client, session_id, key, keep, Room::For(None))?;
             }
             Some(_) => {}
         }
-        let Some(Appended {
-            first: seq,
-            count: went,
-            moved,
-            stale,
-        }) = batch.append(client, &IMPORT_BATCH, JsonB(lines).into())?
+        let Some(Appended { first: seq, count: went, moved, stale }) =
+            batch.append(client, &IMPORT_BATCH, JsonB(lines).into())?
         else {
             return Ok(false);
         };
@@ -1656,10 +1484,7 @@ struct ImportState {
 
 /// None: no session.
 fn import_state(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    key: &str,
-    seq: i64,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, key: &str, seq: i64,
     metadata: &serde_json::Value,
 ) -> SqlResult<Option<ImportState>> {
     lock_threads_for_snapshot(client, session_id)?;

@@ -38,9 +38,7 @@ pub fn checked_optional_id<'a>(what: &str, value: Option<&'a str>) -> SqlResult<
 /// functions that write under it check it (`checked_id`, a graph's owner,
 /// a memory-tool scope).
 pub fn checked_keys<'a>(
-    session_id: Option<&'a str>,
-    user_id: Option<&'a str>,
-    owner: Option<&'a str>,
+    session_id: Option<&'a str>, user_id: Option<&'a str>, owner: Option<&'a str>,
     scope: Option<&'a str>,
 ) -> SqlResult<args::Keys<'a>> {
     Ok(args::Keys {

@@ -105,20 +105,16 @@ impl TableCall {
         if found == expected {
             Ok(())
         } else {
-            Err(crate::pg::error::report(
-                agent_memory_core::Error::internal(format!(
-                    "argument {n} of a table function is not of the type its reader expects"
-                )),
-            ))
+            Err(crate::pg::error::report(agent_memory_core::Error::internal(format!(
+                "argument {n} of a table function is not of the type its reader expects"
+            ))))
         }
     }
 
     /// Put every row of `statement`, run with `params`, into the result,
     /// and return how many there were (see [`crate::pg::stream::put_rows`]).
     pub fn put_rows(
-        &self,
-        statement: &'static crate::pg::stream::StreamStatement,
-        params: &[Option<&str>],
+        &self, statement: &'static crate::pg::stream::StreamStatement, params: &[Option<&str>],
     ) -> SqlResult<u64> {
         // SAFETY: as `new` was promised.
         unsafe { crate::pg::stream::put_rows(self.fcinfo, statement, params) }

@@ -67,16 +67,12 @@ fn citus_preloaded() -> bool {
     }
     // SAFETY: a setting's value is a NUL-terminated string.
     let libraries = unsafe { CStr::from_ptr(value) }.to_string_lossy();
-    libraries
-        .split(',')
-        .any(|library| library.trim().trim_matches('"') == "citus")
+    libraries.split(',').any(|library| library.trim().trim_matches('"') == "citus")
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn plan(
-    parse: *mut pg_sys::Query,
-    query_string: *const c_char,
-    cursor_options: c_int,
+    parse: *mut pg_sys::Query, query_string: *const c_char, cursor_options: c_int,
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
     // SAFETY: the planner's arguments, as PostgreSQL hands them to a hook.
@@ -139,12 +135,7 @@ unsafe fn keep_calls_in_from_here(parse: *mut pg_sys::Query, bound_params: pg_sy
         }) {
             return;
         }
-        let mut found = Calls {
-            schema,
-            depth: 0,
-            here: 0,
-            hidden: false,
-        };
+        let mut found = Calls { schema, depth: 0, here: 0, hidden: false };
         pg_sys::query_tree_walker(parse, Some(count_calls), (&raw mut found).cast(), 0);
         if !found.hidden && (found.here == 0 || bare_call(query).is_some()) {
             // No call, or the bare form, which `must_run_here` took care of.
@@ -214,8 +205,7 @@ const SQL_LANGUAGE: pg_sys::Oid = pg_sys::Oid::from_u32(14);
 /// the queries within it; true stops the walk (a hidden call is enough).
 #[pg_guard]
 unsafe extern "C-unwind" fn count_calls(
-    node: *mut pg_sys::Node,
-    context: *mut std::ffi::c_void,
+    node: *mut pg_sys::Node, context: *mut std::ffi::c_void,
 ) -> bool {
     // SAFETY: `context` is the `Calls` the walk was started with, read and
     // written through the pointer only (a nested walk takes it too); every

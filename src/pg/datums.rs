@@ -65,9 +65,7 @@ macro_rules! read_from_jsonb_arg {
     ($type:ident, |$arg:ident| $make:expr) => {
         impl FromDatum for $type {
             unsafe fn from_polymorphic_datum(
-                datum: pg_sys::Datum,
-                is_null: bool,
-                typoid: pg_sys::Oid,
+                datum: pg_sys::Datum, is_null: bool, typoid: pg_sys::Oid,
             ) -> Option<Self> {
                 // SAFETY: a jsonb datum, as JsonbArg takes it.
                 unsafe { JsonbArg::from_polymorphic_datum(datum, is_null, typoid) }
@@ -81,11 +79,7 @@ macro_rules! read_from_jsonb_arg {
 /// `$sql` and never return.
 macro_rules! taken_as {
     ($type:ident, $sql:literal) => {
-        translatable!(
-            $type,
-            Ok(SqlMappingRef::literal($sql)),
-            Err(ReturnsError::Datum)
-        );
+        translatable!($type, Ok(SqlMappingRef::literal($sql)), Err(ReturnsError::Datum));
     };
 }
 
@@ -156,19 +150,14 @@ impl JsonbArg {
     /// Raise 54000 when the value nests more than `jsonb::MAX_DEPTH` levels.
     fn check_depth(&self, index: usize) {
         if jsonb::nested_deeper_than(self.bytes(), jsonb::MAX_DEPTH) {
-            raise(jsonb::too_deep(
-                &format!("jsonb argument {}", index + 1),
-                jsonb::MAX_DEPTH,
-            ));
+            raise(jsonb::too_deep(&format!("jsonb argument {}", index + 1), jsonb::MAX_DEPTH));
         }
     }
 }
 
 impl FromDatum for JsonbArg {
     unsafe fn from_polymorphic_datum(
-        datum: pg_sys::Datum,
-        is_null: bool,
-        _typoid: pg_sys::Oid,
+        datum: pg_sys::Datum, is_null: bool, _typoid: pg_sys::Oid,
     ) -> Option<Self> {
         if is_null {
             return None;
@@ -283,24 +272,18 @@ fn value_through_text(datum: pg_sys::Datum) -> serde_json::Value {
     let text = unsafe {
         pgrx::direct_function_call::<&core::ffi::CStr>(pg_sys::jsonb_out, &[Some(datum)])
     }
-    .unwrap_or_else(|| {
-        raise(agent_memory_core::Error::internal(
-            "jsonb_out returned NULL",
-        ))
-    });
+    .unwrap_or_else(|| raise(agent_memory_core::Error::internal("jsonb_out returned NULL")));
     let text = text.to_str().unwrap_or_else(|_| {
-        raise(agent_memory_core::Error::internal(
-            "the text of a jsonb value is not UTF-8",
-        ))
+        raise(agent_memory_core::Error::internal("the text of a jsonb value is not UTF-8"))
     });
     match serde_json::from_str(text) {
         Ok(value) => value,
         Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
             raise(jsonb::too_deep("a jsonb value", jsonb::READ_MAX_DEPTH))
         }
-        Err(e) => raise(agent_memory_core::Error::internal(format!(
-            "cannot read a jsonb value: {e}"
-        ))),
+        Err(e) => {
+            raise(agent_memory_core::Error::internal(format!("cannot read a jsonb value: {e}")))
+        }
     }
 }
 
@@ -386,10 +369,7 @@ pub struct TextBlock {
 
 impl TextBlock {
     pub fn new<'a>(values: impl Iterator<Item = &'a str>) -> TextBlock {
-        let mut block = TextBlock {
-            words: Vec::new(),
-            spans: Vec::new(),
-        };
+        let mut block = TextBlock { words: Vec::new(), spans: Vec::new() };
         for value in values {
             let start = block.words.len();
             block.words.push(((value.len() as u32) + 4) << 2); // SET_VARSIZE
@@ -400,9 +380,7 @@ impl TextBlock {
                 let bytes = block.words.as_mut_ptr().add(start + 1).cast::<u8>();
                 std::ptr::copy_nonoverlapping(value.as_ptr(), bytes, value.len());
             }
-            block
-                .spans
-                .push((start as u32, (block.words.len() - start) as u32));
+            block.spans.push((start as u32, (block.words.len() - start) as u32));
         }
         block
     }
@@ -485,16 +463,10 @@ pub unsafe fn inline_payload<'a>(datum: pg_sys::Datum) -> Option<&'a [u8]> {
                 return None; // a TOAST pointer
             }
             let size = ((first >> 1) & 0x7F) as usize;
-            Some(std::slice::from_raw_parts(
-                ptr.add(1),
-                size.saturating_sub(1),
-            ))
+            Some(std::slice::from_raw_parts(ptr.add(1), size.saturating_sub(1)))
         } else if first & 0x03 == 0x00 {
             let size = (ptr.cast::<u32>().read_unaligned() >> 2) as usize;
-            Some(std::slice::from_raw_parts(
-                ptr.add(4),
-                size.saturating_sub(4),
-            ))
+            Some(std::slice::from_raw_parts(ptr.add(4), size.saturating_sub(4)))
         } else {
             None // compressed
         }
@@ -524,8 +496,7 @@ unsafe fn text_in_place<'a>(datum: pg_sys::Datum) -> Option<&'a str> {
 /// line); None for NULL. `SpiTupleTable::get::<&str>` costs several times
 /// more: it switches memory contexts and checks the type on every call.
 pub fn text_at<'a>(
-    table: &'a pgrx::spi::SpiTupleTable<'_>,
-    ordinal: usize,
+    table: &'a pgrx::spi::SpiTupleTable<'_>, ordinal: usize,
 ) -> crate::pg::error::SqlResult<Option<&'a str>> {
     use crate::pg::error::OrReport;
     let Some(datum) = table.get_datum_by_ordinal(ordinal).or_report()? else {
@@ -580,8 +551,7 @@ pub unsafe fn last_result_texts<'a>(rows: usize) -> Option<Vec<&'a str>> {
 /// `datum` must be a valid `text[]` datum; the elements passed to `each`
 /// live as long as it does.
 pub unsafe fn for_each_text_element<'a>(
-    datum: pg_sys::Datum,
-    mut each: impl FnMut(&'a str),
+    datum: pg_sys::Datum, mut each: impl FnMut(&'a str),
 ) -> bool {
     // SAFETY: a text[] datum is a varlena; detoasting a compressed or
     // out-of-line one gives its plain form; a short (1-byte header) one
@@ -590,9 +560,7 @@ pub unsafe fn for_each_text_element<'a>(
         let raw = if inline_payload(datum).is_some() {
             datum.cast_mut_ptr::<u8>().cast_const()
         } else {
-            pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr())
-                .cast::<u8>()
-                .cast_const()
+            pg_sys::pg_detoast_datum_packed(datum.cast_mut_ptr()).cast::<u8>().cast_const()
         };
         let first = raw.read();
         // The array's payload, and its size as if it had a 4-byte header:
@@ -622,11 +590,7 @@ pub unsafe fn for_each_text_element<'a>(
         if ndim != 1
             || total < 24
             || dataoffset != 0
-            || array
-                .wrapping_add(12)
-                .cast::<pg_sys::Oid>()
-                .read_unaligned()
-                != pg_sys::TEXTOID
+            || array.wrapping_add(12).cast::<pg_sys::Oid>().read_unaligned() != pg_sys::TEXTOID
         {
             return false;
         }
@@ -671,10 +635,7 @@ mod tests {
     fn binary_jsonb_reads_as_its_text_parses() {
         let wide: String = format!(
             "{{{}}}",
-            (0..70)
-                .map(|i| format!("\"key{i}\": {i}.{i}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            (0..70).map(|i| format!("\"key{i}\": {i}.{i}")).collect::<Vec<_>>().join(", ")
         );
         let documents = [
             "0",

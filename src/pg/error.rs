@@ -78,9 +78,7 @@ impl<T> OrReport<T> for Result<T, pgrx::spi::Error> {
 /// bits per character).
 pub fn sqlstate_text(code: PgSqlErrorCode) -> String {
     let packed = code as i32;
-    (0..5)
-        .map(|i| (((packed >> (6 * i)) & 0x3F) as u8 + b'0') as char)
-        .collect()
+    (0..5).map(|i| (((packed >> (6 * i)) & 0x3F) as u8 + b'0') as char).collect()
 }
 
 /// Raise an error of `kind` through the normal path and return the SQLSTATE

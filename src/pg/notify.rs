@@ -86,11 +86,7 @@ struct Change {
 enum Subject {
     /// A working-memory entry (node '' is the global entry; part None: the
     /// whole entry was cleared).
-    WorkingMemory {
-        session_id: String,
-        node_key: String,
-        part: Option<&'static str>,
-    },
+    WorkingMemory { session_id: String, node_key: String, part: Option<&'static str> },
     /// Some file of a memory tool scope.
     Files { scope: String },
     /// Some node of an owner's graph.
@@ -103,11 +99,7 @@ impl Change {
     /// predates the others).
     fn payload(&self, version: Option<i32>) -> String {
         match &self.subject {
-            Subject::WorkingMemory {
-                session_id,
-                node_key,
-                part,
-            } => serde_json::json!({
+            Subject::WorkingMemory { session_id, node_key, part } => serde_json::json!({
                 "session_id": session_id,
                 "node_id": if node_key.is_empty() { None } else { Some(node_key) },
                 "part": part,
@@ -163,10 +155,7 @@ pub fn init(preloading: bool) {
 /// entry; part and version None: the whole entry was cleared) when the
 /// transaction commits.
 pub fn queue_change(
-    session_id: &str,
-    node_key: &str,
-    part: Option<&'static str>,
-    version: Option<i32>,
+    session_id: &str, node_key: &str, part: Option<&'static str>, version: Option<i32>,
 ) -> SqlResult<()> {
     let subject = Subject::WorkingMemory {
         session_id: session_id.to_owned(),
@@ -178,17 +167,13 @@ pub fn queue_change(
 
 /// Announce that a scope's files changed when the transaction commits.
 pub fn queue_files_change(scope: &str) -> SqlResult<()> {
-    let subject = Subject::Files {
-        scope: scope.to_owned(),
-    };
+    let subject = Subject::Files { scope: scope.to_owned() };
     queue(subject, None)
 }
 
 /// Announce that an owner's graph changed when the transaction commits.
 pub fn queue_graph_change(owner: &str) -> SqlResult<()> {
-    let subject = Subject::Graph {
-        owner: owner.to_owned(),
-    };
+    let subject = Subject::Graph { owner: owner.to_owned() };
     queue(subject, None)
 }
 
@@ -248,10 +233,7 @@ fn send_pending() {
         unsafe {
             pgrx::direct_function_call_as_datum(
                 pg_sys::pg_notify,
-                &[
-                    change.channel.as_str().into_datum(),
-                    change.payload(version).into_datum(),
-                ],
+                &[change.channel.as_str().into_datum(), change.payload(version).into_datum()],
             );
         }
     }
@@ -288,9 +270,7 @@ fn channel_of(tenant: &str) -> SqlResult<String> {
 /// writes the extension makes that no role it serves may make itself.
 pub fn as_owner_of<R>(table: &str, body: impl FnOnce() -> SqlResult<R>) -> SqlResult<R> {
     let owner = first_value_of::<pg_sys::Oid>(&TABLE_OWNER, &[table.into()])?.ok_or_else(|| {
-        crate::pg::error::report(agent_memory_core::Error::internal(format!(
-            "no table {table}"
-        )))
+        crate::pg::error::report(agent_memory_core::Error::internal(format!("no table {table}")))
     })?;
     as_role(owner, body)
 }
@@ -348,18 +328,14 @@ fn as_role<R>(owner: pg_sys::Oid, body: impl FnOnce() -> R) -> R {
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn notify_channel() -> SqlResult<String> {
-    let tenant = if TENANT_ISOLATION.get() {
-        crate::pg::tenants::caller_tenant()?
-    } else {
-        String::new()
-    };
+    let tenant =
+        if TENANT_ISOLATION.get() { crate::pg::tenants::caller_tenant()? } else { String::new() };
     channel_of(&tenant)
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn on_transaction_event(
-    event: pg_sys::XactEvent::Type,
-    _arg: *mut std::ffi::c_void,
+    event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void,
 ) {
     match event {
         pg_sys::XactEvent::XACT_EVENT_PRE_COMMIT | pg_sys::XactEvent::XACT_EVENT_PRE_PREPARE => {
@@ -383,10 +359,8 @@ unsafe extern "C-unwind" fn on_transaction_event(
 
 #[pg_guard]
 unsafe extern "C-unwind" fn on_subtransaction_event(
-    event: pg_sys::SubXactEvent::Type,
-    subxact: pg_sys::SubTransactionId,
-    parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
+    event: pg_sys::SubXactEvent::Type, subxact: pg_sys::SubTransactionId,
+    parent: pg_sys::SubTransactionId, _arg: *mut std::ffi::c_void,
 ) {
     match event {
         pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB => {
@@ -481,13 +455,9 @@ unsafe extern "C-unwind" {
     /// statement must reach the caller exactly as PostgreSQL raised it.
     #[link_name = "standard_ProcessUtility"]
     fn standard_process_utility(
-        statement: *mut pg_sys::PlannedStmt,
-        query: *const std::ffi::c_char,
-        read_only_tree: bool,
-        context: pg_sys::ProcessUtilityContext::Type,
-        params: pg_sys::ParamListInfo,
-        environment: *mut pg_sys::QueryEnvironment,
-        destination: *mut pg_sys::DestReceiver,
+        statement: *mut pg_sys::PlannedStmt, query: *const std::ffi::c_char, read_only_tree: bool,
+        context: pg_sys::ProcessUtilityContext::Type, params: pg_sys::ParamListInfo,
+        environment: *mut pg_sys::QueryEnvironment, destination: *mut pg_sys::DestReceiver,
         completion: *mut pg_sys::QueryCompletion,
     );
 }
@@ -499,13 +469,9 @@ unsafe extern "C-unwind" {
 /// notification nobody reads; an UNLISTEN is applied at commit.
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C-unwind" fn track_listeners(
-    statement: *mut pg_sys::PlannedStmt,
-    query: *const std::ffi::c_char,
-    read_only_tree: bool,
-    context: pg_sys::ProcessUtilityContext::Type,
-    params: pg_sys::ParamListInfo,
-    environment: *mut pg_sys::QueryEnvironment,
-    destination: *mut pg_sys::DestReceiver,
+    statement: *mut pg_sys::PlannedStmt, query: *const std::ffi::c_char, read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type, params: pg_sys::ParamListInfo,
+    environment: *mut pg_sys::QueryEnvironment, destination: *mut pg_sys::DestReceiver,
     completion: *mut pg_sys::QueryCompletion,
 ) {
     // SAFETY: the arguments are the executor's, passed on unchanged.

@@ -47,20 +47,12 @@ impl Statement {
     /// A statement that runs read-only, in the calling statement's
     /// snapshot.
     pub const fn read_only(sql: &'static str, args: &'static [PgOid]) -> Self {
-        Statement {
-            sql,
-            args,
-            writes: false,
-        }
+        Statement { sql, args, writes: false }
     }
 
     /// A statement that runs read-write (see `writes`).
     pub const fn read_write(sql: &'static str, args: &'static [PgOid]) -> Self {
-        Statement {
-            sql,
-            args,
-            writes: true,
-        }
+        Statement { sql, args, writes: true }
     }
 }
 
@@ -138,8 +130,7 @@ pub fn ensure_catalog() -> SqlResult<()> {
 /// The plan of `statement`, prepared on first use in this backend and kept
 /// for the life of the backend.
 fn prepared_plan(
-    client: &SpiClient<'_>,
-    statement: &'static Statement,
+    client: &SpiClient<'_>, statement: &'static Statement,
 ) -> SpiResult<Rc<OwnedPreparedStatement>> {
     // Statements are statics: their address identifies them.
     let id = statement as *const Statement as usize;
@@ -163,10 +154,7 @@ fn prepared_plan(
 /// on first use in this backend and kept, as a Statement is, by its text:
 /// a backend keeps one per text it was built to.
 pub fn read_built<'conn>(
-    client: &SpiClient<'conn>,
-    sql: &str,
-    types: &[PgOid],
-    args: &[DatumWithOid<'_>],
+    client: &SpiClient<'conn>, sql: &str, types: &[PgOid], args: &[DatumWithOid<'_>],
 ) -> SqlResult<SpiTupleTable<'conn>> {
     let kept = BUILT.with(|plans| plans.borrow().get(sql).cloned());
     let plan = match kept {
@@ -187,9 +175,7 @@ impl Statement {
     /// (see [`prepared_plan`]): it sees what committed before it began, in READ
     /// COMMITTED.
     pub fn run<'conn>(
-        &'static self,
-        client: &mut SpiClient<'conn>,
-        args: &[DatumWithOid<'_>],
+        &'static self, client: &mut SpiClient<'conn>, args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
         let plan = prepared_plan(client, self).or_report()?;
         let _by_index = NoSequentialScans::hold();
@@ -204,9 +190,7 @@ impl Statement {
     /// prepared read-write runs read-write by itself, with a snapshot of
     /// its own, and takes no transaction id.
     pub fn probe<'conn>(
-        &'static self,
-        client: &SpiClient<'conn>,
-        args: &[DatumWithOid<'_>],
+        &'static self, client: &SpiClient<'conn>, args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
         debug_assert!(self.writes, "a probe is a read-write statement");
         let plan = prepared_plan(client, self).or_report()?;
@@ -218,9 +202,7 @@ impl Statement {
     /// of a tenant): without the guard, since a sequential scan is its
     /// best plan.
     pub fn read_whole_table<'conn>(
-        &'static self,
-        client: &SpiClient<'conn>,
-        args: &[DatumWithOid<'_>],
+        &'static self, client: &SpiClient<'conn>, args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
         let plan = prepared_plan(client, self).or_report()?;
         client.select(&*plan, None, args).or_report()
@@ -229,9 +211,7 @@ impl Statement {
     /// Run the statement read-only with `args`, prepared once per backend:
     /// it reads the calling statement's snapshot.
     pub fn read<'conn>(
-        &'static self,
-        client: &SpiClient<'conn>,
-        args: &[DatumWithOid<'_>],
+        &'static self, client: &SpiClient<'conn>, args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
         let _by_index = NoSequentialScans::hold();
         self.read_whole_table(client, args)
@@ -324,21 +304,15 @@ pub trait FirstRow {
     /// Column `ordinal` (1-based) of the first row; None when there is no
     /// row or the value is NULL.
     fn first_value<T: pgrx::FromDatum + pgrx::IntoDatum>(
-        self,
-        ordinal: usize,
+        self, ordinal: usize,
     ) -> SpiResult<Option<T>>;
 }
 
 impl FirstRow for pgrx::spi::SpiTupleTable<'_> {
     fn first_value<T: pgrx::FromDatum + pgrx::IntoDatum>(
-        self,
-        ordinal: usize,
+        self, ordinal: usize,
     ) -> SpiResult<Option<T>> {
-        if self.is_empty() {
-            Ok(None)
-        } else {
-            self.first().get::<T>(ordinal)
-        }
+        if self.is_empty() { Ok(None) } else { self.first().get::<T>(ordinal) }
     }
 }
 
@@ -349,9 +323,7 @@ impl FirstRow for pgrx::spi::SpiTupleTable<'_> {
 /// without a row, and 54000 when it was not built: `what_takes` names it
 /// with its verb, `hint` says how to read less.
 pub fn bounded_value(
-    statement: &'static Statement,
-    args: &[pgrx::datum::DatumWithOid<'_>],
-    what_takes: &str,
+    statement: &'static Statement, args: &[pgrx::datum::DatumWithOid<'_>], what_takes: &str,
     hint: &str,
 ) -> SqlResult<Option<crate::pg::datums::JsonbBytes>> {
     pgrx::Spi::connect(|client| {
@@ -374,8 +346,7 @@ pub fn bounded_value(
 /// Run a kept statement in its own SPI connection and return column 1 of
 /// its first row (None: no row, or NULL). Writing statements run read-write.
 pub fn first_value_of<T: pgrx::FromDatum + pgrx::IntoDatum>(
-    statement: &'static Statement,
-    args: &[pgrx::datum::DatumWithOid<'_>],
+    statement: &'static Statement, args: &[pgrx::datum::DatumWithOid<'_>],
 ) -> SqlResult<Option<T>> {
     if statement.writes {
         pgrx::Spi::connect_mut(|client| statement.run(client, args)?.first().value::<T>(1))

@@ -28,13 +28,7 @@ pub(crate) use matching;
 /// `$config`.
 macro_rules! words_of {
     ($config:expr, $text:literal) => {
-        concat!(
-            "pg_catalog.websearch_to_tsquery(",
-            $config,
-            ", ",
-            $text,
-            ")"
-        )
+        concat!("pg_catalog.websearch_to_tsquery(", $config, ", ", $text, ")")
     };
 }
 pub(crate) use words_of;

@@ -489,10 +489,8 @@ impl NoSequentialScans {
         // SAFETY: plain reads and writes of backend-local settings; the
         // old values come back in drop.
         unsafe {
-            let held = NoSequentialScans {
-                seqscan: pg_sys::enable_seqscan,
-                jit: pg_sys::jit_enabled,
-            };
+            let held =
+                NoSequentialScans { seqscan: pg_sys::enable_seqscan, jit: pg_sys::jit_enabled };
             pg_sys::enable_seqscan = false;
             pg_sys::jit_enabled = false;
             held
@@ -562,10 +560,8 @@ mod tests {
         )
         .expect("pg_settings")
         .expect("settings");
-        let mut listed: Vec<String> = super::NAMES
-            .iter()
-            .map(|name| name.to_string_lossy().into_owned())
-            .collect();
+        let mut listed: Vec<String> =
+            super::NAMES.iter().map(|name| name.to_string_lossy().into_owned()).collect();
         listed.sort();
         assert_eq!(defined, listed);
     }

@@ -42,9 +42,7 @@ impl StreamRow<'_> {
     pub fn datum(&self, column: usize, what: &str) -> SqlResult<pg_sys::Datum> {
         match (self.values.get(column - 1), self.nulls.get(column - 1)) {
             (Some(&value), Some(false)) => Ok(value),
-            _ => Err(report(Error::internal(format!(
-                "column {what} is unexpectedly NULL"
-            )))),
+            _ => Err(report(Error::internal(format!("column {what} is unexpectedly NULL")))),
         }
     }
 
@@ -105,8 +103,7 @@ struct Receiver {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn receive_slot(
-    slot: *mut pg_sys::TupleTableSlot,
-    receiver: *mut pg_sys::DestReceiver,
+    slot: *mut pg_sys::TupleTableSlot, receiver: *mut pg_sys::DestReceiver,
 ) -> bool {
     // SAFETY: `receiver` is the Receiver passed to SPI below (its first
     // field is the DestReceiver), `slot` a valid slot of the result.
@@ -137,18 +134,15 @@ unsafe extern "C-unwind" fn receive_slot(
 /// Before the first row: the result has the columns the reader expects.
 #[pg_guard]
 unsafe extern "C-unwind" fn startup(
-    receiver: *mut pg_sys::DestReceiver,
-    operation: i32,
-    tupdesc: pg_sys::TupleDesc,
+    receiver: *mut pg_sys::DestReceiver, operation: i32, tupdesc: pg_sys::TupleDesc,
 ) {
     let _ = operation;
     // SAFETY: `receiver` is our Receiver; `tupdesc` describes the result.
     unsafe {
         let expected = (*receiver.cast::<Receiver>()).columns;
         let natts = (*tupdesc).natts;
-        let found: Vec<pg_sys::Oid> = (1..=natts)
-            .map(|n| pg_sys::SPI_gettypeid(tupdesc, n))
-            .collect();
+        let found: Vec<pg_sys::Oid> =
+            (1..=natts).map(|n| pg_sys::SPI_gettypeid(tupdesc, n)).collect();
         if found.as_slice() != expected {
             report(Error::internal(
                 "a stream statement's columns are not of the types its reader expects",
@@ -167,23 +161,18 @@ unsafe extern "C-unwind" fn nothing(_receiver: *mut pg_sys::DestReceiver) {}
 /// the callback allocates in PostgreSQL is freed after each row, so memory
 /// stays flat however many rows there are.
 pub fn for_each_row(
-    statement: &'static StreamStatement,
-    params: &[Option<&str>],
-    mut each: &mut Callback<'_>,
+    statement: &'static StreamStatement, params: &[Option<&str>], mut each: &mut Callback<'_>,
 ) -> SqlResult<()> {
     if params.len() != statement.params {
-        return Err(report(Error::internal(
-            "stream statement called with the wrong parameters",
-        )));
+        return Err(report(Error::internal("stream statement called with the wrong parameters")));
     }
     Spi::connect(|client| {
         // SAFETY: inside an SPI connection; the plan is kept for the life of
         // the backend; the parameter list and receiver outlive the call.
         unsafe {
             let key = statement as *const StreamStatement as usize;
-            let mut plan = PLANS
-                .with(|plans| plans.borrow().get(&key).copied())
-                .unwrap_or(0) as pg_sys::SPIPlanPtr;
+            let mut plan = PLANS.with(|plans| plans.borrow().get(&key).copied()).unwrap_or(0)
+                as pg_sys::SPIPlanPtr;
             if plan.is_null() {
                 crate::pg::plans::check_catalog(client).or_report()?;
                 let mut types = vec![pg_sys::TEXTOID; statement.params];
@@ -200,9 +189,7 @@ pub fn for_each_row(
                     pg_sys::CURSOR_OPT_CUSTOM_PLAN as i32,
                 );
                 if plan.is_null() || pg_sys::SPI_keepplan(plan) != 0 {
-                    return Err(report(Error::internal(
-                        "could not prepare a stream statement",
-                    )));
+                    return Err(report(Error::internal("could not prepare a stream statement")));
                 }
                 PLANS.with(|plans| plans.borrow_mut().insert(key, plan as usize));
             }
@@ -255,9 +242,7 @@ pub fn for_each_row(
                 return Err(failure);
             }
             if status < 0 {
-                return Err(report(Error::internal(format!(
-                    "stream statement failed ({status})"
-                ))));
+                return Err(report(Error::internal(format!("stream statement failed ({status})"))));
             }
             Ok(())
         }
@@ -274,20 +259,15 @@ pub fn for_each_row(
 /// `fcinfo` is the call's, with a ReturnSetInfo allowing materialize mode
 /// (InitMaterializedSRF checks it).
 pub unsafe fn put_rows(
-    fcinfo: pg_sys::FunctionCallInfo,
-    statement: &'static StreamStatement,
-    params: &[Option<&str>],
+    fcinfo: pg_sys::FunctionCallInfo, statement: &'static StreamStatement, params: &[Option<&str>],
 ) -> SqlResult<u64> {
     let columns = statement.columns.len();
     // A variable-length value (text, jsonb) stored out of line is a
     // pointer into a table: it is fetched, in the row's memory, so the
     // store keeps the value. A value compressed in line stays compressed.
     // SAFETY: the column types are built-in types.
-    let variable: Vec<bool> = statement
-        .columns
-        .iter()
-        .map(|&oid| unsafe { pg_sys::get_typlen(oid) } == -1)
-        .collect();
+    let variable: Vec<bool> =
+        statement.columns.iter().map(|&oid| unsafe { pg_sys::get_typlen(oid) } == -1).collect();
     let mut values = vec![pg_sys::Datum::from(0); columns];
     let mut nulls = vec![false; columns];
     let mut rows = 0;
@@ -300,9 +280,8 @@ pub unsafe fn put_rows(
         let (store, desc) = ((*result).setResult, (*result).setDesc);
         // The function's declared columns are the statement's: the store
         // reads each value as the type its column declares.
-        let declared: Vec<pg_sys::Oid> = (1..=(*desc).natts)
-            .map(|n| pg_sys::SPI_gettypeid(desc, n))
-            .collect();
+        let declared: Vec<pg_sys::Oid> =
+            (1..=(*desc).natts).map(|n| pg_sys::SPI_gettypeid(desc, n)).collect();
         if declared.as_slice() != statement.columns {
             return Err(report(Error::internal(
                 "a table function's declared columns are not those of its statement",

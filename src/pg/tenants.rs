@@ -29,20 +29,14 @@ use crate::pg::error::{SqlResult, report};
 use crate::pg::settings::{TENANT, TENANT_ISOLATION};
 
 /// Roles the extension creates for every tenant to share.
-const GROUP_ROLES: [&str; 3] = [
-    "agent_memory_writer",
-    "agent_memory_reader",
-    "agent_memory_owner",
-];
+const GROUP_ROLES: [&str; 3] = ["agent_memory_writer", "agent_memory_reader", "agent_memory_owner"];
 
 fn current_role() -> String {
     // SAFETY: GetUserId is the current role, which exists (noerr = false
     // raises otherwise); the name is a palloc'd C string we copy at once.
     unsafe {
         let name = pg_sys::GetUserNameFromId(pg_sys::GetUserId(), false);
-        std::ffi::CStr::from_ptr(name)
-            .to_string_lossy()
-            .into_owned()
+        std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
     }
 }
 
@@ -81,11 +75,7 @@ fn isolated_tenant() -> SqlResult<String> {
 // Not pinned either: it runs no SQL (see caller_tenant).
 #[pg_extern(stable, parallel_safe)]
 fn visible_tenant() -> SqlResult<Option<String>> {
-    if TENANT_ISOLATION.get() {
-        isolated_tenant().map(Some)
-    } else {
-        Ok(Some(String::new()))
-    }
+    if TENANT_ISOLATION.get() { isolated_tenant().map(Some) } else { Ok(Some(String::new())) }
 }
 
 // The tenant column, policies and table owner of every memory table.

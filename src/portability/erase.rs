@@ -38,8 +38,7 @@ struct Erased {
 }
 
 fn checked_keys<'a>(
-    argument: &str,
-    keys: &'a Option<Vec<Option<String>>>,
+    argument: &str, keys: &'a Option<Vec<Option<String>>>,
 ) -> SqlResult<Vec<&'a str>> {
     let mut checked = Vec::new();
     for key in keys.iter().flatten() {
@@ -48,10 +47,8 @@ fn checked_keys<'a>(
                 return Err(Error::invalid(format!("{argument} must not hold NULL"))).or_report();
             }
             Some("") => {
-                return Err(Error::invalid(format!(
-                    "{argument} must not hold an empty key"
-                )))
-                .or_report();
+                return Err(Error::invalid(format!("{argument} must not hold an empty key")))
+                    .or_report();
             }
             Some(key) => checked.push(key),
         }
@@ -70,8 +67,7 @@ fn checked_keys<'a>(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn erase_user(
-    user_id: Option<&str>,
-    owners: default!(Option<Vec<Option<String>>>, "NULL"),
+    user_id: Option<&str>, owners: default!(Option<Vec<Option<String>>>, "NULL"),
     scopes: default!(Option<Vec<Option<String>>>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
     let user_id = checked_id("user_id", user_id)?;
@@ -91,9 +87,7 @@ fn erase_user(
             for session_id in &sessions {
                 lock_session(session_id)?;
             }
-            let row = DELETE_SESSIONS
-                .run(client, &[user_id.into(), sessions.into()])?
-                .first();
+            let row = DELETE_SESSIONS.run(client, &[user_id.into(), sessions.into()])?.first();
             erased.sessions += row.required::<i64>(1, "sessions")?;
             erased.entries += row.required::<i64>(2, "entries")?;
             erased.entry_versions += row.required::<i64>(3, "entry versions")?;
@@ -146,14 +140,9 @@ fn erase_user(
 
 /// Run one of the version deletes for `keys`: how many went.
 fn versions_deleted(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    statement: &'static Statement,
-    keys: &[&str],
+    client: &mut pgrx::spi::SpiClient<'_>, statement: &'static Statement, keys: &[&str],
 ) -> SqlResult<i64> {
-    statement
-        .run(client, &[keys.to_vec().into()])?
-        .first()
-        .required::<i64>(1, "versions")
+    statement.run(client, &[keys.to_vec().into()])?.first().required::<i64>(1, "versions")
 }
 
 // The statements. Each names the caller's tenant: a superuser, whom

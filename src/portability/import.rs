@@ -47,10 +47,8 @@ use crate::working_memory::parts::{node_key, strip_keys};
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn import(
-    line: Option<&str>,
-    session_id: default!(Option<&str>, "NULL"),
-    user_id: default!(Option<&str>, "NULL"),
-    owner: default!(Option<&str>, "NULL"),
+    line: Option<&str>, session_id: default!(Option<&str>, "NULL"),
+    user_id: default!(Option<&str>, "NULL"), owner: default!(Option<&str>, "NULL"),
     scope: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
     let renames = checked_keys(session_id, user_id, owner, scope)?;
@@ -67,26 +65,20 @@ fn import(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn import_lines(
-    lines: Option<Vec<Option<String>>>,
-    session_id: default!(Option<&str>, "NULL"),
-    user_id: default!(Option<&str>, "NULL"),
-    owner: default!(Option<&str>, "NULL"),
+    lines: Option<Vec<Option<String>>>, session_id: default!(Option<&str>, "NULL"),
+    user_id: default!(Option<&str>, "NULL"), owner: default!(Option<&str>, "NULL"),
     scope: default!(Option<&str>, "NULL"),
 ) -> Result<SetOfIterator<'static, pgrx::JsonB>, pgrx::pg_sys::panic::ErrorReport> {
     let renames = checked_keys(session_id, user_id, owner, scope)?;
     let lines = lines.ok_or_else(|| Error::null("lines")).or_report()?;
-    let mut parsed: Vec<Parsed> = lines
-        .iter()
-        .map(|line| parsed(line.as_deref(), &renames))
-        .collect();
+    let mut parsed: Vec<Parsed> =
+        lines.iter().map(|line| parsed(line.as_deref(), &renames)).collect();
     refuse_lines_of_other_users_sessions(&mut parsed)?;
     // Citus routes a statement to one key's shard: there the lines go one
     // by one, each statement naming its line's key, as import's do.
     if on_citus()? {
         return Ok(SetOfIterator::new(
-            import_by_runs(&parsed, Vec::new())?
-                .into_iter()
-                .map(pgrx::JsonB),
+            import_by_runs(&parsed, Vec::new())?.into_iter().map(pgrx::JsonB),
         ));
     }
     let runs = lines::runs(&parsed);
@@ -164,8 +156,7 @@ fn import_together(parsed: &[Parsed], runs: &[(RunKind, std::ops::Range<usize>)]
 /// The lines' results, each run in a subtransaction, taken line by line
 /// when a line of it would be refused.
 fn import_by_runs(
-    parsed: &[Parsed],
-    runs: Vec<(RunKind, std::ops::Range<usize>)>,
+    parsed: &[Parsed], runs: Vec<(RunKind, std::ops::Range<usize>)>,
 ) -> SqlResult<Vec<Value>> {
     let mut runs = runs.into_iter().peekable();
     let mut results = Vec::with_capacity(parsed.len());
@@ -227,11 +218,9 @@ fn write_run(kind: RunKind, items: &[&Item]) -> Vec<Outcome> {
         // Each line as alone, none in a subtransaction of its own: a row
         // the run writes twice (a session's, a scope's) is then written by
         // one subtransaction, not locked across many.
-        RunKind::Lines => items
-            .iter()
-            .map(|item| write_item(item))
-            .collect::<SqlResult<Vec<Outcome>>>()
-            .map(Some),
+        RunKind::Lines => {
+            items.iter().map(|item| write_item(item)).collect::<SqlResult<Vec<Outcome>>>().map(Some)
+        }
         RunKind::Entries => import_entries(items),
         RunKind::Files => import_files(items),
         RunKind::Messages => {
@@ -325,19 +314,10 @@ fn expires_too_late(session_id: &str, key: &str) -> pgrx::pg_sys::panic::ErrorRe
 /// entries of session `session_id`, refusing them all when one would
 /// expire later than any write keeps a value.
 fn write_entry_versions(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    versions: Value,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, versions: Value,
 ) -> SqlResult<()> {
     let too_late = IMPORT_ENTRY_VERSIONS
-        .run(
-            client,
-            &[
-                session_id.into(),
-                JsonB(versions).into(),
-                LATEST_EXPIRY_MINUTES.into(),
-            ],
-        )?
+        .run(client, &[session_id.into(), JsonB(versions).into(), LATEST_EXPIRY_MINUTES.into()])?
         .first()
         .value::<String>(1)?;
     match too_late {
@@ -363,10 +343,8 @@ fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
         // The idle timeout obeys create_session's rule (PostgreSQL reads
         // the text; the domain then bounds it again).
         if let Some(idle_timeout) = s.idle_timeout.as_deref() {
-            let read = AS_INTERVAL
-                .read(client, &[idle_timeout.into()])?
-                .first()
-                .value::<Interval>(1)?;
+            let read =
+                AS_INTERVAL.read(client, &[idle_timeout.into()])?.first().value::<Interval>(1)?;
             crate::pg::args::checked_positive("idle_timeout", read)?;
         }
         // A session idle past its timeout since the export is not written
@@ -385,9 +363,7 @@ fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
             .first()
             .required::<bool>(1, "expired")?;
         if idle_since_export
-            && SESSION_THERE
-                .read(client, &[s.session_id.as_str().into()])?
-                .is_empty()
+            && SESSION_THERE.read(client, &[s.session_id.as_str().into()])?.is_empty()
         {
             return Ok(Outcome::Expired);
         }
@@ -415,10 +391,7 @@ fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
             ))));
         }
         if row.value::<bool>(3)? != Some(true) {
-            return Err(exists_otherwise(format!(
-                "session {}",
-                quoted(&s.session_id)
-            )));
+            return Err(exists_otherwise(format!("session {}", quoted(&s.session_id))));
         }
         Ok(Outcome::Unchanged)
     })
@@ -427,11 +400,7 @@ fn import_session(s: &lines::Session) -> SqlResult<Outcome> {
 fn import_entry(e: &lines::Entry) -> SqlResult<Outcome> {
     let words = checked_entry(e)?;
     let outcomes = write_entries(&e.session_id, &[(e, words)])?;
-    outcomes
-        .first()
-        .copied()
-        .ok_or_else(|| Error::internal("no outcome for the entry"))
-        .or_report()
+    outcomes.first().copied().ok_or_else(|| Error::internal("no outcome for the entry")).or_report()
 }
 
 /// A run of entries of one session, no key twice (see `import_entry`).
@@ -580,9 +549,7 @@ fn write_entries(session_id: &str, entries: &[(&lines::Entry, u64)]) -> SqlResul
 /// imported, are left with versions beyond the retention: those of the
 /// lines with those kept before (a deleted entry's, or the entry's there).
 fn check_entries_retention(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    keys: &[&str],
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, keys: &[&str],
 ) -> SqlResult<()> {
     let kept: Vec<(String, Vec<i32>)> = KEPT_ENTRY_VERSIONS
         .run(client, &[session_id.into(), keys.to_vec().into()])?
@@ -712,11 +679,8 @@ fn import_node_history(h: &lines::NodeHistory) -> SqlResult<Outcome> {
             .first()
             .value::<i32>(1)?;
         let Some(current) = current else {
-            return Err(Error::new(
-                ErrorKind::NotFound,
-                format!("{item} does not exist"),
-            ))
-            .or_report();
+            return Err(Error::new(ErrorKind::NotFound, format!("{item} does not exist")))
+                .or_report();
         };
         if h.versions.iter().any(|v| v.version >= current) {
             return Err(Error::invalid(format!(
@@ -725,10 +689,7 @@ fn import_node_history(h: &lines::NodeHistory) -> SqlResult<Outcome> {
             .or_report();
         }
         let row = NODE_VERSIONS_THERE
-            .read(
-                client,
-                &[owner.into(), node_id.into(), JsonB(versions.clone()).into()],
-            )?
+            .read(client, &[owner.into(), node_id.into(), JsonB(versions.clone()).into()])?
             .first();
         let there = row.required::<i64>(1, "versions there")?.max(0) as usize;
         let disagree = row.required::<i64>(2, "versions disagreeing")? > 0;
@@ -746,10 +707,7 @@ fn import_node_history(h: &lines::NodeHistory) -> SqlResult<Outcome> {
 /// Write kept versions of a node, each checked as a write checks a node;
 /// those there already are left as they are.
 fn import_node_versions(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    owner: &str,
-    node_id: &str,
-    kept: &[lines::NodeVersion],
+    client: &mut pgrx::spi::SpiClient<'_>, owner: &str, node_id: &str, kept: &[lines::NodeVersion],
     item: &str,
 ) -> SqlResult<()> {
     if kept.is_empty() {
@@ -783,25 +741,16 @@ fn node_versions_json(kept: &[lines::NodeVersion]) -> SqlResult<Value> {
 /// Write kept versions `versions` (see `node_versions_json`) of a node,
 /// once their times are checked; those there already are left as they are.
 fn write_node_versions(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    owner: &str,
-    node_id: &str,
-    versions: Value,
-    item: &str,
+    client: &mut pgrx::spi::SpiClient<'_>, owner: &str, node_id: &str, versions: Value, item: &str,
 ) -> SqlResult<()> {
     let out_of_range = VERSION_OUT_OF_RANGE
         .read(client, &[JsonB(versions.clone()).into()])?
         .first()
         .value::<i32>(1)?;
     if let Some(version) = out_of_range {
-        return Err(time_out_of_range(&format!(
-            "a time of kept version {version} of {item}"
-        )));
+        return Err(time_out_of_range(&format!("a time of kept version {version} of {item}")));
     }
-    IMPORT_NODE_VERSIONS.run(
-        client,
-        &[owner.into(), node_id.into(), JsonB(versions).into()],
-    )?;
+    IMPORT_NODE_VERSIONS.run(client, &[owner.into(), node_id.into(), JsonB(versions).into()])?;
     Ok(())
 }
 
@@ -815,10 +764,7 @@ fn time_out_of_range(what: &str) -> pgrx::pg_sys::panic::ErrorReport {
 
 /// The arguments of IMPORT_NODE and NODE_AS_LINE.
 fn node_args<'a>(
-    owner: &'a str,
-    node_id: &'a str,
-    content: &'a Content,
-    n: &'a lines::Node,
+    owner: &'a str, node_id: &'a str, content: &'a Content, n: &'a lines::Node,
 ) -> [pgrx::datum::DatumWithOid<'a>; 11] {
     [
         owner.into(),
@@ -837,9 +783,7 @@ fn node_args<'a>(
 
 /// A path as the memory tool stores it: normalised already.
 fn stored_path(path: &str) -> SqlResult<String> {
-    let normal = files::normalise_path(path)
-        .map_err(|e| Error::invalid(e.message))
-        .or_report()?;
+    let normal = files::normalise_path(path).map_err(|e| Error::invalid(e.message)).or_report()?;
     if normal != path || normal == "/" {
         return Err(Error::invalid(format!(
             "path {} is not a normalised file path (the memory tool stores {})",
@@ -926,10 +870,7 @@ fn import_file(f: &lines::File) -> SqlResult<Outcome> {
 /// imported, is left with versions beyond the retention: those of the
 /// line with those kept before (a deleted file's, or the file's there).
 fn check_file_retention(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    scope: &str,
-    path: &str,
-    item: &str,
+    client: &mut pgrx::spi::SpiClient<'_>, scope: &str, path: &str, item: &str,
 ) -> SqlResult<()> {
     let kept = KEPT_FILE_VERSIONS
         .run(client, &[scope.into(), path.into()])?
@@ -995,15 +936,10 @@ fn import_files(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
         let table = IMPORT_FILES.run(client, &[scope.into(), JsonB(Value::Array(rows)).into()])?;
         let row = table.first();
         if !row.required::<bool>(1, "paths free")? || row.required::<i32>(2, "written")? != count {
-            return Err(exists_otherwise(format!(
-                "a file of scope {}",
-                quoted(scope)
-            )));
+            return Err(exists_otherwise(format!("a file of scope {}", quoted(scope))));
         }
-        let versions: Vec<(&str, &[lines::FileVersion])> = files
-            .iter()
-            .map(|f| (f.path.as_str(), f.versions.as_slice()))
-            .collect();
+        let versions: Vec<(&str, &[lines::FileVersion])> =
+            files.iter().map(|f| (f.path.as_str(), f.versions.as_slice())).collect();
         import_file_versions(client, scope, &versions)?;
         notify::queue_files_change(scope)?;
         Ok(Some(vec![Outcome::Imported; files.len()]))
@@ -1013,19 +949,12 @@ fn import_files(items: &[&Item]) -> SqlResult<Option<Vec<Outcome>>> {
 /// Kept versions of files of a scope (each with its file's path), each
 /// once.
 fn import_file_versions(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    scope: &str,
-    files: &[(&str, &[lines::FileVersion])],
+    client: &mut pgrx::spi::SpiClient<'_>, scope: &str, files: &[(&str, &[lines::FileVersion])],
 ) -> SqlResult<()> {
-    let versions: Vec<Value> = files
-        .iter()
-        .flat_map(|(path, versions)| keyed("path", path, versions))
-        .collect();
+    let versions: Vec<Value> =
+        files.iter().flat_map(|(path, versions)| keyed("path", path, versions)).collect();
     if !versions.is_empty() {
-        IMPORT_FILE_VERSIONS.run(
-            client,
-            &[scope.into(), JsonB(Value::Array(versions)).into()],
-        )?;
+        IMPORT_FILE_VERSIONS.run(client, &[scope.into(), JsonB(Value::Array(versions)).into()])?;
     }
     Ok(())
 }
@@ -1070,10 +999,7 @@ fn import_directory(d: &lines::Directory) -> SqlResult<Outcome> {
 /// what is there; else imported when it wrote any, expired when none is
 /// live, unchanged otherwise.
 fn history_outcome(
-    disagree: bool,
-    written: usize,
-    live: usize,
-    item: String,
+    disagree: bool, written: usize, live: usize, item: String,
 ) -> SqlResult<Outcome> {
     if disagree {
         return Err(crate::pg::error::report(Error::conflict(format!(
@@ -1143,10 +1069,7 @@ fn import_file_history(h: &lines::FileHistory) -> SqlResult<Outcome> {
     Spi::connect_mut(|client| {
         store::lock_scope(client, scope)?;
         let row = FILE_HISTORY_DISAGREES
-            .read(
-                client,
-                &[scope.into(), path.as_str().into(), versions.clone().into()],
-            )?
+            .read(client, &[scope.into(), path.as_str().into(), versions.clone().into()])?
             .first();
         let disagree = row.required::<bool>(1, "disagreeing")?;
         let there = row.required::<i64>(2, "versions there")?.max(0) as usize;
@@ -1438,11 +1361,7 @@ static IMPORT_PART: Statement = Statement::read_write(
 /// DateStyle, which they may not read back.
 macro_rules! in_graph_time_range {
     ($time:literal) => {
-        concat!(
-            "EXTRACT(epoch FROM ",
-            $time,
-            ") BETWEEN -62135596800 AND 253402300799.999999"
-        )
+        concat!("EXTRACT(epoch FROM ", $time, ") BETWEEN -62135596800 AND 253402300799.999999")
     };
 }
 
@@ -1459,9 +1378,8 @@ macro_rules! node_as_line {
     };
 }
 
-const NODE_ARGS: &[pgrx::PgOid] = &[
-    TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, INT4, TEXT, TEXT,
-];
+const NODE_ARGS: &[pgrx::PgOid] =
+    &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, TEXT_ARRAY, INT4, INT4, TEXT, TEXT];
 
 static IMPORT_NODE: Statement = Statement::read_write(
     concat!(

@@ -35,10 +35,7 @@ pub(super) fn dimension(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<usize> {
 
 /// A dimension as recall_settings holds it; 55000 when none was set.
 fn checked_dimension(dimension: Option<i32>) -> SqlResult<usize> {
-    dimension
-        .and_then(|d| usize::try_from(d).ok())
-        .ok_or_else(no_dimension)
-        .or_report()
+    dimension.and_then(|d| usize::try_from(d).ok()).ok_or_else(no_dimension).or_report()
 }
 
 /// The embeddings' dimension, if one was set, and the kinds recall is
@@ -47,10 +44,7 @@ fn stored_settings(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<(Option<i32>,
     let Some(row) = SETTINGS.read(client, &[])?.next() else {
         return Ok((None, Vec::new()));
     };
-    Ok((
-        row.value::<i32>(1)?,
-        kept_kinds(row.value::<Vec<String>>(2)?),
-    ))
+    Ok((row.value::<i32>(1)?, kept_kinds(row.value::<Vec<String>>(2)?)))
 }
 
 /// The kinds recall is kept for, of recall_settings.kinds as
@@ -60,11 +54,7 @@ fn stored_settings(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<(Option<i32>,
 /// recall_embed stores no embedding for them: a kind left out costs no
 /// write and is not found.
 pub(super) fn kept_kinds(recorded: Option<Vec<String>>) -> Vec<Kind> {
-    recorded
-        .unwrap_or_default()
-        .iter()
-        .filter_map(|name| Kind::from_name(name))
-        .collect()
+    recorded.unwrap_or_default().iter().filter_map(|name| Kind::from_name(name)).collect()
 }
 
 /// Take embeddings of `dimension` numbers from now on. Embeddings of
@@ -152,10 +142,7 @@ pub(super) enum Neighbours {
     /// pgvector computes the distances, through its HNSW indexes when the
     /// scope is large: pgvector's schema, and the caller's
     /// hnsw.iterative_scan to set back after ('' when it had none).
-    Pgvector {
-        schema: String,
-        iterative_scan: String,
-    },
+    Pgvector { schema: String, iterative_scan: String },
 }
 
 /// What recall by meaning reads first (see MEANING_STATE).
@@ -184,25 +171,17 @@ pub(super) fn meaning_state(client: &pgrx::spi::SpiClient<'_>) -> SqlResult<Mean
     };
     let dimension = checked_dimension(dimension)?;
     let neighbours = match schema {
-        Some(schema) => Neighbours::Pgvector {
-            schema,
-            iterative_scan: iterative_scan.unwrap_or_default(),
-        },
+        Some(schema) => {
+            Neighbours::Pgvector { schema, iterative_scan: iterative_scan.unwrap_or_default() }
+        }
         None => Neighbours::Compared,
     };
-    Ok(MeaningState {
-        dimension,
-        neighbours,
-        kept: kept_kinds(kept),
-    })
+    Ok(MeaningState { dimension, neighbours, kept: kept_kinds(kept) })
 }
 
 fn no_dimension() -> Error {
-    Error::new(
-        agent_memory_core::ErrorKind::WrongState,
-        "recall takes no embeddings yet",
-    )
-    .with_hint("agent_memory.recall_enable_embeddings(dimension) sets their dimension")
+    Error::new(agent_memory_core::ErrorKind::WrongState, "recall takes no embeddings yet")
+        .with_hint("agent_memory.recall_enable_embeddings(dimension) sets their dimension")
 }
 
 // Declared by hand for its argument named ref (see recall).
@@ -229,28 +208,18 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'recall_embed_wrapper';
 #[pg_extern(sql = false)]
 #[search_path(pg_catalog, pg_temp)]
 fn recall_embed(
-    kind: Option<&str>,
-    key: Option<&str>,
-    reference: Option<&str>,
-    embedding: Option<Vec<Option<f32>>>,
-    source_md5: default!(Option<&str>, "NULL"),
+    kind: Option<&str>, key: Option<&str>, reference: Option<&str>,
+    embedding: Option<Vec<Option<f32>>>, source_md5: default!(Option<&str>, "NULL"),
 ) -> SqlResult<bool> {
     let kinds = kind.map(|kind| vec![Some(kind.to_string())]);
-    let kind = checked_kinds(Some(
-        kinds
-            .as_deref()
-            .ok_or_else(|| Error::null("kind"))
-            .or_report()?,
-    ))
-    .or_report()?[0];
+    let kind =
+        checked_kinds(Some(kinds.as_deref().ok_or_else(|| Error::null("kind")).or_report()?))
+            .or_report()?[0];
     let key = recall::check_key(kind, key).or_report()?;
     let reference = reference.ok_or_else(|| Error::null("ref")).or_report()?;
     let item = recall::item_of(kind, key, reference).or_report()?;
-    let embedding = checked_embedding(
-        embedding
-            .ok_or_else(|| Error::null("embedding"))
-            .or_report()?,
-    )?;
+    let embedding =
+        checked_embedding(embedding.ok_or_else(|| Error::null("embedding")).or_report()?)?;
     Spi::connect_mut(|client| {
         let (dimension, kept) = stored_settings(client)?;
         recall::check_embedding(&embedding, Some(checked_dimension(dimension)?)).or_report()?;
@@ -305,12 +274,9 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'recall_outbox_wrapper';
 #[pg_extern(sql = false)]
 #[search_path(pg_catalog, pg_temp)]
 fn recall_outbox(
-    session_id: default!(Option<&str>, "NULL"),
-    user_id: default!(Option<&str>, "NULL"),
-    owner: default!(Option<&str>, "NULL"),
-    scope: default!(Option<&str>, "NULL"),
-    kinds: default!(Option<Vec<Option<String>>>, "NULL"),
-    max_items: default!(Option<i32>, "100"),
+    session_id: default!(Option<&str>, "NULL"), user_id: default!(Option<&str>, "NULL"),
+    owner: default!(Option<&str>, "NULL"), scope: default!(Option<&str>, "NULL"),
+    kinds: default!(Option<Vec<Option<String>>>, "NULL"), max_items: default!(Option<i32>, "100"),
 ) -> Result<
     TableIterator<
         'static,
@@ -336,20 +302,14 @@ fn recall_outbox(
             .or_report();
         }
     };
-    let kinds: Vec<Kind> = kinds
-        .into_iter()
-        .filter(|kind| scope.reaches(*kind))
-        .collect();
+    let kinds: Vec<Kind> = kinds.into_iter().filter(|kind| scope.reaches(*kind)).collect();
     if kinds.is_empty() {
         return Ok(TableIterator::new(Vec::new()));
     }
     let rows = Spi::connect(|client| -> SqlResult<Vec<_>> {
         let (dimension, kept) = stored_settings(client)?;
-        let names: Vec<&str> = kinds
-            .iter()
-            .filter(|kind| kept.contains(kind))
-            .map(|kind| kind.name())
-            .collect();
+        let names: Vec<&str> =
+            kinds.iter().filter(|kind| kept.contains(kind)).map(|kind| kind.name()).collect();
         if names.is_empty() {
             return Ok(Vec::new());
         }
@@ -386,10 +346,8 @@ fn recall_outbox(
 
 /// The embeddings' dimension (NULL: none set) and the kinds recall is
 /// kept for.
-static SETTINGS: Statement = Statement::read_only(
-    "SELECT c.dimension, c.kinds FROM agent_memory.recall_settings c",
-    &[],
-);
+static SETTINGS: Statement =
+    Statement::read_only("SELECT c.dimension, c.kinds FROM agent_memory.recall_settings c", &[]);
 
 /// The schema of pgvector, when 0.8 or later is installed (recall reads
 /// its indexes only then: see MEANING_STATE).
@@ -430,10 +388,8 @@ static MEANING_STATE: Statement = Statement::read_only(
 );
 
 /// Set the embeddings' dimension to $1.
-static SET_DIMENSION: Statement = Statement::read_write(
-    "UPDATE agent_memory.recall_settings SET dimension = $1",
-    &[INT4],
-);
+static SET_DIMENSION: Statement =
+    Statement::read_write("UPDATE agent_memory.recall_settings SET dimension = $1", &[INT4]);
 
 /// Store embedding $3 in the row `$alias` of `$table` that `$key` finds (a
 /// caller's tenant's), with the md5 of its text; when $4 is given, only if
@@ -506,22 +462,14 @@ static EMBED_PART: Statement = Statement::read_write(
         "working_memory",
         "wm_parts",
         "p",
-        concat!(
-            "p.session_id = $1 AND p.node_key = $5 AND p.part = $2",
-            of_active_session!()
-        )
+        concat!("p.session_id = $1 AND p.node_key = $5 AND p.part = $2", of_active_session!())
     ),
     &[TEXT, TEXT, FLOAT4_ARRAY, TEXT, TEXT, INT4],
 );
 
 /// Node $2 of owner $1.
 static EMBED_NODE: Statement = Statement::read_write(
-    embed!(
-        "node",
-        "graph_nodes",
-        "n",
-        "n.owner = $1 AND n.node_id = $2"
-    ),
+    embed!("node", "graph_nodes", "n", "n.owner = $1 AND n.node_id = $2"),
     &[TEXT, TEXT, FLOAT4_ARRAY, TEXT],
 );
 

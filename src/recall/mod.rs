@@ -95,14 +95,10 @@ LANGUAGE c AS 'MODULE_PATHNAME', 'recall_wrapper';
 #[pg_extern(sql = false)]
 #[search_path(pg_catalog, pg_temp)]
 fn recall(
-    query: Option<&str>,
-    session_id: default!(Option<&str>, "NULL"),
-    user_id: default!(Option<&str>, "NULL"),
-    owner: default!(Option<&str>, "NULL"),
-    scope: default!(Option<&str>, "NULL"),
-    kinds: default!(Option<Vec<Option<String>>>, "NULL"),
-    k: default!(Option<i32>, "10"),
-    embedding: default!(Option<Vec<Option<f32>>>, "NULL"),
+    query: Option<&str>, session_id: default!(Option<&str>, "NULL"),
+    user_id: default!(Option<&str>, "NULL"), owner: default!(Option<&str>, "NULL"),
+    scope: default!(Option<&str>, "NULL"), kinds: default!(Option<Vec<Option<String>>>, "NULL"),
+    k: default!(Option<i32>, "10"), embedding: default!(Option<Vec<Option<f32>>>, "NULL"),
     weights: default!(Option<JsonB>, "NULL"),
 ) -> Result<
     TableIterator<
@@ -130,11 +126,7 @@ fn recall(
     let kinds = checked_kinds(kinds.as_deref()).or_report()?;
     let k = checked_k(k, settings::MAX_RECALL_K.get()).or_report()?;
     let weights = recall::weights_from_json(weights.as_ref().map(|JsonB(w)| w)).or_report()?;
-    let asked = Asked {
-        query: &query,
-        embedding: embedding.as_deref(),
-        weights,
-    };
+    let asked = Asked { query: &query, embedding: embedding.as_deref(), weights };
     let rows = recalled(&asked, &scope, kinds, k)?.into_iter().map(|r| {
         let mut signals = serde_json::json!({
             "keyword": r.keyword_rank.map(|rank| serde_json::json!({"rank": rank, "score": r.keyword_score})),
@@ -177,10 +169,8 @@ fn checked_embedding(embedding: Vec<Option<f32>>) -> SqlResult<Vec<f32>> {
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn recall_tool(
-    request: Option<JsonB>,
-    session_id: default!(Option<&str>, "NULL"),
-    user_id: default!(Option<&str>, "NULL"),
-    owner: default!(Option<&str>, "NULL"),
+    request: Option<JsonB>, session_id: default!(Option<&str>, "NULL"),
+    user_id: default!(Option<&str>, "NULL"), owner: default!(Option<&str>, "NULL"),
     scope: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonB> {
     let scope = checked_scope(session_id, user_id, owner, scope)?;
@@ -190,11 +180,7 @@ fn recall_tool(
         Err(error) => return Ok(JsonB(recall::tool_refusal(&error))),
     };
     let _quiet = NoNotices::hold();
-    let asked = Asked {
-        query: &request.query,
-        embedding: None,
-        weights: Weights::default(),
-    };
+    let asked = Asked { query: &request.query, embedding: None, weights: Weights::default() };
     let memories = recalled(&asked, &scope, request.kinds, request.k)?
         .into_iter()
         .map(|r| {
@@ -214,14 +200,10 @@ fn recall_tool(
 #[pg_extern(immutable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn recall_tool_definition(
-    name: default!(Option<&str>, "'recall'"),
-    description: default!(Option<&str>, "NULL"),
-    title: default!(Option<&str>, "NULL"),
-    format: default!(Option<&str>, "'anthropic'"),
+    name: default!(Option<&str>, "'recall'"), description: default!(Option<&str>, "NULL"),
+    title: default!(Option<&str>, "NULL"), format: default!(Option<&str>, "'anthropic'"),
 ) -> SqlResult<JsonB> {
-    Ok(JsonB(
-        recall::tool_definition(name, description, title, format).or_report()?,
-    ))
+    Ok(JsonB(recall::tool_definition(name, description, title, format).or_report()?))
 }
 
 /// What a call asks for.
@@ -250,10 +232,7 @@ struct Recalled {
 /// The best `k` memories of `scope` in `kinds` for what was `asked`, best
 /// first.
 fn recalled(asked: &Asked, scope: &Scope, kinds: Vec<Kind>, k: usize) -> SqlResult<Vec<Recalled>> {
-    let kinds: Vec<Kind> = kinds
-        .into_iter()
-        .filter(|kind| scope.reaches(*kind))
-        .collect();
+    let kinds: Vec<Kind> = kinds.into_iter().filter(|kind| scope.reaches(*kind)).collect();
     let by_words = !asked.query.wanted.is_empty() && asked.weights.keyword > 0.0;
     let by_meaning = asked.embedding.is_some() && asked.weights.meaning > 0.0;
     if let (Some(embedding), false) = (asked.embedding, by_meaning && !kinds.is_empty()) {
@@ -354,10 +333,7 @@ const MOST_READ_BY_KEY: i32 = 10_000;
 /// MOST_READ_BY_KEY rows, as the planner finds them (see
 /// CANDIDATES_BY_INDEX).
 fn by_their_words(
-    client: &pgrx::spi::SpiClient<'_>,
-    query: &Query,
-    scope: &Scope,
-    kinds: &[&str],
+    client: &pgrx::spi::SpiClient<'_>, query: &Query, scope: &Scope, kinds: &[&str],
     per_kind: usize,
 ) -> SqlResult<Vec<Found>> {
     let arguments = |kinds: &[&str], most_read: i32| {
@@ -402,33 +378,18 @@ fn by_their_words(
 /// is compared here, at most agent_memory.max_exact_recall of them. Only
 /// the kinds recall is kept for are searched (see embeddings::kept_kinds).
 fn by_their_meaning(
-    client: &pgrx::spi::SpiClient<'_>,
-    embedding: &[f32],
-    scope: &Scope,
-    kinds: &[&str],
-    per_kind: usize,
-    k: usize,
-    alone: Option<f64>,
+    client: &pgrx::spi::SpiClient<'_>, embedding: &[f32], scope: &Scope, kinds: &[&str],
+    per_kind: usize, k: usize, alone: Option<f64>,
 ) -> SqlResult<Vec<Found>> {
-    let embeddings::MeaningState {
-        dimension,
-        neighbours,
-        kept,
-    } = embeddings::meaning_state(client)?;
+    let embeddings::MeaningState { dimension, neighbours, kept } =
+        embeddings::meaning_state(client)?;
     recall::check_embedding(embedding, Some(dimension)).or_report()?;
     // Kinds left out of recall are not found by meaning either, as their
     // NULL search columns keep words from finding them.
-    let kinds: Vec<&str> = kinds
-        .iter()
-        .copied()
-        .filter(|name| kept.iter().any(|kind| kind.name() == *name))
-        .collect();
+    let kinds: Vec<&str> =
+        kinds.iter().copied().filter(|name| kept.iter().any(|kind| kind.name() == *name)).collect();
     let kinds = kinds.as_slice();
-    let embeddings::Neighbours::Pgvector {
-        schema,
-        iterative_scan,
-    } = neighbours
-    else {
+    let embeddings::Neighbours::Pgvector { schema, iterative_scan } = neighbours else {
         if kinds.is_empty() {
             return Ok(Vec::new());
         }
@@ -436,12 +397,7 @@ fn by_their_meaning(
             .ok_or_else(over_cap)
             .or_report();
     };
-    let search = PgvectorSearch {
-        embedding,
-        schema: &schema,
-        dimension,
-        scope,
-    };
+    let search = PgvectorSearch { embedding, schema: &schema, dimension, scope };
     let nearest =
         |depth: usize, reading| nearest_of_each_kind(client, &search, kinds, depth, k, reading);
     let near = match alone {
@@ -465,11 +421,7 @@ fn by_their_meaning(
     // Set back what the state's statement set.
     settings::set_for_transaction(
         "hnsw.iterative_scan",
-        if iterative_scan.is_empty() {
-            "off"
-        } else {
-            &iterative_scan
-        },
+        if iterative_scan.is_empty() { "off" } else { &iterative_scan },
     )?;
     Ok(near)
 }
@@ -504,12 +456,8 @@ struct PgvectorSearch<'a> {
 /// by item (past the cap, what the index found is the best recall can give
 /// for that kind). Best first.
 fn nearest_of_each_kind(
-    client: &pgrx::spi::SpiClient<'_>,
-    search: &PgvectorSearch,
-    kinds: &[&str],
-    per_kind: usize,
-    k: usize,
-    through_index: Reading,
+    client: &pgrx::spi::SpiClient<'_>, search: &PgvectorSearch, kinds: &[&str], per_kind: usize,
+    k: usize, through_index: Reading,
 ) -> SqlResult<Vec<Found>> {
     let (near, _) = nearest_by_pgvector(client, search, kinds, per_kind, through_index)?;
     let short: Vec<&str> = kinds
@@ -523,21 +471,13 @@ fn nearest_of_each_kind(
     let (exact, over_cap) =
         nearest_by_pgvector(client, search, &short, per_kind, Reading::Exactly)?;
     let compared = |f: &Found| short.contains(&f.kind.name()) && !over_cap.contains(&f.kind);
-    Ok(nearest_first(
-        near.into_iter()
-            .filter(|f| !compared(f))
-            .chain(exact)
-            .collect(),
-    ))
+    Ok(nearest_first(near.into_iter().filter(|f| !compared(f)).chain(exact).collect()))
 }
 
 /// The error of a scope too large to compare item by item.
 fn over_cap() -> Error {
     let cap = settings::MAX_EXACT_RECALL.get();
-    Error::limit(format!(
-        "the scope holds more than {cap} embedded items to compare"
-    ))
-    .with_hint(
+    Error::limit(format!("the scope holds more than {cap} embedded items to compare")).with_hint(
         "agent_memory.max_exact_recall sets how many; with pgvector, \
          recall_enable_embeddings makes an index that serves larger scopes",
     )
@@ -548,12 +488,8 @@ fn over_cap() -> Error {
 /// best first; None when the scope holds more than
 /// agent_memory.max_exact_recall of them.
 fn compared(
-    client: &pgrx::spi::SpiClient<'_>,
-    embedding: &[f32],
-    dimension: usize,
-    scope: &Scope,
-    kinds: &[&str],
-    per_kind: usize,
+    client: &pgrx::spi::SpiClient<'_>, embedding: &[f32], dimension: usize, scope: &Scope,
+    kinds: &[&str], per_kind: usize,
 ) -> SqlResult<Option<Vec<Found>>> {
     let cap = settings::MAX_EXACT_RECALL.get();
     let table = EMBEDDED.read(
@@ -580,9 +516,7 @@ fn compared(
 /// `near` sorted by similarity, the most similar first.
 fn nearest_first(mut near: Vec<Found>) -> Vec<Found> {
     near.sort_by(|a, b| {
-        b.similarity
-            .partial_cmp(&a.similarity)
-            .unwrap_or(std::cmp::Ordering::Equal)
+        b.similarity.partial_cmp(&a.similarity).unwrap_or(std::cmp::Ordering::Equal)
     });
     near
 }
@@ -613,18 +547,10 @@ enum Reading {
 /// statement is built for the kinds asked, pgvector's schema, the
 /// dimension and the reading, and kept.
 fn nearest_by_pgvector(
-    client: &pgrx::spi::SpiClient<'_>,
-    search: &PgvectorSearch,
-    kinds: &[&str],
-    per_kind: usize,
+    client: &pgrx::spi::SpiClient<'_>, search: &PgvectorSearch, kinds: &[&str], per_kind: usize,
     reading: Reading,
 ) -> SqlResult<(Vec<Found>, Vec<Kind>)> {
-    let PgvectorSearch {
-        embedding,
-        schema,
-        dimension,
-        scope,
-    } = *search;
+    let PgvectorSearch { embedding, schema, dimension, scope } = *search;
     let quoted = embeddings::quoted_identifier(schema);
     let branches: Vec<&str> = NEAREST_OF_KIND
         .iter()
@@ -650,12 +576,8 @@ fn nearest_by_pgvector(
     let cap = settings::MAX_EXACT_RECALL.get();
     let mut numbers = Vec::new();
     // SAFETY: the array lives in `numbers`, which outlives the statement.
-    let embedding = unsafe {
-        DatumWithOid::new(
-            float4_array(&mut numbers, embedding),
-            pg_sys::FLOAT4ARRAYOID,
-        )
-    };
+    let embedding =
+        unsafe { DatumWithOid::new(float4_array(&mut numbers, embedding), pg_sys::FLOAT4ARRAYOID) };
     let mut args = vec![embedding];
     args.extend(scoped(scope, kinds, per_kind));
     args.push(cap.saturating_add(1).into());
@@ -663,17 +585,7 @@ fn nearest_by_pgvector(
     let table = plans::read_built(
         client,
         &sql,
-        &[
-            FLOAT4_ARRAY,
-            TEXT,
-            TEXT,
-            TEXT,
-            TEXT,
-            TEXT_ARRAY,
-            INT4,
-            INT4,
-            INT4,
-        ],
+        &[FLOAT4_ARRAY, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4, INT4],
         &args,
     )?;
     let mut near = Vec::with_capacity(table.len());
@@ -701,8 +613,7 @@ fn nearest_by_pgvector(
 /// embedding) whose similarity to `embedding` is above 0: pointing away
 /// from the query (or across it) is no likeness.
 fn most_similar(
-    mut table: pgrx::spi::SpiTupleTable<'_>,
-    embedding: &[f32],
+    mut table: pgrx::spi::SpiTupleTable<'_>, embedding: &[f32],
 ) -> SqlResult<Vec<Found>> {
     let mut near = Vec::with_capacity(table.len());
     // The rows hold a large embedding as a pointer to its stored value:
@@ -773,9 +684,7 @@ fn merge(found: &mut Vec<Found>, near: Vec<Found>) {
 /// The scope arguments, each checked as the read functions check it; at
 /// least one is required.
 fn checked_scope<'a>(
-    session_id: Option<&'a str>,
-    user_id: Option<&'a str>,
-    owner: Option<&'a str>,
+    session_id: Option<&'a str>, user_id: Option<&'a str>, owner: Option<&'a str>,
     scope: Option<&'a str>,
 ) -> SqlResult<Scope<'a>> {
     let scope = checked_keys(session_id, user_id, owner, scope)?;
@@ -815,14 +724,9 @@ fn age_seconds(at: TimestampWithTimeZone) -> f64 {
 /// words marked. The texts the reads returned are marked as they are;
 /// unless every item came with its text, the items are read again.
 fn snippets_of(
-    client: &pgrx::spi::SpiClient<'_>,
-    query: &str,
-    best: &[Ranked<Found>],
+    client: &pgrx::spi::SpiClient<'_>, query: &str, best: &[Ranked<Found>],
 ) -> SqlResult<Vec<String>> {
-    let texts: Option<Vec<&str>> = best
-        .iter()
-        .map(|r| r.candidate.item.text.as_deref())
-        .collect();
+    let texts: Option<Vec<&str>> = best.iter().map(|r| r.candidate.item.text.as_deref()).collect();
     if let Some(texts) = texts {
         let table = SNIPPETS_OF_TEXTS.read(client, &[query.into(), texts.into()])?;
         return in_order(table, best.len());
@@ -845,17 +749,8 @@ fn snippets_of(
     let table = plans::read_built(
         client,
         &sql,
-        &[
-            TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, INT4_ARRAY,
-        ],
-        &[
-            query.into(),
-            kinds.into(),
-            keys.into(),
-            refs.into(),
-            threads.into(),
-            slots.into(),
-        ],
+        &[TEXT, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, TEXT_ARRAY, INT4_ARRAY],
+        &[query.into(), kinds.into(), keys.into(), refs.into(), threads.into(), slots.into()],
     )?;
     in_order(table, best.len())
 }
@@ -867,10 +762,7 @@ fn in_order(table: pgrx::spi::SpiTupleTable<'_>, count: usize) -> SqlResult<Vec<
     for row in table {
         let at = row.required::<i64>(1, "ord")?;
         let snippet = row.value::<String>(2)?.unwrap_or_default();
-        if let Some(slot) = usize::try_from(at - 1)
-            .ok()
-            .and_then(|i| snippets.get_mut(i))
-        {
+        if let Some(slot) = usize::try_from(at - 1).ok().and_then(|i| snippets.get_mut(i)) {
             *slot = snippet;
         }
     }
@@ -882,9 +774,7 @@ fn in_order(table: pgrx::spi::SpiTupleTable<'_>, count: usize) -> SqlResult<Vec<
 /// reads the items of every kind among them, whose keys lie on other
 /// shards, in one statement, which Citus cannot route.
 fn snippets_one_by_one(
-    client: &pgrx::spi::SpiClient<'_>,
-    query: &str,
-    best: &[Ranked<Found>],
+    client: &pgrx::spi::SpiClient<'_>, query: &str, best: &[Ranked<Found>],
 ) -> SqlResult<Vec<String>> {
     best.iter()
         .map(|ranked| {
@@ -944,12 +834,7 @@ macro_rules! item_text {
     // A JSON null value has no text of its own (#>> gives NULL): its
     // text is `null`, so every kv entry has some.
     ("kv", $alias:literal) => {
-        concat!(
-            $alias,
-            ".key || ': ' || coalesce(",
-            $alias,
-            ".value #>> '{}', 'null')"
-        )
+        concat!($alias, ".key || ': ' || coalesce(", $alias, ".value #>> '{}', 'null')")
     };
     ("message", $alias:literal) => {
         concat!($alias, ".content")
@@ -1164,11 +1049,7 @@ pub(crate) use in_live_sessions;
 /// (see matching).
 macro_rules! query {
     () => {
-        concat!(
-            "q AS MATERIALIZED (SELECT ",
-            matching!(config!(), "$1", "$9"),
-            " AS q)"
-        )
+        concat!("q AS MATERIALIZED (SELECT ", matching!(config!(), "$1", "$9"), " AS q)")
     };
 }
 
@@ -1179,17 +1060,8 @@ macro_rules! query {
 macro_rules! candidates_of_each_kind {
     ($read:ident) => {
         Statement::read_only(
-            concat!(
-                "WITH ",
-                query!(),
-                ", ",
-                live_sessions!(),
-                " ",
-                each_kind!($read)
-            ),
-            &[
-                TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4, TEXT, INT4,
-            ],
+            concat!("WITH ", query!(), ", ", live_sessions!(), " ", each_kind!($read)),
+            &[TEXT, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4, TEXT, INT4],
         )
     };
 }
@@ -1254,13 +1126,7 @@ macro_rules! embedded {
 /// each_kind and live_sessions) whose embedding has $1 dimensions and is
 /// of their current text (see embedded), at most $7.
 static EMBEDDED: Statement = Statement::read_only(
-    concat!(
-        "WITH ",
-        live_sessions!(),
-        " ",
-        each_kind!(embedded),
-        " LIMIT $7"
-    ),
+    concat!("WITH ", live_sessions!(), " ", each_kind!(embedded), " LIMIT $7"),
     &[INT4, TEXT, TEXT, TEXT, TEXT, TEXT_ARRAY, INT4, INT4],
 );
 
@@ -1371,12 +1237,8 @@ static SNIPPET_OF_PART: Statement = snippet_of_one!(
     "p.session_id = $2 AND p.node_key = $4
      AND p.part = CASE WHEN $4 = '' THEN $3 ELSE pg_catalog.substr($3, pg_catalog.length($4) + 2) END"
 );
-static SNIPPET_OF_NODE: Statement = snippet_of_one!(
-    "node",
-    "n",
-    "graph_nodes",
-    "n.owner = $2 AND n.node_id = $3"
-);
+static SNIPPET_OF_NODE: Statement =
+    snippet_of_one!("node", "n", "graph_nodes", "n.owner = $2 AND n.node_id = $3");
 static SNIPPET_OF_FILE: Statement =
     snippet_of_one!("file", "f", "memory_files", "f.scope = $2 AND f.path = $3");
 
@@ -1433,15 +1295,7 @@ static SNIPPETS_OF_TEXTS: Statement = Statement::read_only(
 /// row w names. A message is read by its slot and its seq: a statement of
 /// the call may see a later message in the slot.
 const TEXT_OF_KIND: [(&str, &str); 5] = [
-    (
-        "kv",
-        text_when!(
-            "kv",
-            "e",
-            "kv_entries",
-            "e.session_id = w.key AND e.key = w.ref"
-        ),
-    ),
+    ("kv", text_when!("kv", "e", "kv_entries", "e.session_id = w.key AND e.key = w.ref")),
     (
         "message",
         text_when!(
@@ -1463,22 +1317,6 @@ const TEXT_OF_KIND: [(&str, &str); 5] = [
                                ELSE pg_catalog.substr(w.ref, pg_catalog.length(w.thread) + 2) END"
         ),
     ),
-    (
-        "node",
-        text_when!(
-            "node",
-            "n",
-            "graph_nodes",
-            "n.owner = w.key AND n.node_id = w.ref"
-        ),
-    ),
-    (
-        "file",
-        text_when!(
-            "file",
-            "f",
-            "memory_files",
-            "f.scope = w.key AND f.path = w.ref"
-        ),
-    ),
+    ("node", text_when!("node", "n", "graph_nodes", "n.owner = w.key AND n.node_id = w.ref")),
+    ("file", text_when!("file", "f", "memory_files", "f.scope = w.key AND f.path = w.ref")),
 ];

@@ -24,9 +24,8 @@ fn recall_rebuild() -> SqlResult<JsonB> {
     let kept = recall::kinds_in_list(&setting_text(&settings::RECALL_KINDS)).or_report()?;
     Spi::connect_mut(|client| {
         let (schema, name) = recall::config_name(&config);
-        let found: Option<(String, String)> = CONFIG_LITERAL
-            .run(client, &[schema.into(), name.into()])?
-            .row(&["literal", "name"])?;
+        let found: Option<(String, String)> =
+            CONFIG_LITERAL.run(client, &[schema.into(), name.into()])?.row(&["literal", "name"])?;
         let (literal, recorded) = found
             .ok_or_else(|| {
                 Error::invalid(format!(
@@ -54,17 +53,12 @@ fn recall_rebuild() -> SqlResult<JsonB> {
         }
         let names: Vec<&str> = kept.iter().map(|kind| kind.name()).collect();
         RECORD.run(client, &[recorded.as_str().into(), names.clone().into()])?;
-        Ok(JsonB(
-            serde_json::json!({"config": recorded, "kinds": names}),
-        ))
+        Ok(JsonB(serde_json::json!({"config": recorded, "kinds": names})))
     })
 }
 
 fn setting_text(setting: &pgrx::GucSetting<Option<std::ffi::CString>>) -> String {
-    setting
-        .get()
-        .map(|value| value.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    setting.get().map(|value| value.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 /// Configuration $2 of schema $1 (pg_catalog when NULL): an SQL literal of

@@ -100,8 +100,7 @@ fn forget() {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn forget_on_abort(
-    event: pg_sys::XactEvent::Type,
-    _arg: *mut std::ffi::c_void,
+    event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void,
 ) {
     if event == pg_sys::XactEvent::XACT_EVENT_ABORT {
         forget();
@@ -110,10 +109,8 @@ unsafe extern "C-unwind" fn forget_on_abort(
 
 #[pg_guard]
 unsafe extern "C-unwind" fn forget_on_sub_abort(
-    event: pg_sys::SubXactEvent::Type,
-    _subxact: pg_sys::SubTransactionId,
-    _parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
+    event: pg_sys::SubXactEvent::Type, _subxact: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId, _arg: *mut std::ffi::c_void,
 ) {
     if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
         forget();
@@ -186,24 +183,12 @@ pub fn remember(session_id: &str, idle_minutes: i32, active_until: i64, deletion
                 && r.isolated == isolated
                 && r.tenant == tenant
         });
-        if !same_reader
-            || known
-                .as_ref()
-                .is_some_and(|r| r.sessions.len() >= REMEMBERED_SESSIONS)
-        {
-            *known = Some(Remembered {
-                role,
-                isolated,
-                tenant,
-                deletions,
-                sessions: HashMap::new(),
-            });
+        if !same_reader || known.as_ref().is_some_and(|r| r.sessions.len() >= REMEMBERED_SESSIONS) {
+            *known =
+                Some(Remembered { role, isolated, tenant, deletions, sessions: HashMap::new() });
         }
         if let Some(r) = known.as_mut() {
-            let read = Known {
-                idle_minutes,
-                active_until,
-            };
+            let read = Known { idle_minutes, active_until };
             r.sessions.insert(session_id.to_owned(), read);
         }
     });

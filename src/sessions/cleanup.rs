@@ -125,10 +125,7 @@ pub struct Batch {
 /// Remove up to `batch_size` expired rows of one kind after `cursor`, and
 /// move the cursor past the rows it picked when another batch may follow.
 pub fn delete_batch(
-    kind: Expired,
-    locking: Locking,
-    batch_size: i32,
-    cursor: &mut Cursor,
+    kind: Expired, locking: Locking, batch_size: i32, cursor: &mut Cursor,
 ) -> SqlResult<Batch> {
     Spi::connect_mut(|client| {
         let statement = kind.statement(locking);
@@ -136,33 +133,22 @@ pub fn delete_batch(
         match kind {
             Expired::Sessions => {
                 let row = statement
-                    .run(
-                        client,
-                        &[
-                            batch_size.into(),
-                            after.into(),
-                            idle_timeout_minutes().into(),
-                        ],
-                    )?
+                    .run(client, &[batch_size.into(), after.into(), idle_timeout_minutes().into()])?
                     .first();
                 let picked = row.value::<i64>(1)?.unwrap_or(0);
                 let deleted = row.value::<i64>(2)?.unwrap_or(0);
                 if let Some(next) = row.value::<String>(3)? {
                     cursor.0 = next;
                 }
-                Ok(Batch {
-                    deleted,
-                    full: picked == i64::from(batch_size),
-                })
+                Ok(Batch { deleted, full: picked == i64::from(batch_size) })
             }
             Expired::Entries | Expired::Versions => {
                 let next_expired = match kind {
                     Expired::Versions => &NEXT_EXPIRED_VERSION,
                     _ => &NEXT_EXPIRED_ENTRY,
                 };
-                let deleted = statement
-                    .run(client, &[batch_size.into(), after.into()])?
-                    .len() as i64;
+                let deleted =
+                    statement.run(client, &[batch_size.into(), after.into()])?.len() as i64;
                 let full = deleted == i64::from(batch_size);
                 if full {
                     let next = next_expired
@@ -325,10 +311,7 @@ impl Counts {
 /// its tenant's, or with `tenant` None as every tenant's (the worker's);
 /// returns its id.
 pub fn record_run(
-    started_at: TimestampWithTimeZone,
-    triggered_by: &str,
-    tenant: Option<&str>,
-    counts: Counts,
+    started_at: TimestampWithTimeZone, triggered_by: &str, tenant: Option<&str>, counts: Counts,
     error: Option<&str>,
 ) -> SqlResult<i64> {
     let kept_runs = crate::pg::settings::CLEANUP_HISTORY.get();
@@ -384,16 +367,11 @@ fn remove_all(kind: Expired, locking: Locking, batch_size: i32) -> SqlResult<Cou
 fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB> {
     let batch_size = batch_size.unwrap_or_else(|| settings::CLEANUP_BATCH_SIZE.get());
     if batch_size < 1 {
-        return Err(Error::invalid(format!(
-            "batch_size must be at least 1, not {batch_size}"
-        )))
-        .or_report();
+        return Err(Error::invalid(format!("batch_size must be at least 1, not {batch_size}")))
+            .or_report();
     }
     if on_citus()? && first_value_of::<bool>(&CITUS_CLEANUP_INSTALLED, &[])? == Some(true) {
-        return required(
-            first_value_of::<JsonB>(&CITUS_CLEANUP, &[batch_size.into()])?,
-            "cleanup",
-        );
+        return required(first_value_of::<JsonB>(&CITUS_CLEANUP, &[batch_size.into()])?, "cleanup");
     }
     let started_at = pgrx::datetime::clock_timestamp();
     // The run is its tenant's. A group role under isolation has none: it
@@ -410,9 +388,8 @@ fn cleanup_expired(batch_size: default!(Option<i32>, "NULL")) -> SqlResult<JsonB
         // overflow the 64 subtransactions a backend can show others); a
         // held row found late undoes the batches before it, which are
         // then done again the SKIP LOCKED way.
-        counts.merge(with_index_plans(|| {
-            removing(|locking| remove_all(kind, locking, batch_size))
-        })?);
+        counts
+            .merge(with_index_plans(|| removing(|locking| remove_all(kind, locking, batch_size)))?);
     }
     let run_id = record_run(started_at, "manual", tenant.as_deref(), counts, None)?;
     Ok(JsonB(json!({
@@ -575,10 +552,8 @@ macro_rules! delete_expired_entries {
     };
 }
 
-static DELETE_EXPIRED_ENTRIES: Statement = Statement::read_write(
-    delete_expired_entries!(" FOR UPDATE SKIP LOCKED"),
-    &[INT4, TEXT],
-);
+static DELETE_EXPIRED_ENTRIES: Statement =
+    Statement::read_write(delete_expired_entries!(" FOR UPDATE SKIP LOCKED"), &[INT4, TEXT]);
 
 static DELETE_EXPIRED_ENTRIES_DIRECTLY: Statement =
     Statement::read_write(delete_expired_entries!(""), &[INT4, TEXT]);
@@ -589,10 +564,8 @@ static DELETE_EXPIRED_VERSIONS: Statement = Statement::read_write(
     &[INT4, TEXT],
 );
 
-static DELETE_EXPIRED_VERSIONS_DIRECTLY: Statement = Statement::read_write(
-    delete_expired_entries!("kv_entry_versions", ""),
-    &[INT4, TEXT],
-);
+static DELETE_EXPIRED_VERSIONS_DIRECTLY: Statement =
+    Statement::read_write(delete_expired_entries!("kv_entry_versions", ""), &[INT4, TEXT]);
 
 /// The soonest expired row of `$table` still there, from $1 on: where the
 /// next batch starts. Read-write so that it sees the batch just removed.
@@ -684,10 +657,8 @@ const RECORD_RUN_ARGS: &[pgrx::PgOid] = &[
 static RECORD_SHARED_RUN: Statement =
     Statement::read_write(record_run!("tenant IS NULL"), RECORD_RUN_ARGS);
 
-static RECORD_TENANTS_RUN: Statement = Statement::read_write(
-    record_run!("tenant OPERATOR(pg_catalog.=) $8"),
-    RECORD_RUN_ARGS,
-);
+static RECORD_TENANTS_RUN: Statement =
+    Statement::read_write(record_run!("tenant OPERATOR(pg_catalog.=) $8"), RECORD_RUN_ARGS);
 
 /// Whether the policies apply to the caller: false for a role that
 /// bypasses row security, which sees every tenant's rows.
@@ -706,7 +677,5 @@ static CITUS_CLEANUP_INSTALLED: Statement = Statement::read_only(
     &[],
 );
 
-static CITUS_CLEANUP: Statement = Statement::read_write(
-    "SELECT agent_memory_citus.cleanup_expired_shards($1)",
-    &[INT4],
-);
+static CITUS_CLEANUP: Statement =
+    Statement::read_write("SELECT agent_memory_citus.cleanup_expired_shards($1)", &[INT4]);

@@ -21,8 +21,7 @@ use crate::sessions::{callers_active_session, idle_timeout_minutes};
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn build_context(
-    session_id: Option<&str>,
-    keys: default!(Option<Vec<Option<String>>>, "NULL"),
+    session_id: Option<&str>, keys: default!(Option<Vec<Option<String>>>, "NULL"),
     include_metadata: default!(Option<bool>, false),
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;

@@ -123,11 +123,8 @@ fn written(client: &mut pgrx::spi::SpiClient<'_>, write: &EntriesWrite) -> SqlRe
         }
         _ => {
             let keys: Vec<&str> = write.entries.iter().map(|(k, _)| *k).collect();
-            let values: Vec<JsonB> = write
-                .entries
-                .iter()
-                .map(|(_, v)| JsonB((*v).clone()))
-                .collect();
+            let values: Vec<JsonB> =
+                write.entries.iter().map(|(_, v)| JsonB((*v).clone())).collect();
             let words: Vec<i32> = write.counted.iter().map(|(_, w)| *w as i32).collect();
             let args = [
                 write.session_id.into(),
@@ -164,19 +161,10 @@ fn written(client: &mut pgrx::spi::SpiClient<'_>, write: &EntriesWrite) -> SqlRe
 /// value in it). So the session is checked first, each entry is inserted
 /// as values, and the state is read after the writes.
 fn written_on_citus(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    write: &EntriesWrite,
+    client: &mut pgrx::spi::SpiClient<'_>, write: &EntriesWrite,
 ) -> SqlResult<WriteOutcome> {
-    let EntriesWrite {
-        session_id,
-        entries,
-        received,
-        counted,
-        ttl,
-        memory_ttl,
-        idle,
-        expected,
-    } = *write;
+    let EntriesWrite { session_id, entries, received, counted, ttl, memory_ttl, idle, expected } =
+        *write;
     if active_until(client, session_id, idle)?.is_none() {
         return Ok(WriteOutcome::default());
     }
@@ -230,10 +218,7 @@ fn written_on_citus(
 /// The version of live entry `key` of session `session_id` (Some(0): no
 /// live entry), or None when the session is gone.
 fn current_version(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    key: &str,
-    idle: i32,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, key: &str, idle: i32,
 ) -> SqlResult<Option<i32>> {
     let rows = CURRENT_VERSION.run(client, &[session_id.into(), key.into(), idle.into()])?;
     if rows.is_empty() {
@@ -251,21 +236,16 @@ pub(crate) fn entry_name(session_id: &str, key: &str) -> String {
 /// (on any error) none. `received` is the single entry's value as the caller
 /// got it, handed to the statement as it is (no JSON text round trip).
 pub fn write_entries(
-    session_id: &str,
-    entries: &[(&str, &Value)],
-    received: Option<&JsonbArg>,
-    ttl: Option<Interval>,
-    expected: Option<i32>,
+    session_id: &str, entries: &[(&str, &Value)], received: Option<&JsonbArg>,
+    ttl: Option<Interval>, expected: Option<i32>,
 ) -> SqlResult<Written> {
     for (key, value) in entries {
         checked_id("key", Some(key))?;
         kv::check_value_size(key, value).or_report()?;
         sensitive::guard_write(key, value)?;
     }
-    let counted: Vec<(&str, u64)> = entries
-        .iter()
-        .map(|(k, v)| (*k, words::words_in_value(v)))
-        .collect();
+    let counted: Vec<(&str, u64)> =
+        entries.iter().map(|(k, v)| (*k, words::words_in_value(v))).collect();
     let budget = settings::KV_WORD_BUDGET.get() as u64;
     let incoming = budget::check_fits(&counted, budget).or_report()?;
 
@@ -289,11 +269,8 @@ pub fn write_entries(
             idle,
             expected,
         };
-        let outcome = if on_citus()? {
-            written_on_citus(client, &write)?
-        } else {
-            written(client, &write)?
-        };
+        let outcome =
+            if on_citus()? { written_on_citus(client, &write)? } else { written(client, &write)? };
         let (change, mut version) = (outcome.change, outcome.version);
         let Some(state) = outcome.state.map(SessionState::from_array).transpose()? else {
             // Nothing was written: the session is gone, or the entry is
@@ -302,12 +279,8 @@ pub fn write_entries(
             if let (Some(expected), [(key, _)]) = (expected, entries)
                 && let Some(current) = current_version(client, session_id, key, idle)?
             {
-                return Err(versions::conflict(
-                    &entry_name(session_id, key),
-                    expected,
-                    current,
-                ))
-                .or_report();
+                return Err(versions::conflict(&entry_name(session_id, key), expected, current))
+                    .or_report();
             }
             return Err(session_gone(session_id)).or_report();
         };
@@ -320,15 +293,8 @@ pub fn write_entries(
             }
         }
         if change != 0 || state.expires_sooner || state.activity_stale {
-            RENEW_WRITER.run(
-                client,
-                &[
-                    session_id.into(),
-                    change.into(),
-                    ttl.into(),
-                    memory_ttl.into(),
-                ],
-            )?;
+            RENEW_WRITER
+                .run(client, &[session_id.into(), change.into(), ttl.into(), memory_ttl.into()])?;
         }
         let counter = (state.counter + change).max(0) as u64;
         if counter <= budget && !state.may_hold_expired {
@@ -341,16 +307,10 @@ pub fn write_entries(
         }
         // Over the budget by the counter, or an entry may have expired: count
         // the live entries exactly and evict the oldest until the write fits.
-        let held_rows: Vec<(String, i32, TimestampWithTimeZone)> = HELD
-            .read(client, &[session_id.into()])?
-            .rows(&["key", "words", "expires_at"])?;
-        let held: Vec<Held<'_>> = held_rows
-            .iter()
-            .map(|(key, words, _)| Held {
-                key,
-                words: *words as u64,
-            })
-            .collect();
+        let held_rows: Vec<(String, i32, TimestampWithTimeZone)> =
+            HELD.read(client, &[session_id.into()])?.rows(&["key", "words", "expires_at"])?;
+        let held: Vec<Held<'_>> =
+            held_rows.iter().map(|(key, words, _)| Held { key, words: *words as u64 }).collect();
         let plan = budget::plan_writes(&held, &counted, budget).or_report()?;
         let next_expiry = held_rows
             .iter()
@@ -398,10 +358,7 @@ fn kv_set(
     let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
     let received = value.ok_or_else(|| Error::null("value")).or_report()?;
     // Decoded for the word count and the sensitive-data screen only.
-    let value = received
-        .decode()
-        .ok_or_else(|| Error::null("value"))
-        .or_report()?;
+    let value = received.decode().ok_or_else(|| Error::null("value")).or_report()?;
     let ttl = checked_positive("ttl", ttl)?;
     let written = write_entries(session_id, &[(key, &value)], Some(&received), ttl, expected)?;
     stored_document(key, &written)
@@ -413,14 +370,7 @@ fn kv_set(
 pub(crate) fn stored_document(key: &str, written: &Written) -> SqlResult<JsonbBytes> {
     let mut w = JsonbWriter::with_capacity(112 + key.len());
     w.begin_object(6);
-    for name in [
-        "key",
-        "words",
-        "stored",
-        "evicted",
-        "version",
-        "total_words",
-    ] {
+    for name in ["key", "words", "stored", "evicted", "version", "total_words"] {
         w.string(name);
     }
     w.string(key);
@@ -466,17 +416,9 @@ fn kv_get(session_id: &str, key: &str) -> SqlResult<Option<JsonbBytes>> {
 /// All live entries of a session as one object (NULL for a session that does
 /// not exist or has expired).
 pub fn get_all(session_id: &str) -> SqlResult<Option<JsonbBytes>> {
-    let args = [
-        session_id.into(),
-        idle_timeout_minutes().into(),
-        settings::max_result_bytes_arg().into(),
-    ];
-    bounded_value(
-        &GET_ALL,
-        &args,
-        "the entries take",
-        "read them one by one with kv_get",
-    )
+    let args =
+        [session_id.into(), idle_timeout_minutes().into(), settings::max_result_bytes_arg().into()];
+    bounded_value(&GET_ALL, &args, "the entries take", "read them one by one with kv_get")
 }
 
 #[pg_extern(stable, parallel_safe)]
@@ -506,9 +448,8 @@ pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32
     let retention = settings::history_retention();
     lock_session(session_id)?;
     if retention > 0 {
-        let named: Option<Vec<&str>> = keys
-            .as_ref()
-            .map(|keys| keys.iter().map(String::as_str).collect());
+        let named: Option<Vec<&str>> =
+            keys.as_ref().map(|keys| keys.iter().map(String::as_str).collect());
         Spi::connect_mut(|client| {
             kv_versions::save_entries(client, session_id, named.as_deref(), retention)
         })?;
@@ -520,12 +461,7 @@ pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32
     };
     let deleted = first_value_of::<i32>(
         statement,
-        &[
-            session_id.into(),
-            keys.into(),
-            idle_timeout_minutes().into(),
-            None::<i32>.into(),
-        ],
+        &[session_id.into(), keys.into(), idle_timeout_minutes().into(), None::<i32>.into()],
     )?;
     Ok(deleted.unwrap_or(0))
 }
@@ -533,9 +469,7 @@ pub fn delete_keys(session_id: &str, keys: Option<Vec<String>>) -> SqlResult<i32
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn kv_delete(
-    session_id: Option<&str>,
-    key: Option<&str>,
-    expected_version: default!(Option<i32>, "NULL"),
+    session_id: Option<&str>, key: Option<&str>, expected_version: default!(Option<i32>, "NULL"),
 ) -> SqlResult<bool> {
     let session_id = checked_id("session_id", session_id)?;
     let key = checked_id("key", key)?;
@@ -550,20 +484,11 @@ fn kv_delete(
         if retention > 0 {
             kv_versions::save_entries(client, session_id, Some(&[key]), retention)?;
         }
-        let statement = if on_citus()? {
-            &DELETE_KEYS_ON_CITUS
-        } else {
-            &DELETE_KEYS
-        };
+        let statement = if on_citus()? { &DELETE_KEYS_ON_CITUS } else { &DELETE_KEYS };
         let deleted = statement
             .run(
                 client,
-                &[
-                    session_id.into(),
-                    vec![key.to_owned()].into(),
-                    idle.into(),
-                    expected.into(),
-                ],
+                &[session_id.into(), vec![key.to_owned()].into(), idle.into(), expected.into()],
             )?
             .first()
             .value::<i32>(1)?
@@ -574,12 +499,9 @@ fn kv_delete(
         // Nothing live was deleted: the entry is not at the version
         // expected, or it is absent as expected, or the session is gone.
         match current_version(client, session_id, key, idle)? {
-            Some(current) if current != expected => Err(versions::conflict(
-                &entry_name(session_id, key),
-                expected,
-                current,
-            ))
-            .or_report(),
+            Some(current) if current != expected => {
+                Err(versions::conflict(&entry_name(session_id, key), expected, current)).or_report()
+            }
             _ => Ok(false),
         }
     })
@@ -735,19 +657,8 @@ static WRITE_ONE: Statement = Statement::read_write(
 
 /// Several entries: what update_context writes.
 static WRITE_MANY: Statement = Statement::read_write(
-    upsert_statement!(
-        concat!(state_in_returning!(), ", k.version, k.key"),
-        many_entries!()
-    ),
-    &[
-        TEXT,
-        TEXT_ARRAY,
-        JSONB_ARRAY,
-        INT4_ARRAY,
-        INTERVAL,
-        INT4,
-        INT4,
-    ],
+    upsert_statement!(concat!(state_in_returning!(), ", k.version, k.key"), many_entries!()),
+    &[TEXT, TEXT_ARRAY, JSONB_ARRAY, INT4_ARRAY, INTERVAL, INT4, INT4],
 );
 
 /// One entry on Citus, of session $1 known to be active (key $2, value
@@ -764,10 +675,8 @@ static WRITE_VALUES_ON_CITUS: Statement = Statement::read_write(
 
 /// On Citus, the state of session $1 after a write of entries expiring at
 /// $2, read under the write lock, after the write.
-static STATE_AFTER_WRITE: Statement = Statement::read_write(
-    concat!("SELECT ", session_state!("$1", "$2")),
-    &[TEXT, TIMESTAMPTZ],
-);
+static STATE_AFTER_WRITE: Statement =
+    Statement::read_write(concat!("SELECT ", session_state!("$1", "$2")), &[TEXT, TIMESTAMPTZ]);
 
 /// After a write that changed the session's words, brought its next expiry
 /// closer or found its activity over a second old: renew the session and
@@ -936,11 +845,6 @@ static DELETE_KEYS_ON_CITUS: Statement = Statement::read_write(
 /// statements take the same arguments.) The entries are filtered by session $1
 /// itself, as Citus needs (see DELETE_KEYS_ON_CITUS).
 static DELETE_ALL_KEYS: Statement = Statement::read_write(
-    delete_entries!(
-        "s",
-        "k.session_id = $1 AND k.tenant = s.tenant",
-        "0",
-        "'infinity'"
-    ),
+    delete_entries!("s", "k.session_id = $1 AND k.tenant = s.tenant", "0", "'infinity'"),
     DELETE_KEYS.args,
 );

@@ -32,10 +32,7 @@ type Client<'a, 'b> = &'a mut pgrx::spi::SpiClient<'b>;
 /// session `session_id` as versions, keeping those within `retention` of
 /// each.
 pub(crate) fn save_entries(
-    client: Client,
-    session_id: &str,
-    keys: Option<&[&str]>,
-    retention: i32,
+    client: Client, session_id: &str, keys: Option<&[&str]>, retention: i32,
 ) -> SqlResult<()> {
     if on_citus()? {
         return save_entries_on_citus(client, session_id, keys, retention);
@@ -61,10 +58,7 @@ pub(crate) fn save_entries(
 /// or one in a CTE. The live entries are read, then each is saved as
 /// values and its history trimmed.
 fn save_entries_on_citus(
-    client: Client,
-    session_id: &str,
-    keys: Option<&[&str]>,
-    retention: i32,
+    client: Client, session_id: &str, keys: Option<&[&str]>, retention: i32,
 ) -> SqlResult<()> {
     // A session gone idle keeps its entries until the cleanup, but a
     // delete there is refused: it saves nothing either.
@@ -72,10 +66,7 @@ fn save_entries_on_citus(
         return Ok(());
     }
     let mut live = Vec::new();
-    for row in LIVE_ON_CITUS.run(
-        client,
-        &[session_id.into(), keys.map(|k| k.to_vec()).into()],
-    )? {
+    for row in LIVE_ON_CITUS.run(client, &[session_id.into(), keys.map(|k| k.to_vec()).into()])? {
         live.push((
             row.required::<String>(1, "key")?,
             row.required::<i32>(2, "version")?,
@@ -101,12 +92,7 @@ fn save_entries_on_citus(
         )?;
         TRIM_ON_CITUS.run(
             client,
-            &[
-                session_id.into(),
-                key.as_str().into(),
-                version.into(),
-                retention.into(),
-            ],
+            &[session_id.into(), key.as_str().into(), version.into(), retention.into()],
         )?;
     }
     Ok(())
@@ -118,9 +104,7 @@ fn save_entries_on_citus(
 /// renumbered, with their versions. Only a write anew pays for the read
 /// of the history: an update of a live entry never runs it.
 pub(crate) fn number_anew(
-    client: Client,
-    session_id: &str,
-    keys: &[&str],
+    client: Client, session_id: &str, keys: &[&str],
 ) -> SqlResult<Vec<(String, i32)>> {
     if on_citus()? {
         let newest: Vec<(String, i32)> = NEWEST_ON_CITUS
@@ -128,10 +112,8 @@ pub(crate) fn number_anew(
             .rows(&["key", "version"])?;
         let mut numbered = Vec::with_capacity(newest.len());
         for (key, newest) in newest {
-            let table = RENUMBER_ONE_ON_CITUS.run(
-                client,
-                &[session_id.into(), key.as_str().into(), newest.into()],
-            )?;
+            let table = RENUMBER_ONE_ON_CITUS
+                .run(client, &[session_id.into(), key.as_str().into(), newest.into()])?;
             if !table.is_empty() {
                 let version = table.first().required::<i32>(1, "version")?;
                 numbered.push((key, version));
@@ -140,9 +122,7 @@ pub(crate) fn number_anew(
         return Ok(numbered);
     }
     let _generic = settings::GenericPlans::force()?;
-    NUMBER_ANEW
-        .run(client, &[session_id.into(), keys.to_vec().into()])?
-        .rows(&["key", "version"])
+    NUMBER_ANEW.run(client, &[session_id.into(), keys.to_vec().into()])?.rows(&["key", "version"])
 }
 
 // kv_versions returns its rows in materialize mode, each put into the
@@ -172,12 +152,7 @@ fn put_version_rows(call: &TableCall) -> SqlResult<()> {
 fn kv_version(session_id: &str, key: &str, version: i32) -> SqlResult<Option<JsonbBytes>> {
     first_value_of::<JsonbBytes>(
         &READ,
-        &[
-            session_id.into(),
-            idle_timeout_minutes().into(),
-            key.into(),
-            version.into(),
-        ],
+        &[session_id.into(), idle_timeout_minutes().into(), key.into(), version.into()],
     )
 }
 
@@ -188,11 +163,8 @@ fn kv_version(session_id: &str, key: &str, version: i32) -> SqlResult<Option<Jso
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn kv_restore(
-    session_id: Option<&str>,
-    key: Option<&str>,
-    version: Option<i32>,
-    expected_version: default!(Option<i32>, "NULL"),
-    ttl: default!(Option<Interval>, "NULL"),
+    session_id: Option<&str>, key: Option<&str>, version: Option<i32>,
+    expected_version: default!(Option<i32>, "NULL"), ttl: default!(Option<Interval>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let key = checked_id("key", key)?;
@@ -204,12 +176,7 @@ fn kv_restore(
     lock_session(session_id)?;
     let value = first_value_of::<JsonB>(
         &KEPT_VALUE,
-        &[
-            session_id.into(),
-            idle_timeout_minutes().into(),
-            key.into(),
-            version.into(),
-        ],
+        &[session_id.into(), idle_timeout_minutes().into(), key.into(), version.into()],
     )?
     .ok_or_else(|| versions::not_kept(&entry_name(session_id, key), version))
     .or_report()?;
@@ -223,8 +190,7 @@ fn kv_restore(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn kv_purge_history(
-    session_id: Option<&str>,
-    key: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, key: default!(Option<&str>, "NULL"),
 ) -> SqlResult<i64> {
     let session_id = checked_id("session_id", session_id)?;
     if let Some(key) = key {
@@ -271,10 +237,8 @@ macro_rules! save_entries {
 }
 
 /// The entries $2.
-static SAVE: Statement = Statement::read_write(
-    save_entries!(" AND e.key = ANY ($2)"),
-    &[TEXT, TEXT_ARRAY, INT4, INT4],
-);
+static SAVE: Statement =
+    Statement::read_write(save_entries!(" AND e.key = ANY ($2)"), &[TEXT, TEXT_ARRAY, INT4, INT4]);
 
 /// Every entry ($2 is NULL).
 static SAVE_ALL: Statement =
@@ -306,15 +270,7 @@ static SAVE_ONE_ON_CITUS: Statement = Statement::read_write(
         SET value = excluded.value, created_at = excluded.created_at,
             updated_at = excluded.updated_at, expires_at = excluded.expires_at,
             replaced_at = excluded.replaced_at",
-    &[
-        TEXT,
-        TEXT,
-        INT4,
-        JSONB,
-        TIMESTAMPTZ,
-        TIMESTAMPTZ,
-        TIMESTAMPTZ,
-    ],
+    &[TEXT, TEXT, INT4, JSONB, TIMESTAMPTZ, TIMESTAMPTZ, TIMESTAMPTZ],
 );
 
 /// On Citus: drop the versions of entry $2 of session $1 newer than the

@@ -123,11 +123,7 @@ pub fn uses_transaction_snapshot() -> bool {
 }
 
 fn take_write_lock(session_id: &str) -> SqlResult<()> {
-    lock_name(
-        SESSION_LOCK_CLASS,
-        session_id,
-        LockMode::ExclusiveUntilCommit,
-    )
+    lock_name(SESSION_LOCK_CLASS, session_id, LockMode::ExclusiveUntilCommit)
 }
 
 /// How `lock_name` takes an advisory lock.
@@ -186,9 +182,7 @@ pub fn lock_name(class: i32, name: &str, mode: LockMode) -> SqlResult<()> {
 /// Whether the caller's tenant stores a row of `session_id` (live or
 /// expired), unlocked.
 fn session_stored(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> SqlResult<bool> {
-    Ok(!SESSION_STORED
-        .read(client, &[session_id.into()])?
-        .is_empty())
+    Ok(!SESSION_STORED.read(client, &[session_id.into()])?.is_empty())
 }
 
 /// Renew a session's activity inside an open SPI connection; false when the
@@ -200,29 +194,22 @@ pub fn renew_in(client: &mut pgrx::spi::SpiClient<'_>, session_id: &str) -> SqlR
 
 /// The error of a write to a session that is missing or has expired.
 pub fn session_gone(session_id: &str) -> Error {
-    Error::not_found(format!(
-        "session {} not found or expired",
-        quoted(session_id)
-    ))
-    .with_hint("Create it with agent_memory.create_session().")
+    Error::not_found(format!("session {} not found or expired", quoted(session_id)))
+        .with_hint("Create it with agent_memory.create_session().")
 }
 
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn create_session(
-    user_id: Option<&str>,
-    metadata: default!(Option<JsonB>, "'{}'"),
-    session_id: default!(Option<&str>, "NULL"),
-    idle_timeout: default!(Option<Interval>, "NULL"),
+    user_id: Option<&str>, metadata: default!(Option<JsonB>, "'{}'"),
+    session_id: default!(Option<&str>, "NULL"), idle_timeout: default!(Option<Interval>, "NULL"),
 ) -> SqlResult<String> {
     let user_id = checked_id("user_id", user_id)?;
     let session_id = match session_id {
         Some(id) => Some(checked_id("session_id", Some(id))?),
         None => None,
     };
-    let metadata = metadata
-        .map(|j| j.0)
-        .unwrap_or_else(|| serde_json::json!({}));
+    let metadata = metadata.map(|j| j.0).unwrap_or_else(|| serde_json::json!({}));
     if !metadata.is_object() {
         return Err(Error::invalid("metadata must be a JSON object")).or_report();
     }
@@ -309,10 +296,8 @@ fn renew_activity(session_id: &str) -> SqlResult<bool> {
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn is_active(session_id: &str) -> SqlResult<bool> {
-    let active = first_value_of::<bool>(
-        &IS_ACTIVE,
-        &[session_id.into(), idle_timeout_minutes().into()],
-    )?;
+    let active =
+        first_value_of::<bool>(&IS_ACTIVE, &[session_id.into(), idle_timeout_minutes().into()])?;
     Ok(active.unwrap_or(false))
 }
 
@@ -404,9 +389,7 @@ static ACTIVE_UNTIL: Statement = Statement::read_write(
 /// Until when the session stays active (TimestampTz); None when it is not
 /// active now.
 pub fn active_until(
-    client: &mut pgrx::spi::SpiClient<'_>,
-    session_id: &str,
-    minutes: i32,
+    client: &mut pgrx::spi::SpiClient<'_>, session_id: &str, minutes: i32,
 ) -> SqlResult<Option<i64>> {
     until_of(ACTIVE_UNTIL.run(client, &[session_id.into(), minutes.into()])?)
 }

@@ -25,10 +25,7 @@ use crate::pg::subtransaction::in_subtransaction;
 /// cost a call more than its own work on a short text).
 #[pg_extern(immutable, parallel_safe)]
 fn sensitive_findings(text: &str) -> Vec<String> {
-    sensitive::findings(text)
-        .into_iter()
-        .map(String::from)
-        .collect()
+    sensitive::findings(text).into_iter().map(String::from).collect()
 }
 
 /// Decide whether `value` may be stored under `key`: the curator's verdict
@@ -61,12 +58,9 @@ fn builtin_check(key: &str, value: &Value) -> SqlResult<()> {
     if found.is_empty() {
         return Ok(());
     }
-    Err(Error::invalid(format!(
-        "value of key {} contains sensitive data",
-        quoted(key)
-    ))
-    .with_detail(format!("Found: {}. Nothing was stored.", found.join(", ")))
-    .with_hint("Remove it, or have a superuser set agent_memory.sensitive_data = 'allow'."))
+    Err(Error::invalid(format!("value of key {} contains sensitive data", quoted(key)))
+        .with_detail(format!("Found: {}. Nothing was stored.", found.join(", ")))
+        .with_hint("Remove it, or have a superuser set agent_memory.sensitive_data = 'allow'."))
     .or_report()
 }
 
@@ -115,9 +109,7 @@ fn ask_curator(name: &str, key: &str, value: &Value) -> SqlResult<Option<bool>> 
     let value = JsonB(value.clone());
     let verdict = in_subtransaction(move || {
         Spi::connect_mut(|client| {
-            client
-                .update(call.as_str(), None, &[key.into(), value.into()])?
-                .first_value::<bool>(1)
+            client.update(call.as_str(), None, &[key.into(), value.into()])?.first_value::<bool>(1)
         })
     });
     match verdict {

@@ -234,10 +234,9 @@ fn report_activity(what: Option<Expired>) {
             pg_sys::BackendState::STATE_RUNNING,
             c"agent_memory cleanup: removing expired sessions",
         ),
-        Some(Expired::Entries) => (
-            pg_sys::BackendState::STATE_RUNNING,
-            c"agent_memory cleanup: removing expired entries",
-        ),
+        Some(Expired::Entries) => {
+            (pg_sys::BackendState::STATE_RUNNING, c"agent_memory cleanup: removing expired entries")
+        }
         Some(Expired::Versions) => (
             pg_sys::BackendState::STATE_RUNNING,
             c"agent_memory cleanup: removing expired entry versions",
@@ -373,10 +372,7 @@ pub extern "C-unwind" fn agent_memory_cleanup_main(_arg: pg_sys::Datum) {
             continue;
         }
         if let Err(message) = run_once() {
-            warning!(
-                "{WORKER_TYPE} failed, restarting in {}s: {message}",
-                RESTART_AFTER.as_secs()
-            );
+            warning!("{WORKER_TYPE} failed, restarting in {}s: {message}", RESTART_AFTER.as_secs());
             // SAFETY: no transaction is open; the launcher starts the
             // worker again after RESTART_AFTER.
             unsafe { pg_sys::proc_exit(1) };

@@ -63,11 +63,7 @@ const OWN_THREAD: usize = 1;
 macro_rules! per_entry {
     ($compose:ident, $writes:literal) => {
         [
-            Statement {
-                sql: $compose!(""),
-                args: &[TEXT, TEXT, INT4, INT4],
-                writes: $writes,
-            },
+            Statement { sql: $compose!(""), args: &[TEXT, TEXT, INT4, INT4], writes: $writes },
             Statement {
                 sql: $compose!(" AND h.thread_key = $2"),
                 args: &[TEXT, TEXT, INT4, INT4],
@@ -79,11 +75,7 @@ macro_rules! per_entry {
 
 /// The pair's statement for the entry of node key `node`.
 fn for_entry(pair: &'static [Statement; 2], node: &str) -> &'static Statement {
-    &pair[if node.is_empty() {
-        EVERY_THREAD
-    } else {
-        OWN_THREAD
-    }]
+    &pair[if node.is_empty() { EVERY_THREAD } else { OWN_THREAD }]
 }
 
 /// The sessions row ($1, of the caller's tenant) if it is active (s), the
@@ -397,10 +389,7 @@ static CONTEXT: [Statement; 2] = per_entry!(context, false);
 /// Run one of the composed reads; the session must be active. With
 /// `project`, column 3 is read too.
 fn compose(
-    statements: &'static [Statement; 2],
-    what_takes: &str,
-    session_id: &str,
-    node: &str,
+    statements: &'static [Statement; 2], what_takes: &str, session_id: &str, node: &str,
     project: bool,
 ) -> SqlResult<(JsonbBytes, Option<String>)> {
     let statement = for_entry(statements, node);
@@ -427,32 +416,20 @@ fn compose(
                 .with_hint("ask for fewer messages with the config's history_length, or read the parts with wm_part"))
             .or_report();
         };
-        let project = if project {
-            row.value::<String>(3)?
-        } else {
-            None
-        };
+        let project = if project { row.value::<String>(3)? } else { None };
         Ok((json, project))
     })
 }
 
 /// The snapshot of an entry after the calling function changed it.
 pub fn snapshot_after_writes(session_id: &str, node: &str) -> SqlResult<JsonbBytes> {
-    Ok(compose(
-        &SNAPSHOT_AFTER_WRITES,
-        "the snapshot takes",
-        session_id,
-        node,
-        false,
-    )?
-    .0)
+    Ok(compose(&SNAPSHOT_AFTER_WRITES, "the snapshot takes", session_id, node, false)?.0)
 }
 
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn working_memory(
-    session_id: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
@@ -462,8 +439,7 @@ fn working_memory(
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn working_memory_entry(
-    session_id: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
@@ -473,8 +449,7 @@ fn working_memory_entry(
 #[pg_extern(stable, parallel_safe)]
 #[search_path(pg_catalog, pg_temp)]
 fn wm_context(
-    session_id: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
     project_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;

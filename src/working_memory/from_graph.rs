@@ -39,9 +39,7 @@ fn session_project(session_id: &str) -> SqlResult<Option<String>> {
 }
 
 fn set_session(
-    session_id: &str,
-    project_id: Option<&str>,
-    active_node: Option<Option<&str>>,
+    session_id: &str, project_id: Option<&str>, active_node: Option<Option<&str>>,
 ) -> SqlResult<()> {
     first_value_of::<i32>(
         &SET_SESSION,
@@ -101,9 +99,7 @@ fn init_entry(session_id: &str, node: &str, project: &str) -> SqlResult<()> {
         // would stay the session's project (see SESSION_PROJECT), and the
         // global structure its graph: both follow the project recorded.
         if let Some(mut global) = read_part(session_id, "", Part::Session)?
-            && global
-                .get("project_id")
-                .is_some_and(|named| named.as_str() != Some(project))
+            && global.get("project_id").is_some_and(|named| named.as_str() != Some(project))
         {
             set_key(&mut global, "project_id", json!(project));
             write(session_id, "", Part::Session, global)?;
@@ -132,9 +128,7 @@ fn init_entry(session_id: &str, node: &str, project: &str) -> SqlResult<()> {
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn wm_init(
-    session_id: Option<&str>,
-    node_id: Option<&str>,
-    project_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, node_id: Option<&str>, project_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
@@ -208,11 +202,7 @@ fn set_active_node(session_id: Option<&str>, node_id: Option<&str>) -> SqlResult
     // The global entry follows the focus, so a composed read of it (and a
     // listener) sees the new active node.
     let mut global = read_part(session_id, "", Part::Session)?.unwrap_or_else(|| json!({}));
-    set_key(
-        &mut global,
-        "active_node_id",
-        active.map_or(Value::Null, |n| json!(n)),
-    );
+    set_key(&mut global, "active_node_id", active.map_or(Value::Null, |n| json!(n)));
     write(session_id, "", Part::Session, global)?;
     snapshot_after_writes(session_id, node)
 }
@@ -220,9 +210,7 @@ fn set_active_node(session_id: Option<&str>, node_id: Option<&str>) -> SqlResult
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
-    let project = project_id
-        .ok_or_else(|| Error::null("project_id"))
-        .or_report()?;
+    let project = project_id.ok_or_else(|| Error::null("project_id")).or_report()?;
     graph::check_owner(project).or_report()?;
     let args = || [project.into(), idle_timeout_minutes().into()];
     // Wait for every entry being tied to the project (its wm_init holds the
@@ -234,9 +222,7 @@ fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
         // Each session's row too, on its shard (see lock_session): the
         // advisory locks hold on this node only.
         let tied = Spi::connect_mut(|client| {
-            TIED_SESSIONS
-                .run(client, &args())?
-                .rows::<(String,)>(&["session_id"])
+            TIED_SESSIONS.run(client, &args())?.rows::<(String,)>(&["session_id"])
         })?;
         for (session_id,) in tied {
             lock_session(&session_id)?;
@@ -251,10 +237,8 @@ fn wm_refresh_structure(project_id: Option<&str>) -> SqlResult<i32> {
         return Err(structure_too_large());
     }
     Spi::connect_mut(|client| {
-        let table = REFRESH_TIED.run(
-            client,
-            &[project.into(), idle_timeout_minutes().into(), limit.into()],
-        )?;
+        let table = REFRESH_TIED
+            .run(client, &[project.into(), idle_timeout_minutes().into(), limit.into()])?;
         let mut changed = 0;
         for row in table {
             let session = row.get::<&str>(1).or_report()?.unwrap_or_default();
@@ -365,13 +349,7 @@ static STRUCTURE_INDEX: Statement = Statement::read_only(
 /// tied to it ($2 idle minutes, as `tied_structures!`) holds one; no row
 /// otherwise.
 static TIED_STRUCTURE_BYTES: Statement = Statement::read_write(
-    concat!(
-        "SELECT ",
-        structure_index_bytes!(),
-        " WHERE EXISTS (",
-        tied_structures!(),
-        ")"
-    ),
+    concat!("SELECT ", structure_index_bytes!(), " WHERE EXISTS (", tied_structures!(), ")"),
     &[TEXT, INT4],
 );
 
@@ -428,11 +406,7 @@ static LOCK_TIED: Statement = Statement::read_write(
 
 /// The sessions with an entry tied to project $1, in session order.
 static TIED_SESSIONS: Statement = Statement::read_write(
-    concat!(
-        "SELECT DISTINCT t.session_id FROM (",
-        tied_structures!(),
-        ") t ORDER BY t.session_id"
-    ),
+    concat!("SELECT DISTINCT t.session_id FROM (", tied_structures!(), ") t ORDER BY t.session_id"),
     &[TEXT, INT4],
 );
 

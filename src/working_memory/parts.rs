@@ -79,21 +79,13 @@ fn renewal_due(session_id: &str) -> bool {
 /// tenant, $2 node key, $3 part, $4 idle minutes; a row while the session
 /// is active) and read its row; P0002 when the session is gone.
 fn with_part_row<T>(
-    statement: &'static Statement,
-    session_id: &str,
-    node: &str,
-    part: Part,
+    statement: &'static Statement, session_id: &str, node: &str, part: Part,
     read: impl FnOnce(&pgrx::spi::SpiTupleTable<'_>) -> SqlResult<T>,
 ) -> SqlResult<T> {
     Spi::connect_mut(|client| {
         let table = statement.run(
             client,
-            &[
-                session_id.into(),
-                node.into(),
-                part.name().into(),
-                idle_timeout_minutes().into(),
-            ],
+            &[session_id.into(), node.into(), part.name().into(), idle_timeout_minutes().into()],
         )?;
         if table.is_empty() {
             return Err(session_gone(session_id)).or_report();
@@ -104,26 +96,19 @@ fn with_part_row<T>(
 
 /// The stored value of `part` as the entry sees it (None: never set).
 pub fn read_part(session_id: &str, node: &str, part: Part) -> SqlResult<Option<Value>> {
-    with_part_row(&READ_PART, session_id, node, part, |row| {
-        Ok(row.value::<JsonB>(2)?.map(|j| j.0))
-    })
+    with_part_row(&READ_PART, session_id, node, part, |row| Ok(row.value::<JsonB>(2)?.map(|j| j.0)))
 }
 
 /// The version of the entry's own `part` (0: the entry has none, and shows
 /// the global one or the empty value); P0002 when the session is gone.
 fn own_version(session_id: &str, node: &str, part: Part) -> SqlResult<i32> {
-    with_part_row(&PART_VERSION, session_id, node, part, |row| {
-        row.required::<i32>(1, "version")
-    })
+    with_part_row(&PART_VERSION, session_id, node, part, |row| row.required::<i32>(1, "version"))
 }
 
 /// Check a write's precondition on the entry's own `part`, under the
 /// session's write lock (so nothing changes it before the write).
 fn check_expected(
-    session_id: &str,
-    node: &str,
-    part: Part,
-    expected: Option<i32>,
+    session_id: &str, node: &str, part: Part, expected: Option<i32>,
 ) -> SqlResult<()> {
     let Some(expected) = expected else {
         return Ok(());
@@ -149,10 +134,7 @@ fn check_expected(
 /// caller holds the session's write lock. A change is announced at commit
 /// and renews the session's activity.
 pub fn write_part(
-    session_id: &str,
-    node: &str,
-    part: Part,
-    value: impl IntoDatum,
+    session_id: &str, node: &str, part: Part, value: impl IntoDatum,
 ) -> SqlResult<Option<i32>> {
     Spi::connect_mut(|client| {
         let minutes = idle_timeout_minutes();
@@ -179,25 +161,12 @@ pub fn write_part(
         };
         let part_name = part.name();
         let table = if trusted {
-            WRITE_TRUSTED.run(
-                client,
-                &[
-                    session_id.into(),
-                    node.into(),
-                    part_name.into(),
-                    value.into(),
-                ],
-            )?
+            WRITE_TRUSTED
+                .run(client, &[session_id.into(), node.into(), part_name.into(), value.into()])?
         } else {
             WRITE_CHECKED.run(
                 client,
-                &[
-                    session_id.into(),
-                    node.into(),
-                    part_name.into(),
-                    value.into(),
-                    minutes.into(),
-                ],
+                &[session_id.into(), node.into(), part_name.into(), value.into(), minutes.into()],
             )?
         };
         if table.is_empty() {
@@ -220,11 +189,8 @@ pub fn write_part(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn wm_set(
-    session_id: Option<&str>,
-    part: Option<&str>,
-    value: Option<JsonbArg>,
-    node_id: default!(Option<&str>, "NULL"),
-    expected_version: default!(Option<i32>, "NULL"),
+    session_id: Option<&str>, part: Option<&str>, value: Option<JsonbArg>,
+    node_id: default!(Option<&str>, "NULL"), expected_version: default!(Option<i32>, "NULL"),
 ) -> SqlResult<bool> {
     let session_id = checked_id("session_id", session_id)?;
     let part = checked_part(part)?;
@@ -233,19 +199,14 @@ fn wm_set(
     let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
     let changed = if part.stored_as_written() {
         // Only the JSON type to check: the jsonb goes in as it came.
-        let json_type = value
-            .root_type()
-            .ok_or_else(|| Error::internal("value is not a jsonb"))
-            .or_report()?;
+        let json_type =
+            value.root_type().ok_or_else(|| Error::internal("value is not a jsonb")).or_report()?;
         wm::check_type(part, json_type).or_report()?;
         lock_session_and_parts(session_id)?;
         check_expected(session_id, node, part, expected)?;
         write_part(session_id, node, part, &value)?
     } else {
-        let decoded = value
-            .decode()
-            .ok_or_else(|| Error::null("value"))
-            .or_report()?;
+        let decoded = value.decode().ok_or_else(|| Error::null("value")).or_report()?;
         let clean = wm::sanitise(part, decoded, &strip_keys()).or_report()?;
         lock_session_and_parts(session_id)?;
         check_expected(session_id, node, part, expected)?;
@@ -257,18 +218,14 @@ fn wm_set(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn wm_set_many(
-    session_id: Option<&str>,
-    parts: Option<JsonB>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, parts: Option<JsonB>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<i32> {
     let session_id = checked_id("session_id", session_id)?;
     let node = node_key(node_id)?;
     let parts = parts.ok_or_else(|| Error::null("parts")).or_report()?;
     let Value::Object(parts) = parts.0 else {
-        return Err(Error::invalid(
-            "parts must be a JSON object of part name to value",
-        ))
-        .or_report();
+        return Err(Error::invalid("parts must be a JSON object of part name to value"))
+            .or_report();
     };
     // Check every part before writing any: all or nothing.
     let strip = strip_keys();
@@ -298,11 +255,8 @@ fn wm_set_many(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn wm_patch(
-    session_id: Option<&str>,
-    part: Option<&str>,
-    patch: Option<JsonB>,
-    node_id: default!(Option<&str>, "NULL"),
-    expected_version: default!(Option<i32>, "NULL"),
+    session_id: Option<&str>, part: Option<&str>, patch: Option<JsonB>,
+    node_id: default!(Option<&str>, "NULL"), expected_version: default!(Option<i32>, "NULL"),
 ) -> SqlResult<JsonB> {
     let session_id = checked_id("session_id", session_id)?;
     let part = checked_part(part)?;
@@ -331,9 +285,7 @@ fn wm_patch(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn wm_part(
-    session_id: Option<&str>,
-    part: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, part: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<pgrx::JsonB> {
     let session_id = checked_id("session_id", session_id)?;
     let part = checked_part(part)?;
@@ -342,10 +294,7 @@ fn wm_part(
     // writes, and a precondition on that version would pass over the
     // second.
     let (stored, version) = with_part_row(&READ_PART_AND_VERSION, session_id, node, part, |row| {
-        Ok((
-            row.value::<JsonB>(2)?.map(|j| j.0),
-            row.required::<i32>(3, "version")?,
-        ))
+        Ok((row.value::<JsonB>(2)?.map(|j| j.0), row.required::<i32>(3, "version")?))
     })?;
     Ok(pgrx::JsonB(serde_json::json!({
         "part": part.name(),
@@ -357,9 +306,7 @@ fn wm_part(
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn wm_get(
-    session_id: Option<&str>,
-    part: Option<&str>,
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: Option<&str>, part: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonB> {
     let session_id = checked_id("session_id", session_id)?;
     let part = checked_part(part)?;
@@ -387,14 +334,8 @@ static CLEAR: Statement = Statement::read_write(
 /// Clear entries; each cleared entry is announced (part and version null).
 fn clear(session_id: Option<&str>, node: Option<&str>, node_entries_only: bool) -> SqlResult<i32> {
     Spi::connect_mut(|client| {
-        let table = CLEAR.run(
-            client,
-            &[
-                session_id.into(),
-                node.into(),
-                i32::from(node_entries_only).into(),
-            ],
-        )?;
+        let table = CLEAR
+            .run(client, &[session_id.into(), node.into(), i32::from(node_entries_only).into()])?;
         let mut cleared = 0;
         for row in table {
             let session = row.get::<&str>(1).or_report()?.unwrap_or_default();
@@ -415,8 +356,7 @@ pub fn clear_node_entries(session_id: &str) -> SqlResult<i32> {
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn wm_clear(
-    session_id: default!(Option<&str>, "NULL"),
-    node_id: default!(Option<&str>, "NULL"),
+    session_id: default!(Option<&str>, "NULL"), node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<i32> {
     match (session_id, node_id) {
         (None, None) => clear(None, None, false),

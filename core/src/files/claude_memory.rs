@@ -98,8 +98,7 @@ impl Request {
 /// have no field for one), checked: a version from 0 (no file), or the 64
 /// hex digits of a SHA-256 of the content.
 pub fn checked_precondition(
-    version: Option<i32>,
-    sha256: Option<&str>,
+    version: Option<i32>, sha256: Option<&str>,
 ) -> crate::Result<files::Precondition> {
     let version = crate::versions::checked_expected("expected_version", version)?;
     let sha256 = match sha256 {
@@ -119,9 +118,7 @@ pub fn checked_precondition(
 /// The error of a precondition that `file` (its version and content, or
 /// None) does not meet, named `name` (such as `file "/a" of scope "s"`).
 pub fn precondition_conflict(
-    name: &str,
-    precondition: &files::Precondition,
-    file: Option<(i32, &str)>,
+    name: &str, precondition: &files::Precondition, file: Option<(i32, &str)>,
 ) -> Option<crate::Error> {
     let version = file.map_or(crate::versions::ABSENT, |(version, _)| version);
     if let Some(expected) = precondition.version
@@ -146,24 +143,14 @@ pub fn precondition_conflict(
 }
 
 /// The commands, in the documentation's order.
-pub const COMMANDS: [&str; 6] = [
-    "view",
-    "create",
-    "str_replace",
-    "insert",
-    "delete",
-    "rename",
-];
+pub const COMMANDS: [&str; 6] = ["view", "create", "str_replace", "insert", "delete", "rename"];
 
 /// A path as given, fit to quote in an answer: control characters escaped.
 fn as_given(raw: &str) -> String {
     raw.chars()
         .flat_map(|c| {
-            let escaped: Vec<char> = if c.is_control() {
-                c.escape_default().collect()
-            } else {
-                vec![c]
-            };
+            let escaped: Vec<char> =
+                if c.is_control() { c.escape_default().collect() } else { vec![c] };
             escaped
         })
         .collect()
@@ -178,10 +165,7 @@ pub fn target(raw: &str) -> Answer<Target> {
     let rest = match raw.strip_prefix(ROOT) {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest,
         _ => {
-            return Err(format!(
-                "Path must start with /memories, got: {}",
-                as_given(raw)
-            ));
+            return Err(format!("Path must start with /memories, got: {}", as_given(raw)));
         }
     };
     let mut segments: Vec<&str> = Vec::new();
@@ -190,10 +174,7 @@ pub fn target(raw: &str) -> Answer<Target> {
             "" | "." => {}
             ".." => {
                 if segments.pop().is_none() {
-                    return Err(format!(
-                        "Path {} would escape /memories directory",
-                        as_given(raw)
-                    ));
+                    return Err(format!("Path {} would escape /memories directory", as_given(raw)));
                 }
             }
             name => segments.push(name),
@@ -202,10 +183,7 @@ pub fn target(raw: &str) -> Answer<Target> {
     let resolved = format!("/{}", segments.join("/"));
     let stored = files::normalise_path(&resolved)
         .map_err(|e| format!("The path {} cannot be stored: {}", as_given(raw), e.message))?;
-    Ok(Target {
-        shown: as_given(raw),
-        stored,
-    })
+    Ok(Target { shown: as_given(raw), stored })
 }
 
 /// Check one request: `{command, path, ...}` with the arguments the
@@ -230,20 +208,20 @@ pub fn parse(request: &serde_json::Value) -> Answer<Request> {
     let text = |name: &str| -> Answer<String> {
         match fields.get(name) {
             Some(Value::String(s)) => Ok(s.clone()),
-            None | Some(Value::Null) => Err(format!(
-                "Parameter `{name}` is required for command: {command}"
-            )),
+            None | Some(Value::Null) => {
+                Err(format!("Parameter `{name}` is required for command: {command}"))
+            }
             Some(_) => Err(format!("Parameter `{name}` must be a string")),
         }
     };
     let integer = |name: &str| -> Answer<i64> {
         match fields.get(name) {
-            Some(Value::Number(n)) => n
-                .as_i64()
-                .ok_or_else(|| format!("Parameter `{name}` must be an integer")),
-            None | Some(Value::Null) => Err(format!(
-                "Parameter `{name}` is required for command: {command}"
-            )),
+            Some(Value::Number(n)) => {
+                n.as_i64().ok_or_else(|| format!("Parameter `{name}` must be an integer"))
+            }
+            None | Some(Value::Null) => {
+                Err(format!("Parameter `{name}` is required for command: {command}"))
+            }
             Some(_) => Err(format!("Parameter `{name}` must be an integer")),
         }
     };
@@ -265,39 +243,24 @@ pub fn parse(request: &serde_json::Value) -> Answer<Request> {
                 Some(Value::String(s)) if s.chars().count() != 2 => Ok(None),
                 Some(_) => Err(bad_range()),
             };
-            Request::View {
-                path: path("path")?,
-                range,
-            }
+            Request::View { path: path("path")?, range }
         }
-        "create" => Request::Create {
-            path: path("path")?,
-            text: text("file_text")?,
-        },
+        "create" => Request::Create { path: path("path")?, text: text("file_text")? },
         "str_replace" => {
             let path = path("path")?;
             let old = text("old_str")?;
             if old.is_empty() {
                 return Err("Parameter `old_str` must not be empty".to_owned());
             }
-            Request::StrReplace {
-                path,
-                old,
-                new: text("new_str")?,
-            }
+            Request::StrReplace { path, old, new: text("new_str")? }
         }
         "insert" => Request::Insert {
             path: path("path")?,
             line: integer("insert_line")?,
             text: text("insert_text")?,
         },
-        "delete" => Request::Delete {
-            path: path("path")?,
-        },
-        _ => Request::Rename {
-            from: path("old_path")?,
-            to: path("new_path")?,
-        },
+        "delete" => Request::Delete { path: path("path")? },
+        _ => Request::Rename { from: path("old_path")?, to: path("new_path")? },
     })
 }
 
@@ -308,10 +271,7 @@ fn bad_range() -> String {
 /// The refusal of `view`, `str_replace` and `insert` for a path that names
 /// nothing.
 pub fn not_found(path: &Target) -> String {
-    format!(
-        "The path {} does not exist. Please provide a valid path.",
-        path.shown
-    )
+    format!("The path {} does not exist. Please provide a valid path.", path.shown)
 }
 
 /// The refusal of `delete` and `rename` for a path that names nothing.
@@ -387,11 +347,7 @@ pub fn human_size(bytes: u64) -> String {
     let unit = ((63 - bytes.leading_zeros()) / 10).min(3);
     let size = bytes as f64 / 1024f64.powi(unit as i32);
     let unit = ['B', 'K', 'M', 'G'][unit as usize];
-    if size.fract() == 0.0 {
-        format!("{}{unit}", size as u64)
-    } else {
-        format!("{size:.1}{unit}")
-    }
+    if size.fract() == 0.0 { format!("{}{unit}", size as u64) } else { format!("{size:.1}{unit}") }
 }
 
 /// Whether a listing leaves an entry out, with everything under it.
@@ -406,9 +362,7 @@ fn hidden(name: &str) -> bool {
 /// under the directory with their sizes in bytes, `kept_under` the
 /// directories kept there with no file under them.
 pub fn directory_listing(
-    dir: &Target,
-    files_under: &[(String, u64)],
-    kept_under: &[String],
+    dir: &Target, files_under: &[(String, u64)], kept_under: &[String],
 ) -> String {
     use std::collections::BTreeMap;
     let prefix = files::under(&dir.stored);
@@ -428,9 +382,7 @@ pub fn directory_listing(
             if hidden(segments[depth - 1]) {
                 break;
             }
-            let entry = entries
-                .entry(segments[..depth].to_vec())
-                .or_insert((0, is_dir));
+            let entry = entries.entry(segments[..depth].to_vec()).or_insert((0, is_dir));
             entry.0 += bytes.unwrap_or(0);
         }
     }
@@ -471,10 +423,7 @@ fn numbered<'a>(first: usize, lines: impl Iterator<Item = &'a str>) -> String {
 pub fn file_view(path: &Target, content: &str, range: Option<(i64, i64)>) -> Answer<String> {
     let lines: Vec<&str> = content.split('\n').collect();
     if lines.len() > MAX_LINES {
-        return Err(format!(
-            "File {} exceeds maximum line limit of 999,999 lines.",
-            path.shown
-        ));
+        return Err(format!("File {} exceeds maximum line limit of 999,999 lines.", path.shown));
     }
     let count = lines.len() as i64;
     let (start, end) = match range {
@@ -483,11 +432,7 @@ pub fn file_view(path: &Target, content: &str, range: Option<(i64, i64)>) -> Ans
     };
     // Python's slice lines[start:end]: a negative end counts from the end.
     let bound = |i: i64| {
-        if i < 0 {
-            (count + i).max(0)
-        } else {
-            i.min(count)
-        }
+        if i < 0 { (count + i).max(0) } else { i.min(count) }
     };
     let (from, to) = (bound(start) as usize, bound(end) as usize);
     let shown = if from < to { &lines[from..to] } else { &[][..] };
@@ -501,10 +446,7 @@ pub fn file_view(path: &Target, content: &str, range: Option<(i64, i64)>) -> Ans
 /// `str_replace`: the file's new content and the answer, when `old` occurs
 /// exactly once.
 pub fn replace_once(
-    path: &Target,
-    content: &str,
-    old: &str,
-    new: &str,
+    path: &Target, content: &str, old: &str, new: &str,
 ) -> Answer<(String, String)> {
     match occurrences(content, old) {
         0 => {
@@ -582,10 +524,7 @@ fn line_of_each<'a>(text: &'a str, offsets: &'a [usize]) -> impl Iterator<Item =
     let mut line = 1;
     let mut counted = 0;
     offsets.iter().map(move |&at| {
-        line += text.as_bytes()[counted..at]
-            .iter()
-            .filter(|&&b| b == b'\n')
-            .count();
+        line += text.as_bytes()[counted..at].iter().filter(|&&b| b == b'\n').count();
         counted = at;
         line
     })
@@ -595,19 +534,12 @@ fn line_of_each<'a>(text: &'a str, offsets: &'a [usize]) -> impl Iterator<Item =
 /// `line` (0: at the top), and the answer. The file's lines are split on
 /// `\n`; the result ends with a newline.
 pub fn insert_lines(
-    path: &Target,
-    content: &str,
-    line: i64,
-    text: &str,
+    path: &Target, content: &str, line: i64, text: &str,
 ) -> Answer<(String, String)> {
     let mut lines: Vec<&str> = if content.is_empty() {
         Vec::new()
     } else {
-        content
-            .strip_suffix('\n')
-            .unwrap_or(content)
-            .split('\n')
-            .collect()
+        content.strip_suffix('\n').unwrap_or(content).split('\n').collect()
     };
     if line < 0 || line > lines.len() as i64 {
         return Err(format!(
@@ -634,13 +566,7 @@ mod tests {
 
     #[test]
     fn paths_live_under_memories() {
-        assert_eq!(
-            at("/memories"),
-            Target {
-                shown: "/memories".into(),
-                stored: "/".into()
-            }
-        );
+        assert_eq!(at("/memories"), Target { shown: "/memories".into(), stored: "/".into() });
         assert_eq!(at("/memories/").stored, "/");
         // Shown as given, stored normalised.
         let t = at("/memories//notes///a.md/");
@@ -653,10 +579,7 @@ mod tests {
         assert_eq!(at("/memories/./a/.").stored, "/a");
         assert_eq!(at("/memories/a/..").stored, "/");
         // NFC: two spellings of é reach one file.
-        assert_eq!(
-            at("/memories/cafe\u{301}").stored,
-            at("/memories/caf\u{e9}").stored
-        );
+        assert_eq!(at("/memories/cafe\u{301}").stored, at("/memories/caf\u{e9}").stored);
     }
 
     #[test]
@@ -679,35 +602,19 @@ mod tests {
             "The path /memories/%2E%2E/x cannot be stored: path must not contain percent-encoded dots, slashes or backslashes"
         );
         let err = target("/memories/a\u{0}b").unwrap_err();
-        assert!(
-            err.starts_with("The path /memories/a\\u{0}b cannot be stored: "),
-            "{err}"
-        );
-        assert!(
-            target("/memories/a\\b")
-                .unwrap_err()
-                .contains("backslashes")
-        );
+        assert!(err.starts_with("The path /memories/a\\u{0}b cannot be stored: "), "{err}");
+        assert!(target("/memories/a\\b").unwrap_err().contains("backslashes"));
     }
 
     #[test]
     fn requests_are_checked() {
         let ok =
             parse(&json!({"command": "view", "path": "/memories", "view_range": [1, -1]})).unwrap();
-        assert_eq!(
-            ok,
-            Request::View {
-                path: at("/memories"),
-                range: Ok(Some((1, -1)))
-            }
-        );
+        assert_eq!(ok, Request::View { path: at("/memories"), range: Ok(Some((1, -1))) });
         let cases = [
             (json!([]), "The request must be a JSON object"),
             (json!({}), "Parameter `command` is required"),
-            (
-                json!({"command": 3}),
-                "Parameter `command` must be a string",
-            ),
+            (json!({"command": 3}), "Parameter `command` must be a string"),
             (
                 json!({"command": "cat"}),
                 "Unrecognized command cat. The allowed commands are: view, create, str_replace, insert, delete, rename",
@@ -755,10 +662,7 @@ mod tests {
         let request = json!({"command": "view", "path": "/memories/a", "view_range": [1]});
         assert_eq!(
             parse(&request).unwrap(),
-            Request::View {
-                path: at("/memories/a"),
-                range: Ok(None)
-            }
+            Request::View { path: at("/memories/a"), range: Ok(None) }
         );
         // As the SDK reads them: booleans are numbers, a string of
         // another length than two is ignored, and two elements it cannot
@@ -821,10 +725,8 @@ mod tests {
              10B\t/memories/node_modules/\n\
              10B\t/memories/node_modules/m.js"
         );
-        let sub: Vec<(String, u64)> = files
-            .into_iter()
-            .filter(|(p, _)| p.starts_with("/a/"))
-            .collect();
+        let sub: Vec<(String, u64)> =
+            files.into_iter().filter(|(p, _)| p.starts_with("/a/")).collect();
         let listing = directory_listing(&at("/memories/a"), &sub, &[]);
         assert!(
             listing.ends_with(
@@ -837,11 +739,7 @@ mod tests {
     #[test]
     fn kept_directories_are_listed_empty() {
         let files = vec![("/a/x.md".to_string(), 10)];
-        let kept = vec![
-            "/a/empty".to_string(),
-            "/b/c/d".to_string(),
-            "/.h/e".to_string(),
-        ];
+        let kept = vec!["/a/empty".to_string(), "/b/c/d".to_string(), "/.h/e".to_string()];
         assert_eq!(
             directory_listing(&at("/memories"), &files, &kept),
             "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items:\n\
@@ -894,10 +792,7 @@ mod tests {
                 "{range:?}"
             );
         }
-        assert_eq!(
-            file_view(&p, "a\nb\nc", Some((1, -2))).unwrap(),
-            format!("{head}     1\ta")
-        );
+        assert_eq!(file_view(&p, "a\nb\nc", Some((1, -2))).unwrap(), format!("{head}     1\ta"));
         let huge = "\n".repeat(MAX_LINES);
         assert_eq!(
             file_view(&p, &huge, None).unwrap_err(),
@@ -954,11 +849,7 @@ mod tests {
                 .filter(|(at, _)| text[*at..].starts_with(needle))
                 .map(|(at, _)| at)
                 .collect();
-            assert_eq!(
-                overlapping_starts(text, needle),
-                naive,
-                "{needle} in {text}"
-            );
+            assert_eq!(overlapping_starts(text, needle), naive, "{needle} in {text}");
         }
         let lines: Vec<usize> = line_of_each("a\n\nb a\n", &[0, 3, 5]).collect();
         assert_eq!(lines, [1, 3, 3]);
@@ -986,16 +877,10 @@ mod tests {
         let p = at("/memories/n.md");
         assert_eq!(
             insert_lines(&p, "a\nb\n", 0, "top\n").unwrap(),
-            (
-                "top\na\nb\n".to_owned(),
-                "The file /memories/n.md has been edited.".to_owned()
-            )
+            ("top\na\nb\n".to_owned(), "The file /memories/n.md has been edited.".to_owned())
         );
         assert_eq!(insert_lines(&p, "a\nb", 2, "end").unwrap().0, "a\nb\nend\n");
-        assert_eq!(
-            insert_lines(&p, "a\nb", 1, "x\ny").unwrap().0,
-            "a\nx\ny\nb\n"
-        );
+        assert_eq!(insert_lines(&p, "a\nb", 1, "x\ny").unwrap().0, "a\nx\ny\nb\n");
         assert_eq!(insert_lines(&p, "", 0, "first").unwrap().0, "first\n");
         assert_eq!(
             insert_lines(&p, "a\nb\n", 3, "x").unwrap_err(),
@@ -1007,15 +892,9 @@ mod tests {
     fn a_precondition_names_the_changed_file() {
         let p = target("/memories/a.md").unwrap();
         let q = target("/memories/b.md").unwrap();
-        let view = Request::View {
-            path: p.clone(),
-            range: Ok(None),
-        };
+        let view = Request::View { path: p.clone(), range: Ok(None) };
         assert_eq!(view.changed_file(), None);
-        let rename = Request::Rename {
-            from: p.clone(),
-            to: q,
-        };
+        let rename = Request::Rename { from: p.clone(), to: q };
         assert_eq!(rename.changed_file(), Some(&p));
     }
 
@@ -1030,15 +909,10 @@ mod tests {
         let by_hash = checked_precondition(None, Some(&hash.to_ascii_uppercase())).unwrap();
         assert!(precondition_conflict("f", &by_hash, Some((7, "x"))).is_none());
         assert_eq!(
-            precondition_conflict("f", &by_hash, Some((7, "y")))
-                .unwrap()
-                .message,
+            precondition_conflict("f", &by_hash, Some((7, "y"))).unwrap().message,
             "f has other content, at version 7"
         );
-        assert_eq!(
-            precondition_conflict("f", &by_hash, None).unwrap().message,
-            "f does not exist"
-        );
+        assert_eq!(precondition_conflict("f", &by_hash, None).unwrap().message, "f does not exist");
         assert!(checked_precondition(Some(-1), None).is_err());
         assert!(checked_precondition(None, Some("abc")).is_err());
     }

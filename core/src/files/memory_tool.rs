@@ -97,25 +97,17 @@ impl FileVersion {
     /// The version of a file with `content`, or of no file.
     pub fn of(file: Option<(i32, &str)>) -> FileVersion {
         match file {
-            Some((version, content)) => FileVersion {
-                version,
-                sha256: Some(versions::sha256_hex(content)),
-            },
-            None => FileVersion {
-                version: versions::ABSENT,
-                sha256: None,
-            },
+            Some((version, content)) => {
+                FileVersion { version, sha256: Some(versions::sha256_hex(content)) }
+            }
+            None => FileVersion { version: versions::ABSENT, sha256: None },
         }
     }
 }
 
 impl ToolError {
     pub fn new(code: Code, message: impl Into<String>) -> ToolError {
-        ToolError {
-            code,
-            message: message.into(),
-            current: None,
-        }
+        ToolError { code, message: message.into(), current: None }
     }
 
     fn invalid(message: impl Into<String>) -> ToolError {
@@ -159,11 +151,7 @@ pub fn normalise_path(raw: &str) -> ToolResult<String> {
 fn normalise_by_the_rules(raw: &str) -> ToolResult<String> {
     // ASCII text is already in NFC: only other text goes through the
     // normaliser.
-    let text: String = if raw.is_ascii() {
-        raw.to_owned()
-    } else {
-        raw.nfc().collect()
-    };
+    let text: String = if raw.is_ascii() { raw.to_owned() } else { raw.nfc().collect() };
     if let Some(c) = text.chars().find(|&c| is_control(c)) {
         return Err(ToolError::invalid(format!(
             "path must not contain control characters (found U+{:04X})",
@@ -174,20 +162,14 @@ fn normalise_by_the_rules(raw: &str) -> ToolResult<String> {
         return Err(ToolError::invalid("path must not contain backslashes"));
     }
     let lower = text.to_ascii_lowercase();
-    if ["%2e", "%2f", "%5c"]
-        .iter()
-        .any(|code| lower.contains(code))
-    {
+    if ["%2e", "%2f", "%5c"].iter().any(|code| lower.contains(code)) {
         return Err(ToolError::invalid(
             "path must not contain percent-encoded dots, slashes or backslashes",
         ));
     }
     let segments: Vec<&str> = text.split('/').filter(|s| !s.is_empty()).collect();
     if let Some(dots) = segments.iter().find(|s| **s == "." || **s == "..") {
-        return Err(ToolError::invalid(format!(
-            "path must not contain {} segments",
-            quoted(dots)
-        )));
+        return Err(ToolError::invalid(format!("path must not contain {} segments", quoted(dots))));
     }
     if segments.len() > MAX_SEGMENTS {
         return Err(ToolError::invalid(format!(
@@ -221,9 +203,7 @@ fn plain_ascii_path(raw: &str) -> Option<String> {
         if segment.is_empty() {
             continue;
         }
-        let plain = segment
-            .bytes()
-            .all(|b| (b' '..=b'~').contains(&b) && b != b'\\' && b != b'%');
+        let plain = segment.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'\\' && b != b'%');
         if !plain || segment == "." || segment == ".." || segment.len() > MAX_SEGMENT_BYTES {
             return None;
         }
@@ -250,30 +230,19 @@ pub fn parent(path: &str) -> &str {
 
 /// Every directory above a normalised path, nearest last, root excluded.
 pub fn ancestors(path: &str) -> Vec<&str> {
-    path.match_indices('/')
-        .skip(1)
-        .map(|(at, _)| &path[..at])
-        .collect()
+    path.match_indices('/').skip(1).map(|(at, _)| &path[..at]).collect()
 }
 
 /// The prefix every path under directory `dir` starts with.
 pub fn under(dir: &str) -> String {
-    if dir == "/" {
-        "/".to_owned()
-    } else {
-        format!("{dir}/")
-    }
+    if dir == "/" { "/".to_owned() } else { format!("{dir}/") }
 }
 
 /// The end of the range of paths under `dir` in byte order: `0` is the
 /// byte after `/`, so `[under(dir), under_end(dir))` holds exactly the
 /// paths inside it (and `/a/b` never catches `/a/bc`).
 pub fn under_end(dir: &str) -> String {
-    if dir == "/" {
-        "0".to_owned()
-    } else {
-        format!("{dir}0")
-    }
+    if dir == "/" { "0".to_owned() } else { format!("{dir}0") }
 }
 
 /// The entry of directory `dir` that `path` (under it) belongs to: its
@@ -343,10 +312,7 @@ impl Command {
 
     /// Whether the command changes files (when it succeeds).
     pub fn writes(&self) -> bool {
-        matches!(
-            self,
-            Command::Append { .. } | Command::Update { .. } | Command::Delete
-        )
+        matches!(self, Command::Append { .. } | Command::Update { .. } | Command::Delete)
     }
 }
 
@@ -385,17 +351,9 @@ pub fn parse_request(request: &serde_json::Value) -> (Echo, ToolResult<(Command,
 pub fn parse_fields(fields: Option<&[(&str, Field)]>) -> (Echo, ToolResult<(Command, String)>) {
     let mut echo = Echo::default();
     let Some(fields) = fields else {
-        return (
-            echo,
-            Err(ToolError::invalid("request must be a JSON object")),
-        );
+        return (echo, Err(ToolError::invalid("request must be a JSON object")));
     };
-    let get = |key: &str| {
-        fields
-            .iter()
-            .find(|(name, _)| *name == key)
-            .map(|(_, field)| *field)
-    };
+    let get = |key: &str| fields.iter().find(|(name, _)| *name == key).map(|(_, field)| *field);
     let string = |key: &str| match get(key) {
         Some(Field::Str(s)) => Some(s),
         _ => None,
@@ -415,9 +373,9 @@ pub fn parse_fields(fields: Option<&[(&str, Field)]>) -> (Echo, ToolResult<(Comm
         };
         let text = |key: &str| -> ToolResult<String> {
             match get(key) {
-                None | Some(Field::Null) => Err(ToolError::invalid(format!(
-                    "{key} is required for {command}"
-                ))),
+                None | Some(Field::Null) => {
+                    Err(ToolError::invalid(format!("{key} is required for {command}")))
+                }
                 Some(Field::Str(s)) => Ok(s.to_owned()),
                 Some(_) => Err(ToolError::invalid(format!("{key} must be a string"))),
             }
@@ -426,18 +384,13 @@ pub fn parse_fields(fields: Option<&[(&str, Field)]>) -> (Echo, ToolResult<(Comm
             "read" => Command::Read,
             "list" => Command::List,
             "delete" => Command::Delete,
-            "append" => Command::Append {
-                content: text("content")?,
-            },
+            "append" => Command::Append { content: text("content")? },
             "update" => {
                 let old = text("oldContent")?;
                 if old.is_empty() {
                     return Err(ToolError::invalid("oldContent must not be empty"));
                 }
-                Command::Update {
-                    old,
-                    new: text("content")?,
-                }
+                Command::Update { old, new: text("content")? }
             }
             "search" => Command::Search {
                 query: parse_query(&text("query")?)
@@ -502,11 +455,7 @@ impl Precondition {
             }
             _ => format!("ECONFLICT: the file's content changed; it is at version {version}"),
         };
-        Err(ToolError {
-            code: Code::Econflict,
-            message,
-            current: Some(current),
-        })
+        Err(ToolError { code: Code::Econflict, message, current: Some(current) })
     }
 }
 
@@ -514,19 +463,12 @@ impl Precondition {
 /// 0, and `expectedSha256`, 64 hex digits), which only the commands that
 /// change a file take.
 pub fn precondition_of(fields: &[(&str, Field)], command: &Command) -> ToolResult<Precondition> {
-    let get = |key: &str| {
-        fields
-            .iter()
-            .find(|(name, _)| *name == key)
-            .map(|(_, field)| *field)
-    };
+    let get = |key: &str| fields.iter().find(|(name, _)| *name == key).map(|(_, field)| *field);
     let version = match get("expectedVersion") {
         None | Some(Field::Null) => None,
         Some(Field::Number(Some(n))) if (0..=i64::from(i32::MAX)).contains(&n) => Some(n as i32),
         Some(_) => {
-            return Err(ToolError::invalid(
-                "expectedVersion must be an integer from 0 (no file)",
-            ));
+            return Err(ToolError::invalid("expectedVersion must be an integer from 0 (no file)"));
         }
     };
     let sha256 = match get("expectedSha256") {
@@ -542,10 +484,7 @@ pub fn precondition_of(fields: &[(&str, Field)], command: &Command) -> ToolResul
     };
     let precondition = Precondition { version, sha256 };
     if !precondition.is_none()
-        && !matches!(
-            command,
-            Command::Append { .. } | Command::Update { .. } | Command::Delete
-        )
+        && !matches!(command, Command::Append { .. } | Command::Update { .. } | Command::Delete)
     {
         return Err(ToolError::invalid(format!(
             "{} takes no expectedVersion or expectedSha256; only append, update and delete do",
@@ -638,20 +577,13 @@ pub fn envelope_error(echo: &Echo, error: &ToolError) -> String {
         Some(current) => format!(
             ",\"version\":{},\"sha256\":{}",
             current.version,
-            current
-                .sha256
-                .as_deref()
-                .map_or_else(|| "null".to_owned(), json_string)
+            current.sha256.as_deref().map_or_else(|| "null".to_owned(), json_string)
         ),
     };
     format!(
         "{{\"command\":{},\"path\":{},\"ok\":false,\"error\":{{\"message\":{},\"code\":\"{}\"{current}}}}}",
-        echo.command
-            .as_deref()
-            .map_or_else(|| "null".to_owned(), json_string),
-        echo.path
-            .as_deref()
-            .map_or_else(|| "null".to_owned(), json_string),
+        echo.command.as_deref().map_or_else(|| "null".to_owned(), json_string),
+        echo.path.as_deref().map_or_else(|| "null".to_owned(), json_string),
         json_string(&error.message),
         error.code.name()
     )
@@ -714,11 +646,7 @@ pub fn search_result(matches: &[(String, String, f32)]) -> String {
 /// How many times `old` occurs in `content`, without overlaps (what a
 /// replace-all replaces).
 pub fn occurrences(content: &str, old: &str) -> usize {
-    if old.is_empty() {
-        0
-    } else {
-        content.matches(old).count()
-    }
+    if old.is_empty() { 0 } else { content.matches(old).count() }
 }
 
 /// What replacing every occurrence of a text in a file's content gives.
@@ -762,10 +690,8 @@ pub fn replace_counted(content: &str, old: &str, new: &str, limit: usize) -> Rep
 /// order): every directory once as `name/`, then what it holds, two spaces
 /// deeper, entries by name.
 pub fn tree_lines(paths: &[String]) -> Vec<String> {
-    let mut split: Vec<Vec<&str>> = paths
-        .iter()
-        .map(|p| p.split('/').filter(|s| !s.is_empty()).collect())
-        .collect();
+    let mut split: Vec<Vec<&str>> =
+        paths.iter().map(|p| p.split('/').filter(|s| !s.is_empty()).collect()).collect();
     split.sort();
     let mut lines = Vec::new();
     let mut open: Vec<&str> = Vec::new();
@@ -921,10 +847,7 @@ pub const TOOL_DESCRIPTION: &str = "Memory that persists across conversations: t
 /// description, input_schema) or `openai` (a function tool); `name` is 1 to
 /// 64 letters, digits, `_` or `-`.
 pub fn tool_definition(
-    name: Option<&str>,
-    description: Option<&str>,
-    title: Option<&str>,
-    format: Option<&str>,
+    name: Option<&str>, description: Option<&str>, title: Option<&str>, format: Option<&str>,
 ) -> Result<serde_json::Value> {
     let name = name.ok_or_else(|| Error::null("name"))?;
     let description = description.unwrap_or(TOOL_DESCRIPTION);
@@ -953,13 +876,8 @@ mod tests {
         let writing: Vec<&str> = [
             Command::Read,
             Command::List,
-            Command::Append {
-                content: String::new(),
-            },
-            Command::Update {
-                old: String::new(),
-                new: String::new(),
-            },
+            Command::Append { content: String::new() },
+            Command::Update { old: String::new(), new: String::new() },
             Command::Delete,
         ]
         .iter()
@@ -975,17 +893,8 @@ mod tests {
         for c in 0u8..=0x7f {
             every_ascii.push(c as char);
         }
-        for value in [
-            every_ascii.as_str(),
-            "",
-            "plain",
-            "é \u{2028} 🦀 \"q\" \\ end\u{1f}",
-        ] {
-            assert_eq!(
-                json_string(value),
-                serde_json::to_string(value).unwrap(),
-                "{value:?}"
-            );
+        for value in [every_ascii.as_str(), "", "plain", "é \u{2028} 🦀 \"q\" \\ end\u{1f}"] {
+            assert_eq!(json_string(value), serde_json::to_string(value).unwrap(), "{value:?}");
         }
     }
 
@@ -1095,14 +1004,8 @@ mod tests {
         assert_eq!(parent("/notes"), "/");
         assert_eq!(ancestors("/a/b/c"), vec!["/a", "/a/b"]);
         assert!(ancestors("/a").is_empty());
-        assert_eq!(
-            (under("/a"), under_end("/a")),
-            ("/a/".to_owned(), "/a0".to_owned())
-        );
-        assert_eq!(
-            (under("/"), under_end("/")),
-            ("/".to_owned(), "0".to_owned())
-        );
+        assert_eq!((under("/a"), under_end("/a")), ("/a/".to_owned(), "/a0".to_owned()));
+        assert_eq!((under("/"), under_end("/")), ("/".to_owned(), "0".to_owned()));
         assert!("/a/bc" < under_end("/a").as_str() && "/a0" >= under_end("/a").as_str());
         assert!(!("/ab" >= under("/a").as_str() && "/ab" < under_end("/a").as_str()));
         assert_eq!(entry_of("/notes", "/notes/today"), ("today", false));
@@ -1113,10 +1016,7 @@ mod tests {
             directories_removed("/notes", ["/notes", "/notes/a/b", "/notes/a"].into_iter()),
             3
         );
-        assert_eq!(
-            directories_removed("/notes", ["/notes/x/y/z"].into_iter()),
-            4
-        );
+        assert_eq!(directories_removed("/notes", ["/notes/x/y/z"].into_iter()), 4);
         assert_eq!(directories_removed("/notes", ["/notes"].into_iter()), 1);
     }
 
@@ -1124,15 +1024,7 @@ mod tests {
     fn requests_are_checked() {
         let (echo, parsed) =
             parse_request(&json!({"path": "/notes//x/", "command": "append", "content": "hi"}));
-        assert_eq!(
-            parsed.unwrap(),
-            (
-                Command::Append {
-                    content: "hi".into()
-                },
-                "/notes/x".into()
-            )
-        );
+        assert_eq!(parsed.unwrap(), (Command::Append { content: "hi".into() }, "/notes/x".into()));
         assert_eq!(echo.path.as_deref(), Some("/notes/x"));
         let refused = |request: serde_json::Value| parse_request(&request).1.unwrap_err();
         assert_eq!(
@@ -1140,26 +1032,15 @@ mod tests {
             "content is required for append"
         );
         assert_eq!(refused(json!([1])).code, Code::Einval);
-        assert_eq!(
-            refused(json!({"path": "/a"})).message,
-            "command is required"
-        );
+        assert_eq!(refused(json!({"path": "/a"})).message, "command is required");
         assert_eq!(
             refused(json!({"path": "/a", "command": 3})).message,
             "command must be a string"
         );
-        assert_eq!(
-            refused(json!({"command": "read"})).message,
-            "path is required"
-        );
-        assert_eq!(
-            refused(json!({"path": 7, "command": "read"})).message,
-            "path must be a string"
-        );
+        assert_eq!(refused(json!({"command": "read"})).message, "path is required");
+        assert_eq!(refused(json!({"path": 7, "command": "read"})).message, "path must be a string");
         assert!(
-            refused(json!({"path": "/a", "command": "move"}))
-                .message
-                .contains("unknown command")
+            refused(json!({"path": "/a", "command": "move"})).message.contains("unknown command")
         );
         assert_eq!(
             refused(json!({"path": "/a", "command": "update", "oldContent": "", "content": "x"}))
@@ -1191,16 +1072,9 @@ mod tests {
         let Command::Search { query } = command else {
             panic!("not a search: {command:?}");
         };
-        assert_eq!(
-            (query.wanted.as_str(), query.unwanted.as_str()),
-            ("deploy", "staging")
-        );
+        assert_eq!((query.wanted.as_str(), query.unwanted.as_str()), ("deploy", "staging"));
         let (echo, _) = parse_request(&json!({"path": "/a/../b", "command": "read"}));
-        assert_eq!(
-            echo.path.as_deref(),
-            Some("/a/../b"),
-            "a bad path is echoed as given"
-        );
+        assert_eq!(echo.path.as_deref(), Some("/a/../b"), "a bad path is echoed as given");
     }
 
     #[test]
@@ -1225,16 +1099,11 @@ mod tests {
 
     #[test]
     fn tree_and_full_renderings() {
-        let paths: Vec<String> = [
-            "/notes/today",
-            "/a-b",
-            "/notes/work/plan",
-            "/readme",
-            "/notes/a",
-        ]
-        .iter()
-        .map(|p| p.to_string())
-        .collect();
+        let paths: Vec<String> =
+            ["/notes/today", "/a-b", "/notes/work/plan", "/readme", "/notes/a"]
+                .iter()
+                .map(|p| p.to_string())
+                .collect();
         assert_eq!(
             tree_lines(&paths).join("\n"),
             "a-b\nnotes/\n  a\n  today\n  work/\n    plan\nreadme"
@@ -1250,20 +1119,13 @@ mod tests {
     fn a_cut_says_what_it_left_out() {
         let lines: Vec<String> = (1..=50).map(|i| format!("line number {i}")).collect();
         let all = lines.join("\n");
-        assert_eq!(
-            within(&lines, all.chars().count()),
-            all,
-            "everything fits: no note"
-        );
+        assert_eq!(within(&lines, all.chars().count()), all, "everything fits: no note");
         let cut = within(&lines, 200);
         assert!(cut.chars().count() <= 200, "{cut}");
         let kept = cut.lines().count() - 1;
         let last = cut.lines().last().unwrap();
-        let left: usize = lines[kept..]
-            .iter()
-            .map(|l| l.chars().count())
-            .sum::<usize>()
-            + (50 - kept);
+        let left: usize =
+            lines[kept..].iter().map(|l| l.chars().count()).sum::<usize>() + (50 - kept);
         assert_eq!(
             last,
             format!(
@@ -1278,53 +1140,30 @@ mod tests {
             for line in &lines {
                 rendering.push(line).unwrap();
             }
-            assert!(
-                rendering
-                    .kept
-                    .iter()
-                    .map(|l| l.chars().count())
-                    .sum::<usize>()
-                    <= max_chars
-            );
+            assert!(rendering.kept.iter().map(|l| l.chars().count()).sum::<usize>() <= max_chars);
             let text = rendering.finish();
-            assert_eq!(
-                text == all,
-                all.chars().count() <= max_chars,
-                "{max_chars}: {text}"
-            );
+            assert_eq!(text == all, all.chars().count() <= max_chars, "{max_chars}: {text}");
         }
         let mut small = Rendering::new(10_000, 100);
         let refused = lines.iter().try_for_each(|line| small.push(line));
         assert_eq!(refused.unwrap_err().kind, crate::ErrorKind::LimitExceeded);
         let tiny = within(&lines, 5);
-        assert!(
-            tiny.starts_with("[cut at 5 characters: 50 more lines"),
-            "{tiny}"
-        );
+        assert!(tiny.starts_with("[cut at 5 characters: 50 more lines"), "{tiny}");
     }
 
     #[test]
     fn envelopes_have_the_documented_text() {
-        let echo = Echo {
-            command: Some("read".into()),
-            path: Some("/notes/today".into()),
-        };
+        let echo = Echo { command: Some("read".into()), path: Some("/notes/today".into()) };
         assert_eq!(
             envelope_ok(&echo, &read_result("...", 3)),
             r#"{"command":"read","path":"/notes/today","ok":true,"result":{"content":"...","version":3,"sha256":"ab5df625bc76dbd4e163bed2dd888df828f90159bb93556525c31821b6541d46"}}"#
         );
-        let echo = Echo {
-            command: Some("read".into()),
-            path: Some("/missing".into()),
-        };
+        let echo = Echo { command: Some("read".into()), path: Some("/missing".into()) };
         assert_eq!(
             envelope(&echo, Err(not_found())),
             r#"{"command":"read","path":"/missing","ok":false,"error":{"message":"ENOENT: file not found","code":"ENOENT"}}"#
         );
-        let echo = Echo {
-            command: Some("list".into()),
-            path: Some("/".into()),
-        };
+        let echo = Echo { command: Some("list".into()), path: Some("/".into()) };
         let mut entries = vec![("notes".to_owned(), true)];
         assert_eq!(
             envelope_ok(&echo, &list_result(&mut entries)),
@@ -1339,10 +1178,7 @@ mod tests {
         assert_eq!(occurrences("aaa", "aa"), 1);
         let replaced = |text: &str, n| Replacement::Replaced(text.to_owned(), n);
         assert_eq!(replace_counted("aaa", "aa", "b", 100), replaced("ba", 1));
-        assert_eq!(
-            replace_counted("one two one", "one", "1", 100),
-            replaced("1 two 1", 2)
-        );
+        assert_eq!(replace_counted("one two one", "one", "1", 100), replaced("1 two 1", 2));
         assert_eq!(
             replace_counted("caf\u{e9} caf\u{e9}", "\u{e9}", "e", 100),
             replaced("cafe cafe", 2)
@@ -1350,10 +1186,7 @@ mod tests {
         assert_eq!(replace_counted("abc", "x", "y", 100), Replacement::NotFound);
         // Exactly at the limit is kept; one byte past it is refused.
         assert_eq!(replace_counted("ab", "b", "cd", 3), replaced("acd", 1));
-        assert_eq!(
-            replace_counted("ab", "b", "cd", 2),
-            Replacement::TooLarge { bytes: 3 }
-        );
+        assert_eq!(replace_counted("ab", "b", "cd", 2), Replacement::TooLarge { bytes: 3 });
     }
 
     #[test]
@@ -1361,10 +1194,7 @@ mod tests {
         assert!(check_scope("s").is_ok());
         assert!(check_scope(&"é".repeat(MAX_SCOPE_BYTES / 2)).is_ok());
         for bad in [String::new(), "é".repeat(MAX_SCOPE_BYTES / 2 + 1)] {
-            assert_eq!(
-                check_scope(&bad).unwrap_err().kind,
-                crate::ErrorKind::InvalidParameter
-            );
+            assert_eq!(check_scope(&bad).unwrap_err().kind, crate::ErrorKind::InvalidParameter);
         }
     }
 
@@ -1376,18 +1206,13 @@ mod tests {
         let new = "b".repeat(100_000);
         assert_eq!(
             replace_counted(&content, "a", &new, 102_400),
-            Replacement::TooLarge {
-                bytes: 10_000_000_000
-            }
+            Replacement::TooLarge { bytes: 10_000_000_000 }
         );
     }
 
     #[test]
     fn preconditions_are_checked_and_conflicts_say_what_the_file_is() {
-        let update = Command::Update {
-            old: "a".into(),
-            new: "b".into(),
-        };
+        let update = Command::Update { old: "a".into(), new: "b".into() };
         let fields = [
             ("expectedVersion", Field::Number(Some(2))),
             (
@@ -1405,10 +1230,7 @@ mod tests {
         let moved = both.check(Some((3, "..."))).unwrap_err();
         assert_eq!(moved.code, Code::Econflict);
         assert_eq!(moved.message, "ECONFLICT: the file is at version 3, not 2");
-        let echo = Echo {
-            command: Some("update".into()),
-            path: Some("/a".into()),
-        };
+        let echo = Echo { command: Some("update".into()), path: Some("/a".into()) };
         assert_eq!(
             envelope_error(&echo, &moved),
             r#"{"command":"update","path":"/a","ok":false,"error":{"message":"ECONFLICT: the file is at version 3, not 2","code":"ECONFLICT","version":3,"sha256":"ab5df625bc76dbd4e163bed2dd888df828f90159bb93556525c31821b6541d46"}}"#
@@ -1420,13 +1242,7 @@ mod tests {
         );
         let gone = both.check(None).unwrap_err();
         assert_eq!(gone.message, "ECONFLICT: the file does not exist");
-        assert_eq!(
-            gone.current,
-            Some(FileVersion {
-                version: 0,
-                sha256: None
-            })
-        );
+        assert_eq!(gone.current, Some(FileVersion { version: 0, sha256: None }));
         let create_only =
             precondition_of(&[("expectedVersion", Field::Number(Some(0)))], &update).unwrap();
         assert_eq!(create_only.check(None), Ok(()));
@@ -1442,15 +1258,10 @@ mod tests {
             ("expectedSha256", Field::Str("abc")),
             ("expectedSha256", Field::Number(Some(1))),
         ] {
-            assert_eq!(
-                precondition_of(&[bad], &update).unwrap_err().code,
-                Code::Einval
-            );
+            assert_eq!(precondition_of(&[bad], &update).unwrap_err().code, Code::Einval);
         }
-        let on_read = precondition_of(
-            &[("expectedVersion", Field::Number(Some(1)))],
-            &Command::Read,
-        );
+        let on_read =
+            precondition_of(&[("expectedVersion", Field::Number(Some(1)))], &Command::Read);
         assert_eq!(
             on_read.unwrap_err().message,
             "read takes no expectedVersion or expectedSha256; only append, update and delete do"
@@ -1459,14 +1270,8 @@ mod tests {
 
     #[test]
     fn scope_keys_are_per_node_or_per_node_and_thread() {
-        assert_eq!(
-            scope_key(Some("n1"), Some("global"), Some("t")).unwrap(),
-            r#"["n1"]"#
-        );
-        assert_eq!(
-            scope_key(Some("n1"), Some("perThread"), Some("t9")).unwrap(),
-            r#"["n1","t9"]"#
-        );
+        assert_eq!(scope_key(Some("n1"), Some("global"), Some("t")).unwrap(), r#"["n1"]"#);
+        assert_eq!(scope_key(Some("n1"), Some("perThread"), Some("t9")).unwrap(), r#"["n1","t9"]"#);
         let no_thread = scope_key(Some("n1"), Some("perThread"), Some("")).unwrap_err();
         assert_eq!(no_thread.message, "a perThread scope needs a thread_id");
         assert_eq!(
@@ -1476,10 +1281,7 @@ mod tests {
         assert!(scope_key(Some(""), Some("global"), None).is_err());
         let unknown = scope_key(Some("n1"), Some("perUser"), None).unwrap_err();
         assert_eq!(unknown.message, "unknown scope \"perUser\"");
-        assert_eq!(
-            unknown.detail.as_deref(),
-            Some("scope is one of: global, perThread")
-        );
+        assert_eq!(unknown.detail.as_deref(), Some("scope is one of: global, perThread"));
     }
 
     #[test]
@@ -1489,19 +1291,13 @@ mod tests {
         assert_eq!(anthropic["name"], "memory");
         assert_eq!(anthropic["description"], TOOL_DESCRIPTION);
         assert_eq!(anthropic["input_schema"]["title"], "T");
-        assert_eq!(
-            anthropic["input_schema"]["required"],
-            serde_json::json!(["path", "command"])
-        );
+        assert_eq!(anthropic["input_schema"]["required"], serde_json::json!(["path", "command"]));
         let openai = tool_definition(Some("mem-1"), Some("d"), None, Some("openai")).unwrap();
         assert_eq!(openai["type"], "function");
         assert_eq!(openai["function"]["description"], "d");
         assert!(openai["function"]["parameters"].get("title").is_none());
         for bad in ["", "has space", &"x".repeat(65)] {
-            assert!(
-                tool_definition(Some(bad), None, None, Some("openai")).is_err(),
-                "{bad:?}"
-            );
+            assert!(tool_definition(Some(bad), None, None, Some("openai")).is_err(), "{bad:?}");
         }
         assert!(tool_definition(Some("m"), None, None, Some("gemini")).is_err());
     }

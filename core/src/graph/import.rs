@@ -57,10 +57,7 @@ impl Import {
 
 /// `error`, of the same kind, about file `file`.
 fn in_file(file: &str, error: Error) -> Error {
-    Error {
-        message: format!("{}: {}", quoted(file), error.message),
-        ..error
-    }
+    Error { message: format!("{}: {}", quoted(file), error.message), ..error }
 }
 
 /// `error`'s message about file `file`, as an invalid file.
@@ -80,10 +77,7 @@ pub fn document_links(file: &str, frontmatter: &Frontmatter) -> Result<Vec<Strin
 }
 
 fn time_text(file: &str, value: &Option<TimeValue>) -> Result<Option<String>> {
-    value
-        .as_ref()
-        .map(|v| graph::check_time(v).map_err(|e| invalid_file(file, e)))
-        .transpose()
+    value.as_ref().map(|v| graph::check_time(v).map_err(|e| invalid_file(file, e))).transpose()
 }
 
 /// Read and check every file of `files`: names, markdown, refs, times and
@@ -92,9 +86,7 @@ fn time_text(file: &str, value: &Option<TimeValue>) -> Result<Option<String>> {
 /// no blank title.
 pub fn check_import(files: &Value, limits: NodeLimits) -> Result<Import> {
     let Value::Object(files) = files else {
-        return Err(Error::invalid(
-            "files must be a JSON object of file name to content",
-        ));
+        return Err(Error::invalid("files must be a JSON object of file name to content"));
     };
     let mut import = Import::default();
     // What was read already, looked up by key: a folder of many files
@@ -103,10 +95,7 @@ pub fn check_import(files: &Value, limits: NodeLimits) -> Result<Import> {
     let mut version_keys: HashSet<(i32, String)> = HashSet::new();
     for (name, content) in files {
         let Value::String(text) = content else {
-            return Err(Error::invalid(format!(
-                "file {} is not a JSON string",
-                quoted(name)
-            )));
+            return Err(Error::invalid(format!("file {} is not a JSON string", quoted(name))));
         };
         let file = graph::parse_file_name(name)?;
         let document = parse_document(name, text)?;
@@ -117,13 +106,8 @@ pub fn check_import(files: &Value, limits: NodeLimits) -> Result<Import> {
             time_text(name, &fm.updated_at)?,
             time_text(name, &fm.saved_at)?,
         ];
-        let parsed = ImportFile {
-            name: name.clone(),
-            node_id: file.node_id,
-            document,
-            links,
-            times,
-        };
+        let parsed =
+            ImportFile { name: name.clone(), node_id: file.node_id, document, links, times };
         graph::check_node_size(
             &parsed.content(),
             parsed.document.frontmatter.change_description.as_deref(),
@@ -142,39 +126,20 @@ pub fn check_import(files: &Value, limits: NodeLimits) -> Result<Import> {
             }
             Some(n) => {
                 if !version_keys.insert((n, parsed.node_id.clone())) {
-                    return Err(Error::invalid(format!(
-                        "file {} appears twice",
-                        quoted(name)
-                    )));
+                    return Err(Error::invalid(format!("file {} appears twice", quoted(name))));
                 }
                 import.versions.push((n, parsed))
             }
         }
     }
-    let nodes_by_id: HashMap<&str, &ImportFile> = import
-        .nodes
-        .iter()
-        .map(|node| (node.node_id.as_str(), node))
-        .collect();
+    let nodes_by_id: HashMap<&str, &ImportFile> =
+        import.nodes.iter().map(|node| (node.node_id.as_str(), node)).collect();
     for (n, file) in &import.versions {
         check_version(&nodes_by_id, *n, file)?;
     }
-    for file in import
-        .nodes
-        .iter()
-        .chain(import.versions.iter().map(|(_, f)| f))
-    {
-        if file
-            .document
-            .frontmatter
-            .title
-            .as_deref()
-            .is_some_and(|t| t.trim().is_empty())
-        {
-            return Err(in_file(
-                &file.name,
-                Error::invalid("title must not be empty"),
-            ));
+    for file in import.nodes.iter().chain(import.versions.iter().map(|(_, f)| f)) {
+        if file.document.frontmatter.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(in_file(&file.name, Error::invalid("title must not be empty")));
         }
     }
     Ok(import)
@@ -185,18 +150,14 @@ pub fn check_import(files: &Value, limits: NodeLimits) -> Result<Import> {
 fn check_version(nodes: &HashMap<&str, &ImportFile>, n: i32, file: &ImportFile) -> Result<()> {
     let fm = &file.document.frontmatter;
     let Some(node) = nodes.get(file.node_id.as_str()) else {
-        return Err(
-            Error::invalid(format!("{} has no node file", quoted(&file.name)))
-                .with_hint(format!("add {}", graph::file_name(&file.node_id, None))),
-        );
+        return Err(Error::invalid(format!("{} has no node file", quoted(&file.name)))
+            .with_hint(format!("add {}", graph::file_name(&file.node_id, None))));
     };
     let current = node.document.frontmatter.version.unwrap_or(1);
     if n >= current {
         return Err(in_file(
             &file.name,
-            Error::invalid(format!(
-                "version {n} is not older than the node's version {current}"
-            )),
+            Error::invalid(format!("version {n} is not older than the node's version {current}")),
         ));
     }
     if let Some(said) = fm.version.filter(|v| *v != n) {
@@ -205,15 +166,8 @@ fn check_version(nodes: &HashMap<&str, &ImportFile>, n: i32, file: &ImportFile) 
             Error::invalid(format!("its frontmatter says version {said}")),
         ));
     }
-    if fm
-        .change_description
-        .as_deref()
-        .is_none_or(|d| d.trim().is_empty())
-    {
-        return Err(Error::invalid(format!(
-            "{} has no changeDescription",
-            quoted(&file.name)
-        )));
+    if fm.change_description.as_deref().is_none_or(|d| d.trim().is_empty()) {
+        return Err(Error::invalid(format!("{} has no changeDescription", quoted(&file.name))));
     }
     Ok(())
 }
@@ -224,10 +178,7 @@ mod tests {
     use crate::ErrorKind;
     use serde_json::json;
 
-    const LIMITS: NodeLimits = NodeLimits {
-        bytes: 1 << 20,
-        refs: 100,
-    };
+    const LIMITS: NodeLimits = NodeLimits { bytes: 1 << 20, refs: 100 };
 
     fn error_of(files: Value) -> Error {
         check_import(&files, LIMITS).expect_err("the folder is refused")
@@ -256,11 +207,7 @@ mod tests {
     #[test]
     fn the_folder_must_be_an_object_of_strings() {
         assert!(error_of(json!(["a.md"])).message.contains("JSON object"));
-        assert!(
-            error_of(json!({"a.md": 1}))
-                .message
-                .contains("is not a JSON string")
-        );
+        assert!(error_of(json!({"a.md": 1})).message.contains("is not a JSON string"));
     }
 
     #[test]
@@ -298,10 +245,7 @@ mod tests {
 
         let big = check_import(
             &json!({"a.md": format!("---\n---\n{}", "x".repeat(64))}),
-            NodeLimits {
-                bytes: 16,
-                refs: 100,
-            },
+            NodeLimits { bytes: 16, refs: 100 },
         )
         .unwrap_err();
         assert_eq!(big.kind, ErrorKind::LimitExceeded);
@@ -310,10 +254,6 @@ mod tests {
 
     #[test]
     fn a_bad_file_name_is_refused() {
-        assert!(
-            error_of(json!({"notes.txt": "x"}))
-                .message
-                .contains("unexpected file name")
-        );
+        assert!(error_of(json!({"notes.txt": "x"})).message.contains("unexpected file name"));
     }
 }

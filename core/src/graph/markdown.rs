@@ -71,10 +71,7 @@ struct Scalar {
 
 impl Scalar {
     fn plain(text: &str) -> Self {
-        Scalar {
-            text: text.to_string(),
-            plain: true,
-        }
+        Scalar { text: text.to_string(), plain: true }
     }
     fn string(text: String) -> Self {
         Scalar { text, plain: false }
@@ -93,14 +90,10 @@ fn line_error(no: usize, what: impl std::fmt::Display) -> Error {
 /// Split a markdown file into its frontmatter and body.
 pub fn parse(markdown: &str) -> Result<Document> {
     match split(markdown)? {
-        None => Ok(Document {
-            frontmatter: Frontmatter::default(),
-            body: markdown.to_string(),
-        }),
-        Some((lines, body)) => Ok(Document {
-            frontmatter: interpret(parse_entries(&lines)?)?,
-            body: body.to_string(),
-        }),
+        None => Ok(Document { frontmatter: Frontmatter::default(), body: markdown.to_string() }),
+        Some((lines, body)) => {
+            Ok(Document { frontmatter: interpret(parse_entries(&lines)?)?, body: body.to_string() })
+        }
     }
 }
 
@@ -151,10 +144,7 @@ fn scalar_json(s: Scalar) -> serde_json::Value {
 /// when the text does not open with `---`.
 fn split(markdown: &str) -> Result<Option<(Vec<Line<'_>>, &str)>> {
     let text = markdown.strip_prefix('\u{feff}').unwrap_or(markdown);
-    let Some(rest) = text
-        .strip_prefix("---\n")
-        .or_else(|| text.strip_prefix("---\r\n"))
-    else {
+    let Some(rest) = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n")) else {
         return Ok(None);
     };
     let mut lines = Vec::new();
@@ -173,10 +163,7 @@ fn split(markdown: &str) -> Result<Option<(Vec<Line<'_>>, &str)>> {
                 "markdown frontmatter opened with \"---\" on line 1 is never closed by a \"---\" line",
             ));
         }
-        lines.push(Line {
-            no: lines.len() + 2,
-            text: line,
-        });
+        lines.push(Line { no: lines.len() + 2, text: line });
         remaining = after;
     }
 }
@@ -192,10 +179,7 @@ fn parse_entries<'a>(lines: &[Line<'a>]) -> Result<Vec<(String, usize, Value)>> 
     // PostgreSQL's text holds no NUL, written or escaped (see
     // `double_quoted`): a value holding one could not be stored.
     if let Some(line) = lines.iter().find(|line| line.text.contains('\0')) {
-        return Err(line_error(
-            line.no,
-            "a NUL character (\\0) cannot be stored",
-        ));
+        return Err(line_error(line.no, "a NUL character (\\0) cannot be stored"));
     }
     let mut entries: Vec<(String, usize, Value)> = Vec::new();
     let mut keys: std::collections::HashSet<&'a str> = std::collections::HashSet::new();
@@ -230,10 +214,7 @@ fn parse_entries<'a>(lines: &[Line<'a>]) -> Result<Vec<(String, usize, Value)>> 
             Value::Scalar(parse_inline_scalar(raw, line.no)?)
         };
         if !keys.insert(key) {
-            return Err(line_error(
-                line.no,
-                format!("duplicate key {}", quoted(key)),
-            ));
+            return Err(line_error(line.no, format!("duplicate key {}", quoted(key))));
         }
         entries.push((key.to_string(), line.no, value));
     }
@@ -244,12 +225,7 @@ fn parse_entries<'a>(lines: &[Line<'a>]) -> Result<Vec<(String, usize, Value)>> 
 /// end; the value comes back with leading blanks removed.
 fn split_entry<'a>(line: &Line<'a>) -> Result<(&'a str, &'a str)> {
     let text = line.text;
-    let bad = || {
-        line_error(
-            line.no,
-            format!("expected \"key: value\", got {}", quoted(text)),
-        )
-    };
+    let bad = || line_error(line.no, format!("expected \"key: value\", got {}", quoted(text)));
     let colon = text
         .char_indices()
         .find(|&(i, c)| c == ':' && (text[i + 1..].is_empty() || text[i + 1..].starts_with(BLANKS)))
@@ -281,10 +257,7 @@ fn check_trailing(rest: &str, no: usize) -> Result<()> {
     if t.is_empty() || (t.starts_with('#') && t.len() < rest.len()) {
         Ok(())
     } else {
-        Err(line_error(
-            no,
-            format!("unexpected text {} after the value", quoted(t)),
-        ))
+        Err(line_error(no, format!("unexpected text {} after the value", quoted(t))))
     }
 }
 
@@ -464,10 +437,7 @@ fn parse_flow_sequence(raw: &str, no: usize) -> Result<Vec<Scalar>> {
         } else if rest.is_empty() {
             return Err(unterminated());
         } else if !rest.starts_with(']') {
-            return Err(line_error(
-                no,
-                format!("expected \",\" or \"]\" before {}", quoted(rest)),
-            ));
+            return Err(line_error(no, format!("expected \",\" or \"]\" before {}", quoted(rest))));
         }
     }
 }
@@ -485,18 +455,13 @@ fn read_block_sequence(lines: &[Line], start: usize) -> Result<(Option<Vec<Scala
             continue;
         }
         let trimmed = line.text.trim_start_matches(' ');
-        let Some(raw) = trimmed
-            .strip_prefix('-')
-            .filter(|r| r.is_empty() || r.starts_with(BLANKS))
+        let Some(raw) = trimmed.strip_prefix('-').filter(|r| r.is_empty() || r.starts_with(BLANKS))
         else {
             break;
         };
         let this_indent = line.text.len() - trimmed.len();
         if *indent.get_or_insert(this_indent) != this_indent {
-            return Err(line_error(
-                line.no,
-                "sequence item is not aligned with the ones before",
-            ));
+            return Err(line_error(line.no, "sequence item is not aligned with the ones before"));
         }
         let raw = raw.trim_start_matches(BLANKS);
         if raw.starts_with(['[', '|', '>']) {
@@ -544,18 +509,11 @@ fn block_header(raw: &str, no: usize) -> Result<Option<BlockHeader>> {
             '+' if chomp.is_none() => chomp = Some(Chomp::Keep),
             '1'..='9' if indent.is_none() => indent = c.to_digit(10).map(|d| d as usize),
             _ => {
-                return Err(line_error(
-                    no,
-                    format!("bad block scalar header {}", quoted(header)),
-                ));
+                return Err(line_error(no, format!("bad block scalar header {}", quoted(header))));
             }
         }
     }
-    Ok(Some(BlockHeader {
-        folded,
-        chomp: chomp.unwrap_or(Chomp::Clip),
-        indent,
-    }))
+    Ok(Some(BlockHeader { folded, chomp: chomp.unwrap_or(Chomp::Clip), indent }))
 }
 
 /// The lines of a block scalar: those indented at least as much as the
@@ -583,16 +541,9 @@ fn read_block_scalar(header: &BlockHeader, lines: &[Line], start: usize) -> (Str
         }
         i += 1;
     }
-    let kept = content
-        .iter()
-        .rposition(|l| !l.is_empty())
-        .map_or(0, |k| k + 1);
+    let kept = content.iter().rposition(|l| !l.is_empty()).map_or(0, |k| k + 1);
     let trailing_empty = content.len() - kept;
-    let mut text = if header.folded {
-        fold(&content[..kept])
-    } else {
-        content[..kept].join("\n")
-    };
+    let mut text = if header.folded { fold(&content[..kept]) } else { content[..kept].join("\n") };
     if kept > 0 && header.chomp != Chomp::Strip {
         text.push('\n');
     }
@@ -657,10 +608,9 @@ fn is_null(s: &Scalar) -> bool {
 fn scalar_of(key: &str, no: usize, value: Value) -> Result<Scalar> {
     match value {
         Value::Scalar(s) => Ok(s),
-        Value::Seq(_) => Err(line_error(
-            no,
-            format!("{key} must be a single value, not a sequence"),
-        )),
+        Value::Seq(_) => {
+            Err(line_error(no, format!("{key} must be a single value, not a sequence")))
+        }
     }
 }
 
@@ -713,14 +663,9 @@ fn parse_number(text: &str) -> Option<f64> {
         ".nan" => return Some(f64::NAN),
         _ => {}
     }
-    let digits_only = text
-        .chars()
-        .all(|c| c.is_ascii_digit() || matches!(c, '+' | '-' | '.' | 'e' | 'E'));
-    if digits_only && text.chars().any(|c| c.is_ascii_digit()) {
-        text.parse().ok()
-    } else {
-        None
-    }
+    let digits_only =
+        text.chars().all(|c| c.is_ascii_digit() || matches!(c, '+' | '-' | '.' | 'e' | 'E'));
+    if digits_only && text.chars().any(|c| c.is_ascii_digit()) { text.parse().ok() } else { None }
 }
 
 fn refs_field(no: usize, value: Value) -> Result<Option<Vec<String>>> {
@@ -737,10 +682,7 @@ fn refs_field(no: usize, value: Value) -> Result<Option<Vec<String>>> {
         Value::Scalar(s) if is_null(&s) => Ok(None),
         Value::Scalar(s) => Err(line_error(
             no,
-            format!(
-                "refs must be a sequence of strings, got {}",
-                quoted(&s.text)
-            ),
+            format!("refs must be a sequence of strings, got {}", quoted(&s.text)),
         )),
     }
 }
@@ -810,11 +752,7 @@ fn scalar(s: &str, in_flow: bool) -> String {
         && !s.ends_with(':')
         && !(in_flow && s.contains([',', '[', ']', '{', '}']))
         && !looks_typed(s);
-    if plain_ok {
-        s.to_string()
-    } else {
-        double_quote(s)
-    }
+    if plain_ok { s.to_string() } else { double_quote(s) }
 }
 
 /// Would some YAML reader take this plain text as null, a bool or a number?
@@ -822,9 +760,7 @@ fn scalar(s: &str, in_flow: bool) -> String {
 /// dates as typed values, so anything that starts like a number is quoted.
 fn looks_typed(s: &str) -> bool {
     let lower = s.to_ascii_lowercase();
-    let words = [
-        "null", "~", "true", "false", "yes", "no", "on", "off", "y", "n", "=",
-    ];
+    let words = ["null", "~", "true", "false", "yes", "no", "on", "off", "y", "n", "="];
     let unsigned = lower.strip_prefix('+').unwrap_or(&lower);
     let unsigned = unsigned.strip_prefix('.').unwrap_or(unsigned);
     words.contains(&lower.as_str())
@@ -835,11 +771,7 @@ fn looks_typed(s: &str) -> bool {
 /// Characters never written raw: controls (js-yaml refuses a stream with
 /// them) and the separators some readers take as line breaks.
 fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}'
-        )
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}' | '\u{fffe}' | '\u{ffff}')
 }
 
 /// A JSON-compatible double-quoted string, which YAML reads the same way.
@@ -926,10 +858,7 @@ mod tests {
         let times = [0.0, 1718000000000.0, 1718000000000.5, -1.0, 1e21, 0.1, f64::MAX, f64::INFINITY];
         let mut docs = Vec::new();
         for body in BODIES {
-            docs.push(Document {
-                frontmatter: Frontmatter::default(),
-                body: body.to_string(),
-            });
+            docs.push(Document { frontmatter: Frontmatter::default(), body: body.to_string() });
         }
         for (i, s) in TRICKY.iter().enumerate() {
             let frontmatter = Frontmatter {
@@ -938,18 +867,11 @@ mod tests {
                 version: Some(i as i32 + 1),
                 created_at: Some(TimeValue::Text(s.to_string())),
                 updated_at: Some(TimeValue::EpochMillis(times[i % times.len()])),
-                refs: Some(if i % 5 == 0 {
-                    vec![]
-                } else {
-                    vec![s.to_string(), "x".into()]
-                }),
+                refs: Some(if i % 5 == 0 { vec![] } else { vec![s.to_string(), "x".into()] }),
                 change_description: Some(s.to_string()),
                 saved_at: Some(TimeValue::Text(s.to_string())),
             };
-            docs.push(Document {
-                frontmatter,
-                body: BODIES[i % BODIES.len()].to_string(),
-            });
+            docs.push(Document { frontmatter, body: BODIES[i % BODIES.len()].to_string() });
         }
         docs.push(Document {
             frontmatter: Frontmatter {
@@ -965,10 +887,7 @@ mod tests {
         // A NUL is rendered escaped, and refused when read back: PostgreSQL's
         // text cannot hold it.
         let nul = Document {
-            frontmatter: Frontmatter {
-                title: Some("nul\u{0}".into()),
-                ..Default::default()
-            },
+            frontmatter: Frontmatter { title: Some("nul\u{0}".into()), ..Default::default() },
             body: String::new(),
         };
         let refused = parse(&render(&nul)).unwrap_err().message;
@@ -1030,29 +949,17 @@ mod tests {
                     createdAt: 2024-06-10T12:00:00Z\nupdatedAt: 1.5e3\n",
         );
         assert_eq!(f.title.as_deref(), Some("123"));
-        assert_eq!(
-            f.description.as_deref(),
-            Some("tab\t\"q\" 😀 é 😀 \u{a0} /")
-        );
+        assert_eq!(f.description.as_deref(), Some("tab\t\"q\" 😀 é 😀 \u{a0} /"));
         assert_eq!(f.change_description.as_deref(), Some("it's"));
         assert_eq!(f.version, Some(7));
         assert_eq!(f.refs, Some(vec!["a".into(), "b, c".into(), "d".into()]));
-        assert_eq!(
-            f.created_at,
-            Some(TimeValue::Text("2024-06-10T12:00:00Z".into()))
-        );
+        assert_eq!(f.created_at, Some(TimeValue::Text("2024-06-10T12:00:00Z".into())));
         assert_eq!(f.updated_at, Some(TimeValue::EpochMillis(1500.0)));
         let f = fm("title: null\ndescription:\nchangeDescription: ~\nrefs:\ncreatedAt: '1718'\n");
-        assert_eq!(
-            (f.title, f.description, f.change_description),
-            (None, None, None)
-        );
+        assert_eq!((f.title, f.description, f.change_description), (None, None, None));
         assert_eq!(f.refs, Some(vec![]));
         assert_eq!(f.created_at, Some(TimeValue::Text("1718".into())));
-        assert_eq!(
-            fm("title: a#b  # note\nrefs: []\n").title.as_deref(),
-            Some("a#b")
-        );
+        assert_eq!(fm("title: a#b  # note\nrefs: []\n").title.as_deref(), Some("a#b"));
     }
 
     #[test]
@@ -1071,10 +978,7 @@ mod tests {
             Some("\nfolded line\nnext line\n  * bullet\n\n  * list\n  * lines\n\nlast line\n")
         );
         // An indentation digit, as js-yaml writes for text starting with spaces.
-        assert_eq!(
-            fm("title: |2-\n    code\n  end\n").title.as_deref(),
-            Some("  code\nend")
-        );
+        assert_eq!(fm("title: |2-\n    code\n  end\n").title.as_deref(), Some("  code\nend"));
         assert_eq!(
             fm("title: >+\n  a\n  # not a comment\n").title.as_deref(),
             Some("a # not a comment\n")
@@ -1086,13 +990,7 @@ mod tests {
         let f = fm(
             "a: x\nb: [1, 2]\nc:\n- y\n- 'z'\nd: >-\n  folded\n  text\ne:\n# comment\n\nversion: 1\n",
         );
-        assert_eq!(
-            f,
-            Frontmatter {
-                version: Some(1),
-                ..Default::default()
-            }
-        );
+        assert_eq!(f, Frontmatter { version: Some(1), ..Default::default() });
     }
 
     #[test]
@@ -1108,17 +1006,11 @@ mod tests {
         ] {
             assert_eq!(
                 parse(text),
-                Ok(Document {
-                    frontmatter: Frontmatter::default(),
-                    body: text.into()
-                })
+                Ok(Document { frontmatter: Frontmatter::default(), body: text.into() })
             );
         }
         let doc = parse("\u{feff}---\ntitle: x\n---").unwrap();
-        assert_eq!(
-            (doc.frontmatter.title.as_deref(), doc.body.as_str()),
-            (Some("x"), "")
-        );
+        assert_eq!((doc.frontmatter.title.as_deref(), doc.body.as_str()), (Some("x"), ""));
     }
 
     #[test]

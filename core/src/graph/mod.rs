@@ -67,18 +67,14 @@ pub fn is_node_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_ID_LEN
         && id != ROOT_ID
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// A node id given by the caller for a stored node.
 pub fn check_node_id(id: &str) -> Result<()> {
     if id == ROOT_ID {
-        return Err(
-            Error::not_allowed("the root node \"__root__\" is read-only")
-                .with_detail("the root is virtual: its content comes with the extension"),
-        );
+        return Err(Error::not_allowed("the root node \"__root__\" is read-only")
+            .with_detail("the root is virtual: its content comes with the extension"));
     }
     if !is_node_id(id) {
         return Err(Error::invalid(format!("invalid node id {}", quoted(id)))
@@ -171,10 +167,7 @@ pub fn check_parents(parents: &[String], child: Option<&str>) -> Result<Vec<Stri
             continue;
         }
         if !is_node_id(parent) {
-            return Err(Error::invalid(format!(
-                "invalid parent id {}",
-                quoted(parent)
-            )));
+            return Err(Error::invalid(format!("invalid parent id {}", quoted(parent))));
         }
         if child == Some(parent.as_str()) {
             return Err(Error::invalid(format!(
@@ -200,9 +193,7 @@ pub struct NodeLimits {
 /// A node's content within `limits` (`agent_memory.max_node_bytes` and
 /// `agent_memory.max_node_refs`).
 pub fn check_node_size(
-    content: &Content,
-    change_description: Option<&str>,
-    limits: NodeLimits,
+    content: &Content, change_description: Option<&str>, limits: NodeLimits,
 ) -> Result<()> {
     let text = content.title.len() + content.description.len() + content.body.len();
     if text > limits.bytes {
@@ -220,11 +211,8 @@ pub fn check_node_size(
         )));
     }
     // Explicit refs alone can exceed the limit: count them before merging.
-    let refs = if content.links.len() > limits.refs {
-        content.links.len()
-    } else {
-        content.refs().len()
-    };
+    let refs =
+        if content.links.len() > limits.refs { content.links.len() } else { content.refs().len() };
     if refs > limits.refs {
         return Err(Error::limit(format!(
             "node with {refs} refs exceeds the limit of {} refs",
@@ -524,10 +512,7 @@ pub fn parse_file_name(name: &str) -> Result<FileName> {
         None => (stem, None),
     };
     check_node_id(node_id)?;
-    Ok(FileName {
-        node_id: node_id.to_owned(),
-        version,
-    })
+    Ok(FileName { node_id: node_id.to_owned(), version })
 }
 
 /// The file name of a node (`version` None) or of one of its versions.
@@ -570,18 +555,9 @@ mod tests {
         assert!(!is_node_id("../x"));
         assert!(!is_node_id("é"));
         assert!(!is_node_id(ROOT_ID));
-        assert_eq!(
-            check_node_id(ROOT_ID).unwrap_err().kind,
-            ErrorKind::NotAllowed
-        );
-        assert_eq!(
-            check_node_id("a/b").unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
-        assert_eq!(
-            check_owner(" ").unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
+        assert_eq!(check_node_id(ROOT_ID).unwrap_err().kind, ErrorKind::NotAllowed);
+        assert_eq!(check_node_id("a/b").unwrap_err().kind, ErrorKind::InvalidParameter);
+        assert_eq!(check_owner(" ").unwrap_err().kind, ErrorKind::InvalidParameter);
         assert!(check_owner("user-1").is_ok());
     }
 
@@ -605,27 +581,15 @@ mod tests {
 
     #[test]
     fn explicit_refs_and_parents_are_checked() {
-        assert_eq!(
-            check_refs(&strings(&["a", "b", "a"])).unwrap(),
-            strings(&["a", "b"])
-        );
-        assert_eq!(
-            check_refs(&strings(&[ROOT_ID])).unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
+        assert_eq!(check_refs(&strings(&["a", "b", "a"])).unwrap(), strings(&["a", "b"]));
+        assert_eq!(check_refs(&strings(&[ROOT_ID])).unwrap_err().kind, ErrorKind::InvalidParameter);
         assert!(check_refs(&strings(&["a b"])).is_err());
-        assert_eq!(
-            check_parents(&[], None).unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
+        assert_eq!(check_parents(&[], None).unwrap_err().kind, ErrorKind::InvalidParameter);
         assert_eq!(
             check_parents(&strings(&[ROOT_ID, "p", "p"]), Some("c")).unwrap(),
             strings(&["p"])
         );
-        assert_eq!(
-            check_parents(&strings(&[ROOT_ID]), None).unwrap(),
-            Vec::<String>::new()
-        );
+        assert_eq!(check_parents(&strings(&[ROOT_ID]), None).unwrap(), Vec::<String>::new());
         assert!(check_parents(&strings(&["bad id"]), None).is_err());
         assert!(check_parents(&strings(&["x"]), Some("x")).is_err());
     }
@@ -650,10 +614,7 @@ mod tests {
         let e = check_node_size(
             &node("a", "", "[[x]] [[y]]", &["z"]),
             None,
-            NodeLimits {
-                bytes: 100,
-                refs: 2,
-            },
+            NodeLimits { bytes: 100, refs: 2 },
         )
         .unwrap_err();
         assert_eq!(e.kind, ErrorKind::LimitExceeded);
@@ -676,18 +637,12 @@ mod tests {
     #[test]
     fn what_a_write_does() {
         let old = content("T", "body [[a]]", &["b"]);
-        assert_eq!(
-            write_kind(&old, &old.clone(), Some("why")),
-            WriteKind::Unchanged
-        );
+        assert_eq!(write_kind(&old, &old.clone(), Some("why")), WriteKind::Unchanged);
         assert_eq!(write_kind(&old, &old.clone(), None), WriteKind::Unchanged);
         let retitled = content("T2", "body [[a]]", &["b"]);
         assert_eq!(write_kind(&old, &retitled, None), WriteKind::InPlace);
         assert_eq!(write_kind(&old, &retitled, Some("  ")), WriteKind::InPlace);
-        assert_eq!(
-            write_kind(&old, &retitled, Some("rename")),
-            WriteKind::Versioned
-        );
+        assert_eq!(write_kind(&old, &retitled, Some("rename")), WriteKind::Versioned);
         // Refs are compared merged: moving a ref from the list into the body
         // changes the body, so it is a change.
         let moved = content("T", "body [[a]] [[b]]", &[]);
@@ -697,15 +652,9 @@ mod tests {
         let same_refs = content("T", "body [[a]]", &["b", "a"]);
         assert_eq!(old.refs(), strings(&["b", "a"]));
         assert_eq!(same_refs.refs(), strings(&["b", "a"]));
-        assert_eq!(
-            write_kind(&old, &same_refs, Some("x")),
-            WriteKind::Versioned
-        );
+        assert_eq!(write_kind(&old, &same_refs, Some("x")), WriteKind::Versioned);
         let reordered = content("T", "body [[a]]", &["a", "b"]);
-        assert_eq!(
-            write_kind(&old, &reordered, Some("x")),
-            WriteKind::Versioned
-        );
+        assert_eq!(write_kind(&old, &reordered, Some("x")), WriteKind::Versioned);
     }
 
     #[test]
@@ -727,10 +676,7 @@ mod tests {
         });
         assert_eq!(id.len(), GENERATED_ID_LEN);
         assert!(id.as_bytes()[0].is_ascii_lowercase());
-        assert!(
-            id.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
-        );
+        assert!(id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit()));
         assert!(is_node_id(&id));
         // Bytes that would bias the draw are skipped: all-255 input never
         // completes a single character, so the generator asks again.
@@ -747,10 +693,7 @@ mod tests {
     #[test]
     fn file_times() {
         let ok = |v: TimeValue| check_time(&v).unwrap();
-        assert_eq!(
-            ok(TimeValue::EpochMillis(1718000000000.0)),
-            "2024-06-10T06:13:20.000000Z"
-        );
+        assert_eq!(ok(TimeValue::EpochMillis(1718000000000.0)), "2024-06-10T06:13:20.000000Z");
         for text in [
             "2026-05-01T12:00:00Z",
             "2026-05-01T12:00:00.123456Z",
@@ -798,11 +741,7 @@ mod tests {
             "0000-06-01T00:00:00Z",
         ] {
             let error = refused(text);
-            assert!(
-                error.message.ends_with("is not a valid time"),
-                "{text}: {}",
-                error.message
-            );
+            assert!(error.message.ends_with("is not a valid time"), "{text}: {}", error.message);
         }
         for text in [
             "0001-01-01T00:00:00+14:00",
@@ -811,11 +750,7 @@ mod tests {
             "9999-12-31T23:59:59.9999996Z",
         ] {
             let error = refused(text);
-            assert!(
-                error.message.ends_with("is out of range"),
-                "{text}: {}",
-                error.message
-            );
+            assert!(error.message.ends_with("is out of range"), "{text}: {}", error.message);
         }
         let ok = |text: &str| check_time(&TimeValue::Text(text.into())).unwrap();
         for text in [
@@ -835,14 +770,8 @@ mod tests {
     #[test]
     fn file_times_in_milliseconds_are_within_four_digit_years() {
         let time = |ms: f64| check_time(&TimeValue::EpochMillis(ms));
-        assert_eq!(
-            time(-62_135_596_800_000.0).unwrap(),
-            "0001-01-01T00:00:00.000000Z"
-        );
-        assert_eq!(
-            time(253_402_300_799_999.0).unwrap(),
-            "9999-12-31T23:59:59.999000Z"
-        );
+        assert_eq!(time(-62_135_596_800_000.0).unwrap(), "0001-01-01T00:00:00.000000Z");
+        assert_eq!(time(253_402_300_799_999.0).unwrap(), "9999-12-31T23:59:59.999000Z");
         for ms in [
             -62_135_596_800_001.0,
             253_402_300_800_000.0,
@@ -853,11 +782,7 @@ mod tests {
         ] {
             let error = time(ms).unwrap_err();
             assert_eq!(error.kind.sqlstate(), "22023");
-            assert!(
-                error.message.ends_with("is out of range"),
-                "{}",
-                error.message
-            );
+            assert!(error.message.ends_with("is out of range"), "{}", error.message);
         }
     }
 
@@ -889,17 +814,11 @@ mod tests {
     fn file_names() {
         assert_eq!(
             parse_file_name("abc.md").unwrap(),
-            FileName {
-                node_id: "abc".into(),
-                version: None
-            }
+            FileName { node_id: "abc".into(), version: None }
         );
         assert_eq!(
             parse_file_name("graph/abc.v12.md").unwrap(),
-            FileName {
-                node_id: "abc".into(),
-                version: Some(12)
-            }
+            FileName { node_id: "abc".into(), version: Some(12) }
         );
         for bad in [
             "abc",
@@ -913,10 +832,7 @@ mod tests {
         ] {
             assert!(parse_file_name(bad).is_err(), "{bad}");
         }
-        assert_eq!(
-            parse_file_name("__root__.md").unwrap_err().kind,
-            ErrorKind::NotAllowed
-        );
+        assert_eq!(parse_file_name("__root__.md").unwrap_err().kind, ErrorKind::NotAllowed);
         assert_eq!(file_name("abc", None), "abc.md");
         assert_eq!(file_name("abc", Some(3)), "abc.v3.md");
     }

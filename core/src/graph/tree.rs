@@ -294,9 +294,8 @@ impl Tree {
         drop(seen);
 
         let by_age = |a: &NodeIndex, b: &NodeIndex| graph.order_key(*a).cmp(&graph.order_key(*b));
-        let mut tops: Vec<NodeIndex> = (0..count as NodeIndex)
-            .filter(|&n| !referenced[n as usize])
-            .collect();
+        let mut tops: Vec<NodeIndex> =
+            (0..count as NodeIndex).filter(|&n| !referenced[n as usize]).collect();
         tops.sort_unstable_by(by_age);
         let mut reached = vec![false; count];
         let mut order: Vec<NodeIndex> = Vec::with_capacity(count);
@@ -308,9 +307,8 @@ impl Tree {
         // nothing outside it references (a strongly connected component
         // with no edge into it) hangs under the root at its oldest node;
         // everything else left is reachable from those.
-        let unreached: Vec<NodeIndex> = (0..count as NodeIndex)
-            .filter(|&n| !reached[n as usize])
-            .collect();
+        let unreached: Vec<NodeIndex> =
+            (0..count as NodeIndex).filter(|&n| !reached[n as usize]).collect();
         if !unreached.is_empty() {
             let component = components(&edges, &unreached, count);
             let mut entered = vec![false; count];
@@ -353,8 +351,7 @@ impl Tree {
         };
         tree.start.push(0);
         for &node in &tree.original {
-            tree.children
-                .extend(edges.of(node).iter().map(|&child| rank[child as usize]));
+            tree.children.extend(edges.of(node).iter().map(|&child| rank[child as usize]));
             tree.start.push(tree.children.len());
         }
         tree
@@ -519,12 +516,7 @@ impl Rows {
                 "a node appears once under each of its parents, with its whole subtree",
             ));
         }
-        Ok(Some(Row {
-            node,
-            parent,
-            depth: self.path.len(),
-            path: &self.path,
-        }))
+        Ok(Some(Row { node, parent, depth: self.path.len(), path: &self.path }))
     }
 }
 
@@ -572,11 +564,7 @@ mod tests {
         let id = |i: NodeIndex| nodes.id(tree.original(i));
         let mut out = vec![format!(
             "root: {}",
-            tree.root_children
-                .iter()
-                .map(|&c| id(c))
-                .collect::<Vec<_>>()
-                .join(" ")
+            tree.root_children.iter().map(|&c| id(c)).collect::<Vec<_>>().join(" ")
         )];
         let mut lines: Vec<String> = (0..tree.node_count() as NodeIndex)
             .filter(|&n| tree.has_children(n))
@@ -592,13 +580,7 @@ mod tests {
 
     #[test]
     fn refs_are_children_and_unreferenced_nodes_hang_under_the_root() {
-        let nodes = graph(&[
-            ("a", &["b", "c"]),
-            ("b", &["d"]),
-            ("c", &[]),
-            ("d", &[]),
-            ("e", &[]),
-        ]);
+        let nodes = graph(&[("a", &["b", "c"]), ("b", &["d"]), ("c", &[]), ("d", &[]), ("e", &[])]);
         assert_eq!(rows(&nodes), ["a", "a/b", "a/b/d", "a/c", "e"]);
         assert_eq!(children(&nodes), ["root: a e", "a: b c", "b: d"]);
     }
@@ -665,10 +647,7 @@ mod tests {
             ("d1", &["d2"]),
             ("d2", &["d1"]),
         ]);
-        assert_eq!(
-            rows(&nodes),
-            ["top", "c1", "c1/c2", "c1/c2/tail", "d1", "d1/d2"]
-        );
+        assert_eq!(rows(&nodes), ["top", "c1", "c1/c2", "c1/c2/tail", "d1", "d1/d2"]);
         assert_eq!(children(&nodes)[0], "root: top c1 d1");
     }
 
@@ -679,12 +658,8 @@ mod tests {
         let nodes = graph(&[("tail", &[]), ("c1", &["c2"]), ("c2", &["c1", "tail"])]);
         assert_eq!(rows(&nodes), ["c1", "c1/c2", "c1/c2/tail"]);
         // A cycle fed by another cycle hangs below it, not under the root.
-        let nodes = graph(&[
-            ("x1", &["x2"]),
-            ("x2", &["x1", "y1"]),
-            ("y1", &["y2"]),
-            ("y2", &["y1"]),
-        ]);
+        let nodes =
+            graph(&[("x1", &["x2"]), ("x2", &["x1", "y1"]), ("y1", &["y2"]), ("y2", &["y1"])]);
         assert_eq!(children(&nodes)[0], "root: x1");
         assert_eq!(rows(&nodes), ["x1", "x1/x2", "x1/x2/y1", "x1/x2/y1/y2"]);
     }
@@ -699,9 +674,7 @@ mod tests {
         ]);
         assert_eq!(
             rows(&nodes),
-            [
-                "a", "a/b", "a/b/c", "a/b/c/d", "a/c", "a/c/b", "a/c/d", "a/c/d/b"
-            ]
+            ["a", "a/b", "a/b/c", "a/b/c/d", "a/c", "a/c/b", "a/c/d", "a/c/d/b"]
         );
     }
 
@@ -720,19 +693,10 @@ mod tests {
         nodes.add_node("r40", 40);
         // Without cycles the size is known before any row: 2^42 - 2 rows.
         let tree = Tree::build(&nodes);
-        assert_eq!(
-            tree.acyclic_size().map(|(rows, _)| rows),
-            Some((1u64 << 42) - 2)
-        );
+        assert_eq!(tree.acyclic_size().map(|(rows, _)| rows), Some((1u64 << 42) - 2));
         let error = tree.into_rows(1000, u64::MAX).unwrap_err();
         assert_eq!(error.kind, crate::ErrorKind::LimitExceeded);
-        assert!(
-            error
-                .detail
-                .as_deref()
-                .unwrap_or_default()
-                .contains("4398046511102 rows")
-        );
+        assert!(error.detail.as_deref().unwrap_or_default().contains("4398046511102 rows"));
         // With a cycle (the last level back to the first) the rows stop at
         // the limit.
         nodes.add_ref("l0");

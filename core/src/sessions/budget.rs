@@ -28,20 +28,14 @@ pub fn check_fits(writes: &[(&str, u64)], budget: u64) -> Result<u64> {
     let incoming: u64 = writes.iter().map(|(_, w)| w).sum();
     if incoming > budget {
         let what = match writes {
-            [(key, words)] => format!(
-                "value of key {} has {words} words",
-                crate::error::quoted(key)
-            ),
-            _ => format!(
-                "the {} values written together have {incoming} words",
-                writes.len()
-            ),
+            [(key, words)] => {
+                format!("value of key {} has {words} words", crate::error::quoted(key))
+            }
+            _ => format!("the {} values written together have {incoming} words", writes.len()),
         };
-        return Err(
-            Error::limit(format!("{what}, over the word budget of {budget}"))
-                .with_detail("Nothing was stored.")
-                .with_hint("Store less text, or raise agent_memory.kv_word_budget."),
-        );
+        return Err(Error::limit(format!("{what}, over the word budget of {budget}"))
+            .with_detail("Nothing was stored.")
+            .with_hint("Store less text, or raise agent_memory.kv_word_budget."));
     }
     Ok(incoming)
 }
@@ -63,10 +57,7 @@ pub fn plan_writes(held: &[Held<'_>], writes: &[(&str, u64)], budget: u64) -> Re
         total -= entry.words;
         evicted.push(entry.key.to_string());
     }
-    Ok(Plan {
-        evicted,
-        total_words: total,
-    })
+    Ok(Plan { evicted, total_words: total })
 }
 
 #[cfg(test)]
@@ -75,10 +66,7 @@ mod tests {
     use crate::error::ErrorKind;
 
     fn held(entries: &[(&'static str, u64)]) -> Vec<Held<'static>> {
-        entries
-            .iter()
-            .map(|&(key, words)| Held { key, words })
-            .collect()
+        entries.iter().map(|&(key, words)| Held { key, words }).collect()
     }
 
     #[test]
@@ -90,12 +78,8 @@ mod tests {
 
     #[test]
     fn evicts_oldest_first_until_it_fits() {
-        let plan = plan_writes(
-            &held(&[("a", 100), ("b", 200), ("c", 250)]),
-            &[("d", 300)],
-            600,
-        )
-        .unwrap();
+        let plan =
+            plan_writes(&held(&[("a", 100), ("b", 200), ("c", 250)]), &[("d", 300)], 600).unwrap();
         assert_eq!(plan.evicted, vec!["a", "b"]);
         assert_eq!(plan.total_words, 550);
     }
@@ -115,10 +99,7 @@ mod tests {
     fn a_value_over_the_budget_is_refused() {
         let err = plan_writes(&held(&[("a", 1)]), &[("big", 601)], 600).unwrap_err();
         assert_eq!(err.kind, ErrorKind::LimitExceeded);
-        assert_eq!(
-            err.message,
-            "value of key \"big\" has 601 words, over the word budget of 600"
-        );
+        assert_eq!(err.message, "value of key \"big\" has 601 words, over the word budget of 600");
         let err = plan_writes(&[], &[("x", 400), ("y", 300)], 600).unwrap_err();
         assert_eq!(
             err.message,

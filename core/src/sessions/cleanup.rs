@@ -39,12 +39,7 @@ impl BatchSize {
     /// Start at the configured size (at least one row).
     pub fn new(configured: i32) -> Self {
         let configured = configured.max(1);
-        BatchSize {
-            configured,
-            current: configured,
-            most: configured,
-            stood_at_most: 0,
-        }
+        BatchSize { configured, current: configured, most: configured, stood_at_most: 0 }
     }
 
     /// Rows the next batch takes.
@@ -91,11 +86,7 @@ mod tests {
         while size.timed_out() == AfterTimeout::Retry {
             seen.push(size.rows());
         }
-        assert_eq!(
-            seen,
-            [1000, 500, 250, 125, 62, 31, 15, 7, 3, 1],
-            "each timeout halves"
-        );
+        assert_eq!(seen, [1000, 500, 250, 125, 62, 31, 15, 7, 3, 1], "each timeout halves");
         assert_eq!(size.rows(), 1000, "after passing over a row");
     }
 
@@ -118,11 +109,7 @@ mod tests {
             size.stood();
             stands += 1;
         }
-        assert_eq!(
-            stands,
-            4 * STANDS_BEFORE_GROWING,
-            "12, 24, 48 and 96, then 100"
-        );
+        assert_eq!(stands, 4 * STANDS_BEFORE_GROWING, "12, 24, 48 and 96, then 100");
         for _ in 0..10 {
             size.stood();
         }

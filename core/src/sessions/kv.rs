@@ -24,9 +24,7 @@ pub fn check_value_size(key: &str, value: &Value) -> Result<()> {
 /// keys become memory keys.
 pub fn batch_entries(entries: &Value) -> Result<Vec<(&str, &Value)>> {
     let Some(map) = entries.as_object() else {
-        return Err(Error::invalid(
-            "entries must be a JSON object of key → value",
-        ));
+        return Err(Error::invalid("entries must be a JSON object of key → value"));
     };
     if map.is_empty() {
         return Err(Error::invalid("entries must hold at least one key"));
@@ -68,37 +66,22 @@ mod tests {
         let big = json!("x".repeat(MAX_VALUE_BYTES));
         let err = check_value_size("k", &big).unwrap_err();
         assert_eq!(err.kind, ErrorKind::LimitExceeded);
-        assert!(
-            err.message
-                .starts_with("value of key \"k\" is 1048578 bytes")
-        );
+        assert!(err.message.starts_with("value of key \"k\" is 1048578 bytes"));
     }
 
     #[test]
     fn batches_are_non_empty_objects() {
         let v = json!({"a": 1, "b": "two"});
         assert_eq!(batch_entries(&v).unwrap().len(), 2);
-        assert_eq!(
-            batch_entries(&json!({})).unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
-        assert_eq!(
-            batch_entries(&json!([1])).unwrap_err().kind,
-            ErrorKind::InvalidParameter
-        );
+        assert_eq!(batch_entries(&json!({})).unwrap_err().kind, ErrorKind::InvalidParameter);
+        assert_eq!(batch_entries(&json!([1])).unwrap_err().kind, ErrorKind::InvalidParameter);
     }
 
     #[test]
     fn screening_sees_the_key_and_unescaped_strings() {
-        assert_eq!(
-            findings(&text_to_screen("password", &json!("hunter2"))),
-            vec!["password"]
-        );
+        assert_eq!(findings(&text_to_screen("password", &json!("hunter2"))), vec!["password"]);
         let pem = json!({"k": "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----"});
-        assert_eq!(
-            findings(&text_to_screen("deploy", &pem)),
-            vec!["private_key"]
-        );
+        assert_eq!(findings(&text_to_screen("deploy", &pem)), vec!["private_key"]);
         assert!(findings(&text_to_screen("plan", &json!(["step one", 2]))).is_empty());
     }
 }

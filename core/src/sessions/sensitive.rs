@@ -36,9 +36,7 @@ struct Detector {
 }
 
 fn detector(
-    kind: &'static str,
-    pattern: &str,
-    digits_valid: Option<fn(&[u8]) -> bool>,
+    kind: &'static str, pattern: &str, digits_valid: Option<fn(&[u8]) -> bool>,
 ) -> Detector {
     Detector {
         kind,
@@ -49,16 +47,8 @@ fn detector(
 
 static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
     vec![
-        detector(
-            "private_key",
-            r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----",
-            None,
-        ),
-        detector(
-            "jwt",
-            r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}",
-            None,
-        ),
+        detector("private_key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----", None),
+        detector("jwt", r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{5,}", None),
         detector(
             "aws_access_key",
             r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b|(?i)\baws_secret_access_key\b\W{0,3}[:=]\W{0,3}[A-Za-z0-9/+=]{40}",
@@ -73,21 +63,13 @@ static DETECTORS: LazyLock<Vec<Detector>> = LazyLock::new(|| {
             ),
             None,
         ),
-        detector(
-            "bearer_token",
-            r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{16,}=*",
-            None,
-        ),
+        detector("bearer_token", r"(?i)\bbearer\s+[A-Za-z0-9\-._~+/]{16,}=*", None),
         detector(
             "password",
             r#"(?i)\b(?:password|passwd|pwd|passphrase|senha)\b(?:["']?\s*[:=]|\s+(?:is|é|=))\s*["']?[^\s"',;}]+"#,
             None,
         ),
-        detector(
-            "payment_card",
-            r"\b\d(?:[ -]?\d){12,18}\b",
-            Some(luhn_valid),
-        ),
+        detector("payment_card", r"\b\d(?:[ -]?\d){12,18}\b", Some(luhn_valid)),
         detector("cpf", r"\b\d{3}\.?\d{3}\.?\d{3}-?\d{2}\b", Some(cpf_valid)),
         detector(
             "email",
@@ -271,10 +253,7 @@ mod tests {
 
     #[test]
     fn payment_cards_need_a_valid_luhn_checksum() {
-        assert_eq!(
-            kinds("card 4111 1111 1111 1111 exp 12/29"),
-            vec!["payment_card"]
-        );
+        assert_eq!(kinds("card 4111 1111 1111 1111 exp 12/29"), vec!["payment_card"]);
         assert_eq!(kinds("card 4539-1488-0343-6467"), vec!["payment_card"]);
         assert_eq!(kinds("card 4539148803436467"), vec!["payment_card"]);
         // One digit off: not a card number (and not mistaken for anything else).
@@ -294,19 +273,10 @@ mod tests {
         assert_eq!(kinds("password=hunter2"), vec!["password"]);
         assert_eq!(kinds(r#"{"senha": "minhaSenha123"}"#), vec!["password"]);
         assert_eq!(kinds("my password is correct-horse"), vec!["password"]);
-        assert_eq!(
-            kinds("Authorization: Bearer abcdefghijklmnop1234"),
-            vec!["bearer_token"]
-        );
-        assert_eq!(
-            kinds("key sk-proj-abcdefghijklmnopqrstuvwx"),
-            vec!["api_key"]
-        );
+        assert_eq!(kinds("Authorization: Bearer abcdefghijklmnop1234"), vec!["bearer_token"]);
+        assert_eq!(kinds("key sk-proj-abcdefghijklmnopqrstuvwx"), vec!["api_key"]);
         assert_eq!(kinds(r#"{"api_key": "0123456789abcdef"}"#), vec!["api_key"]);
-        assert_eq!(
-            kinds("ghp_abcdefghijklmnopqrstuvwxyz0123456789"),
-            vec!["api_key"]
-        );
+        assert_eq!(kinds("ghp_abcdefghijklmnopqrstuvwxyz0123456789"), vec!["api_key"]);
         assert_eq!(kinds("AKIAIOSFODNN7EXAMPLE"), vec!["aws_access_key"]);
         assert_eq!(
             kinds(

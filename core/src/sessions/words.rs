@@ -25,10 +25,7 @@ pub fn words_in_value(value: &Value) -> u64 {
         Value::Bool(_) | Value::Number(_) => 1,
         Value::String(s) => words_in_text(s),
         Value::Array(items) => items.iter().map(words_in_value).sum(),
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| words_in_text(k) + words_in_value(v))
-            .sum(),
+        Value::Object(map) => map.iter().map(|(k, v)| words_in_text(k) + words_in_value(v)).sum(),
     }
 }
 
@@ -57,10 +54,7 @@ mod tests {
     fn containers_sum_their_parts_and_keys_count() {
         assert_eq!(words_in_value(&json!(["a b", 1, null])), 3);
         assert_eq!(words_in_value(&json!({"city": "São Paulo"})), 3);
-        assert_eq!(
-            words_in_value(&json!({"step": {"n": 2, "note": "try again"}})),
-            6
-        );
+        assert_eq!(words_in_value(&json!({"step": {"n": 2, "note": "try again"}})), 6);
         assert_eq!(words_in_value(&json!({})), 0);
     }
 }

@@ -107,30 +107,12 @@ const MARKDOWN: &str =
     "---\ntitle: Atlas 3\ndescription: from a file\nrefs: [projects]\n---\nNew body [[victim]]";
 
 pub const BASES: &[Base] = &[
-    Base {
-        function: "version()",
-        calls: &[&[]],
-    },
-    Base {
-        function: "session_stats()",
-        calls: &[&[]],
-    },
-    Base {
-        function: "caller_tenant()",
-        calls: &[&[]],
-    },
-    Base {
-        function: "visible_tenant()",
-        calls: &[&[]],
-    },
-    Base {
-        function: "notify_channel()",
-        calls: &[&[]],
-    },
-    Base {
-        function: "value_bytes(jsonb)",
-        calls: &[&[Some(r#"{"tier": "pro", "n": 1}"#)]],
-    },
+    Base { function: "version()", calls: &[&[]] },
+    Base { function: "session_stats()", calls: &[&[]] },
+    Base { function: "caller_tenant()", calls: &[&[]] },
+    Base { function: "visible_tenant()", calls: &[&[]] },
+    Base { function: "notify_channel()", calls: &[&[]] },
+    Base { function: "value_bytes(jsonb)", calls: &[&[Some(r#"{"tier": "pro", "n": 1}"#)]] },
     Base {
         function: "create_session(text, jsonb, text, interval)",
         calls: &[&[
@@ -140,22 +122,10 @@ pub const BASES: &[Base] = &[
             Some("15 minutes"),
         ]],
     },
-    Base {
-        function: "renew_activity(text)",
-        calls: &[&[Some("live")]],
-    },
-    Base {
-        function: "is_active(text)",
-        calls: &[&[Some("live")]],
-    },
-    Base {
-        function: "end_session(text)",
-        calls: &[&[Some("ender")]],
-    },
-    Base {
-        function: "user_sessions(text)",
-        calls: &[&[Some("hostile-user")]],
-    },
+    Base { function: "renew_activity(text)", calls: &[&[Some("live")]] },
+    Base { function: "is_active(text)", calls: &[&[Some("live")]] },
+    Base { function: "end_session(text)", calls: &[&[Some("ender")]] },
+    Base { function: "user_sessions(text)", calls: &[&[Some("hostile-user")]] },
     Base {
         function: "kv_set(text, text, jsonb, interval, integer)",
         calls: &[
@@ -166,42 +136,18 @@ pub const BASES: &[Base] = &[
                 Some("1 hour"),
                 None,
             ],
-            &[
-                Some("live"),
-                Some("fresh-key"),
-                Some(r#""only if new""#),
-                None,
-                Some("0"),
-            ],
+            &[Some("live"), Some("fresh-key"), Some(r#""only if new""#), None, Some("0")],
         ],
     },
-    Base {
-        function: "kv_get(text, text)",
-        calls: &[&[Some("live"), Some("goal")]],
-    },
-    Base {
-        function: "kv_get_all(text)",
-        calls: &[&[Some("live")]],
-    },
-    Base {
-        function: "kv_has(text, text)",
-        calls: &[&[Some("live"), Some("goal")]],
-    },
-    Base {
-        function: "kv_entry(text, text)",
-        calls: &[&[Some("live"), Some("goal")]],
-    },
+    Base { function: "kv_get(text, text)", calls: &[&[Some("live"), Some("goal")]] },
+    Base { function: "kv_get_all(text)", calls: &[&[Some("live")]] },
+    Base { function: "kv_has(text, text)", calls: &[&[Some("live"), Some("goal")]] },
+    Base { function: "kv_entry(text, text)", calls: &[&[Some("live"), Some("goal")]] },
     Base {
         function: "kv_delete(text, text, integer)",
-        calls: &[
-            &[Some("live"), Some("goal"), None],
-            &[Some("live"), Some("goal"), Some("2")],
-        ],
+        calls: &[&[Some("live"), Some("goal"), None], &[Some("live"), Some("goal"), Some("2")]],
     },
-    Base {
-        function: "kv_versions(text, text)",
-        calls: &[&[Some("live"), Some("goal")]],
-    },
+    Base { function: "kv_versions(text, text)", calls: &[&[Some("live"), Some("goal")]] },
     Base {
         function: "kv_version(text, text, integer)",
         calls: &[&[Some("live"), Some("goal"), Some("1")]],
@@ -238,12 +184,7 @@ pub const BASES: &[Base] = &[
     Base {
         function: "export(text, text, text, text)",
         calls: &[
-            &[
-                Some("live"),
-                Some("hostile-user"),
-                Some("proj"),
-                Some(SCOPE),
-            ],
+            &[Some("live"), Some("hostile-user"), Some("proj"), Some(SCOPE)],
             &[None, None, None, Some(SCOPE)],
         ],
     },
@@ -253,13 +194,7 @@ pub const BASES: &[Base] = &[
         // refused, when a call before took its place): never an error.
         calls: &[
             &[Some(IMPORT_ENTRY), None, None, None, None],
-            &[
-                Some(IMPORT_SESSION),
-                Some("imported"),
-                Some("hostile-user"),
-                None,
-                None,
-            ],
+            &[Some(IMPORT_SESSION), Some("imported"), Some("hostile-user"), None, None],
             &[Some(IMPORT_MESSAGE), None, None, None, None],
             &[Some(IMPORT_MESSAGE_SEQ), None, None, None, None],
             &[Some(IMPORT_NODE), None, None, Some("proj"), None],
@@ -280,10 +215,7 @@ pub const BASES: &[Base] = &[
             &[Some("leaver"), None, None],
         ],
     },
-    Base {
-        function: "kv_clear(text)",
-        calls: &[&[Some("live")]],
-    },
+    Base { function: "kv_clear(text)", calls: &[&[Some("live")]] },
     Base {
         function: "build_context(text, text[], boolean)",
         calls: &[&[Some("live"), Some("{goal,seat}"), Some("true")]],
@@ -299,10 +231,7 @@ pub const BASES: &[Base] = &[
         function: "clear_context_keys(text, text[])",
         calls: &[&[Some("live"), Some("{goal}")]],
     },
-    Base {
-        function: "clear_context(text)",
-        calls: &[&[Some("live")]],
-    },
+    Base { function: "clear_context(text)", calls: &[&[Some("live")]] },
     Base {
         function: "recall(text, text, text, text, text, text[], integer, real[], jsonb)",
         calls: &[
@@ -333,13 +262,7 @@ pub const BASES: &[Base] = &[
     Base {
         function: "recall_embed(text, text, text, real[], text)",
         calls: &[
-            &[
-                Some("node"),
-                Some("proj"),
-                Some("projects"),
-                Some("{0,0,1}"),
-                None,
-            ],
+            &[Some("node"), Some("proj"), Some("projects"), Some("{0,0,1}"), None],
             &[
                 Some("message"),
                 Some("live"),
@@ -360,10 +283,7 @@ pub const BASES: &[Base] = &[
             Some("100"),
         ]],
     },
-    Base {
-        function: "recall_enable_embeddings(integer)",
-        calls: &[&[Some("3")]],
-    },
+    Base { function: "recall_enable_embeddings(integer)", calls: &[&[Some("3")]] },
     Base {
         function: "recall_tool(jsonb, text, text, text, text)",
         calls: &[
@@ -385,25 +305,14 @@ pub const BASES: &[Base] = &[
     },
     Base {
         function: "recall_tool_definition(text, text, text, text)",
-        calls: &[&[
-            Some("recall"),
-            Some("my memory"),
-            Some("Recall"),
-            Some("openai"),
-        ]],
+        calls: &[&[Some("recall"), Some("my memory"), Some("Recall"), Some("openai")]],
     },
-    Base {
-        function: "recall_rebuild()",
-        calls: &[&[]],
-    },
+    Base { function: "recall_rebuild()", calls: &[&[]] },
     Base {
         function: "sensitive_findings(text)",
         calls: &[&[Some("card 4111 1111 1111 1111, mail a@b.example")]],
     },
-    Base {
-        function: "cleanup_expired(integer)",
-        calls: &[&[Some("100")]],
-    },
+    Base { function: "cleanup_expired(integer)", calls: &[&[Some("100")]] },
     Base {
         function: "append_message(text, text, text, text, jsonb, integer)",
         calls: &[
@@ -454,18 +363,9 @@ pub const BASES: &[Base] = &[
         function: "messages_json(text, text, integer)",
         calls: &[&[Some("live"), Some("atlas"), Some("10")]],
     },
-    Base {
-        function: "pop_message(text, text)",
-        calls: &[&[Some("live"), Some("atlas")]],
-    },
-    Base {
-        function: "last_user_message(text, text)",
-        calls: &[&[Some("live"), Some("atlas")]],
-    },
-    Base {
-        function: "clear_messages(text, text)",
-        calls: &[&[Some("live"), Some("atlas")]],
-    },
+    Base { function: "pop_message(text, text)", calls: &[&[Some("live"), Some("atlas")]] },
+    Base { function: "last_user_message(text, text)", calls: &[&[Some("live"), Some("atlas")]] },
+    Base { function: "clear_messages(text, text)", calls: &[&[Some("live"), Some("atlas")]] },
     Base {
         function: "graph_create(text, text, text, text, text[], text)",
         calls: &[&[
@@ -477,10 +377,7 @@ pub const BASES: &[Base] = &[
             Some("child"),
         ]],
     },
-    Base {
-        function: "graph_read(text, text)",
-        calls: &[&[Some("proj"), Some("atlas")]],
-    },
+    Base { function: "graph_read(text, text)", calls: &[&[Some("proj"), Some("atlas")]] },
     Base {
         function: "graph_write(text, text, text, text, text, text[], text, integer)",
         calls: &[
@@ -494,16 +391,7 @@ pub const BASES: &[Base] = &[
                 Some("rewrite"),
                 None,
             ],
-            &[
-                Some("proj"),
-                Some("atlas"),
-                None,
-                None,
-                Some("guarded body"),
-                None,
-                None,
-                Some("2"),
-            ],
+            &[Some("proj"), Some("atlas"), None, None, Some("guarded body"), None, None, Some("2")],
         ],
     },
     Base {
@@ -512,48 +400,22 @@ pub const BASES: &[Base] = &[
     },
     Base {
         function: "graph_delete(text, text, integer)",
-        calls: &[
-            &[Some("proj"), Some("victim"), None],
-            &[Some("proj"), Some("victim"), Some("1")],
-        ],
+        calls: &[&[Some("proj"), Some("victim"), None], &[Some("proj"), Some("victim"), Some("1")]],
     },
-    Base {
-        function: "graph_nodes(text)",
-        calls: &[&[Some("proj")]],
-    },
-    Base {
-        function: "graph_versions(text, text)",
-        calls: &[&[Some("proj"), Some("atlas")]],
-    },
+    Base { function: "graph_nodes(text)", calls: &[&[Some("proj")]] },
+    Base { function: "graph_versions(text, text)", calls: &[&[Some("proj"), Some("atlas")]] },
     Base {
         function: "graph_version(text, text, integer)",
         calls: &[&[Some("proj"), Some("atlas"), Some("1")]],
     },
-    Base {
-        function: "graph_tree(text)",
-        calls: &[&[Some("proj")]],
-    },
-    Base {
-        function: "graph_tree_rows(text)",
-        calls: &[&[Some("proj")]],
-    },
-    Base {
-        function: "graph_to_markdown(text, text)",
-        calls: &[&[Some("proj"), Some("atlas")]],
-    },
+    Base { function: "graph_tree(text)", calls: &[&[Some("proj")]] },
+    Base { function: "graph_tree_rows(text)", calls: &[&[Some("proj")]] },
+    Base { function: "graph_to_markdown(text, text)", calls: &[&[Some("proj"), Some("atlas")]] },
     Base {
         function: "graph_from_markdown(text, text, text, text)",
-        calls: &[&[
-            Some("proj"),
-            Some("atlas"),
-            Some(MARKDOWN),
-            Some("from a file"),
-        ]],
+        calls: &[&[Some("proj"), Some("atlas"), Some(MARKDOWN), Some("from a file")]],
     },
-    Base {
-        function: "graph_export(text)",
-        calls: &[&[Some("proj")]],
-    },
+    Base { function: "graph_export(text)", calls: &[&[Some("proj")]] },
     Base {
         function: "graph_import(text, jsonb)",
         calls: &[&[Some("imported"), Some(GRAPH_FILES)]],
@@ -577,13 +439,7 @@ pub const BASES: &[Base] = &[
                 None,
                 None,
             ],
-            &[
-                Some("live"),
-                Some("working_history"),
-                Some(r#""summary""#),
-                None,
-                None,
-            ],
+            &[Some("live"), Some("working_history"), Some(r#""summary""#), None, None],
             &[
                 Some("live"),
                 Some("project_structure"),
@@ -643,30 +499,15 @@ pub const BASES: &[Base] = &[
         function: "wm_init(text, text, text)",
         calls: &[&[Some("live"), Some("projects"), Some("proj")]],
     },
-    Base {
-        function: "set_active_node(text, text)",
-        calls: &[&[Some("live"), Some("atlas")]],
-    },
-    Base {
-        function: "wm_refresh_structure(text)",
-        calls: &[&[Some("proj")]],
-    },
-    Base {
-        function: "wm_clear(text, text)",
-        calls: &[&[Some("live"), Some("atlas")]],
-    },
+    Base { function: "set_active_node(text, text)", calls: &[&[Some("live"), Some("atlas")]] },
+    Base { function: "wm_refresh_structure(text)", calls: &[&[Some("proj")]] },
+    Base { function: "wm_clear(text, text)", calls: &[&[Some("live"), Some("atlas")]] },
     Base {
         function: "wm_context(text, text, text)",
         calls: &[&[Some("live"), Some("atlas"), Some("proj")]],
     },
-    Base {
-        function: "working_memory(text, text)",
-        calls: &[&[Some("live"), Some("atlas")]],
-    },
-    Base {
-        function: "working_memory_entry(text, text)",
-        calls: &[&[Some("live"), Some("atlas")]],
-    },
+    Base { function: "working_memory(text, text)", calls: &[&[Some("live"), Some("atlas")]] },
+    Base { function: "working_memory_entry(text, text)", calls: &[&[Some("live"), Some("atlas")]] },
     Base {
         function: "memory_scope(text, text, text)",
         calls: &[&[Some("M"), Some("perThread"), Some("t1")]],
@@ -677,12 +518,7 @@ pub const BASES: &[Base] = &[
     },
     Base {
         function: "memory_tool_definition(text, text, text, text)",
-        calls: &[&[
-            Some("memory"),
-            Some("my memory"),
-            Some("Memory"),
-            Some("openai"),
-        ]],
+        calls: &[&[Some("memory"), Some("my memory"), Some("Memory"), Some("openai")]],
     },
     Base {
         function: "memory_tool(text, jsonb)",
@@ -693,18 +529,9 @@ pub const BASES: &[Base] = &[
                     r#"{"path": "/notes/today", "command": "update", "oldContent": "hello", "content": "hi"}"#,
                 ),
             ],
-            &[
-                Some(SCOPE),
-                Some(r#"{"path": "/notes/today", "command": "read"}"#),
-            ],
-            &[
-                Some(SCOPE),
-                Some(r#"{"path": "/notes/new", "command": "append", "content": "x"}"#),
-            ],
-            &[
-                Some(SCOPE),
-                Some(r#"{"path": "/notes", "command": "list"}"#),
-            ],
+            &[Some(SCOPE), Some(r#"{"path": "/notes/today", "command": "read"}"#)],
+            &[Some(SCOPE), Some(r#"{"path": "/notes/new", "command": "append", "content": "x"}"#)],
+            &[Some(SCOPE), Some(r#"{"path": "/notes", "command": "list"}"#)],
             &[
                 Some(SCOPE),
                 Some(
@@ -721,10 +548,7 @@ pub const BASES: &[Base] = &[
                     r#"{"path": "/notes", "command": "search", "query": "hello \"new notes\" -x | !(:*"}"#,
                 ),
             ],
-            &[
-                Some(SCOPE),
-                Some(r#"{"path": "/notes", "command": "delete"}"#),
-            ],
+            &[Some(SCOPE), Some(r#"{"path": "/notes", "command": "delete"}"#)],
         ],
     },
     Base {

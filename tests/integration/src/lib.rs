@@ -15,9 +15,7 @@ fn setting(name: &str, default: &str) -> String {
 
 /// A connection to `dbname` on the test cluster, over TCP like an app.
 pub fn connect(dbname: &str) -> Client {
-    let port: u16 = setting("PGPORT", "5432")
-        .parse()
-        .expect("PGPORT is a port number");
+    let port: u16 = setting("PGPORT", "5432").parse().expect("PGPORT is a port number");
     Config::new()
         .host("127.0.0.1")
         .port(port)
@@ -36,9 +34,7 @@ pub fn fresh_database(name: &str) -> Client {
     let mut admin = connect("postgres");
     recreate_database(&mut admin, name);
     let mut client = connect(name);
-    client
-        .batch_execute("CREATE EXTENSION agent_memory")
-        .expect("create extension");
+    client.batch_execute("CREATE EXTENSION agent_memory").expect("create extension");
     client
 }
 
@@ -48,9 +44,7 @@ pub fn recreate_database(admin: &mut Client, name: &str) {
     admin
         .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         .expect("drop database");
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .expect("create database");
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).expect("create database");
 }
 
 /// Drop a database made by [`fresh_database`].
@@ -84,8 +78,7 @@ pub fn program_args(dbname: &str) -> Vec<String> {
 /// Poll `condition` every 50 ms until it holds or `timeout` passes; returns
 /// whether it held and how long it took.
 pub fn wait_until(
-    timeout: std::time::Duration,
-    mut condition: impl FnMut() -> bool,
+    timeout: std::time::Duration, mut condition: impl FnMut() -> bool,
 ) -> (bool, std::time::Duration) {
     let start = std::time::Instant::now();
     loop {
@@ -125,12 +118,8 @@ impl SystemSettings {
                 .batch_execute(&format!("ALTER SYSTEM SET {name} = '{value}'"))
                 .expect("alter system");
         }
-        client
-            .batch_execute("SELECT pg_reload_conf()")
-            .expect("reload");
-        SystemSettings {
-            names: settings.iter().map(|(n, _)| n.to_string()).collect(),
-        }
+        client.batch_execute("SELECT pg_reload_conf()").expect("reload");
+        SystemSettings { names: settings.iter().map(|(n, _)| n.to_string()).collect() }
     }
 }
 
@@ -138,9 +127,7 @@ impl Drop for SystemSettings {
     fn drop(&mut self) {
         let mut client = connect("postgres");
         for name in &self.names {
-            client
-                .batch_execute(&format!("ALTER SYSTEM RESET {name}"))
-                .ok();
+            client.batch_execute(&format!("ALTER SYSTEM RESET {name}")).ok();
         }
         client.batch_execute("SELECT pg_reload_conf()").ok();
     }
@@ -171,10 +158,7 @@ pub fn wait_for_worker_interval(client: &mut Client, seconds: u32) {
             .expect("query pg_stat_activity")
             .is_some()
     });
-    assert!(
-        loaded,
-        "the worker did not show \"{expected}\" within {took:?}"
-    );
+    assert!(loaded, "the worker did not show \"{expected}\" within {took:?}");
 }
 
 /// A one-hour cleanup interval, loaded by the worker, for the life of the
@@ -189,10 +173,7 @@ pub fn worker_held_off(client: &mut Client) -> SystemSettings {
 /// a test started.
 pub fn next_cleanup_run(client: &mut Client) -> i64 {
     client
-        .query_one(
-            "SELECT coalesce(max(run_id), 0) + 1 FROM agent_memory.cleanup_runs",
-            &[],
-        )
+        .query_one("SELECT coalesce(max(run_id), 0) + 1 FROM agent_memory.cleanup_runs", &[])
         .expect("read cleanup_runs")
         .get(0)
 }
@@ -223,8 +204,7 @@ pub fn wait_for_lock_waiter(client: &mut Client, db: &str, query_part: &str, wha
 /// table, as the current transaction sees them; with a tenant, only the
 /// tables that have a `tenant` column and only that tenant's rows.
 pub fn table_digests(
-    client: &mut Client,
-    tenant: Option<&str>,
+    client: &mut Client, tenant: Option<&str>,
 ) -> std::collections::BTreeMap<String, (i64, String)> {
     let tables: Vec<String> = client
         .query(

@@ -10,10 +10,7 @@ use agent_memory_integration::{connect, drop_database, fresh_database};
 
 fn claude(client: &mut postgres::Client, request: &str) -> String {
     client
-        .query_one(
-            "SELECT agent_memory.claude_memory('s', $1::text::jsonb)",
-            &[&request],
-        )
+        .query_one("SELECT agent_memory.claude_memory('s', $1::text::jsonb)", &[&request])
         .unwrap()
         .get(0)
 }
@@ -74,11 +71,8 @@ fn concurrent_inserts_into_one_file_all_land() {
     assert_eq!(lines.last(), Some(&"end"));
     for w in 0..WRITERS {
         // Each writer's lines are all there, newest on top.
-        let mine: Vec<&str> = lines
-            .iter()
-            .copied()
-            .filter(|l| l.starts_with(&format!("[{w}:")))
-            .collect();
+        let mine: Vec<&str> =
+            lines.iter().copied().filter(|l| l.starts_with(&format!("[{w}:"))).collect();
         let expected: Vec<String> = (0..INSERTS).rev().map(|i| format!("[{w}:{i}]")).collect();
         assert_eq!(mine, expected);
     }
@@ -122,10 +116,7 @@ fn of_concurrent_creates_of_one_path_one_wins() {
         assert_eq!((created, refused), (1, CREATORS - 1), "round {r}");
     }
     let mut setup = setup;
-    assert_eq!(
-        counted_and_stored(&mut setup),
-        (ROUNDS as i64, ROUNDS as i64)
-    );
+    assert_eq!(counted_and_stored(&mut setup), (ROUNDS as i64, ROUNDS as i64));
     drop(setup);
     drop_database(db);
 }
@@ -176,10 +167,7 @@ fn creates_deletes_and_renames_in_one_scope_keep_the_tree_whole() {
     // A scope left with nothing has no row: its bound is 0.
     let (under_files, room): (i64, i64) = (row.get(0), row.get(1));
     assert_eq!(under_files, 0, "a kept directory at or under a file");
-    assert!(
-        room >= 0,
-        "the scope's bound is below its files and directories"
-    );
+    assert!(room >= 0, "the scope's bound is below its files and directories");
     drop(setup);
     drop_database(db);
 }
@@ -194,20 +182,11 @@ fn creates_deletes_and_renames_in_one_scope_keep_the_tree_whole() {
 fn a_rename_locks_a_scope_whose_row_was_made_again() {
     let db = "am_it_claude_scope_row";
     let mut first = fresh_database(db);
-    claude(
-        &mut first,
-        r#"{"command": "create", "path": "/memories/z.md", "file_text": "z"}"#,
-    );
+    claude(&mut first, r#"{"command": "create", "path": "/memories/z.md", "file_text": "z"}"#);
     first.batch_execute("BEGIN").unwrap();
-    claude(
-        &mut first,
-        r#"{"command": "delete", "path": "/memories/z.md"}"#,
-    );
+    claude(&mut first, r#"{"command": "delete", "path": "/memories/z.md"}"#);
     let mut renamer = connect(db);
-    let renamer_pid: i32 = renamer
-        .query_one("SELECT pg_backend_pid()", &[])
-        .unwrap()
-        .get(0);
+    let renamer_pid: i32 = renamer.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
     let (renamed_tx, renamed_rx) = std::sync::mpsc::channel();
     let (finish_tx, finish_rx) = std::sync::mpsc::channel::<()>();
     let rename = thread::spawn(move || {
@@ -232,15 +211,9 @@ fn a_rename_locks_a_scope_whose_row_was_made_again() {
     {
         thread::sleep(std::time::Duration::from_millis(10));
     }
-    claude(
-        &mut first,
-        r#"{"command": "create", "path": "/memories/a/x.md", "file_text": "x"}"#,
-    );
+    claude(&mut first, r#"{"command": "create", "path": "/memories/a/x.md", "file_text": "x"}"#);
     first.batch_execute("COMMIT").unwrap();
-    assert_eq!(
-        renamed_rx.recv().unwrap(),
-        "Successfully renamed /memories/a to /memories/b"
-    );
+    assert_eq!(renamed_rx.recv().unwrap(), "Successfully renamed /memories/a to /memories/b");
     // The rename's transaction is open: a creation waits for it.
     watcher.batch_execute("SET lock_timeout = '200ms'").unwrap();
     let error = watcher
@@ -249,11 +222,7 @@ fn a_rename_locks_a_scope_whose_row_was_made_again() {
             &[&r#"{"command": "create", "path": "/memories/c.md", "file_text": "c"}"#],
         )
         .expect_err("a creation went ahead of an open rename");
-    assert_eq!(
-        error.code(),
-        Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE),
-        "{error}"
-    );
+    assert_eq!(error.code(), Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE), "{error}");
     finish_tx.send(()).unwrap();
     rename.join().unwrap();
     assert_eq!(
@@ -274,18 +243,13 @@ fn a_rename_locks_a_scope_whose_row_was_made_again() {
 fn refused_deletes_and_renames_leave_no_scope_row() {
     let db = "am_it_claude_no_scope_row";
     let mut client = fresh_database(db);
-    claude(
-        &mut client,
-        r#"{"command": "delete", "path": "/memories/none.md"}"#,
-    );
+    claude(&mut client, r#"{"command": "delete", "path": "/memories/none.md"}"#);
     claude(
         &mut client,
         r#"{"command": "rename", "old_path": "/memories/a", "new_path": "/memories/b"}"#,
     );
-    let rows: i64 = client
-        .query_one("SELECT count(*) FROM agent_memory.memory_scopes", &[])
-        .unwrap()
-        .get(0);
+    let rows: i64 =
+        client.query_one("SELECT count(*) FROM agent_memory.memory_scopes", &[]).unwrap().get(0);
     assert_eq!(rows, 0);
     drop(client);
     drop_database(db);

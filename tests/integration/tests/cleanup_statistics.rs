@@ -29,9 +29,7 @@ fn entries_expired_since_analyze(client: &mut Client, n: i32) {
             &[&n],
         )
         .unwrap();
-    client
-        .batch_execute("ANALYZE agent_memory.kv_entries")
-        .unwrap();
+    client.batch_execute("ANALYZE agent_memory.kv_entries").unwrap();
     client
         .batch_execute(
             "UPDATE agent_memory.kv_entries

@@ -17,19 +17,13 @@ const SESSION: &str = "shared";
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self, below: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (self.0 >> 33) % below
     }
 }
 
 fn words(n: u64) -> String {
-    (0..n)
-        .map(|i| format!("w{i}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    (0..n).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ")
 }
 
 const TOTAL: &str = "SELECT coalesce(sum(words), 0)::int8 FROM agent_memory.kv_entries
@@ -40,10 +34,7 @@ fn eight_writers_never_push_a_session_over_its_word_budget() {
     let db = "am_it_concurrency";
     let mut setup = fresh_database(db);
     setup
-        .execute(
-            "SELECT agent_memory.create_session('writer', session_id => $1)",
-            &[&SESSION],
-        )
+        .execute("SELECT agent_memory.create_session('writer', session_id => $1)", &[&SESSION])
         .unwrap();
 
     let done = Arc::new(AtomicBool::new(false));
@@ -117,24 +108,15 @@ fn eight_writers_never_push_a_session_over_its_word_budget() {
     let mut worst = 0;
     let mut evictions = 0;
     for writer in writers {
-        let (w, e) = writer
-            .join()
-            .expect("writer thread")
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (w, e) = writer.join().expect("writer thread").unwrap_or_else(|e| panic!("{e}"));
         worst = worst.max(w);
         evictions += e;
     }
     done.store(true, Ordering::Relaxed);
     let sampled_worst = sampler.join().expect("sampler thread");
 
-    assert!(
-        worst <= BUDGET,
-        "a writer saw {worst} words, budget {BUDGET}"
-    );
-    assert!(
-        sampled_worst <= BUDGET,
-        "the sampler saw {sampled_worst} words, budget {BUDGET}"
-    );
+    assert!(worst <= BUDGET, "a writer saw {worst} words, budget {BUDGET}");
+    assert!(sampled_worst <= BUDGET, "the sampler saw {sampled_worst} words, budget {BUDGET}");
     assert!(evictions > 0, "the test never reached the budget");
     assert!(samples.load(Ordering::Relaxed) > 0);
     let final_total: i64 = setup.query_one(TOTAL, &[&SESSION]).unwrap().get(0);
@@ -150,11 +132,9 @@ fn eight_writers_never_push_a_session_over_its_word_budget() {
 
 fn describe(writer: usize, write: usize, e: &postgres::Error) -> String {
     match e.as_db_error() {
-        Some(db) => format!(
-            "writer {writer}, write {write}: {} {}",
-            db.code().code(),
-            db.message()
-        ),
+        Some(db) => {
+            format!("writer {writer}, write {write}: {} {}", db.code().code(), db.message())
+        }
         None => format!("writer {writer}, write {write}: {e}"),
     }
 }

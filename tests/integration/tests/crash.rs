@@ -44,17 +44,11 @@ fn try_connect(dbname: &str) -> Result<Client, postgres::Error> {
 }
 
 fn backend_pid(client: &mut Client) -> i32 {
-    client
-        .query_one("SELECT pg_backend_pid()", &[])
-        .expect("pg_backend_pid")
-        .get(0)
+    client.query_one("SELECT pg_backend_pid()", &[]).expect("pg_backend_pid").get(0)
 }
 
 fn kill9(pid: i32) {
-    let status = Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .expect("run kill");
+    let status = Command::new("kill").args(["-9", &pid.to_string()]).status().expect("run kill");
     assert!(status.success(), "kill -9 {pid} failed");
 }
 
@@ -63,9 +57,8 @@ fn kill9(pid: i32) {
 /// connections again. Returns how long that took.
 fn wait_for_crash_recovery(mut watch: Client) -> Duration {
     let start = Instant::now();
-    let (ended, took) = wait_until(Duration::from_secs(30), || {
-        watch.simple_query("SELECT 1").is_err()
-    });
+    let (ended, took) =
+        wait_until(Duration::from_secs(30), || watch.simple_query("SELECT 1").is_err());
     assert!(
         ended,
         "the postmaster did not end the other backends {took:?} after the kill: no crash restart"
@@ -84,10 +77,8 @@ struct Cluster {
 
 impl Cluster {
     fn of(client: &mut Client) -> Cluster {
-        let data: String = client
-            .query_one("SHOW data_directory", &[])
-            .expect("SHOW data_directory")
-            .get(0);
+        let data: String =
+            client.query_one("SHOW data_directory", &[]).expect("SHOW data_directory").get(0);
         let data = PathBuf::from(data);
         let beside = data.parent().map(|p| p.join("server.log"));
         let log = match beside {
@@ -190,9 +181,7 @@ fn digests_in_transaction(client: &mut Client) -> Digests {
 
 /// The digests under one snapshot.
 fn digests(client: &mut Client) -> Digests {
-    client
-        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .unwrap();
+    client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").unwrap();
     let digests = digests_in_transaction(client);
     client.batch_execute("COMMIT").unwrap();
     digests
@@ -310,14 +299,11 @@ const INVARIANTS: &[(&str, &str)] = &[
 
 /// Every violation of an invariant, under one snapshot.
 fn violations(client: &mut Client) -> Vec<String> {
-    client
-        .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-        .unwrap();
+    client.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").unwrap();
     let mut found = Vec::new();
     for (what, sql) in INVARIANTS {
-        for row in client
-            .query(*sql, &[])
-            .unwrap_or_else(|e| panic!("invariant query ({what}): {e}"))
+        for row in
+            client.query(*sql, &[]).unwrap_or_else(|e| panic!("invariant query ({what}): {e}"))
         {
             found.push(format!("{what}: {}", row.get::<_, String>(0)));
         }
@@ -328,11 +314,7 @@ fn violations(client: &mut Client) -> Vec<String> {
 
 fn assert_invariants(client: &mut Client, when: &str) {
     let found = violations(client);
-    assert!(
-        found.is_empty(),
-        "invariants broken {when}:\n  {}",
-        found.join("\n  ")
-    );
+    assert!(found.is_empty(), "invariants broken {when}:\n  {}", found.join("\n  "));
 }
 
 /// Every btree index of the extension's tables agrees with its table
@@ -350,9 +332,7 @@ fn assert_indexes_intact(client: &mut Client, when: &str) {
     if !available {
         return;
     }
-    client
-        .batch_execute("CREATE EXTENSION IF NOT EXISTS amcheck")
-        .unwrap();
+    client.batch_execute("CREATE EXTENSION IF NOT EXISTS amcheck").unwrap();
     let indexes: Vec<String> = client
         .query(
             "SELECT i.indexrelid::regclass::text FROM pg_index i
@@ -385,9 +365,7 @@ fn assert_indexes_intact(client: &mut Client, when: &str) {
 /// its database.
 fn worker_carries_on() {
     let mut client = worker_database();
-    let (running, took) = wait_until(Duration::from_secs(30), || {
-        worker_pid(&mut client).is_some()
-    });
+    let (running, took) = wait_until(Duration::from_secs(30), || worker_pid(&mut client).is_some());
     assert!(running, "no cleanup worker {took:?} after the crash");
     client
         .batch_execute(
@@ -405,10 +383,7 @@ fn worker_carries_on() {
             .get::<_, i64>(0)
             == 0
     });
-    assert!(
-        removed,
-        "the worker did not remove an expired session in {took:?} after the crash"
-    );
+    assert!(removed, "the worker did not remove an expired session in {took:?} after the crash");
 }
 
 /// The extension's shared memory (listener count) was set up again with
@@ -431,10 +406,7 @@ fn notifications_still_arrive(db: &str) {
             .any(|n| Ok(n.channel() == "agent_memory" && n.payload().contains("crash-notify")))
             .unwrap()
     });
-    assert!(
-        arrived,
-        "no notification {took:?} after a change that followed the crash"
-    );
+    assert!(arrived, "no notification {took:?} after a change that followed the crash");
 }
 
 fn is_crash_error(error: &postgres::Error) -> bool {
@@ -459,10 +431,7 @@ struct Check {
 }
 
 fn check(what: impl Into<String>, sql: impl Into<String>) -> Check {
-    Check {
-        what: what.into(),
-        sql: sql.into(),
-    }
+    Check { what: what.into(), sql: sql.into() }
 }
 
 fn holds(client: &mut Client, check: &Check) -> bool {
@@ -474,10 +443,7 @@ fn holds(client: &mut Client, check: &Check) -> bool {
 }
 
 fn one_text(client: &mut Client, sql: &str) -> String {
-    client
-        .query_one(sql, &[])
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .get(0)
+    client.query_one(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
 }
 
 /// One kind of write: how to set it up, the acknowledged writes made before
@@ -616,10 +582,7 @@ fn ack_claude_memory(client: &mut Client, n: usize) -> Vec<Check> {
                  '{{\"command\": \"create\", \"path\": \"/memories/ack-{n}.md\", \"file_text\": \"acknowledged {n}\"}}')"
         ),
     );
-    assert!(
-        created.starts_with("File created successfully"),
-        "{created}"
-    );
+    assert!(created.starts_with("File created successfully"), "{created}");
     let marker = n + 1;
     let replaced = one_text(
         client,
@@ -650,10 +613,7 @@ fn ack_claude_memory(client: &mut Client, n: usize) -> Vec<Check> {
 
 fn ack_end_session(client: &mut Client, n: usize) -> Vec<Check> {
     let ended: bool = client
-        .query_one(
-            &format!("SELECT agent_memory.end_session('end-ack-{n}')"),
-            &[],
-        )
+        .query_one(&format!("SELECT agent_memory.end_session('end-ack-{n}')"), &[])
         .unwrap()
         .get(0);
     assert!(ended);
@@ -682,15 +642,10 @@ fn ack_cleanup(client: &mut Client, n: usize) -> Vec<Check> {
              WHERE session_id = 'exp-live'"
         ))
         .unwrap();
-    let run: serde_json::Value = serde_json::from_str(&one_text(
-        client,
-        "SELECT agent_memory.cleanup_expired()::text",
-    ))
-    .unwrap();
-    assert!(
-        run["sessions"].as_i64() >= Some(1) && run["entries"].as_i64() >= Some(1),
-        "{run}"
-    );
+    let run: serde_json::Value =
+        serde_json::from_str(&one_text(client, "SELECT agent_memory.cleanup_expired()::text"))
+            .unwrap();
+    assert!(run["sessions"].as_i64() >= Some(1) && run["entries"].as_i64() >= Some(1), "{run}");
     let run_id = run["run_id"].as_i64().unwrap();
     client
         .batch_execute(&format!(
@@ -950,17 +905,13 @@ enum Victim<'a> {
 /// server took to recover.
 fn crash_during(victim: Victim<'_>, committed: &Digests) -> Duration {
     let mut client = connect(DB);
-    client
-        .batch_execute("SET statement_timeout = '120s'; BEGIN")
-        .unwrap();
+    client.batch_execute("SET statement_timeout = '120s'; BEGIN").unwrap();
     let pid = backend_pid(&mut client);
     let mut monitor = connect("postgres");
     match victim {
         Victim::Completed(statements) => {
             for sql in statements {
-                client
-                    .batch_execute(sql)
-                    .unwrap_or_else(|e| panic!("{sql}: {e}"));
+                client.batch_execute(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
             }
             // The open transaction did change something.
             let uncommitted = digests_in_transaction(&mut client);
@@ -993,19 +944,15 @@ fn crash_during(victim: Victim<'_>, committed: &Digests) -> Duration {
                 if active {
                     break;
                 }
-                assert!(
-                    Instant::now() < deadline,
-                    "the statement never ran for {after:?}: {sql}"
-                );
+                assert!(Instant::now() < deadline, "the statement never ran for {after:?}: {sql}");
                 thread::sleep(Duration::from_millis(2));
             }
             kill9(pid);
             let outcome = running.join().unwrap();
             match outcome {
-                Err(e) => assert!(
-                    is_crash_error(&e),
-                    "the statement failed on its own: {e}\n{sql}"
-                ),
+                Err(e) => {
+                    assert!(is_crash_error(&e), "the statement failed on its own: {e}\n{sql}")
+                }
                 Ok(()) => panic!("the statement completed before the kill reached it: {sql}"),
             }
         }
@@ -1030,9 +977,7 @@ fn sigkill_mid_write_leaves_only_whole_writes() {
     let mut lost: Vec<String> = Vec::new();
     for kind in kinds() {
         let mut client = connect(DB);
-        client
-            .batch_execute(kind.setup)
-            .unwrap_or_else(|e| panic!("setup of {}: {e}", kind.name));
+        client.batch_execute(kind.setup).unwrap_or_else(|e| panic!("setup of {}: {e}", kind.name));
         let mut victims = vec![Victim::Completed(kind.in_transaction)];
         for (after, sql) in kind.bulk {
             victims.push(Victim::Running(sql, Duration::from_millis(*after)));
@@ -1061,11 +1006,7 @@ fn sigkill_mid_write_leaves_only_whole_writes() {
                     lost.push(format!("{} (after crash {n} of {})", check.what, kind.name));
                 }
             }
-            assert!(
-                lost.is_empty(),
-                "acknowledged writes lost:\n  {}",
-                lost.join("\n  ")
-            );
+            assert!(lost.is_empty(), "acknowledged writes lost:\n  {}", lost.join("\n  "));
         }
     }
     // Every kind of write works after the crashes, and new messages are
@@ -1090,10 +1031,7 @@ fn sigkill_mid_write_leaves_only_whole_writes() {
             &[],
         )
         .unwrap();
-    assert!(
-        !appended_after.is_empty(),
-        "no message appended after the crashes"
-    );
+    assert!(!appended_after.is_empty(), "no message appended after the crashes");
     for row in appended_after {
         let (session, next_seq): (String, i64) = (row.get(0), row.get(1));
         let newest = newest_seq.get(&session).copied().unwrap_or(0);
@@ -1135,29 +1073,11 @@ const LOAD_THREADS: usize = 6;
 #[derive(Debug)]
 enum Acked {
     Session(String),
-    Kv {
-        session: String,
-        key: String,
-        value: i64,
-    },
-    Message {
-        session: String,
-        content: String,
-    },
-    WorkingMemory {
-        session: String,
-        i: i64,
-    },
-    Graph {
-        owner: String,
-        version: i32,
-        body: String,
-    },
-    File {
-        scope: &'static str,
-        path: String,
-        content: String,
-    },
+    Kv { session: String, key: String, value: i64 },
+    Message { session: String, content: String },
+    WorkingMemory { session: String, i: i64 },
+    Graph { owner: String, version: i32, body: String },
+    File { scope: &'static str, path: String, content: String },
 }
 
 /// An append whose answer the crash cut off: it may or may not have been
@@ -1213,11 +1133,7 @@ fn load(t: usize, deadline: Instant) -> LoadOutcome {
                             "SELECT agent_memory.kv_set($1, $2, to_jsonb($3::int8))",
                             &[&session, &key, &i],
                         )
-                        .map(|_| Acked::Kv {
-                            session,
-                            key,
-                            value: i,
-                        })
+                        .map(|_| Acked::Kv { session, key, value: i })
                 })
             }
             1 => {
@@ -1324,11 +1240,7 @@ fn load(t: usize, deadline: Instant) -> LoadOutcome {
         }
         in_flight = None;
     }
-    LoadOutcome {
-        acked,
-        error: None,
-        unanswered: None,
-    }
+    LoadOutcome { acked, error: None, unanswered: None }
 }
 
 /// Whether the effect of an acknowledged call is stored.
@@ -1407,9 +1319,8 @@ fn immediate_stop_under_mixed_load_loses_no_acknowledged_call() {
     let _restart = RestartOnDrop(&cluster);
 
     let deadline = Instant::now() + Duration::from_secs(30);
-    let threads: Vec<_> = (0..LOAD_THREADS)
-        .map(|t| thread::spawn(move || load(t, deadline)))
-        .collect();
+    let threads: Vec<_> =
+        (0..LOAD_THREADS).map(|t| thread::spawn(move || load(t, deadline))).collect();
     thread::sleep(Duration::from_secs(4));
     let stop_began = Instant::now();
     cluster.stop("immediate");
@@ -1434,20 +1345,14 @@ fn immediate_stop_under_mixed_load_loses_no_acknowledged_call() {
     let restart = restart_began.elapsed();
 
     let mut client = connect(LOAD_DB);
-    let missing: Vec<&Acked> = acked
-        .iter()
-        .filter(|call| !present(&mut client, call))
-        .collect();
+    let missing: Vec<&Acked> = acked.iter().filter(|call| !present(&mut client, call)).collect();
     assert_invariants(&mut client, "after the immediate stop");
     assert_indexes_intact(&mut client, "after the immediate stop");
     // The appends the crash left unanswered, retried with their idempotency
     // keys: each is stored once, whether or not it had been committed.
     for call in &unanswered {
         let seq: i64 = client
-            .query_one(
-                APPEND,
-                &[&call.session, &call.role, &call.content, &call.metadata],
-            )
+            .query_one(APPEND, &[&call.session, &call.role, &call.content, &call.metadata])
             .unwrap_or_else(|e| panic!("retry of {call:?}: {e}"))
             .get(0);
         let stored: Vec<i64> = client
@@ -1466,10 +1371,7 @@ fn immediate_stop_under_mixed_load_loses_no_acknowledged_call() {
         .unwrap()
         .get::<_, Option<i64>>(0)
         .unwrap_or(0);
-    assert!(
-        messages < 10000,
-        "a thread outgrew its ring: the check of messages would not hold"
-    );
+    assert!(messages < 10000, "a thread outgrew its ring: the check of messages would not hold");
     // Writing carries on where the acknowledged calls left off: a new
     // message is numbered after the stored ones, a new version follows the
     // current one.
@@ -1491,10 +1393,7 @@ fn immediate_stop_under_mixed_load_loses_no_acknowledged_call() {
             )
             .unwrap()
             .get(0);
-        assert!(
-            seq > newest,
-            "msg-{t}: seq {seq} after the restart, not after {newest}"
-        );
+        assert!(seq > newest, "msg-{t}: seq {seq} after the restart, not after {newest}");
         let version: i32 = client
             .query_one(
                 "SELECT agent_memory.graph_write($1, 'n', NULL, NULL, 'after the crash', change_description => 'restart')",
@@ -1710,10 +1609,7 @@ fn worker_killed_mid_batch_comes_back_and_loses_nothing() {
         recovery.as_secs_f64(),
         comeback.as_secs_f64()
     );
-    assert_eq!(
-        live_after, live_before,
-        "live rows lost or changed: {lost} fewer"
-    );
+    assert_eq!(live_after, live_before, "live rows lost or changed: {lost} fewer");
     assert_eq!(failed, 0, "a worker run failed");
     assert!(completed >= 1, "no worker run recorded after the restarts");
 }
@@ -1763,9 +1659,7 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
              WHERE session_id LIKE 'crash-pm%'";
     client.batch_execute(EXPIRED_ENTRIES).unwrap();
     let backend_db = "am_crash_pm";
-    fresh_database(backend_db)
-        .batch_execute(EXPIRED_ENTRIES)
-        .unwrap();
+    fresh_database(backend_db).batch_execute(EXPIRED_ENTRIES).unwrap();
     let mut monitor = connect("postgres");
     let (in_batch, took) = wait_until(Duration::from_secs(30), || {
         monitor
@@ -1777,20 +1671,14 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
             .unwrap()
             .is_some()
     });
-    assert!(
-        in_batch,
-        "the worker was not seen in a batch after {took:?}"
-    );
+    assert!(in_batch, "the worker was not seen in a batch after {took:?}");
     // The backend starts once the worker is in a batch.
     let mut backend = connect(backend_db);
     let backend_pid = backend_pid(&mut backend);
     let manual = thread::spawn(move || {
         // Ends with an error when the server goes away.
         backend
-            .query_one(
-                "SELECT agent_memory.cleanup_expired(batch_size => 1)::text",
-                &[],
-            )
+            .query_one("SELECT agent_memory.cleanup_expired(batch_size => 1)::text", &[])
             .map(|row| row.get::<_, String>(0))
             .map_err(|e| e.to_string())
     });
@@ -1813,11 +1701,8 @@ fn postmaster_killed_mid_cleanup_leaves_no_process_behind() {
             .unwrap()
             .map(|row| row.get(0));
         let finished = manual.is_finished();
-        let result = if finished {
-            format!("{:?}", manual.join())
-        } else {
-            "still running".to_string()
-        };
+        let result =
+            if finished { format!("{:?}", manual.join()) } else { "still running".to_string() };
         panic!("the cleanup backend not running after {took:?}: {result}, now {state:?}");
     }
     let worker = worker_pid(&mut monitor).expect("the worker runs");
@@ -1885,9 +1770,7 @@ impl<'a> WorkerDatabaseMoved<'a> {
         // Made first, so that a failed restart is undone too.
         let moved = WorkerDatabaseMoved { cluster, database };
         connect("postgres")
-            .batch_execute(&format!(
-                "ALTER SYSTEM SET agent_memory.database = '{database}'"
-            ))
+            .batch_execute(&format!("ALTER SYSTEM SET agent_memory.database = '{database}'"))
             .unwrap();
         cluster.stop("fast");
         cluster.start();
@@ -1928,12 +1811,7 @@ fn wait_for_backend(client: &mut Client, condition: &str, value: &str, what: &st
 /// Wait until the launcher shows `text` in pg_stat_activity.
 fn wait_for_launcher_text(client: &mut Client, text: &str) {
     let condition = "backend_type = 'agent_memory cleanup launcher' AND query = $1";
-    wait_for_backend(
-        client,
-        condition,
-        text,
-        &format!("launcher showing \"{text}\""),
-    );
+    wait_for_backend(client, condition, text, &format!("launcher showing \"{text}\""));
 }
 
 /// The FATAL lines logged since `logged_from`, except those of a stop,
@@ -1968,44 +1846,20 @@ fn the_launcher_waits_for_its_database_then_starts_one_worker() {
     // Two restart delays: a worker that fails to connect would have been
     // started, and logged a FATAL, at least twice.
     thread::sleep(Duration::from_secs(11));
-    assert_eq!(
-        worker_pid(&mut client),
-        None,
-        "a worker runs without its database"
-    );
-    assert_eq!(
-        launcher_pid(&mut client),
-        Some(launcher),
-        "the launcher was restarted"
-    );
+    assert_eq!(worker_pid(&mut client), None, "a worker runs without its database");
+    assert_eq!(launcher_pid(&mut client), Some(launcher), "the launcher was restarted");
     let logged = cluster.logged_since(logged_from);
-    let warned = logged
-        .lines()
-        .filter(|line| line.contains(&waiting("exist")))
-        .count();
-    assert_eq!(
-        warned, 1,
-        "the launcher's warning logged {warned} times:\n{logged}"
-    );
+    let warned = logged.lines().filter(|line| line.contains(&waiting("exist"))).count();
+    assert_eq!(warned, 1, "the launcher's warning logged {warned} times:\n{logged}");
 
     // A database that takes no connections is waited for the same way.
-    client
-        .batch_execute(&format!(
-            "CREATE DATABASE {database} ALLOW_CONNECTIONS false"
-        ))
-        .unwrap();
+    client.batch_execute(&format!("CREATE DATABASE {database} ALLOW_CONNECTIONS false")).unwrap();
     wait_for_launcher_text(&mut client, &waiting("accept connections"));
     thread::sleep(Duration::from_secs(6));
-    assert_eq!(
-        worker_pid(&mut client),
-        None,
-        "a worker runs without connections"
-    );
+    assert_eq!(worker_pid(&mut client), None, "a worker runs without connections");
 
     // Once it takes connections, the worker starts there within a delay.
-    client
-        .batch_execute(&format!("ALTER DATABASE {database} ALLOW_CONNECTIONS true"))
-        .unwrap();
+    client.batch_execute(&format!("ALTER DATABASE {database} ALLOW_CONNECTIONS true")).unwrap();
     wait_for_backend(
         &mut client,
         "backend_type = 'agent_memory cleanup' AND datname = $1",
@@ -2018,20 +1872,12 @@ fn the_launcher_waits_for_its_database_then_starts_one_worker() {
 
     // A launcher that exits stops its worker, so the next one never runs
     // a second worker beside it.
-    client
-        .execute("SELECT pg_terminate_backend($1)", &[&launcher])
-        .unwrap();
+    client.execute("SELECT pg_terminate_backend($1)", &[&launcher]).unwrap();
     let (stopped, took) = wait_until(Duration::from_secs(3), || !process_runs(worker));
-    assert!(
-        stopped,
-        "the worker still runs {took:?} after its launcher exited"
-    );
+    assert!(stopped, "the worker still runs {took:?} after its launcher exited");
     let (back, took) = wait_until(Duration::from_secs(20), || {
         worker_pid(&mut client).is_some()
             && launcher_pid(&mut client).is_some_and(|pid| pid != launcher)
     });
-    assert!(
-        back,
-        "no new launcher and worker {took:?} after the launcher exited"
-    );
+    assert!(back, "no new launcher and worker {took:?} after the launcher exited");
 }

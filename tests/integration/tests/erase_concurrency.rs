@@ -18,9 +18,7 @@ fn left_after_erasing_during(db: &str, edit: &str) -> (i64, String) {
         )
         .expect("a file and a node");
     let mut editor = connect(db);
-    editor
-        .batch_execute("BEGIN; SET LOCAL agent_memory.history_retention = 3;")
-        .unwrap();
+    editor.batch_execute("BEGIN; SET LOCAL agent_memory.history_retention = 3;").unwrap();
     editor.batch_execute(edit).expect("the edit");
     let eraser = thread::spawn({
         let db = db.to_string();
@@ -34,12 +32,7 @@ fn left_after_erasing_during(db: &str, edit: &str) -> (i64, String) {
                 .get::<_, String>(0)
         }
     });
-    wait_for_lock_waiter(
-        &mut setup,
-        db,
-        "erase_user",
-        "the erasure waits for the edit",
-    );
+    wait_for_lock_waiter(&mut setup, db, "erase_user", "the erasure waits for the edit");
     editor.batch_execute("COMMIT").unwrap();
     let erased = eraser.join().unwrap();
     let left: i64 = setup

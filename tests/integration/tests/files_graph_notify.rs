@@ -29,10 +29,7 @@ fn file_and_graph_changes_are_announced_after_commit() {
                COMMIT;"#,
         )
         .unwrap();
-    assert_eq!(
-        received_payloads(&mut listener, "agent_memory"),
-        vec![files.clone()]
-    );
+    assert_eq!(received_payloads(&mut listener, "agent_memory"), vec![files.clone()]);
 
     // A read, a search and a refused write change nothing.
     writer
@@ -43,10 +40,7 @@ fn file_and_graph_changes_are_announced_after_commit() {
                SELECT agent_memory.claude_memory('notes', '{"command": "view", "path": "/memories"}');"#,
         )
         .unwrap();
-    assert_eq!(
-        received_payloads(&mut listener, "agent_memory"),
-        Vec::<serde_json::Value>::new()
-    );
+    assert_eq!(received_payloads(&mut listener, "agent_memory"), Vec::<serde_json::Value>::new());
 
     // Claude's dialect writes files too.
     writer
@@ -54,10 +48,7 @@ fn file_and_graph_changes_are_announced_after_commit() {
             r#"SELECT agent_memory.claude_memory('notes', '{"command": "create", "path": "/memories/b.md", "file_text": "b"}');"#,
         )
         .unwrap();
-    assert_eq!(
-        received_payloads(&mut listener, "agent_memory"),
-        vec![files.clone()]
-    );
+    assert_eq!(received_payloads(&mut listener, "agent_memory"), vec![files.clone()]);
 
     // A graph: a creation, a write that changes nothing, a real one, a
     // delete, each in its own transaction.
@@ -68,15 +59,9 @@ fn file_and_graph_changes_are_announced_after_commit() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(
-        received_payloads(&mut listener, "agent_memory"),
-        vec![graph.clone()]
-    );
+    assert_eq!(received_payloads(&mut listener, "agent_memory"), vec![graph.clone()]);
     writer
-        .execute(
-            "SELECT agent_memory.graph_write('al', $1, 'Trips', NULL, NULL)",
-            &[&node],
-        )
+        .execute("SELECT agent_memory.graph_write('al', $1, 'Trips', NULL, NULL)", &[&node])
         .unwrap();
     assert_eq!(
         received_payloads(&mut listener, "agent_memory"),
@@ -84,22 +69,11 @@ fn file_and_graph_changes_are_announced_after_commit() {
         "a write that changes nothing is not announced"
     );
     writer
-        .execute(
-            "SELECT agent_memory.graph_write('al', $1, NULL, NULL, 'Porto')",
-            &[&node],
-        )
+        .execute("SELECT agent_memory.graph_write('al', $1, NULL, NULL, 'Porto')", &[&node])
         .unwrap();
-    assert_eq!(
-        received_payloads(&mut listener, "agent_memory"),
-        vec![graph.clone()]
-    );
-    writer
-        .execute("SELECT agent_memory.graph_delete('al', $1)", &[&node])
-        .unwrap();
-    assert_eq!(
-        received_payloads(&mut listener, "agent_memory"),
-        vec![graph.clone()]
-    );
+    assert_eq!(received_payloads(&mut listener, "agent_memory"), vec![graph.clone()]);
+    writer.execute("SELECT agent_memory.graph_delete('al', $1)", &[&node]).unwrap();
+    assert_eq!(received_payloads(&mut listener, "agent_memory"), vec![graph.clone()]);
 
     // Nothing of a rolled back transaction.
     writer
@@ -110,10 +84,7 @@ fn file_and_graph_changes_are_announced_after_commit() {
                ROLLBACK;"#,
         )
         .unwrap();
-    assert_eq!(
-        received_payloads(&mut listener, "agent_memory"),
-        Vec::<serde_json::Value>::new()
-    );
+    assert_eq!(received_payloads(&mut listener, "agent_memory"), Vec::<serde_json::Value>::new());
 
     drop(writer);
     drop(listener);
@@ -176,26 +147,17 @@ fn erasure_and_import_announce_what_they_change() {
             &[],
         )
         .unwrap();
-    assert_eq!(
-        sorted_payloads(&mut listener),
-        sorted(vec![files.clone(), graph.clone()])
-    );
+    assert_eq!(sorted_payloads(&mut listener), sorted(vec![files.clone(), graph.clone()]));
 
     // The import writes the part, the node and the file again; run again,
     // it changes nothing and announces nothing.
     let import = |writer: &mut postgres::Client| {
         writer
-            .execute(
-                "SELECT count(*) FROM agent_memory.import_lines($1::text[])",
-                &[&lines],
-            )
+            .execute("SELECT count(*) FROM agent_memory.import_lines($1::text[])", &[&lines])
             .unwrap();
     };
     import(&mut writer);
-    assert_eq!(
-        sorted_payloads(&mut listener),
-        sorted(vec![files, graph, part])
-    );
+    assert_eq!(sorted_payloads(&mut listener), sorted(vec![files, graph, part]));
     import(&mut writer);
     assert_eq!(sorted_payloads(&mut listener), Vec::<String>::new());
 

@@ -95,10 +95,7 @@ fn pg_dump_and_restore_keep_the_tables_and_their_rows() {
         .query_one("SELECT extversion = agent_memory.version() FROM pg_extension WHERE extname = 'agent_memory'", &[])
         .unwrap()
         .get(0);
-    assert!(
-        same_version,
-        "the restored extension is the installed library's version"
-    );
+    assert!(same_version, "the restored extension is the installed library's version");
 
     std::fs::remove_file(&dump).ok();
     drop(client);

@@ -52,10 +52,7 @@ fn two_concurrent_versioned_writes_get_consecutive_versions() {
         "the second writer never waited for the first",
     );
     first.batch_execute("COMMIT").unwrap();
-    let second_version = second
-        .join()
-        .unwrap()
-        .expect("no error reaches the second writer");
+    let second_version = second.join().unwrap().expect("no error reaches the second writer");
     assert_eq!(second_version, 3);
 
     let snapshots: Vec<(i32, String, String)> = setup
@@ -119,17 +116,11 @@ fn eight_versioned_writers_lose_nothing() {
             .expect("writer thread panicked")
             .unwrap_or_else(|e| panic!("an error reached a caller: {e}"))
         {
-            assert!(
-                written.insert(version, body).is_none(),
-                "version {version} returned twice"
-            );
+            assert!(written.insert(version, body).is_none(), "version {version} returned twice");
         }
     }
     let last = (WRITERS * WRITES) as i32 + 1;
-    assert_eq!(
-        written.keys().copied().collect::<HashSet<_>>(),
-        (2..=last).collect()
-    );
+    assert_eq!(written.keys().copied().collect::<HashSet<_>>(), (2..=last).collect());
 
     // The state at version v (a snapshot, or the node for the last one) is
     // exactly what the call that returned v wrote.
@@ -142,11 +133,7 @@ fn eight_versioned_writers_lose_nothing() {
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    assert_eq!(
-        states.len(),
-        last as usize - 1,
-        "one snapshot per earlier version"
-    );
+    assert_eq!(states.len(), last as usize - 1, "one snapshot per earlier version");
     assert_eq!(states.get(&1).map(String::as_str), Some("v1 body"));
     let (current_version, current_body): (i32, String) = setup
         .query_one(
@@ -158,11 +145,7 @@ fn eight_versioned_writers_lose_nothing() {
     assert_eq!(current_version, last);
     states.insert(current_version, current_body);
     for (version, body) in &written {
-        assert_eq!(
-            states.get(version),
-            Some(body),
-            "state at version {version}"
-        );
+        assert_eq!(states.get(version), Some(body), "state at version {version}");
     }
     drop(setup);
     drop_database(db);
@@ -186,10 +169,7 @@ fn a_creation_locks_its_parents_in_id_order() {
     let mut holder = connect(db);
     holder.batch_execute("BEGIN").unwrap();
     holder
-        .execute(
-            "SELECT agent_memory.graph_create('team', 'Under a', '', '', ARRAY['a'])",
-            &[],
-        )
+        .execute("SELECT agent_memory.graph_create('team', 'Under a', '', '', ARRAY['a'])", &[])
         .unwrap();
     let creation = thread::spawn(move || {
         let mut creator = connect(db);
@@ -200,28 +180,17 @@ fn a_creation_locks_its_parents_in_id_order() {
             )
             .map(|_| ())
     });
-    wait_for_lock_waiter(
-        &mut setup,
-        db,
-        "Under b and a",
-        "the creation under b and a waits for a",
-    );
+    wait_for_lock_waiter(&mut setup, db, "Under b and a", "the creation under b and a waits for a");
     // It waits for a; b is free.
     setup.batch_execute("BEGIN").unwrap();
     let b_free = setup.query(
         "SELECT FROM agent_memory.graph_nodes WHERE owner = 'team' AND node_id = 'b' FOR UPDATE NOWAIT",
         &[],
     );
-    assert!(
-        b_free.is_ok(),
-        "b was locked while a was awaited: {b_free:?}"
-    );
+    assert!(b_free.is_ok(), "b was locked while a was awaited: {b_free:?}");
     setup.batch_execute("ROLLBACK").unwrap();
     holder.batch_execute("COMMIT").unwrap();
-    creation
-        .join()
-        .unwrap()
-        .expect("the creation under b and a");
+    creation.join().unwrap().expect("the creation under b and a");
     let refs: i64 = setup
         .query_one(
             "SELECT count(*) FROM agent_memory.graph_nodes

@@ -55,17 +55,11 @@ struct Hostile {
 }
 
 fn hv(label: impl Into<String>, value: impl Into<String>) -> Hostile {
-    Hostile {
-        label: label.into(),
-        value: Some(value.into()),
-    }
+    Hostile { label: label.into(), value: Some(value.into()) }
 }
 
 fn null() -> Hostile {
-    Hostile {
-        label: "NULL".into(),
-        value: None,
-    }
+    Hostile { label: "NULL".into(), value: None }
 }
 
 /// Hostile text, small ones (they also go into JSON string fields) and the
@@ -84,10 +78,7 @@ fn text_values() -> (Vec<Hostile>, Vec<Hostile>) {
         hv("U+FFFF", "x\u{FFFF}\u{FFFE}"),
         hv("U+10FFFF", "\u{10FFFF}"),
         hv("BOM", "\u{FEFF}live"),
-        hv(
-            "emoji ZWJ",
-            "\u{1F469}\u{200D}\u{1F469}\u{200D}\u{1F467}\u{200D}\u{1F466}",
-        ),
+        hv("emoji ZWJ", "\u{1F469}\u{200D}\u{1F469}\u{200D}\u{1F467}\u{200D}\u{1F466}"),
         hv("literal \\ud800", "\\ud800"),
         hv("non-NFC e+U+0301", "caf\u{0065}\u{0301}"),
         hv("fullwidth solidus", "\u{FF0F}..\u{FF0F}etc"),
@@ -138,18 +129,12 @@ fn text_values() -> (Vec<Hostile>, Vec<Hostile>) {
         hv("JSON object text", "{\"a\": 1}"),
         hv("frontmatter only", "---\n---\n"),
         hv("frontmatter unclosed", "---\ntitle: x\n"),
-        hv(
-            "frontmatter bad YAML",
-            "---\ntitle: [unclosed\nrefs: {a: b\n---\nbody",
-        ),
+        hv("frontmatter bad YAML", "---\ntitle: [unclosed\nrefs: {a: b\n---\nbody"),
         hv(
             "frontmatter wrong types",
             "---\ntitle: [a, b]\ndescription: {x: 1}\nrefs: 5\nversion: -1\ncreatedAt: yesterday\n---\nbody",
         ),
-        hv(
-            "frontmatter YAML alias",
-            "---\ntitle: &a [*a, *a]\nrefs: [../x, '[[y]]']\n---\n",
-        ),
+        hv("frontmatter YAML alias", "---\ntitle: &a [*a, *a]\nrefs: [../x, '[[y]]']\n---\n"),
         hv(
             "frontmatter nested 10,000 deep",
             format!("---\ntitle: x\nrefs: {}\n---\nbody", nested_arrays(10_000)),
@@ -190,40 +175,22 @@ fn jsonb_values() -> (Vec<Hostile>, Vec<Hostile>) {
         ("true", "true"),
         ("-0", "-0"),
         ("NUL escape", "\"\\u0000\""),
-        (
-            "NUL escape in key and value",
-            "{\"a\\u0000\": \"x\\u0000y\"}",
-        ),
+        ("NUL escape in key and value", "{\"a\\u0000\": \"x\\u0000y\"}"),
         ("lone surrogate escape", "\"\\ud800\""),
-        (
-            "duplicate keys",
-            "{\"a\": 1, \"a\": {\"b\": 2}, \"a\": [3]}",
-        ),
+        ("duplicate keys", "{\"a\": 1, \"a\": {\"b\": 2}, \"a\": [3]}"),
         (
             "odd Unicode keys",
             "{\"\u{202E}\": 1, \"e\u{0301}\": 2, \"\u{1F469}\u{200D}\u{1F467}\": 3, \"\": 4, \"\u{FFFF}\": 5, \"\\u0001\": 6}",
         ),
-        (
-            "array of 100,000 numbers",
-            &format!("[{}]", vec!["1"; 100_000].join(",")),
-        ),
+        ("array of 100,000 numbers", &format!("[{}]", vec!["1"; 100_000].join(","))),
     ] {
         v.push(hv(label, json));
     }
     let wide: Vec<String> = (0..100_000).map(|i| format!("\"k{i}\": {i}")).collect();
-    v.push(hv(
-        "object of 100,000 keys",
-        format!("{{{}}}", wide.join(",")),
-    ));
+    v.push(hv("object of 100,000 keys", format!("{{{}}}", wide.join(","))));
     for depth in [129, 1_000, 10_000, 100_000] {
-        v.push(hv(
-            format!("arrays nested {depth} deep"),
-            nested_arrays(depth),
-        ));
-        v.push(hv(
-            format!("objects nested {depth} deep"),
-            nested_objects(depth),
-        ));
+        v.push(hv(format!("arrays nested {depth} deep"), nested_arrays(depth)));
+        v.push(hv(format!("objects nested {depth} deep"), nested_objects(depth)));
     }
     let huge = vec![hv("10 MB string", format!("\"{}\"", "x".repeat(HUGE)))];
     (v, huge)
@@ -329,14 +296,8 @@ fn text_array_values() -> (Vec<Hostile>, Vec<Hostile>) {
             "traversal elements",
             r#"{"..","/../etc/passwd","%2e%2e/","..%2f","\\..\\","/memories/../x"}"#,
         ),
-        (
-            "odd Unicode elements",
-            "{\"\u{202E}x\",\"e\u{0301}\",\"\u{FFFF}\",\"a\u{200D}b\"}",
-        ),
-        (
-            "SQL-looking elements",
-            r#"{"'); DROP TABLE agent_memory.sessions; --","%","_"}"#,
-        ),
+        ("odd Unicode elements", "{\"\u{202E}x\",\"e\u{0301}\",\"\u{FFFF}\",\"a\u{200D}b\"}"),
+        ("SQL-looking elements", r#"{"'); DROP TABLE agent_memory.sessions; --","%","_"}"#),
         ("__root__ twice", "{__root__,__root__}"),
         ("two-dimensional", "{{atlas,projects},{victim,goal}}"),
         ("lower bound 5", "[5:6]={atlas,goal}"),
@@ -356,13 +317,9 @@ fn bool_values() -> Vec<Hostile> {
 
 fn timestamptz_values() -> Vec<Hostile> {
     let mut v = vec![null()];
-    for s in [
-        "infinity",
-        "-infinity",
-        "4713-01-01 00:00:00+00 BC",
-        "294276-12-31 23:59:59+00",
-        "epoch",
-    ] {
+    for s in
+        ["infinity", "-infinity", "4713-01-01 00:00:00+00 BC", "294276-12-31 23:59:59+00", "epoch"]
+    {
         v.push(hv(s, s));
     }
     v
@@ -469,10 +426,7 @@ fn json_mutations(base: &str) -> Vec<Hostile> {
         let mut extra = map.clone();
         extra.insert("__proto__".into(), serde_json::json!({"polluted": true}));
         extra.insert("unknown_key".into(), serde_json::json!([1, {"x": null}]));
-        out.push(hv(
-            "with unknown keys",
-            serde_json::to_string(&extra).unwrap(),
-        ));
+        out.push(hv("with unknown keys", serde_json::to_string(&extra).unwrap()));
     }
     let mut huge_done = false;
     for (path, is_string) in locations {
@@ -486,18 +440,12 @@ fn json_mutations(base: &str) -> Vec<Hostile> {
         if is_string {
             for t in texts.iter().filter(|t| t.value.is_some()) {
                 let raw = serde_json::to_string(t.value.as_deref().unwrap()).unwrap();
-                out.push(hv(
-                    format!("{at} = text {}", t.label),
-                    replace_at(&doc, &path, &raw),
-                ));
+                out.push(hv(format!("{at} = text {}", t.label), replace_at(&doc, &path, &raw)));
             }
             if !huge_done {
                 huge_done = true;
                 let raw = format!("\"{}\"", "x".repeat(HUGE));
-                out.push(hv(
-                    format!("{at} = 10 MB string"),
-                    replace_at(&doc, &path, &raw),
-                ));
+                out.push(hv(format!("{at} = 10 MB string"), replace_at(&doc, &path, &raw)));
             }
         }
     }
@@ -510,10 +458,7 @@ fn stored_writes() -> Vec<(String, &'static str, Vec<Option<String>>)> {
     let mut out = Vec::new();
     let s = |v: &str| Some(v.to_string());
     for depth in [99, 100, 101, 127, 1_000] {
-        for (kind, deep) in [
-            ("arrays", nested_arrays(depth)),
-            ("objects", nested_objects(depth)),
-        ] {
+        for (kind, deep) in [("arrays", nested_arrays(depth)), ("objects", nested_objects(depth))] {
             let l = |what: &str| format!("{what} with {kind} nested {depth} deep");
             let wrapped = format!("{{\"d\": {deep}}}");
             out.push((
@@ -529,14 +474,7 @@ fn stored_writes() -> Vec<(String, &'static str, Vec<Option<String>>)> {
             out.push((
                 l("append_message metadata"),
                 "append_message(text, text, text, text, jsonb, integer)",
-                vec![
-                    s("live"),
-                    s("user"),
-                    s("deep"),
-                    s("atlas"),
-                    s(&wrapped),
-                    None,
-                ],
+                vec![s("live"), s("user"), s("deep"), s("atlas"), s(&wrapped), None],
             ));
             out.push((
                 l("session metadata"),
@@ -566,13 +504,7 @@ fn stored_writes() -> Vec<(String, &'static str, Vec<Option<String>>)> {
             out.push((
                 l("wm_patch fetched_context"),
                 "wm_patch(text, text, jsonb, text, integer)",
-                vec![
-                    s("live"),
-                    s("fetched_context"),
-                    s(&wrapped),
-                    s("atlas"),
-                    None,
-                ],
+                vec![s("live"), s("fetched_context"), s(&wrapped), s("atlas"), None],
             ));
         }
         // The same nesting as YAML flow lists in a node's frontmatter, which
@@ -602,10 +534,7 @@ struct Function {
 }
 
 fn connect_retrying() -> Client {
-    let port: u16 = std::env::var("PGPORT")
-        .unwrap_or_else(|_| "5432".into())
-        .parse()
-        .unwrap();
+    let port: u16 = std::env::var("PGPORT").unwrap_or_else(|_| "5432".into()).parse().unwrap();
     let user = std::env::var("PGUSER").unwrap_or_else(|_| "postgres".into());
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
@@ -699,9 +628,7 @@ impl Runner {
         self.client
             .batch_execute(&format!("{RECALL_SETTINGS}{EMBEDDINGS}"))
             .expect("recall's settings, with embeddings");
-        self.client
-            .batch_execute(&format!("{FIXTURE}{HISTORY}"))
-            .expect("load the fixture");
+        self.client.batch_execute(&format!("{FIXTURE}{HISTORY}")).expect("load the fixture");
         self.digest = self.digest();
     }
 
@@ -721,11 +648,7 @@ impl Runner {
                     self.client = connect_retrying();
                     Some("connection lost in the cast".to_string())
                 } else {
-                    Some(
-                        e.code()
-                            .map(|c| c.code().to_string())
-                            .unwrap_or_else(|| e.to_string()),
-                    )
+                    Some(e.code().map(|c| c.code().to_string()).unwrap_or_else(|| e.to_string()))
                 }
             }
         };
@@ -736,11 +659,7 @@ impl Runner {
     /// One call of `f` with `args`; `what` names the hostile value. Returns
     /// whether it succeeded.
     fn call(
-        &mut self,
-        f: &Function,
-        args: &[Option<String>],
-        position: Option<usize>,
-        what: &str,
+        &mut self, f: &Function, args: &[Option<String>], position: Option<usize>, what: &str,
     ) -> bool {
         // Fewer arguments than the function has: the rest are defaults.
         let casts: Vec<String> = f.types[..args.len()]
@@ -781,17 +700,13 @@ impl Runner {
             }
             Err(e) => {
                 if self.client.is_closed() {
-                    self.report
-                        .crashes
-                        .push(format!("{}: connection lost: {e}", context()));
+                    self.report.crashes.push(format!("{}: connection lost: {e}", context()));
                     self.client = connect_retrying();
                     self.digest = self.digest();
                     return false;
                 }
                 let Some(db) = e.as_db_error() else {
-                    self.report
-                        .other
-                        .push(format!("{}: error without SQLSTATE: {e}", context()));
+                    self.report.other.push(format!("{}: error without SQLSTATE: {e}", context()));
                     return false;
                 };
                 let code = db.code().code().to_string();
@@ -802,9 +717,7 @@ impl Runner {
                 self.last_error = Some((code.clone(), db.message().to_string()));
                 *self.report.by_sqlstate.entry(code.clone()).or_default() += 1;
                 if code.starts_with("XX") || code.starts_with("58") {
-                    self.report
-                        .internal
-                        .push(format!("{}: {code} {}", context(), short(&message)));
+                    self.report.internal.push(format!("{}: {code} {}", context(), short(&message)));
                     *self
                         .report
                         .internal_kinds
@@ -822,9 +735,7 @@ impl Runner {
                     self.report.failed += 1;
                 }
                 if code == "22000" {
-                    self.report
-                        .sqlstate_22000
-                        .insert((f.key.clone(), message.clone()));
+                    self.report.sqlstate_22000.insert((f.key.clone(), message.clone()));
                 }
                 if code == "57014" {
                     self.report.timeouts.push(context());
@@ -852,20 +763,12 @@ impl Runner {
     /// Call `f` once for each value, `base` with argument `position`
     /// replaced; values PostgreSQL's own cast refuses are counted apart.
     fn sweep(
-        &mut self,
-        f: &Function,
-        base: &[Option<String>],
-        position: usize,
-        values: &[Hostile],
+        &mut self, f: &Function, base: &[Option<String>], position: usize, values: &[Hostile],
     ) {
         let ty = f.types[position].clone();
         for h in values {
             if let Some(code) = self.cast_rejection(&ty, &h.value) {
-                let seen = self
-                    .report
-                    .input_rejected
-                    .entry((ty.clone(), code))
-                    .or_default();
+                let seen = self.report.input_rejected.entry((ty.clone(), code)).or_default();
                 seen.0 += 1;
                 if seen.1.len() < 4 && !seen.1.contains(&h.label) {
                     seen.1.push(h.label.clone());
@@ -877,10 +780,7 @@ impl Runner {
             let what = format!(
                 "{} {}",
                 h.label,
-                h.value
-                    .as_deref()
-                    .map(short)
-                    .unwrap_or_else(|| "NULL".into())
+                h.value.as_deref().map(short).unwrap_or_else(|| "NULL".into())
             );
             self.call(f, &args, Some(position), &what);
         }
@@ -935,11 +835,7 @@ fn every_function_survives_hostile_input() {
             }
         })
         .collect();
-    assert!(
-        functions.len() > 40,
-        "found only {} functions",
-        functions.len()
-    );
+    assert!(functions.len() > 40, "found only {} functions", functions.len());
 
     // Every function has a base call or a reason to be skipped.
     let mut problems = Vec::new();
@@ -964,10 +860,7 @@ fn every_function_survives_hostile_input() {
                     }
                 }
                 if !matches!(f.kind.as_str(), "f" | "p") {
-                    problems.push(format!(
-                        "{}: prokind {} is not callable here",
-                        f.key, f.kind
-                    ));
+                    problems.push(format!("{}: prokind {} is not callable here", f.key, f.kind));
                 }
             }
         }
@@ -1007,11 +900,8 @@ fn every_function_survives_hostile_input() {
         };
         let calls_before = runner.report.calls;
         let f_started = Instant::now();
-        let bases: Vec<Vec<Option<String>>> = base
-            .calls
-            .iter()
-            .map(|c| c.iter().map(|a| a.map(str::to_string)).collect())
-            .collect();
+        let bases: Vec<Vec<Option<String>>> =
+            base.calls.iter().map(|c| c.iter().map(|a| a.map(str::to_string)).collect()).collect();
         // Each base call succeeds on the fixture (or the hostile calls
         // built from it would not reach the function's real work).
         for args in &bases {
@@ -1027,16 +917,9 @@ fn every_function_survives_hostile_input() {
         if f.defaults > 0 {
             runner.reset();
             let required = &bases[0][..f.types.len() - f.defaults as usize];
-            let refused = NEED_A_DEFAULTED_ARGUMENT
-                .iter()
-                .any(|(key, _)| *key == f.key);
+            let refused = NEED_A_DEFAULTED_ARGUMENT.iter().any(|(key, _)| *key == f.key);
             let before = runner.report.succeeded;
-            runner.call(
-                f,
-                required,
-                None,
-                "base call without its defaulted arguments",
-            );
+            runner.call(f, required, None, "base call without its defaulted arguments");
             match (runner.report.succeeded == before, refused) {
                 (true, false) => {
                     problems.push(format!("{}: the base call {required:?} failed", f.key))
@@ -1078,11 +961,7 @@ fn every_function_survives_hostile_input() {
                 runner.sweep(f, args, position, &mutations);
             }
         }
-        per_function.push((
-            f.key.clone(),
-            runner.report.calls - calls_before,
-            f_started.elapsed(),
-        ));
+        per_function.push((f.key.clone(), runner.report.calls - calls_before, f_started.elapsed()));
     }
 
     // Hostile data stored through the functions (JSON nested around the
@@ -1092,10 +971,7 @@ fn every_function_survives_hostile_input() {
     let mut refused_reads: BTreeMap<(String, String, String), usize> = BTreeMap::new();
     let mut refused_writes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (label, key, args) in stored_writes() {
-        let f = functions
-            .iter()
-            .find(|f| f.key == key)
-            .expect("a write function");
+        let f = functions.iter().find(|f| f.key == key).expect("a write function");
         runner.reset();
         if !runner.call(f, &args, None, &format!("stored write: {label}")) {
             let code = runner.last_error.clone().map(|e| e.0).unwrap_or_default();
@@ -1107,26 +983,18 @@ fn every_function_survives_hostile_input() {
             let Some(base) = BASES.iter().find(|b| b.function == g.key) else {
                 continue;
             };
-            let args: Vec<Option<String>> = base.calls[0]
-                .iter()
-                .map(|a| a.map(str::to_string))
-                .collect();
+            let args: Vec<Option<String>> =
+                base.calls[0].iter().map(|a| a.map(str::to_string)).collect();
             if !runner.call(g, &args, None, &format!("after storing {label}"))
                 && let Some((code, message)) = runner.last_error.clone()
             {
-                *refused_reads
-                    .entry((g.key.clone(), code, message))
-                    .or_default() += 1;
+                *refused_reads.entry((g.key.clone(), code, message)).or_default() += 1;
             }
         }
     }
     println!("\nstored hostile writes that succeeded (each followed by every base call): {stored}");
     for (code, labels) in &refused_writes {
-        println!(
-            "stored writes refused with {code}: {}, e.g. {}",
-            labels.len(),
-            labels[0]
-        );
+        println!("stored writes refused with {code}: {}, e.g. {}", labels.len(), labels[0]);
     }
     println!("base calls that failed after such a write:");
     if refused_reads.is_empty() {
@@ -1148,10 +1016,7 @@ fn every_function_survives_hostile_input() {
     }
     println!("\nvalues refused by PostgreSQL's own input cast (no function called):");
     for ((ty, code), (n, labels)) in &r.input_rejected {
-        println!(
-            "  {ty:<10} {code:<6} {n:>5} values, e.g. {}",
-            labels.join(", ")
-        );
+        println!("  {ty:<10} {code:<6} {n:>5} values, e.g. {}", labels.join(", "));
     }
     println!("\ninternal errors by function and message:");
     if r.internal_kinds.is_empty() {
@@ -1214,11 +1079,7 @@ fn every_function_survives_hostile_input() {
         "{} violations (first {}):\n{}",
         violations.len(),
         shown.len(),
-        shown
-            .iter()
-            .map(|s| s.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
+        shown.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
     );
 }
 
@@ -1226,10 +1087,9 @@ fn every_function_survives_hostile_input() {
 fn outcome(client: &mut Client, sql: &str) -> String {
     match client.batch_execute(sql) {
         Ok(()) => "ok".into(),
-        Err(e) => e
-            .code()
-            .map(|c| c.code().to_string())
-            .unwrap_or_else(|| format!("no SQLSTATE: {e}")),
+        Err(e) => {
+            e.code().map(|c| c.code().to_string()).unwrap_or_else(|| format!("no SQLSTATE: {e}"))
+        }
     }
 }
 
@@ -1248,10 +1108,7 @@ fn inputs_that_were_internal_errors_have_their_sqlstate() {
     let cases = [
         // JSON nested deeper than serde_json decodes (128): pgrx panicked
         // while decoding the argument.
-        (
-            format!("SELECT agent_memory.kv_set('s', 'deep', {})", arrays(200)),
-            "54000",
-        ),
+        (format!("SELECT agent_memory.kv_set('s', 'deep', {})", arrays(200)), "54000"),
         (
             format!(
                 "SELECT agent_memory.update_context('s', jsonb_build_object('d', {}))",
@@ -1291,14 +1148,8 @@ fn inputs_that_were_internal_errors_have_their_sqlstate() {
         ),
         // Arguments are limited to 100 levels, so that what is stored stays
         // readable inside the documents built from it...
-        (
-            format!("SELECT agent_memory.kv_set('s', 'deep', {})", arrays(101)),
-            "54000",
-        ),
-        (
-            format!("SELECT agent_memory.kv_set('s', 'deep', {})", arrays(100)),
-            "ok",
-        ),
+        (format!("SELECT agent_memory.kv_set('s', 'deep', {})", arrays(101)), "54000"),
+        (format!("SELECT agent_memory.kv_set('s', 'deep', {})", arrays(100)), "ok"),
         ("SELECT agent_memory.kv_get_all('s')".into(), "ok"),
         ("SELECT agent_memory.build_context('s')".into(), "ok"),
         (
@@ -1325,44 +1176,23 @@ fn inputs_that_were_internal_errors_have_their_sqlstate() {
             ),
             "ok",
         ),
-        (
-            "SELECT agent_memory.wm_get('s', 'fetched_context')".into(),
-            "ok",
-        ),
-        (
-            "SELECT agent_memory.wm_patch('s', 'fetched_context', '{\"e\": 1}')".into(),
-            "ok",
-        ),
+        ("SELECT agent_memory.wm_get('s', 'fetched_context')".into(), "ok"),
+        ("SELECT agent_memory.wm_patch('s', 'fetched_context', '{\"e\": 1}')".into(), "ok"),
         // NULL elements of a text[] argument: pgrx panicked ("array contains
         // NULL").
-        (
-            "SELECT agent_memory.build_context('s', ARRAY[NULL, 'k'])".into(),
-            "22004",
-        ),
-        (
-            "SELECT agent_memory.clear_context_keys('s', ARRAY[NULL]::text[])".into(),
-            "22004",
-        ),
-        (
-            "SELECT agent_memory.build_context('s', ARRAY['k'])".into(),
-            "ok",
-        ),
+        ("SELECT agent_memory.build_context('s', ARRAY[NULL, 'k'])".into(), "22004"),
+        ("SELECT agent_memory.clear_context_keys('s', ARRAY[NULL]::text[])".into(), "22004"),
+        ("SELECT agent_memory.build_context('s', ARRAY['k'])".into(), "ok"),
         // A stored value deeper than the arguments may be (written without
         // the functions) is read back as stored: the reads hand the stored
         // jsonb over without decoding it, so its depth does not matter.
         (
-            format!(
-                "UPDATE agent_memory.kv_entries SET value = {} WHERE key = 'k'",
-                arrays(200)
-            ),
+            format!("UPDATE agent_memory.kv_entries SET value = {} WHERE key = 'k'", arrays(200)),
             "ok",
         ),
         ("SELECT agent_memory.kv_get_all('s')".into(), "ok"),
         ("SELECT agent_memory.kv_get('s', 'k')".into(), "ok"),
-        (
-            "SELECT agent_memory.build_context('s', ARRAY['k'])".into(),
-            "ok",
-        ),
+        ("SELECT agent_memory.build_context('s', ARRAY['k'])".into(), "ok"),
     ];
     let mut wrong = Vec::new();
     for (sql, expected) in &cases {

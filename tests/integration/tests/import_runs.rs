@@ -48,20 +48,12 @@ fn exported_now(client: &mut Client) -> Vec<String> {
 /// Run `import` in a transaction of its own: each line's result, and the
 /// transaction ids it used (its own and those of its subtransactions).
 fn imported(client: &mut Client, import: &str) -> (Vec<String>, i64) {
-    let before: i64 = client
-        .query_one("SELECT pg_current_xact_id()::text::int8", &[])
-        .unwrap()
-        .get(0);
-    let results = client
-        .query(import, &[])
-        .unwrap()
-        .iter()
-        .map(|row| row.get::<_, String>(0))
-        .collect();
-    let after: i64 = client
-        .query_one("SELECT pg_current_xact_id()::text::int8", &[])
-        .unwrap()
-        .get(0);
+    let before: i64 =
+        client.query_one("SELECT pg_current_xact_id()::text::int8", &[]).unwrap().get(0);
+    let results =
+        client.query(import, &[]).unwrap().iter().map(|row| row.get::<_, String>(0)).collect();
+    let after: i64 =
+        client.query_one("SELECT pg_current_xact_id()::text::int8", &[]).unwrap().get(0);
     (results, after - before - 1)
 }
 
@@ -70,25 +62,17 @@ fn import_lines_takes_runs_together_with_the_results_of_import() {
     let db = "am_it_import_runs";
     let mut client = fresh_database(db);
     client.batch_execute(USER_MEMORY).unwrap();
-    let lines: i64 = client
-        .query_one("SELECT count(*) FROM exported", &[])
-        .unwrap()
-        .get(0);
+    let lines: i64 = client.query_one("SELECT count(*) FROM exported", &[]).unwrap().get(0);
     let original: Vec<String> = client
-        .query(
-            "SELECT (line::jsonb - 'last_activity_at')::text FROM exported ORDER BY 1",
-            &[],
-        )
+        .query("SELECT (line::jsonb - 'last_activity_at')::text FROM exported ORDER BY 1", &[])
         .unwrap()
         .iter()
         .map(|row| row.get(0))
         .collect();
 
     client.batch_execute(ERASE).unwrap();
-    let (each, each_ids) = imported(
-        &mut client,
-        "SELECT agent_memory.import(line)::text FROM exported ORDER BY n",
-    );
+    let (each, each_ids) =
+        imported(&mut client, "SELECT agent_memory.import(line)::text FROM exported ORDER BY n");
     assert_eq!(exported_now(&mut client), original);
 
     client.batch_execute(ERASE).unwrap();
@@ -98,27 +82,18 @@ fn import_lines_takes_runs_together_with_the_results_of_import() {
     );
     assert_eq!(together, each, "the same result for every line");
     assert_eq!(exported_now(&mut client), original, "the same memory after");
-    assert!(
-        each.iter().all(|r| r.contains(r#""status": "imported""#)),
-        "{each:?}"
-    );
+    assert!(each.iter().all(|r| r.contains(r#""status": "imported""#)), "{each:?}");
 
     // One line a subtransaction, against one run a subtransaction.
     assert!(each_ids > lines, "{each_ids} ids for {lines} lines");
-    assert!(
-        together_ids * 5 < lines,
-        "{together_ids} ids for {lines} lines"
-    );
+    assert!(together_ids * 5 < lines, "{together_ids} ids for {lines} lines");
 
     // Twice: every line unchanged, both ways.
     let (again, _) = imported(
         &mut client,
         "SELECT r ->> 'status' FROM agent_memory.import_lines(ARRAY(SELECT line FROM exported ORDER BY n)) AS r",
     );
-    assert!(
-        again.iter().all(|status| status == "unchanged"),
-        "{again:?}"
-    );
+    assert!(again.iter().all(|status| status == "unchanged"), "{again:?}");
     assert_eq!(again.len() as i64, lines);
 
     drop(client);

@@ -55,15 +55,10 @@ const DIMENSION: i64 = 16_000;
 fn rss_anon(pid: i32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_else(|e| panic!("reading /proc/{pid}/status (the server must run here): {e}"));
-    let line = status
-        .lines()
-        .find(|l| l.starts_with("RssAnon:"))
-        .expect("RssAnon in /proc/PID/status");
-    let kb: u64 = line
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .expect("a number of kB");
+    let line =
+        status.lines().find(|l| l.starts_with("RssAnon:")).expect("RssAnon in /proc/PID/status");
+    let kb: u64 =
+        line.split_whitespace().nth(1).and_then(|n| n.parse().ok()).expect("a number of kB");
     kb * 1024
 }
 
@@ -83,10 +78,10 @@ fn peak_of(client: &mut Client, pid: i32, sql: &str) -> (Option<String>, u64) {
             peak.max(rss_anon(pid))
         })
     };
-    let outcome = client.simple_query(sql).err().map(|e| {
-        e.code()
-            .map_or_else(|| e.to_string(), |c| c.code().to_owned())
-    });
+    let outcome = client
+        .simple_query(sql)
+        .err()
+        .map(|e| e.code().map_or_else(|| e.to_string(), |c| c.code().to_owned()));
     done.store(true, Ordering::Relaxed);
     let peak = sampler.join().expect("the sampler");
     (outcome, peak.saturating_sub(before))
@@ -131,16 +126,10 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
         ))
         .unwrap();
     let embedded: i64 = admin
-        .query_one(
-            "SELECT pg_total_relation_size('agent_memory.thread_messages')",
-            &[],
-        )
+        .query_one("SELECT pg_total_relation_size('agent_memory.thread_messages')", &[])
         .unwrap()
         .get(0);
-    assert!(
-        embedded as u64 > 120 * MB,
-        "the messages take only {embedded} bytes"
-    );
+    assert!(embedded as u64 > 120 * MB, "the messages take only {embedded} bytes");
     let stored: i64 = admin
         .query_one(
             "SELECT (SELECT sum(octet_length(content)) FROM agent_memory.thread_messages)
@@ -241,10 +230,7 @@ fn no_call_holds_memory_in_proportion_to_what_is_stored() {
     for (sql, expected, bound) in calls {
         // A backend of its own, warmed up (library loaded, plans made).
         let mut client = agent_memory_integration::connect(DB);
-        let pid: i32 = client
-            .query_one("SELECT pg_backend_pid()", &[])
-            .unwrap()
-            .get(0);
+        let pid: i32 = client.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
         client
             .batch_execute(
                 "SELECT count(*) FROM agent_memory.messages('peaks', NULL, 1);

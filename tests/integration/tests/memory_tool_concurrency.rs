@@ -10,10 +10,7 @@ use agent_memory_integration::{connect, drop_database, fresh_database};
 
 fn tool(client: &mut postgres::Client, request: &str) -> serde_json::Value {
     let text: String = client
-        .query_one(
-            "SELECT agent_memory.memory_tool('s', $1::text::jsonb)::text",
-            &[&request],
-        )
+        .query_one("SELECT agent_memory.memory_tool('s', $1::text::jsonb)::text", &[&request])
         .unwrap()
         .get(0);
     serde_json::from_str(&text).unwrap()
@@ -57,10 +54,7 @@ fn concurrent_appends_to_one_file_all_land() {
         }
     }
     let files: i32 = setup
-        .query_one(
-            "SELECT files FROM agent_memory.memory_scopes WHERE scope = 's'",
-            &[],
-        )
+        .query_one("SELECT files FROM agent_memory.memory_scopes WHERE scope = 's'", &[])
         .unwrap()
         .get(0);
     assert_eq!(files, 1, "the file was counted once");
@@ -99,17 +93,12 @@ fn a_directory_delete_racing_appends_leaves_whole_files_or_none() {
     // Every file left is a run of whole appends: what a delete cut off is
     // gone entirely, and the counter matches the files.
     let rows = setup
-        .query(
-            "SELECT path, content FROM agent_memory.memory_files WHERE scope = 's'",
-            &[],
-        )
+        .query("SELECT path, content FROM agent_memory.memory_files WHERE scope = 's'", &[])
         .unwrap();
     for row in &rows {
         let content: String = row.get(1);
         assert!(
-            content
-                .split_terminator(';')
-                .all(|piece| piece == "start" || piece.starts_with('r')),
+            content.split_terminator(';').all(|piece| piece == "start" || piece.starts_with('r')),
             "{content}"
         );
     }
@@ -234,10 +223,7 @@ fn concurrent_creates_and_deletes_never_pass_the_file_limit() {
         .collect();
     let totals: Vec<(i64, i64, i64)> = writers.into_iter().map(|w| w.join().unwrap()).collect();
     let files: i64 = setup
-        .query_one(
-            "SELECT count(*) FROM agent_memory.memory_files WHERE scope = 's'",
-            &[],
-        )
+        .query_one("SELECT count(*) FROM agent_memory.memory_files WHERE scope = 's'", &[])
         .unwrap()
         .get(0);
     let created: i64 = totals.iter().map(|t| t.0).sum();
@@ -258,10 +244,8 @@ fn concurrent_creates_and_deletes_never_pass_the_file_limit() {
 fn a_change_with_a_precondition_waits_for_the_scope_before_any_file() {
     let db = "am_it_memory_tool_lock_order";
     let mut setup = fresh_database(db);
-    let stored = tool(
-        &mut setup,
-        r#"{"path": "/a", "command": "append", "content": "0123456789"}"#,
-    );
+    let stored =
+        tool(&mut setup, r#"{"path": "/a", "command": "append", "content": "0123456789"}"#);
     assert_eq!(stored["ok"], true, "{stored}");
     let requests = [
         (
@@ -279,20 +263,13 @@ fn a_change_with_a_precondition_waits_for_the_scope_before_any_file() {
         // A creation holds the scope's row until it commits.
         let mut holder = connect(db);
         holder.batch_execute("BEGIN").unwrap();
-        let created = tool(
-            &mut holder,
-            r#"{"path": "/held", "command": "append", "content": "x"}"#,
-        );
+        let created =
+            tool(&mut holder, r#"{"path": "/held", "command": "append", "content": "x"}"#);
         assert_eq!(created["ok"], true, "{created}");
         let mut changer = connect(db);
-        let changer_pid: i32 = changer
-            .query_one("SELECT pg_backend_pid()", &[])
-            .unwrap()
-            .get(0);
+        let changer_pid: i32 = changer.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
         let change = thread::spawn(move || {
-            changer
-                .batch_execute("SET agent_memory.max_file_bytes = 12")
-                .unwrap();
+            changer.batch_execute("SET agent_memory.max_file_bytes = 12").unwrap();
             let answer: String = changer.query_one(call, &[&request]).unwrap().get(0);
             answer
         });
@@ -376,10 +353,7 @@ fn appends_racing_a_delete_and_create_keep_every_version() {
         .unwrap();
     let (current, kept, missing): (i32, i64, Option<String>) = (row.get(0), row.get(1), row.get(2));
     let kept_expected = i64::from(current - 1);
-    assert_eq!(
-        missing, None,
-        "versions never kept (file at {current}, {kept} kept)"
-    );
+    assert_eq!(missing, None, "versions never kept (file at {current}, {kept} kept)");
     assert_eq!(kept, kept_expected, "one kept version per number");
     drop(setup);
     drop_database(db);

@@ -18,10 +18,7 @@ fn eight_appenders_leave_exactly_keep_messages_in_order() {
     let db = "am_it_messages";
     let mut setup = fresh_database(db);
     setup
-        .execute(
-            "SELECT agent_memory.create_session('writer', session_id => $1)",
-            &[&SESSION],
-        )
+        .execute("SELECT agent_memory.create_session('writer', session_id => $1)", &[&SESSION])
         .unwrap();
 
     let writers: Vec<_> = (0..WRITERS)
@@ -52,35 +49,18 @@ fn eight_appenders_leave_exactly_keep_messages_in_order() {
             .expect("writer thread panicked")
             .unwrap_or_else(|e| panic!("an error reached a caller: {e}"));
         // Each caller's own appends come back in increasing order.
-        assert!(
-            seqs.windows(2).all(|p| p[0] < p[1]),
-            "a writer's seqs went backwards"
-        );
+        assert!(seqs.windows(2).all(|p| p[0] < p[1]), "a writer's seqs went backwards");
         all.extend(seqs);
     }
     let distinct: HashSet<i64> = all.iter().copied().collect();
-    assert_eq!(
-        distinct.len(),
-        WRITERS * APPENDS_PER_WRITER,
-        "two appends got the same seq"
-    );
+    assert_eq!(distinct.len(), WRITERS * APPENDS_PER_WRITER, "two appends got the same seq");
 
     let rows = setup
-        .query(
-            "SELECT seq FROM agent_memory.messages($1, $2, lim => 1000)",
-            &[&SESSION, &NODE],
-        )
+        .query("SELECT seq FROM agent_memory.messages($1, $2, lim => 1000)", &[&SESSION, &NODE])
         .unwrap();
     let kept: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
-    assert_eq!(
-        kept.len(),
-        KEEP as usize,
-        "keep = {KEEP} must leave exactly {KEEP}"
-    );
-    assert!(
-        kept.windows(2).all(|p| p[0] < p[1]),
-        "seqs are not strictly increasing"
-    );
+    assert_eq!(kept.len(), KEEP as usize, "keep = {KEEP} must leave exactly {KEEP}");
+    assert!(kept.windows(2).all(|p| p[0] < p[1]), "seqs are not strictly increasing");
     // The 50 kept are the 50 newest of all appends.
     let mut newest = all.clone();
     newest.sort_unstable();
@@ -93,11 +73,7 @@ fn eight_appenders_leave_exactly_keep_messages_in_order() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(
-        stored,
-        i64::from(KEEP),
-        "the table itself holds exactly keep rows"
-    );
+    assert_eq!(stored, i64::from(KEEP), "the table itself holds exactly keep rows");
 
     drop(setup);
     drop_database(db);
@@ -112,25 +88,14 @@ fn eight_appenders_leave_exactly_keep_messages_in_order() {
 #[test]
 fn appends_to_many_threads_of_one_session_number_it_without_gaps_or_twins() {
     for (db, isolation, level) in [
-        (
-            "am_it_messages_threads_rc",
-            "READ COMMITTED",
-            postgres::IsolationLevel::ReadCommitted,
-        ),
-        (
-            "am_it_messages_threads_rr",
-            "REPEATABLE READ",
-            postgres::IsolationLevel::RepeatableRead,
-        ),
+        ("am_it_messages_threads_rc", "READ COMMITTED", postgres::IsolationLevel::ReadCommitted),
+        ("am_it_messages_threads_rr", "REPEATABLE READ", postgres::IsolationLevel::RepeatableRead),
     ] {
         const PER_WRITER: usize = 150;
         const BATCH: usize = 3;
         let mut setup = fresh_database(db);
         setup
-            .execute(
-                "SELECT agent_memory.create_session('writer', session_id => 'threads')",
-                &[],
-            )
+            .execute("SELECT agent_memory.create_session('writer', session_id => 'threads')", &[])
             .unwrap();
         let writers: Vec<_> = (0..WRITERS)
             .map(|w| {

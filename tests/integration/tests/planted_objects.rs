@@ -74,8 +74,7 @@ CREATE OPERATOR public.<= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = publi
 /// (`ok` or its SQLSTATE), and the error messages and the answers that
 /// speak of a planted object.
 fn run_all(
-    client: &mut Client,
-    functions: &[(SqlFunction, &Base)],
+    client: &mut Client, functions: &[(SqlFunction, &Base)],
 ) -> (Vec<(String, String)>, Vec<String>, usize) {
     let mut outcomes = Vec::new();
     let mut messages = Vec::new();
@@ -127,9 +126,7 @@ fn objects_planted_on_the_search_path_change_no_function_of_a_tenant() {
 /// planted on the caller's path, both set up by `setting` first.
 fn compare_with_planted_objects(setting: &str) {
     let mut clean = fresh_database(CLEAN);
-    clean
-        .batch_execute(&format!("{setting}{EMBEDDINGS}{FIXTURE}"))
-        .expect("fixture");
+    clean.batch_execute(&format!("{setting}{EMBEDDINGS}{FIXTURE}")).expect("fixture");
     let mut functions = every_function(&mut clean);
     // The functions that keep the caller's search_path go first: what a
     // backend caches from its first call (a plan, a tenant's channel) is
@@ -147,9 +144,7 @@ fn compare_with_planted_objects(setting: &str) {
         .collect();
     functions.sort_by_key(|(function, _)| !unpinned.contains(&function.key));
     let mut planted = fresh_database(PLANTED);
-    planted
-        .batch_execute(&format!("{setting}{EMBEDDINGS}{FIXTURE}"))
-        .expect("fixture");
+    planted.batch_execute(&format!("{setting}{EMBEDDINGS}{FIXTURE}")).expect("fixture");
     planted.batch_execute(PLANT).expect("plant the objects");
     // The calls run in new backends: nothing the fixture's calls left in
     // a backend (a plan, a tenant's channel) is taken over.
@@ -158,13 +153,9 @@ fn compare_with_planted_objects(setting: &str) {
     let mut clean = connect(CLEAN);
     clean.batch_execute(&format!("{setting}{HISTORY}")).unwrap();
     let mut planted = connect(PLANTED);
-    planted
-        .batch_execute(&format!("{setting}{HISTORY}"))
-        .unwrap();
+    planted.batch_execute(&format!("{setting}{HISTORY}")).unwrap();
     // The planted objects work: the caller's own SQL finds them first.
-    planted
-        .batch_execute("SET search_path = public, pg_catalog")
-        .unwrap();
+    planted.batch_execute("SET search_path = public, pg_catalog").unwrap();
     let caught = planted.batch_execute("SELECT 'a'::text = 'a'::text");
     assert!(
         caught
@@ -186,12 +177,7 @@ fn compare_with_planted_objects(setting: &str) {
         .iter()
         .zip(&got)
         .filter(|(e, g)| e != g)
-        .map(|(e, g)| {
-            format!(
-                "{}: {} without planted objects, {} with them",
-                e.0, e.1, g.1
-            )
-        })
+        .map(|(e, g)| format!("{}: {} without planted objects, {} with them", e.0, e.1, g.1))
         .collect();
     let reached: Vec<&String> = messages.iter().filter(|m| m.contains("planted")).collect();
     println!(
@@ -202,9 +188,5 @@ fn compare_with_planted_objects(setting: &str) {
     );
     assert_eq!(expected.len(), got.len());
     assert!(reached.is_empty(), "planted objects reached:\n{reached:#?}");
-    assert!(
-        differing.is_empty(),
-        "calls that behaved differently:\n{}",
-        differing.join("\n")
-    );
+    assert!(differing.is_empty(), "calls that behaved differently:\n{}", differing.join("\n"));
 }

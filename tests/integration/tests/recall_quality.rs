@@ -91,11 +91,7 @@ fn store(client: &mut Client, memories: &[Value]) -> HashMap<Address, String> {
                         &[&session, &memory["value"].to_string(), &node],
                     )
                     .expect("wm_set");
-                (
-                    "working_memory".to_string(),
-                    session,
-                    format!("{node}/fetched_context"),
-                )
+                ("working_memory".to_string(), session, format!("{node}/fetched_context"))
             }
             other => panic!("unknown kind {other}"),
         };
@@ -142,10 +138,7 @@ fn keyword_recall_finds_four_answers_in_five_among_the_top_five() {
                 })
             })
             .collect();
-        let hits = expected
-            .iter()
-            .filter(|id| found.iter().any(|f| f == *id))
-            .count();
+        let hits = expected.iter().filter(|id| found.iter().any(|f| f == *id)).count();
         let recall = hits as f64 / expected.len() as f64;
         recall_sum += recall;
         if question["lexical"].as_bool() == Some(true) {
@@ -173,8 +166,5 @@ fn keyword_recall_finds_four_answers_in_five_among_the_top_five() {
     for miss in &misses {
         println!("  missed {miss}");
     }
-    assert!(
-        recall_at_5 >= 0.8,
-        "keyword recall@5 is {recall_at_5:.3}, below 0.8"
-    );
+    assert!(recall_at_5 >= 0.8, "keyword recall@5 is {recall_at_5:.3}, below 0.8");
 }

@@ -60,11 +60,7 @@ fn store(client: &mut Client) {
             let stored: bool = transaction
                 .query_one(
                     &statement,
-                    &[
-                        &format!("o{owner}"),
-                        &format!("n{node}"),
-                        &literal(&embedding(seed)),
-                    ],
+                    &[&format!("o{owner}"), &format!("n{node}"), &literal(&embedding(seed))],
                 )
                 .expect("recall_embed")
                 .get(0);
@@ -72,9 +68,7 @@ fn store(client: &mut Client) {
         }
     }
     transaction.commit().expect("commit");
-    client
-        .batch_execute("ANALYZE agent_memory.graph_nodes")
-        .expect("analyze");
+    client.batch_execute("ANALYZE agent_memory.graph_nodes").expect("analyze");
 }
 
 /// The refs and similarities recall gives owner o1 for `query`, its exact
@@ -92,9 +86,7 @@ fn recall(client: &mut Client, query: &[f32], bound: i32) -> Result<Vec<(String,
         )
         .map(|rows| rows.iter().map(|r| (r.get(0), r.get(1))).collect())
         .map_err(|e| {
-            e.as_db_error()
-                .map(|d| d.code().code().to_string())
-                .unwrap_or_else(|| e.to_string())
+            e.as_db_error().map(|d| d.code().code().to_string()).unwrap_or_else(|| e.to_string())
         })
 }
 
@@ -127,14 +119,8 @@ fn exact_top(query: &[f32], owner: usize, nodes: usize, n: usize) -> Vec<(String
 /// How many of the `exact` top 10 `found` holds (at least `least`), each
 /// with its exact similarity.
 fn assert_found(found: &[(String, f64)], exact: &[(String, f64)], least: usize) -> usize {
-    let common = found
-        .iter()
-        .filter(|(r, _)| exact.iter().any(|(e, _)| e == r))
-        .count();
-    assert!(
-        common >= least,
-        "found {common} of the exact top 10: {found:?} against {exact:?}"
-    );
+    let common = found.iter().filter(|(r, _)| exact.iter().any(|(e, _)| e == r)).count();
+    assert!(common >= least, "found {common} of the exact top 10: {found:?} against {exact:?}");
     for (r, similarity) in found {
         if let Some((_, exact_similarity)) = exact.iter().find(|(e, _)| e == r) {
             assert!((similarity - exact_similarity).abs() < 1e-4, "{r}");
@@ -144,9 +130,7 @@ fn assert_found(found: &[(String, f64)], exact: &[(String, f64)], least: usize) 
 }
 
 fn index_scans(client: &mut Client) -> i64 {
-    client
-        .batch_execute("SELECT pg_stat_clear_snapshot()")
-        .expect("clear the statistics snapshot");
+    client.batch_execute("SELECT pg_stat_clear_snapshot()").expect("clear the statistics snapshot");
     client
         .query_one(
             "SELECT coalesce(sum(idx_scan), 0)::int8 FROM pg_stat_user_indexes
@@ -161,16 +145,11 @@ fn index_scans(client: &mut Client) -> i64 {
 fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
     let mut client = fresh_database(DB);
     let version: Option<String> = client
-        .query_one(
-            "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'",
-            &[],
-        )
+        .query_one("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'", &[])
         .ok()
         .map(|row| row.get(0));
     if version.is_some() {
-        client
-            .batch_execute("CREATE EXTENSION vector")
-            .expect("create extension vector");
+        client.batch_execute("CREATE EXTENSION vector").expect("create extension vector");
     }
     store(&mut client);
     let query = embedding(7);
@@ -214,10 +193,7 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
         )
         .expect("rewrite the best node");
     let after = recall(&mut client, &query, 100).expect("recall after the rewrite");
-    assert!(
-        after.iter().all(|(r, _)| r != best),
-        "{best} was found stale"
-    );
+    assert!(after.iter().all(|(r, _)| r != best), "{best} was found stale");
     assert!(after.len() >= 8);
 
     // An index scan cut short (here by pgvector's own bounds, as a scope
@@ -248,11 +224,8 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
     // are still compared: scope f1's files, which the bounded index scan
     // misses behind 60 nearer files of scope f2, are all found beside
     // owner o2's nodes (300, past a bound of 100).
-    let f1_files: Vec<Vec<f32>> = (1..)
-        .map(embedding)
-        .filter(|stored| cosine(&query, stored) > 0.0)
-        .take(3)
-        .collect();
+    let f1_files: Vec<Vec<f32>> =
+        (1..).map(embedding).filter(|stored| cosine(&query, stored) > 0.0).take(3).collect();
     let mut transaction = client.transaction().expect("begin");
     // Nearer than any of f1's, and each its own (pgvector keeps equal
     // vectors as one element of its graph).
@@ -284,9 +257,7 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
         }
     }
     transaction.commit().expect("commit the files");
-    client
-        .batch_execute("SET agent_memory.max_exact_recall = 100")
-        .expect("set the bound");
+    client.batch_execute("SET agent_memory.max_exact_recall = 100").expect("set the bound");
     let kinds: Vec<String> = client
         .query(
             "SELECT kind FROM agent_memory.recall(NULL, owner => 'o2', scope => 'f1',
@@ -298,11 +269,7 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
         .iter()
         .map(|r| r.get(0))
         .collect();
-    assert_eq!(
-        kinds.iter().filter(|kind| *kind == "file").count(),
-        3,
-        "{kinds:?}"
-    );
+    assert_eq!(kinds.iter().filter(|kind| *kind == "file").count(), 3, "{kinds:?}");
     client
         .batch_execute("RESET hnsw.ef_search; RESET hnsw.max_scan_tuples")
         .expect("reset the bound");
@@ -326,17 +293,13 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
     let best: Vec<(String, f64)> = old[..7].iter().chain(fresh).cloned().collect();
     let best_found = assert_found(&past_old, &best, 8);
     assert!(
-        past_old
-            .iter()
-            .any(|(r, _)| fresh.iter().any(|(f, _)| f == r)),
+        past_old.iter().any(|(r, _)| fresh.iter().any(|(f, _)| f == r)),
         "no fresh item past the first read: {past_old:?}"
     );
 
     // The iterative scan was the call's only: the setting is back after.
-    let iterative: String = client
-        .query_one("SELECT current_setting('hnsw.iterative_scan')", &[])
-        .unwrap()
-        .get(0);
+    let iterative: String =
+        client.query_one("SELECT current_setting('hnsw.iterative_scan')", &[]).unwrap().get(0);
     assert_eq!(iterative, "off");
     println!(
         "recall vectors: pgvector {version}: through the HNSW index, {found} of the exact top 10 of {BIG_NODES} nodes among {}, a stale one never; a scope the index scan falls short of, all 10; past 22 old ones, {best_found} of the best 10",
@@ -351,10 +314,7 @@ fn a_scope_past_the_bound_is_searched_through_pgvector_or_refused() {
 fn database_offering_pgvector(name: &str, skipped: &str) -> Option<Client> {
     let mut client = fresh_database(name);
     let offered = client
-        .query_opt(
-            "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'",
-            &[],
-        )
+        .query_opt("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'", &[])
         .expect("available extensions")
         .is_some();
     if offered {
@@ -423,11 +383,7 @@ fn pgvector_in_a_schema_of_any_name_is_quoted() {
         )
         .expect("force parallel query");
     let parallel = nearest(&mut client);
-    assert_eq!(
-        parallel,
-        ["north", "east"],
-        "recall with parallel query forced"
-    );
+    assert_eq!(parallel, ["north", "east"], "recall with parallel query forced");
     println!(
         "recall vectors: pgvector in a schema named with quotes and placeholders: found, also with parallel query forced"
     );
@@ -477,10 +433,7 @@ fn pgvector_finds_no_kind_left_out_of_recall() {
         .get(0);
     assert_eq!(setting, "strict_order");
     let embedded: bool = transaction
-        .query_one(
-            "SELECT agent_memory.recall_embed('node', 'left', 'north', '{1,0,0}')",
-            &[],
-        )
+        .query_one("SELECT agent_memory.recall_embed('node', 'left', 'north', '{1,0,0}')", &[])
         .expect("recall_embed")
         .get(0);
     assert!(!embedded, "an embedding stored on a kind left out");
@@ -520,26 +473,16 @@ fn pgvector_snippets_are_those_of_the_words() {
         .expect("pgvector, three nodes embedded");
     let snippets = |client: &mut Client, call: &str| -> Vec<(String, String)> {
         client
-            .query(
-                &format!("SELECT ref, snippet FROM agent_memory.{call}"),
-                &[],
-            )
+            .query(&format!("SELECT ref, snippet FROM agent_memory.{call}"), &[])
             .unwrap_or_else(|e| panic!("{call}: {e}"))
             .iter()
             .map(|row| (row.get(0), row.get(1)))
             .collect()
     };
-    let by_words = snippets(
-        &mut client,
-        "recall('seat on the flight', owner => 'snip') ORDER BY ref",
-    );
+    let by_words =
+        snippets(&mut client, "recall('seat on the flight', owner => 'snip') ORDER BY ref");
     assert_eq!(by_words.len(), 2, "{by_words:?}");
-    assert!(
-        by_words
-            .iter()
-            .all(|(_, snippet)| snippet.contains("**flight**")),
-        "{by_words:?}"
-    );
+    assert!(by_words.iter().all(|(_, snippet)| snippet.contains("**flight**")), "{by_words:?}");
     // Two of three through the index: the kind is not short of k, so no
     // exact read follows and the texts the index read returned are marked.
     let mut by_meaning = snippets(
@@ -557,21 +500,12 @@ fn pgvector_snippets_are_those_of_the_words() {
     assert_eq!(hybrid, by_words, "found by words and by meaning");
     // No words: each snippet is its text's first words, the same whether
     // the index read returned it or the exact read made it read again.
-    let first_words = snippets(
-        &mut client,
-        "recall(NULL, owner => 'snip', k => 2, embedding => '{0,0.2,1}')",
-    );
-    let exactly = snippets(
-        &mut client,
-        "recall(NULL, owner => 'snip', k => 10, embedding => '{0,0.2,1}')",
-    );
+    let first_words =
+        snippets(&mut client, "recall(NULL, owner => 'snip', k => 2, embedding => '{0,0.2,1}')");
+    let exactly =
+        snippets(&mut client, "recall(NULL, owner => 'snip', k => 10, embedding => '{0,0.2,1}')");
     assert_eq!(first_words[0].0, "pets", "{first_words:?}");
-    assert!(
-        first_words[0]
-            .1
-            .starts_with("Pets\nthe cat\nThe cat is fed"),
-        "{first_words:?}"
-    );
+    assert!(first_words[0].1.starts_with("Pets\nthe cat\nThe cat is fed"), "{first_words:?}");
     assert!(!first_words[0].1.contains("**"), "{first_words:?}");
     assert_eq!(exactly.len(), 3, "{exactly:?}");
     assert_eq!(exactly[..2], first_words[..], "the exact read's snippets");

@@ -151,9 +151,7 @@ fn parse(text: &str) -> Result<Doc, Vec<String>> {
                 continue;
             }
             if line != "```" {
-                errors.push(format!(
-                    "line {no}: a code block closes with a line of just ```"
-                ));
+                errors.push(format!("line {no}: a code block closes with a line of just ```"));
             }
             if lang == "sql" {
                 match parse_block(lines) {
@@ -218,17 +216,12 @@ fn parse(text: &str) -> Result<Doc, Vec<String>> {
             continue;
         }
 
-        let signature = line
-            .strip_prefix("    ")
-            .filter(|s| s.starts_with("agent_memory."));
-        let comment = line
-            .strip_prefix("> ")
-            .or_else(|| (line == ">").then_some(""));
+        let signature = line.strip_prefix("    ").filter(|s| s.starts_with("agent_memory."));
+        let comment = line.strip_prefix("> ").or_else(|| (line == ">").then_some(""));
         let Some(i) = current else {
             if signature.is_some() {
-                errors.push(format!(
-                    "line {no}: a signature line outside a function entry's header"
-                ));
+                errors
+                    .push(format!("line {no}: a signature line outside a function entry's header"));
             }
             continue;
         };
@@ -281,21 +274,13 @@ fn parse(text: &str) -> Result<Doc, Vec<String>> {
         errors.push(format!("line {start}: a code block that never closes"));
     }
     header_done(&doc, current, &mut state, text.lines().count(), &mut errors);
-    if errors.is_empty() {
-        Ok(doc)
-    } else {
-        Err(errors)
-    }
+    if errors.is_empty() { Ok(doc) } else { Err(errors) }
 }
 
 /// The entry's header ends here (at a heading or a code block): it must be
 /// complete.
 fn header_done(
-    doc: &Doc,
-    current: Option<usize>,
-    state: &mut Header,
-    no: usize,
-    errors: &mut Vec<String>,
+    doc: &Doc, current: Option<usize>, state: &mut Header, no: usize, errors: &mut Vec<String>,
 ) {
     let Some(i) = current else { return };
     if !matches!(*state, Header::Body | Header::Comments) {
@@ -328,12 +313,7 @@ fn parse_block(lines: &[(usize, String)]) -> Result<Vec<Statement>, Vec<String>>
         if let Some((line, sql, outputs)) = open.take() {
             let expect_line = outputs.first().map_or(line, |(n, _)| *n);
             match parse_expected(&outputs) {
-                Ok(expect) => statements.push(Statement {
-                    line,
-                    sql,
-                    expect,
-                    expect_line,
-                }),
+                Ok(expect) => statements.push(Statement { line, sql, expect, expect_line }),
                 Err(mut e) => errors.append(&mut e),
             }
         }
@@ -391,11 +371,7 @@ fn parse_block(lines: &[(usize, String)]) -> Result<Vec<Statement>, Vec<String>>
         ));
     }
     close(&mut open, &mut statements, &mut errors);
-    if errors.is_empty() {
-        Ok(statements)
-    } else {
-        Err(errors)
-    }
+    if errors.is_empty() { Ok(statements) } else { Err(errors) }
 }
 
 /// The expected output from a statement's comment lines (the text after
@@ -435,9 +411,7 @@ fn parse_expected(outputs: &[(usize, String)]) -> Result<Expect, Vec<String>> {
         let parsed = first.strip_prefix("ERROR ").and_then(|rest| {
             let (code, message) = rest.split_once(": ")?;
             let valid = code.len() == 5
-                && code
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
+                && code.chars().all(|c| c.is_ascii_digit() || c.is_ascii_uppercase());
             valid.then(|| (code.to_string(), message.to_string()))
         });
         let Some((code, message)) = parsed else {
@@ -445,12 +419,7 @@ fn parse_expected(outputs: &[(usize, String)]) -> Result<Expect, Vec<String>> {
                 "line {first_no}: an error is written \"-- ERROR <SQLSTATE>: <message>\""
             )]);
         };
-        let mut failure = Failure {
-            code,
-            message,
-            detail: None,
-            hint: None,
-        };
+        let mut failure = Failure { code, message, detail: None, hint: None };
         for (no, text) in &logical[1..] {
             if let Some(detail) = text.strip_prefix("DETAIL: ") {
                 if failure.detail.is_some() || failure.hint.is_some() {
@@ -468,11 +437,7 @@ fn parse_expected(outputs: &[(usize, String)]) -> Result<Expect, Vec<String>> {
                 ));
             }
         }
-        return if errors.is_empty() {
-            Ok(Expect::Error(failure))
-        } else {
-            Err(errors)
-        };
+        return if errors.is_empty() { Ok(Expect::Error(failure)) } else { Err(errors) };
     }
     let mut rows = Vec::new();
     for (no, text) in &logical {
@@ -531,10 +496,7 @@ struct Function {
 #[test]
 fn reference_documents_every_function_as_the_catalog_has_it() {
     let doc = parse(&read_reference()).unwrap_or_else(|errors| {
-        panic!(
-            "docs/reference.md is not in the reference's format:\n  {}",
-            errors.join("\n  ")
-        )
+        panic!("docs/reference.md is not in the reference's format:\n  {}", errors.join("\n  "))
     });
 
     let db = "agent_memory_reference_catalog";
@@ -575,12 +537,7 @@ fn reference_documents_every_function_as_the_catalog_has_it() {
     }
     for entry in &doc.entries {
         let name = &entry.name;
-        let Some(Function {
-            signatures,
-            comments,
-            trigger,
-        }) = catalog.get(name)
-        else {
+        let Some(Function { signatures, comments, trigger }) = catalog.get(name) else {
             problems.push(format!(
                 "{name} (line {}): documented, but schema agent_memory has no such function",
                 entry.line
@@ -602,12 +559,7 @@ fn reference_documents_every_function_as_the_catalog_has_it() {
         let wanted: Vec<Option<String>> = entry
             .signatures
             .iter()
-            .map(|s| {
-                signatures
-                    .iter()
-                    .position(|c| c == s)
-                    .and_then(|i| comments[i].clone())
-            })
+            .map(|s| signatures.iter().position(|c| c == s).and_then(|i| comments[i].clone()))
             .collect();
         for (signature, comment) in entry.signatures.iter().zip(&wanted) {
             if comment.is_none() && signatures.contains(signature) {
@@ -642,12 +594,7 @@ fn reference_documents_every_function_as_the_catalog_has_it() {
                 entry.line
             ));
         }
-        let statements = || {
-            entry
-                .blocks
-                .iter()
-                .flat_map(|&b| doc.blocks[b].statements.iter())
-        };
+        let statements = || entry.blocks.iter().flat_map(|&b| doc.blocks[b].statements.iter());
         if *trigger {
             if statements().next().is_none() {
                 problems.push(format!(
@@ -790,10 +737,7 @@ fn mismatch(expect: &Expect, got: &Got) -> Option<String> {
 #[test]
 fn reference_examples_give_the_documented_output() {
     let doc = parse(&read_reference()).unwrap_or_else(|errors| {
-        panic!(
-            "docs/reference.md is not in the reference's format:\n  {}",
-            errors.join("\n  ")
-        )
+        panic!("docs/reference.md is not in the reference's format:\n  {}", errors.join("\n  "))
     });
     let show = std::env::var_os("AGENT_MEMORY_REFERENCE_SHOW").is_some();
     let db = "agent_memory_reference";
@@ -877,10 +821,7 @@ fn reference_format_is_parsed_strictly() {
     assert_eq!(doc.entries[0].comments, ["Version of the loaded library"]);
     let statements = &doc.blocks[0].statements;
     assert_eq!(statements.len(), 6);
-    assert_eq!(
-        statements[2].expect,
-        Expect::Rows(vec![r#"{"a": 1, "b": 2}"#.into()])
-    );
+    assert_eq!(statements[2].expect, Expect::Rows(vec![r#"{"a": 1, "b": 2}"#.into()]));
     assert_eq!(statements[3].expect, Expect::Rows(vec![]));
     assert_eq!(statements[4].expect, Expect::Success);
     assert_eq!(
@@ -921,47 +862,15 @@ fn reference_format_is_parsed_strictly() {
             "```\nSELECT agent_memory.version();",
             "use ```sql",
         ),
-        (
-            "SELECT 1 WHERE false;",
-            "SELECT 1 WHERE false",
-            "a comment inside a statement",
-        ),
-        (
-            "SELECT 1/0;\n-- ERROR 22012: division by zero",
-            "SELECT 1/0",
-            "does not end with",
-        ),
-        (
-            "    agent_memory.version() → text",
-            "   agent_memory.version() → text",
-            "expected",
-        ),
-        (
-            "> Version of the loaded library",
-            ">Version of the loaded library",
-            "expected",
-        ),
-        (
-            "### version",
-            "### version()",
-            "named by the function alone",
-        ),
-        (
-            "SET timezone = 'UTC';",
-            "\n-- a free comment\nSET timezone = 'UTC';",
-            "no free comments",
-        ),
+        ("SELECT 1 WHERE false;", "SELECT 1 WHERE false", "a comment inside a statement"),
+        ("SELECT 1/0;\n-- ERROR 22012: division by zero", "SELECT 1/0", "does not end with"),
+        ("    agent_memory.version() → text", "   agent_memory.version() → text", "expected"),
+        ("> Version of the loaded library", ">Version of the loaded library", "expected"),
+        ("### version", "### version()", "named by the function alone"),
+        ("SET timezone = 'UTC';", "\n-- a free comment\nSET timezone = 'UTC';", "no free comments"),
         ("What it does.", "> another quote", "after the comment"),
-        (
-            "-- 1 | NULL",
-            "-- 1 | NULL\n-- ERROR 22012: x",
-            "belong to an error",
-        ),
-        (
-            "division by zero\n```",
-            "division by zero\n```sql",
-            "closes with a line of just",
-        ),
+        ("-- 1 | NULL", "-- 1 | NULL\n-- ERROR 22012: x", "belong to an error"),
+        ("division by zero\n```", "division by zero\n```sql", "closes with a line of just"),
     ];
     for (from, to, why) in broken {
         assert!(SAMPLE.contains(from), "{from:?} is in the sample");
@@ -978,10 +887,7 @@ fn reference_format_is_parsed_strictly() {
     assert!(matches("a…c", "abbbc"));
     assert!(matches("a…c", "ac"));
     assert!(matches("…", ""));
-    assert!(matches(
-        "{\"at\": \"…Z\", \"n\": …}",
-        "{\"at\": \"2026-01-01T00:00:00Z\", \"n\": 3}"
-    ));
+    assert!(matches("{\"at\": \"…Z\", \"n\": …}", "{\"at\": \"2026-01-01T00:00:00Z\", \"n\": 3}"));
     assert!(!matches("a…c", "abd"));
     assert!(!matches("ab…bc", "abc"));
     assert!(!matches("abc", "abcd"));

@@ -23,10 +23,7 @@ const RUN: Duration = Duration::from_secs(4);
 fn tally(seen: &mut BTreeMap<String, usize>, result: Result<u64, postgres::Error>) {
     let outcome = match result {
         Ok(_) => "ok".to_string(),
-        Err(e) => e
-            .code()
-            .map(|c| c.code().to_string())
-            .unwrap_or_else(|| e.to_string()),
+        Err(e) => e.code().map(|c| c.code().to_string()).unwrap_or_else(|| e.to_string()),
     };
     *seen.entry(outcome).or_default() += 1;
 }
@@ -35,12 +32,7 @@ fn tally(seen: &mut BTreeMap<String, usize>, result: Result<u64, postgres::Error
 fn ending_and_creating_sessions_under_writers_raises_nothing_but_not_found() {
     let mut setup = fresh_database(DB);
     for id in IDS {
-        setup
-            .execute(
-                "SELECT agent_memory.create_session('u', session_id => $1)",
-                &[&id],
-            )
-            .unwrap();
+        setup.execute("SELECT agent_memory.create_session('u', session_id => $1)", &[&id]).unwrap();
     }
     let until = Instant::now() + RUN;
 
@@ -139,11 +131,8 @@ fn ending_and_creating_sessions_under_writers_raises_nothing_but_not_found() {
     drop_database(DB);
 
     println!("session_end: writes {writes:?}, ends and creations {lifecycle:?}");
-    let unexpected: Vec<_> = writes
-        .keys()
-        .chain(lifecycle.keys())
-        .filter(|k| *k != "ok" && *k != "P0002")
-        .collect();
+    let unexpected: Vec<_> =
+        writes.keys().chain(lifecycle.keys()).filter(|k| *k != "ok" && *k != "P0002").collect();
     assert!(
         unexpected.is_empty(),
         "errors other than P0002 reached callers: writes {writes:?}, ends and creations {lifecycle:?}"
@@ -153,8 +142,5 @@ fn ending_and_creating_sessions_under_writers_raises_nothing_but_not_found() {
         "the race did not run: {writes:?} {lifecycle:?}"
     );
     assert_eq!(orphans, 0, "rows left without their session");
-    assert_eq!(
-        miscounted, 0,
-        "word counters that do not match their entries"
-    );
+    assert_eq!(miscounted, 0, "word counters that do not match their entries");
 }

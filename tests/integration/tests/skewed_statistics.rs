@@ -68,10 +68,7 @@ fn measure(client: &mut Client, table: &str, call: &str) -> Measured {
     let mut tx = client.transaction().unwrap();
     let scans_before = sequential_scans(&mut tx);
     let before = tuples_read(&mut tx, table);
-    let done: bool = tx
-        .query_one(call, &[])
-        .unwrap_or_else(|e| panic!("{call}: {e}"))
-        .get(0);
+    let done: bool = tx.query_one(call, &[]).unwrap_or_else(|e| panic!("{call}: {e}")).get(0);
     assert!(done, "the call did not do its work: {call}");
     let read = tuples_read(&mut tx, table) - before;
     let scans_after = sequential_scans(&mut tx);
@@ -79,10 +76,7 @@ fn measure(client: &mut Client, table: &str, call: &str) -> Measured {
     let scanned = scans_after
         .into_iter()
         .filter(|(name, after)| {
-            let before = scans_before
-                .iter()
-                .find(|(b, _)| b == name)
-                .map_or(0, |(_, n)| *n);
+            let before = scans_before.iter().find(|(b, _)| b == name).map_or(0, |(_, n)| *n);
             *after > before
         })
         .map(|(name, _)| name)
@@ -102,11 +96,7 @@ fn assert_probes(client: &mut Client, table: &str, calls: &[(&str, &str)], when:
 
 /// Every call reads at most `most` tuples of `table`.
 fn assert_reads_at_most(
-    client: &mut Client,
-    most: i64,
-    table: &str,
-    calls: &[(&str, &str)],
-    when: &str,
+    client: &mut Client, most: i64, table: &str, calls: &[(&str, &str)], when: &str,
 ) {
     for (what, call) in calls {
         let read = read_by(client, table, call);
@@ -124,10 +114,7 @@ fn assert_reads_at_most(
 /// transaction; after each, every call reads at most MOST_READ tuples of
 /// `table`.
 fn grow_then_probe(
-    client: &mut Client,
-    table: &str,
-    grow: impl Fn(i32, i32) -> String,
-    calls: &[(&str, &str)],
+    client: &mut Client, table: &str, grow: impl Fn(i32, i32) -> String, calls: &[(&str, &str)],
 ) {
     client.batch_execute("BEGIN").unwrap();
     client.batch_execute(&grow(0, GROWN_IN_ONE - 1)).unwrap();
@@ -141,9 +128,7 @@ fn grow_then_probe(
 
 /// A fresh database whose sessions run with `setting` (`name = value`).
 fn database_with(db: &str, setting: &str) -> Client {
-    fresh_database(db)
-        .batch_execute(&format!("ALTER DATABASE {db} SET {setting}"))
-        .unwrap();
+    fresh_database(db).batch_execute(&format!("ALTER DATABASE {db} SET {setting}")).unwrap();
     agent_memory_integration::connect(db)
 }
 
@@ -208,24 +193,14 @@ fn graph_calls_probe_their_nodes_in_an_owner_the_statistics_call_tiny() {
             "graph_read of a node with refs",
             "SELECT agent_memory.graph_read('grows', 'g5') -> 'refs' ? 'g41'",
         ),
-        (
-            "graph_delete",
-            "SELECT agent_memory.graph_delete('grows', 'g2999')",
-        ),
+        ("graph_delete", "SELECT agent_memory.graph_delete('grows', 'g2999')"),
     ];
     grow_then_probe(&mut client, "agent_memory.graph_nodes", grow, &calls);
     let stored: i64 = client
-        .query_one(
-            "SELECT count(*) FROM agent_memory.graph_nodes WHERE owner = 'grows'",
-            &[],
-        )
+        .query_one("SELECT count(*) FROM agent_memory.graph_nodes WHERE owner = 'grows'", &[])
         .unwrap()
         .get(0);
-    assert_eq!(
-        stored,
-        i64::from(GROWN_IN_ONE + GROWN_ACROSS),
-        "every node was created"
-    );
+    assert_eq!(stored, i64::from(GROWN_IN_ONE + GROWN_ACROSS), "every node was created");
     drop(client);
     drop_database(DB);
 }
@@ -284,17 +259,10 @@ fn memory_file_calls_probe_their_paths_in_a_scope_the_statistics_call_tiny() {
     ];
     grow_then_probe(&mut client, "agent_memory.memory_files", grow, &calls);
     let stored: i64 = client
-        .query_one(
-            "SELECT count(*) FROM agent_memory.memory_files WHERE scope = 'grows'",
-            &[],
-        )
+        .query_one("SELECT count(*) FROM agent_memory.memory_files WHERE scope = 'grows'", &[])
         .unwrap()
         .get(0);
-    assert_eq!(
-        stored,
-        i64::from(GROWN_IN_ONE + GROWN_ACROSS),
-        "every file was created"
-    );
+    assert_eq!(stored, i64::from(GROWN_IN_ONE + GROWN_ACROSS), "every file was created");
     drop(client);
     drop_database(DB);
 }
@@ -324,10 +292,7 @@ fn key_value_calls_probe_their_keys_in_a_session_the_statistics_call_tiny() {
     };
     let calls = [
         ("kv_get", "SELECT agent_memory.kv_get('grows', 'k7') = '7'"),
-        (
-            "kv_set of a known key",
-            "SELECT agent_memory.kv_set('grows', 'k8', '1') IS NOT NULL",
-        ),
+        ("kv_set of a known key", "SELECT agent_memory.kv_set('grows', 'k8', '1') IS NOT NULL"),
         ("kv_delete", "SELECT agent_memory.kv_delete('grows', 'k9')"),
         (
             "clear_context_keys",
@@ -466,9 +431,7 @@ fn recall_reads_only_its_scope_whatever_the_statistics_say() {
                 md5('window seat ' || i || E'\\n' || E'\\n' || 'notes')
          FROM KEYS",
     );
-    client
-        .batch_execute("SELECT agent_memory.recall_enable_embeddings(3)")
-        .unwrap();
+    client.batch_execute("SELECT agent_memory.recall_enable_embeddings(3)").unwrap();
     let grow = |from: i32, to: i32| {
         format!(
             "INSERT INTO agent_memory.graph_nodes (owner, node_id, title, description, body)
@@ -561,16 +524,8 @@ fn writes_reach_rows_by_index_in_tables_analysed_while_empty() {
             "agent_memory.kv_entries",
             "SELECT agent_memory.kv_set('grows', 'k8', '1') IS NOT NULL",
         ),
-        (
-            "kv_get",
-            "agent_memory.kv_entries",
-            "SELECT agent_memory.kv_get('grows', 'k7') = '7'",
-        ),
-        (
-            "kv_delete",
-            "agent_memory.kv_entries",
-            "SELECT agent_memory.kv_delete('grows', 'k9')",
-        ),
+        ("kv_get", "agent_memory.kv_entries", "SELECT agent_memory.kv_get('grows', 'k7') = '7'"),
+        ("kv_delete", "agent_memory.kv_entries", "SELECT agent_memory.kv_delete('grows', 'k9')"),
         (
             "append_message",
             "agent_memory.thread_messages",

@@ -67,9 +67,7 @@ fn database_with_two_tenants() -> Client {
 fn no_function_lets_one_tenant_read_or_change_another_tenants_memory() {
     let mut admin = database_with_two_tenants();
 
-    as_tenant(OWNER)
-        .batch_execute(FIXTURE)
-        .expect("the owner stores its memory");
+    as_tenant(OWNER).batch_execute(FIXTURE).expect("the owner stores its memory");
     let before = rows_of(&mut admin, OWNER);
     let stored: i64 = before.values().map(|(n, _)| n).sum();
     assert!(
@@ -116,10 +114,8 @@ fn no_function_lets_one_tenant_read_or_change_another_tenants_memory() {
 
     // The owner still reads all of it.
     let mut owner = as_tenant(OWNER);
-    let goal: Option<String> = owner
-        .query_one("SELECT agent_memory.kv_get('live', 'goal')::text", &[])
-        .unwrap()
-        .get(0);
+    let goal: Option<String> =
+        owner.query_one("SELECT agent_memory.kv_get('live', 'goal')::text", &[]).unwrap().get(0);
 
     admin
         .batch_execute(&format!(
@@ -166,13 +162,9 @@ fn outcome_of(client: &mut Client, sql: &str, params: &[&(dyn ToSql + Sync)]) ->
 fn no_direct_statement_plants_changes_or_probes_another_tenants_rows() {
     let mut admin = database_with_two_tenants();
     let mut owner = as_tenant(OWNER);
-    owner
-        .batch_execute(FIXTURE)
-        .expect("the owner stores its memory");
-    let owner_tenant: String = owner
-        .query_one("SELECT agent_memory.caller_tenant()", &[])
-        .unwrap()
-        .get(0);
+    owner.batch_execute(FIXTURE).expect("the owner stores its memory");
+    let owner_tenant: String =
+        owner.query_one("SELECT agent_memory.caller_tenant()", &[]).unwrap().get(0);
     drop(owner);
     let before = rows_of(&mut admin, OWNER);
 
@@ -197,10 +189,8 @@ fn no_direct_statement_plants_changes_or_probes_another_tenants_rows() {
     assert!(tables.len() >= 8, "tables with a tenant: {tables:?}");
 
     let mut other = as_tenant(OTHER);
-    let other_tenant: String = other
-        .query_one("SELECT agent_memory.caller_tenant()", &[])
-        .unwrap()
-        .get(0);
+    let other_tenant: String =
+        other.query_one("SELECT agent_memory.caller_tenant()", &[]).unwrap().get(0);
     let (mut attempts, mut refused, mut probes) = (0, 0, 0);
     let mut reached = Vec::new();
     let mut told_apart = Vec::new();
@@ -261,13 +251,7 @@ fn no_direct_statement_plants_changes_or_probes_another_tenants_rows() {
             if answers[0] != answers[1] {
                 told_apart.push(format!("{table}: {answers:?}"));
             }
-            attempt(
-                &mut other,
-                "plant in its tenant",
-                &insert,
-                row,
-                &owner_tenant,
-            );
+            attempt(&mut other, "plant in its tenant", &insert, row, &owner_tenant);
             attempt(&mut other, "squat its key", &insert, row, &other_tenant);
         }
         for (what, sql) in [
@@ -306,16 +290,8 @@ fn no_direct_statement_plants_changes_or_probes_another_tenants_rows() {
         reached.len(),
         told_apart.len()
     );
-    assert!(
-        reached.is_empty(),
-        "writes reached the owner's rows:\n{}",
-        reached.join("\n")
-    );
-    assert!(
-        told_apart.is_empty(),
-        "probes told keys apart:\n{}",
-        told_apart.join("\n")
-    );
+    assert!(reached.is_empty(), "writes reached the owner's rows:\n{}", reached.join("\n"));
+    assert!(told_apart.is_empty(), "probes told keys apart:\n{}", told_apart.join("\n"));
     assert_eq!(after, before);
 }
 
@@ -351,25 +327,16 @@ fn a_tenants_open_write_holds_up_no_other_tenant() {
             .batch_execute("SELECT agent_memory.create_session('u', session_id => 'main')")
             .expect("the tenant's session");
     }
-    first
-        .batch_execute("BEGIN; SELECT agent_memory.kv_set('main', 'k', '1')")
-        .unwrap();
+    first.batch_execute("BEGIN; SELECT agent_memory.kv_set('main', 'k', '1')").unwrap();
     other.batch_execute("SET lock_timeout = '2s'").unwrap();
     let written = other.query_one("SELECT agent_memory.kv_set('main', 'k', '2')::text", &[]);
-    assert!(
-        written.is_ok(),
-        "another tenant's open write held this one up: {written:?}"
-    );
+    assert!(written.is_ok(), "another tenant's open write held this one up: {written:?}");
     let mut second = tenant("it_lock_a");
     second.batch_execute("SET lock_timeout = '200ms'").unwrap();
     let queued = second
         .query_one("SELECT agent_memory.kv_set('main', 'k', '3')::text", &[])
         .expect_err("a second writer of the same session went ahead");
-    assert_eq!(
-        queued.code(),
-        Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE),
-        "{queued}"
-    );
+    assert_eq!(queued.code(), Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE), "{queued}");
     first.batch_execute("ROLLBACK").unwrap();
     drop((first, second, other));
     admin

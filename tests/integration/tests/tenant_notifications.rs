@@ -18,18 +18,13 @@ const BOB: &str = "it_notify_bob";
 fn as_tenant(role: &str) -> Client {
     let mut client = connect(DB);
     client
-        .batch_execute(&format!(
-            "SET agent_memory.tenant_isolation = on; SET ROLE {role}"
-        ))
+        .batch_execute(&format!("SET agent_memory.tenant_isolation = on; SET ROLE {role}"))
         .expect("become the tenant");
     client
 }
 
 fn channel(client: &mut Client) -> String {
-    client
-        .query_one("SELECT agent_memory.notify_channel()", &[])
-        .expect("notify_channel")
-        .get(0)
+    client.query_one("SELECT agent_memory.notify_channel()", &[]).expect("notify_channel").get(0)
 }
 
 #[test]
@@ -42,29 +37,19 @@ fn a_tenant_hears_only_its_own_changes_on_a_channel_no_other_can_name() {
              GRANT agent_memory_writer TO {ALICE}, {BOB};"
         ))
         .expect("create the two roles");
-    let shared: String = admin
-        .query_one("SELECT agent_memory.notify_channel()", &[])
-        .unwrap()
-        .get(0);
-    assert_eq!(
-        shared, "agent_memory",
-        "without isolation, one shared channel"
-    );
+    let shared: String =
+        admin.query_one("SELECT agent_memory.notify_channel()", &[]).unwrap().get(0);
+    assert_eq!(shared, "agent_memory", "without isolation, one shared channel");
 
     let mut alice = as_tenant(ALICE);
     let mut bob = as_tenant(BOB);
     let (alice_channel, bob_channel) = (channel(&mut alice), channel(&mut bob));
     assert_ne!(alice_channel, bob_channel);
     for name in [&alice_channel, &bob_channel] {
-        assert!(
-            name.starts_with("agent_memory_") && name.len() == 53,
-            "{name}"
-        );
+        assert!(name.starts_with("agent_memory_") && name.len() == 53, "{name}");
     }
     // A tenant acting for an application tenant gets yet another channel.
-    alice
-        .batch_execute("SET agent_memory.tenant = 'acme'")
-        .unwrap();
+    alice.batch_execute("SET agent_memory.tenant = 'acme'").unwrap();
     let acme = channel(&mut alice);
     alice.batch_execute("RESET agent_memory.tenant").unwrap();
     assert!(acme != alice_channel && acme != bob_channel);
@@ -74,18 +59,11 @@ fn a_tenant_hears_only_its_own_changes_on_a_channel_no_other_can_name() {
         let error = client
             .query("SELECT secret FROM agent_memory.notify_secret", &[])
             .expect_err("the secret is the owner's");
-        assert_eq!(
-            error.code().map(|c| c.code()),
-            Some("42501"),
-            "{who} reading the secret"
-        );
+        assert_eq!(error.code().map(|c| c.code()), Some("42501"), "{who} reading the secret");
     }
 
-    alice
-        .batch_execute(&format!("LISTEN agent_memory; LISTEN \"{alice_channel}\""))
-        .unwrap();
-    bob.batch_execute(&format!("LISTEN agent_memory; LISTEN \"{bob_channel}\""))
-        .unwrap();
+    alice.batch_execute(&format!("LISTEN agent_memory; LISTEN \"{alice_channel}\"")).unwrap();
+    bob.batch_execute(&format!("LISTEN agent_memory; LISTEN \"{bob_channel}\"")).unwrap();
 
     let mut writer_a = as_tenant(ALICE);
     let mut writer_b = as_tenant(BOB);
@@ -142,29 +120,17 @@ fn a_tenant_hears_only_its_own_changes_on_a_channel_no_other_can_name() {
     let own = |heard: &Vec<(String, serde_json::Value)>, channel: &str| {
         heard.iter().filter(|(c, _)| c == channel).count()
     };
-    assert_eq!(
-        own(&heard_a, &alice_channel),
-        2,
-        "alice hears her two changes: {heard_a:?}"
-    );
-    assert_eq!(
-        own(&heard_b, &bob_channel),
-        1,
-        "bob hears his change: {heard_b:?}"
-    );
+    assert_eq!(own(&heard_a, &alice_channel), 2, "alice hears her two changes: {heard_a:?}");
+    assert_eq!(own(&heard_b, &bob_channel), 1, "bob hears his change: {heard_b:?}");
     assert_eq!(foreign, 0);
     println!("notify: {checked} payloads checked, {foreign} of another tenant");
 
     drop((alice, bob, writer_a, writer_b));
-    admin
-        .batch_execute(&format!("DROP OWNED BY {ALICE}, {BOB}"))
-        .ok();
+    admin.batch_execute(&format!("DROP OWNED BY {ALICE}, {BOB}")).ok();
     drop(admin);
     drop_database(DB);
     let mut admin = connect("postgres");
     admin
-        .batch_execute(&format!(
-            "DROP ROLE IF EXISTS {ALICE}; DROP ROLE IF EXISTS {BOB}"
-        ))
+        .batch_execute(&format!("DROP ROLE IF EXISTS {ALICE}; DROP ROLE IF EXISTS {BOB}"))
         .unwrap();
 }

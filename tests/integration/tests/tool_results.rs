@@ -77,10 +77,7 @@ impl Message {
         if self.role != "tool" {
             return None;
         }
-        self.metadata
-            .get("tool_call_id")
-            .and_then(Value::as_str)
-            .map(str::to_string)
+        self.metadata.get("tool_call_id").and_then(Value::as_str).map(str::to_string)
     }
 }
 
@@ -95,12 +92,7 @@ struct Ring {
 
 impl Ring {
     fn new(keep: usize) -> Self {
-        Ring {
-            keep,
-            slots: vec![None; keep],
-            appended: 0,
-            repacks: 0,
-        }
+        Ring { keep, slots: vec![None; keep], appended: 0, repacks: 0 }
     }
 
     /// Append; returns what became of a tool result (None: not one).
@@ -123,9 +115,7 @@ impl Ring {
                 let answered_old = other.as_ref().is_some_and(|result| {
                     result.answers().is_some_and(|id| {
                         calls.contains(&id)
-                            && !others
-                                .iter()
-                                .any(|c| c.seq < result.seq && c.calls().contains(&id))
+                            && !others.iter().any(|c| c.seq < result.seq && c.calls().contains(&id))
                     })
                 });
                 if answered_old {
@@ -266,9 +256,7 @@ fn as_messages(array: Value) -> Vec<Message> {
 
 /// One random message; `recent` are call ids made so far, newest last.
 fn random_message(
-    random: &mut Random,
-    recent: &mut Vec<String>,
-    n: usize,
+    random: &mut Random, recent: &mut Vec<String>, n: usize,
 ) -> (String, String, Value) {
     match random.below(10) {
         0..=2 => ("user".into(), format!("question {n}"), json!({})),
@@ -289,11 +277,7 @@ fn random_message(
                     }
                 })
                 .collect();
-            (
-                "assistant".into(),
-                format!("calling {n}"),
-                json!({"tool_calls": calls}),
-            )
+            ("assistant".into(), format!("calling {n}"), json!({"tool_calls": calls}))
         }
         6..=8 => {
             // Mostly a recent call; sometimes an older one or one never made.
@@ -305,18 +289,10 @@ fn random_message(
                 }
                 _ => format!("never-{n}"),
             };
-            (
-                "tool".into(),
-                format!("result {n}"),
-                json!({"tool_call_id": id}),
-            )
+            ("tool".into(), format!("result {n}"), json!({"tool_call_id": id}))
         }
         // A tool message whose call id is no string answers no call.
-        _ => (
-            "tool".into(),
-            format!("odd {n}"),
-            json!({"tool_call_id": n}),
-        ),
+        _ => ("tool".into(), format!("odd {n}"), json!({"tool_call_id": n})),
     }
 }
 
@@ -330,10 +306,7 @@ fn check(client: &mut Client, rings: &[Ring], random: &mut Random, step: usize) 
     for (t, (thread, ring)) in THREADS.iter().zip(rings).enumerate() {
         let stored = ring.stored();
         let everything = read_window(client, Some(thread), 1000);
-        assert_eq!(
-            everything, stored,
-            "step {step}: thread {thread} holds what the model holds"
-        );
+        assert_eq!(everything, stored, "step {step}: thread {thread} holds what the model holds");
         let stored: Vec<(usize, Message)> = stored.into_iter().map(|m| (t, m)).collect();
         let lim = 1 + random.below(ring.keep + 1);
         assert_eq!(
@@ -368,19 +341,14 @@ fn check(client: &mut Client, rings: &[Ring], random: &mut Random, step: usize) 
 
 #[test]
 fn no_thread_and_no_window_holds_a_result_without_its_call() {
-    let seed: u64 = std::env::var("TOOL_RESULTS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_2026);
+    let seed: u64 =
+        std::env::var("TOOL_RESULTS_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x5eed_2026);
     println!("TOOL_RESULTS_SEED={seed}");
     let mut random = Random(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let db = "am_it_tool_results";
     let mut client = fresh_database(db);
     client
-        .execute(
-            "SELECT agent_memory.create_session('modeller', session_id => $1)",
-            &[&SESSION],
-        )
+        .execute("SELECT agent_memory.create_session('modeller', session_id => $1)", &[&SESSION])
         .unwrap();
     let keeps = [1 + random.below(4), 2 + random.below(4)];
     println!("keeps: {keeps:?}");
@@ -427,12 +395,7 @@ fn no_thread_and_no_window_holds_a_result_without_its_call() {
                     "step {step}: batch seqs"
                 );
                 for ((role, content, metadata), seq) in batch.into_iter().zip(seqs) {
-                    let message = Message {
-                        seq,
-                        role,
-                        content,
-                        metadata,
-                    };
+                    let message = Message { seq, role, content, metadata };
                     tally.count(rings[t].append(message));
                 }
                 next_seq += count as i64;
@@ -442,25 +405,13 @@ fn no_thread_and_no_window_holds_a_result_without_its_call() {
                 let seq: i64 = client
                     .query_one(
                         "SELECT agent_memory.append_message($1, $2, $3, $4, $5::text::jsonb, $6)",
-                        &[
-                            &SESSION,
-                            &role,
-                            &content,
-                            &thread,
-                            &metadata.to_string(),
-                            &keep,
-                        ],
+                        &[&SESSION, &role, &content, &thread, &metadata.to_string(), &keep],
                     )
                     .expect("append_message")
                     .get(0);
                 assert_eq!(seq, next_seq, "step {step}: seq");
                 next_seq += 1;
-                let message = Message {
-                    seq,
-                    role,
-                    content,
-                    metadata,
-                };
+                let message = Message { seq, role, content, metadata };
                 tally.count(rings[t].append(message));
             }
         }
@@ -526,10 +477,7 @@ fn overwriting_a_call_reads_its_thread_a_bounded_number_of_times() {
     .unwrap();
     let read = thread_tuples_read(&mut tx) - before;
     let held: i64 = tx
-        .query_one(
-            "SELECT count(*) FROM agent_memory.messages('cost', NULL, $1)",
-            &[&keep],
-        )
+        .query_one("SELECT count(*) FROM agent_memory.messages('cost', NULL, $1)", &[&keep])
         .unwrap()
         .get(0);
     tx.rollback().unwrap();

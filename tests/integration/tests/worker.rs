@@ -12,10 +12,7 @@ use postgres::Client;
 /// A session with `n` entries, of which the first `expired` have expired.
 fn session_with_entries(client: &mut Client, id: &str, n: i32, expired: i32) {
     client
-        .execute(
-            "SELECT agent_memory.create_session('worker-test', session_id => $1)",
-            &[&id],
-        )
+        .execute("SELECT agent_memory.create_session('worker-test', session_id => $1)", &[&id])
         .unwrap();
     client
         .execute(
@@ -51,10 +48,7 @@ fn failed_worker_runs(client: &mut Client, first_run: i64) -> i64 {
 
 fn stored_entries(client: &mut Client, id: &str) -> i64 {
     client
-        .query_one(
-            "SELECT count(*) FROM agent_memory.kv_entries WHERE session_id = $1",
-            &[&id],
-        )
+        .query_one("SELECT count(*) FROM agent_memory.kv_entries WHERE session_id = $1", &[&id])
         .unwrap()
         .get(0)
 }
@@ -62,13 +56,8 @@ fn stored_entries(client: &mut Client, id: &str) -> i64 {
 #[test]
 fn the_worker_runs_under_its_own_name_in_its_database() {
     let mut client = worker_database();
-    let (running, _) = wait_until(Duration::from_secs(10), || {
-        worker_pid(&mut client).is_some()
-    });
-    assert!(
-        running,
-        "no 'agent_memory cleanup' backend in pg_stat_activity"
-    );
+    let (running, _) = wait_until(Duration::from_secs(10), || worker_pid(&mut client).is_some());
+    assert!(running, "no 'agent_memory cleanup' backend in pg_stat_activity");
     let database: String = client
         .query_one(
             "SELECT datname FROM pg_stat_activity WHERE backend_type = 'agent_memory cleanup'",
@@ -85,10 +74,7 @@ fn the_worker_removes_expired_rows_and_keeps_live_ones() {
     let first_run = next_cleanup_run(&mut client);
     session_with_entries(&mut client, "w-remove", 10, 4);
     client
-        .execute(
-            "SELECT agent_memory.create_session('worker-test', session_id => 'w-idle')",
-            &[],
-        )
+        .execute("SELECT agent_memory.create_session('worker-test', session_id => 'w-idle')", &[])
         .unwrap();
     client
         .execute(
@@ -124,14 +110,8 @@ fn the_worker_removes_expired_rows_and_keeps_live_ones() {
         run.get::<_, i64>(0) >= 4 && run.get::<_, i64>(1) >= 1
     });
     assert!(recorded, "runs not recorded after {took:?}");
-    assert_eq!(
-        worker_runs(&mut client).get::<_, i64>(2),
-        0,
-        "no failed run"
-    );
-    client
-        .execute("SELECT agent_memory.end_session('w-remove')", &[])
-        .unwrap();
+    assert_eq!(worker_runs(&mut client).get::<_, i64>(2), 0, "no failed run");
+    client.execute("SELECT agent_memory.end_session('w-remove')", &[]).unwrap();
 }
 
 /// An expired entry the application holds (locked in an open transaction)
@@ -165,10 +145,7 @@ fn the_worker_removes_expired_entries_around_one_the_application_holds() {
     let (around, took) = wait_until(Duration::from_secs(10), || {
         stored_entries(&mut client, "w-held") == 5 && worker_runs_since(&mut client, first_run) > 0
     });
-    assert!(
-        around,
-        "the five expired entries nobody holds still there after {took:?}"
-    );
+    assert!(around, "the five expired entries nobody holds still there after {took:?}");
     let kept: i64 = client
         .query_one(
             "SELECT count(*) FROM agent_memory.kv_entries WHERE session_id = 'w-held' AND key = 'k3'",
@@ -187,44 +164,25 @@ fn the_worker_removes_expired_entries_around_one_the_application_holds() {
         )
         .unwrap()
         .get(0);
-    assert!(
-        slowest < 0.5,
-        "a run took {slowest} s: it waited for the held row"
-    );
+    assert!(slowest < 0.5, "a run took {slowest} s: it waited for the held row");
     held.commit().unwrap();
-    let (gone, took) = wait_until(Duration::from_secs(10), || {
-        stored_entries(&mut client, "w-held") == 4
-    });
+    let (gone, took) =
+        wait_until(Duration::from_secs(10), || stored_entries(&mut client, "w-held") == 4);
     assert!(gone, "the released entry still there after {took:?}");
-    assert_eq!(
-        failed_worker_runs(&mut client, first_run),
-        0,
-        "no failed run"
-    );
-    client
-        .execute("SELECT agent_memory.end_session('w-held')", &[])
-        .unwrap();
+    assert_eq!(failed_worker_runs(&mut client, first_run), 0, "no failed run");
+    client.execute("SELECT agent_memory.end_session('w-held')", &[]).unwrap();
 }
 
 #[test]
 fn sigterm_stops_the_worker_within_a_second_and_it_comes_back() {
     let mut client = worker_database();
-    let (_, _) = wait_until(Duration::from_secs(10), || {
-        worker_pid(&mut client).is_some()
-    });
+    let (_, _) = wait_until(Duration::from_secs(10), || worker_pid(&mut client).is_some());
     let pid = worker_pid(&mut client).expect("worker running");
-    let terminated: bool = client
-        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
-        .unwrap()
-        .get(0);
+    let terminated: bool =
+        client.query_one("SELECT pg_terminate_backend($1)", &[&pid]).unwrap().get(0);
     assert!(terminated);
-    let (gone, took) = wait_until(Duration::from_secs(3), || {
-        worker_pid(&mut client) != Some(pid)
-    });
-    assert!(
-        gone && took <= Duration::from_secs(1),
-        "worker {pid} still there after {took:?}"
-    );
+    let (gone, took) = wait_until(Duration::from_secs(3), || worker_pid(&mut client) != Some(pid));
+    assert!(gone && took <= Duration::from_secs(1), "worker {pid} still there after {took:?}");
     // Its launcher starts it again after the restart delay (5 s).
     let (back, took) = wait_until(Duration::from_secs(15), || {
         worker_pid(&mut client).is_some_and(|new| new != pid)
@@ -246,21 +204,14 @@ fn sighup_reloads_the_interval() {
             )
             .unwrap();
         std::thread::sleep(Duration::from_secs(3));
-        assert_eq!(
-            stored_entries(&mut client, "w-hup"),
-            4,
-            "the worker ignored the 1h interval"
-        );
+        assert_eq!(stored_entries(&mut client, "w-hup"), 4, "the worker ignored the 1h interval");
         // Leaving the block resets the setting and reloads: the SIGHUP wakes
         // the worker, which runs at once.
     }
-    let (removed, took) = wait_until(Duration::from_secs(5), || {
-        stored_entries(&mut client, "w-hup") == 0
-    });
+    let (removed, took) =
+        wait_until(Duration::from_secs(5), || stored_entries(&mut client, "w-hup") == 0);
     assert!(removed, "rows still there {took:?} after the reload");
-    client
-        .execute("SELECT agent_memory.end_session('w-hup')", &[])
-        .unwrap();
+    client.execute("SELECT agent_memory.end_session('w-hup')", &[]).unwrap();
 }
 
 /// A batch that fails (here on a lock timeout) is undone whole and recorded
@@ -277,8 +228,7 @@ fn a_failed_batch_is_undone_recorded_and_done_by_a_later_run() {
     // Hold a lock that makes the worker's delete time out (lock_timeout 1s).
     let mut locker = connect("postgres");
     let mut tx = locker.transaction().unwrap();
-    tx.batch_execute("LOCK TABLE agent_memory.kv_entries IN ACCESS EXCLUSIVE MODE")
-        .unwrap();
+    tx.batch_execute("LOCK TABLE agent_memory.kv_entries IN ACCESS EXCLUSIVE MODE").unwrap();
     // Resetting the interval reloads the worker, which runs at once.
     drop(held_off);
     let (failed, took) = wait_until(Duration::from_secs(15), || {
@@ -288,21 +238,11 @@ fn a_failed_batch_is_undone_recorded_and_done_by_a_later_run() {
     assert!(failed, "no failed run recorded after {took:?}");
     // The failed batch left every row in place.
     assert_eq!(stored_entries(&mut client, "w-err"), 6);
-    let (removed, took) = wait_until(Duration::from_secs(10), || {
-        stored_entries(&mut client, "w-err") == 0
-    });
-    assert!(
-        removed,
-        "rows still there {took:?} after the lock was released"
-    );
-    assert_eq!(
-        worker_pid(&mut client),
-        Some(pid),
-        "a failed batch does not end the worker"
-    );
-    client
-        .execute("SELECT agent_memory.end_session('w-err')", &[])
-        .unwrap();
+    let (removed, took) =
+        wait_until(Duration::from_secs(10), || stored_entries(&mut client, "w-err") == 0);
+    assert!(removed, "rows still there {took:?} after the lock was released");
+    assert_eq!(worker_pid(&mut client), Some(pid), "a failed batch does not end the worker");
+    client.execute("SELECT agent_memory.end_session('w-err')", &[]).unwrap();
 }
 
 #[test]
@@ -340,13 +280,10 @@ fn expired_rows_not_yet_removed_are_invisible_to_every_read() {
     for i in 0..row.len() {
         assert!(row.get::<_, bool>(i), "read {i} showed an expired row");
     }
-    let kv_set_error = client
-        .execute("SELECT agent_memory.kv_set('w-gone', 'k9', '1')", &[])
-        .unwrap_err();
+    let kv_set_error =
+        client.execute("SELECT agent_memory.kv_set('w-gone', 'k9', '1')", &[]).unwrap_err();
     assert_eq!(kv_set_error.code().map(|c| c.code()), Some("P0002"));
-    client
-        .batch_execute("DELETE FROM agent_memory.sessions")
-        .unwrap();
+    client.batch_execute("DELETE FROM agent_memory.sessions").unwrap();
 }
 
 /// An expired session whose entry the application holds (an idle
@@ -389,32 +326,19 @@ fn a_held_session_does_not_stop_the_worker_removing_the_others() {
             .unwrap()
             .get(0)
     };
-    let (others_gone, took) = wait_until(Duration::from_secs(10), || {
-        sessions_left(&mut client, "w-other-%") == 0
-    });
+    let (others_gone, took) =
+        wait_until(Duration::from_secs(10), || sessions_left(&mut client, "w-other-%") == 0);
     assert!(
         others_gone,
         "{} of 50 expired sessions still there {took:?} after they expired",
         sessions_left(&mut client, "w-other-%")
     );
-    assert_eq!(
-        sessions_left(&mut client, "w-stall"),
-        1,
-        "the held one waits"
-    );
+    assert_eq!(sessions_left(&mut client, "w-stall"), 1, "the held one waits");
     held.commit().unwrap();
-    let (stall_gone, took) = wait_until(Duration::from_secs(10), || {
-        sessions_left(&mut client, "w-stall") == 0
-    });
-    assert!(
-        stall_gone,
-        "the released session still there after {took:?}"
-    );
-    assert_eq!(
-        failed_worker_runs(&mut client, first_run),
-        0,
-        "no failed run"
-    );
+    let (stall_gone, took) =
+        wait_until(Duration::from_secs(10), || sessions_left(&mut client, "w-stall") == 0);
+    assert!(stall_gone, "the released session still there after {took:?}");
+    assert_eq!(failed_worker_runs(&mut client, first_run), 0, "no failed run");
 }
 
 /// A trigger that makes each removed entry take `seconds`: a batch of the
@@ -489,35 +413,22 @@ fn sigterm_ends_the_worker_inside_a_long_batch() {
     let mut client = worker_database();
     let slow = SlowEntryDeletes::install(&mut client, 0.02, "");
     session_with_entries(&mut client, "w-long", 500, 500);
-    let (in_batch, took) = wait_until(Duration::from_secs(10), || {
-        worker_in_entries_batch(&mut client).is_some()
-    });
-    assert!(
-        in_batch,
-        "the worker was not seen in a batch after {took:?}"
-    );
+    let (in_batch, took) =
+        wait_until(Duration::from_secs(10), || worker_in_entries_batch(&mut client).is_some());
+    assert!(in_batch, "the worker was not seen in a batch after {took:?}");
     let pid = worker_in_entries_batch(&mut client).expect("worker in a batch");
     std::thread::sleep(Duration::from_millis(200));
-    let terminated: bool = client
-        .query_one("SELECT pg_terminate_backend($1)", &[&pid])
-        .unwrap()
-        .get(0);
+    let terminated: bool =
+        client.query_one("SELECT pg_terminate_backend($1)", &[&pid]).unwrap().get(0);
     assert!(terminated);
-    let (gone, took) = wait_until(Duration::from_secs(15), || {
-        worker_pid(&mut client) != Some(pid)
-    });
-    println!(
-        "worker: exit on SIGTERM inside a batch took {} ms",
-        took.as_millis()
-    );
+    let (gone, took) = wait_until(Duration::from_secs(15), || worker_pid(&mut client) != Some(pid));
+    println!("worker: exit on SIGTERM inside a batch took {} ms", took.as_millis());
     assert!(
         gone && took <= Duration::from_secs(1),
         "the worker ended {took:?} after SIGTERM (gone: {gone})"
     );
     drop(slow);
-    client
-        .execute("SELECT agent_memory.end_session('w-long')", &[])
-        .unwrap();
+    client.execute("SELECT agent_memory.end_session('w-long')", &[]).unwrap();
 }
 
 /// A batch that runs past agent_memory.cleanup_batch_timeout ends with a
@@ -533,27 +444,15 @@ fn a_batch_past_its_time_limit_is_undone_and_tried_smaller() {
     session_with_entries(&mut client, "w-limit", 200, 200);
     // Deletes of 20 ms each: only batches of at most 14 rows fit. The
     // bound leaves room for a slow machine: a stalled cleanup never ends.
-    let (gone, took) = wait_until(Duration::from_secs(60), || {
-        stored_entries(&mut client, "w-limit") == 0
-    });
-    assert!(
-        gone,
-        "entries still there {took:?} while every full batch is too slow"
-    );
-    println!(
-        "worker: 200 entries of 20 ms each removed in {} ms",
-        took.as_millis()
-    );
+    let (gone, took) =
+        wait_until(Duration::from_secs(60), || stored_entries(&mut client, "w-limit") == 0);
+    assert!(gone, "entries still there {took:?} while every full batch is too slow");
+    println!("worker: 200 entries of 20 ms each removed in {} ms", took.as_millis());
     let attempts = SlowEntryDeletes::attempts(&mut client);
-    assert!(
-        attempts > 200,
-        "{attempts} deletes attempted: no batch was ended and undone"
-    );
+    assert!(attempts > 200, "{attempts} deletes attempted: no batch was ended and undone");
     drop(slow);
     drop(limit);
-    client
-        .execute("SELECT agent_memory.end_session('w-limit')", &[])
-        .unwrap();
+    client.execute("SELECT agent_memory.end_session('w-limit')", &[]).unwrap();
 }
 
 /// A session or entry too slow to remove even alone is passed over: the
@@ -624,28 +523,16 @@ fn a_row_too_slow_to_remove_alone_is_passed_over() {
              ; entries left: one alone took longer%",
         ) > 0
     });
-    assert!(
-        recorded,
-        "no run recorded what it passed over after {took:?}"
-    );
-    assert_eq!(
-        sessions_left(&mut client),
-        ["w-stuck"],
-        "sessions after a run"
-    );
+    assert!(recorded, "no run recorded what it passed over after {took:?}");
+    assert_eq!(sessions_left(&mut client), ["w-stuck"], "sessions after a run");
     assert_eq!(live_keys(&mut client), ["slow"], "entries after a run");
     drop(slow);
     let (done, took) = wait_until(Duration::from_secs(10), || {
         sessions_left(&mut client).is_empty() && live_keys(&mut client).is_empty()
     });
-    assert!(
-        done,
-        "passed-over rows still there {took:?} after they became quick"
-    );
+    assert!(done, "passed-over rows still there {took:?} after they became quick");
     drop(limit);
-    client
-        .execute("SELECT agent_memory.end_session('w-live')", &[])
-        .unwrap();
+    client.execute("SELECT agent_memory.end_session('w-live')", &[]).unwrap();
 }
 
 /// Worker runs recorded from run `first_run` on.

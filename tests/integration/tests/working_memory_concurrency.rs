@@ -36,26 +36,14 @@ fn concurrent_patches_of_one_part_both_survive() {
     // The second patch waits for the first transaction.
     wait_for_lock_waiter(&mut setup, db, "wm_patch", "the second patch never waited");
     first.batch_execute("COMMIT").unwrap();
-    let returned = second
-        .join()
-        .unwrap()
-        .expect("no error reaches the second patch");
+    let returned = second.join().unwrap().expect("no error reaches the second patch");
     let expected = serde_json::json!({"base": true, "first": 1, "second": 2});
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&returned).unwrap(),
-        expected
-    );
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&returned).unwrap(), expected);
     let stored: String = setup
-        .query_one(
-            "SELECT agent_memory.wm_get('wm', 'fetched_context')::text",
-            &[],
-        )
+        .query_one("SELECT agent_memory.wm_get('wm', 'fetched_context')::text", &[])
         .unwrap()
         .get(0);
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&stored).unwrap(),
-        expected
-    );
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&stored).unwrap(), expected);
     drop(setup);
     drop_database(db);
 }
@@ -77,9 +65,7 @@ fn project_database(db: &'static str, extra: &str) -> postgres::Client {
 /// `wm_refresh_structure('proj')` in a connection of its own, once the
 /// caller has seen it wait (the lock it waits for is named by `what`).
 fn refresh_once_waiting(
-    setup: &mut postgres::Client,
-    db: &'static str,
-    what: &str,
+    setup: &mut postgres::Client, db: &'static str, what: &str,
 ) -> thread::JoinHandle<Result<i32, postgres::Error>> {
     let refresh = thread::spawn(move || {
         connect(db)
@@ -100,9 +86,7 @@ fn a_refresh_waits_for_an_entry_being_tied_and_rebuilds_it() {
 
     let mut first = connect(db);
     first.batch_execute("BEGIN").unwrap();
-    first
-        .batch_execute("SELECT agent_memory.wm_init('wm', 'a', 'proj')")
-        .unwrap();
+    first.batch_execute("SELECT agent_memory.wm_init('wm', 'a', 'proj')").unwrap();
     // A node added after the entry's index was read.
     setup
         .batch_execute(
@@ -110,11 +94,8 @@ fn a_refresh_waits_for_an_entry_being_tied_and_rebuilds_it() {
         )
         .unwrap();
 
-    let refresh = refresh_once_waiting(
-        &mut setup,
-        db,
-        "the refresh never waited for the entry being tied",
-    );
+    let refresh =
+        refresh_once_waiting(&mut setup, db, "the refresh never waited for the entry being tied");
     first.batch_execute("COMMIT").unwrap();
     let changed = refresh.join().unwrap().expect("the refresh succeeds");
     assert!(changed >= 1, "the refresh rebuilt {changed} entries");

@@ -24,10 +24,7 @@ fn one_notification_per_real_change_and_none_for_a_no_op() {
             .get(0)
     };
     assert!(set(&mut client, r#"{"title": "A"}"#));
-    assert!(
-        !set(&mut client, r#"{"title": "A"}"#),
-        "the same value again is a no-op"
-    );
+    assert!(!set(&mut client, r#"{"title": "A"}"#), "the same value again is a no-op");
     assert!(set(&mut client, r#"{"title": "B"}"#));
     // A patch that changes nothing is a no-op too.
     client
@@ -58,9 +55,7 @@ fn one_notification_per_real_change_and_none_for_a_no_op() {
 fn listeners_in_other_connections_get_committed_changes_only() {
     let db = "am_it_wm_notify_others";
     let mut writer = fresh_database(db);
-    writer
-        .batch_execute("SELECT agent_memory.create_session('ana', session_id => 'wm')")
-        .unwrap();
+    writer.batch_execute("SELECT agent_memory.create_session('ana', session_id => 'wm')").unwrap();
     // Nobody listens yet: the change is not announced to anyone later.
     writer
         .batch_execute("SELECT agent_memory.wm_set('wm', 'working_history', '\"before\"')")
@@ -89,9 +84,7 @@ fn listeners_in_other_connections_get_committed_changes_only() {
              COMMIT;",
         )
         .unwrap();
-    writer
-        .batch_execute("SELECT agent_memory.wm_clear('wm', '__global__')")
-        .unwrap();
+    writer.batch_execute("SELECT agent_memory.wm_clear('wm', '__global__')").unwrap();
 
     let part = |part: &str, version: i32| serde_json::json!({"session_id": "wm", "node_id": null, "part": part, "version": version});
     assert_eq!(
@@ -112,10 +105,7 @@ fn listeners_in_other_connections_get_committed_changes_only() {
     writer
         .batch_execute("SELECT agent_memory.wm_set('wm', 'working_history', '\"again\"')")
         .unwrap();
-    assert_eq!(
-        received_payloads(&mut second, "agent_memory"),
-        vec![part("working_history", 1)]
-    );
+    assert_eq!(received_payloads(&mut second, "agent_memory"), vec![part("working_history", 1)]);
     drop(second);
     drop(writer);
     drop_database(db);
@@ -130,9 +120,7 @@ fn listeners_in_other_connections_get_committed_changes_only() {
 fn a_transaction_announces_each_part_once_with_its_last_version() {
     let db = "am_it_wm_notify_once";
     let mut writer = fresh_database(db);
-    writer
-        .batch_execute("SELECT agent_memory.create_session('ana', session_id => 'wm')")
-        .unwrap();
+    writer.batch_execute("SELECT agent_memory.create_session('ana', session_id => 'wm')").unwrap();
     let mut listener = connect(db);
     listener.batch_execute("LISTEN agent_memory").unwrap();
     writer
@@ -162,11 +150,7 @@ fn a_transaction_announces_each_part_once_with_its_last_version() {
     let part = |part: &str, version: i32| serde_json::json!({"session_id": "wm", "node_id": null, "part": part, "version": version});
     assert_eq!(
         received_payloads(&mut listener, "agent_memory"),
-        vec![
-            part("node_context", 1),
-            part("working_history", 2),
-            part("last_user_message", 500),
-        ]
+        vec![part("node_context", 1), part("working_history", 2), part("last_user_message", 500),]
     );
     drop(listener);
     drop(writer);

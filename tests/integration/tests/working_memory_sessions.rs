@@ -16,9 +16,7 @@ fn wm_set(client: &mut postgres::Client, session: &str, value: &str) -> Result<b
         )
         .map(|row| row.get(0))
         .map_err(|e| {
-            e.as_db_error()
-                .map(|db| db.code().code().to_owned())
-                .unwrap_or_else(|| e.to_string())
+            e.as_db_error().map(|db| db.code().code().to_owned()).unwrap_or_else(|| e.to_string())
         })
 }
 
@@ -37,9 +35,7 @@ fn a_session_ended_or_deleted_elsewhere_or_expired_is_refused() {
 
     // Ended by another connection right after this one wrote to it.
     assert_eq!(wm_set(&mut writer, "ended", "one"), Ok(true));
-    other
-        .batch_execute("SELECT agent_memory.end_session('ended')")
-        .unwrap();
+    other.batch_execute("SELECT agent_memory.end_session('ended')").unwrap();
     assert_eq!(wm_set(&mut writer, "ended", "two"), Err("P0002".into()));
 
     // Ended by this connection, in the transaction that writes next.
@@ -48,17 +44,13 @@ fn a_session_ended_or_deleted_elsewhere_or_expired_is_refused() {
         .batch_execute("SELECT agent_memory.create_session('ana', session_id => 'mine')")
         .unwrap();
     assert_eq!(wm_set(&mut writer, "mine", "one"), Ok(true));
-    writer
-        .batch_execute("BEGIN; SELECT agent_memory.end_session('mine')")
-        .unwrap();
+    writer.batch_execute("BEGIN; SELECT agent_memory.end_session('mine')").unwrap();
     assert_eq!(wm_set(&mut writer, "mine", "two"), Err("P0002".into()));
     writer.batch_execute("ROLLBACK").unwrap();
 
     // Deleted by hand, not through the extension.
     assert_eq!(wm_set(&mut writer, "deleted", "one"), Ok(true));
-    other
-        .batch_execute("DELETE FROM agent_memory.sessions WHERE session_id = 'deleted'")
-        .unwrap();
+    other.batch_execute("DELETE FROM agent_memory.sessions WHERE session_id = 'deleted'").unwrap();
     assert_eq!(wm_set(&mut writer, "deleted", "two"), Err("P0002".into()));
 
     // Idle past its own timeout.
@@ -90,10 +82,7 @@ fn a_session_ended_or_deleted_elsewhere_or_expired_is_refused() {
 
     // Nothing was written to any of them after they went.
     let rows: i64 = other
-        .query_one(
-            "SELECT count(*) FROM agent_memory.wm_parts WHERE value IN ('\"two\"')",
-            &[],
-        )
+        .query_one("SELECT count(*) FROM agent_memory.wm_parts WHERE value IN ('\"two\"')", &[])
         .unwrap()
         .get(0);
     assert_eq!(rows, 0);
