@@ -52,6 +52,14 @@ fn checked_node(node_id: Option<&str>) -> SqlResult<Option<&str>> {
     checked_optional_id("node_id", node_id)
 }
 
+/// The session and node a call on a thread addresses, checked in that
+/// order.
+fn checked_thread<'a>(
+    session_id: Option<&'a str>, node_id: Option<&'a str>,
+) -> SqlResult<(&'a str, Option<&'a str>)> {
+    Ok((checked_id("session_id", session_id)?, checked_node(node_id)?))
+}
+
 /// Checked `lim` of the reads.
 fn checked_limit(lim: Option<i32>) -> SqlResult<i32> {
     messages::checked_limit(lim).or_report()
@@ -149,8 +157,7 @@ fn append_messages(
     session_id: Option<&str>, messages: Option<JsonbArg>, node_id: default!(Option<&str>, "NULL"),
     keep: default!(Option<i32>, "NULL"),
 ) -> SqlResult<Vec<i64>> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node_id = checked_node(node_id)?;
+    let (session_id, node_id) = checked_thread(session_id, node_id)?;
     let messages_arg = messages.ok_or_else(|| Error::null("messages")).or_report()?;
     let decoded = messages_arg.decode().ok_or_else(|| Error::null("messages")).or_report()?;
     let max_bytes = settings::MAX_MESSAGE_BYTES.get().max(0) as usize;
@@ -308,17 +315,19 @@ fn append_locked(
     // common append (an INSERT in a CTE): there every append takes the
     // general path, whose statements it routes one by one.
     if message.idempotency_key().is_none() && message.answers().is_none() && !on_citus()? {
+        let [node_id, role, content, metadata] = message.columns();
+        let idle = idle_timeout_minutes();
         let rows = APPEND_FAST.run(
             client,
             &[
                 session_id.into(),
                 key.into(),
                 keep.into(),
-                idle_timeout_minutes().into(),
-                message.node_id.into(),
-                message.role.into(),
-                message.content.into(),
-                message.metadata_datum(),
+                idle.into(),
+                node_id,
+                role,
+                content,
+                metadata,
             ],
         )?;
         if !rows.is_empty() {
@@ -452,11 +461,14 @@ impl<'a> NewMessage<'a> {
         messages::answered_call_of(self.role, &self.metadata)
     }
 
-    fn metadata_datum(&self) -> pgrx::datum::DatumWithOid<'_> {
-        match self.metadata_arg {
+    /// The stored columns node_id, role, content and metadata, as
+    /// statement arguments.
+    fn columns(&self) -> [pgrx::datum::DatumWithOid<'_>; 4] {
+        let metadata = match self.metadata_arg {
             Some(arg) => arg.into(),
             None => JsonB(self.metadata.clone()).into(),
-        }
+        };
+        [self.node_id.into(), self.role.into(), self.content.into(), metadata]
     }
 }
 
@@ -510,17 +522,19 @@ fn overwrite_slot(
     message: &NewMessage<'_>, seq: i64, held: &SlotHeld,
 ) -> SqlResult<()> {
     let dropped = drop_results(client, session_id, key, slot, held)?;
+    let [node_id, role, content, metadata] = message.columns();
+    let idempotency_key = message.idempotency_key();
     OVERWRITE.run(
         client,
         &[
             session_id.into(),
             key.into(),
             slot.into(),
-            message.node_id.into(),
-            message.role.into(),
-            message.content.into(),
-            message.metadata_datum(),
-            message.idempotency_key().into(),
+            node_id,
+            role,
+            content,
+            metadata,
+            idempotency_key.into(),
             seq.into(),
         ],
     )?;
@@ -572,8 +586,7 @@ fn messages_json(
     session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
     lim: default!(Option<i32>, "50"),
 ) -> SqlResult<JsonbBytes> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node_id = checked_node(node_id)?;
+    let (session_id, node_id) = checked_thread(session_id, node_id)?;
     let lim = checked_limit(lim)?;
     let max_bytes = settings::max_result_bytes();
     // Each message's object is written in jsonb's binary form as its row is
@@ -665,8 +678,7 @@ fn on_thread<T: FromDatum + IntoDatum>(
 fn pop_message(
     session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<Option<JsonbBytes>> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node_id = checked_node(node_id)?;
+    let (session_id, node_id) = checked_thread(session_id, node_id)?;
     lock_session(session_id)?;
     let popped = on_thread(&POP, session_id, node_id)?;
     renew(session_id)?;
@@ -684,8 +696,7 @@ fn renew(session_id: &str) -> SqlResult<()> {
 fn last_user_message(
     session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<Option<String>> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node_id = checked_node(node_id)?;
+    let (session_id, node_id) = checked_thread(session_id, node_id)?;
     on_thread(&LAST_USER, session_id, node_id)
 }
 
@@ -694,8 +705,7 @@ fn last_user_message(
 fn clear_messages(
     session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<i32> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node_id = checked_node(node_id)?;
+    let (session_id, node_id) = checked_thread(session_id, node_id)?;
     lock_session(session_id)?;
     let cleared = on_thread(&CLEAR, session_id, node_id)?.unwrap_or(0);
     renew(session_id)?;

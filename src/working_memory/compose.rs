@@ -19,13 +19,13 @@ use pgrx::prelude::*;
 
 use agent_memory_core::Error;
 
-use crate::pg::args::{INT4, TEXT, checked_id};
+use crate::pg::args::{INT4, TEXT};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::plans::{Columns, Statement, iso};
 use crate::pg::settings;
 use crate::sessions::{callers_active_session, idle_timeout_minutes, session_gone};
-use crate::working_memory::parts::node_key;
+use crate::working_memory::parts::checked_session_node;
 
 /// The entry's value of part `$name`: the node's own ($2), else the
 /// session's global one (''), of the caller's tenant; NULL when neither is
@@ -431,8 +431,7 @@ pub fn snapshot_after_writes(session_id: &str, node: &str) -> SqlResult<JsonbByt
 fn working_memory(
     session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node = node_key(node_id)?;
+    let (session_id, node) = checked_session_node(session_id, node_id)?;
     Ok(compose(&SNAPSHOT, "the snapshot takes", session_id, node, false)?.0)
 }
 
@@ -441,8 +440,7 @@ fn working_memory(
 fn working_memory_entry(
     session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node = node_key(node_id)?;
+    let (session_id, node) = checked_session_node(session_id, node_id)?;
     Ok(compose(&ENTRY, "the entry takes", session_id, node, false)?.0)
 }
 
@@ -452,8 +450,7 @@ fn wm_context(
     session_id: Option<&str>, node_id: default!(Option<&str>, "NULL"),
     project_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node = node_key(node_id)?;
+    let (session_id, node) = checked_session_node(session_id, node_id)?;
     let (bundle, project) = compose(&CONTEXT, "the context takes", session_id, node, true)?;
     // A caller naming a project must get that project's session only.
     if let Some(asked) = project_id

@@ -12,7 +12,7 @@ use agent_memory_core::graph;
 use agent_memory_core::working_memory::{self as wm, Part};
 
 use crate::graph::nodes::read_node_json;
-use crate::pg::args::{INT4, TEXT, checked_id};
+use crate::pg::args::{INT4, TEXT};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
@@ -23,7 +23,7 @@ use crate::sessions::{
     lock_session_and_parts, session_gone, session_lock_class,
 };
 use crate::working_memory::compose::snapshot_after_writes;
-use crate::working_memory::parts::{node_key, read_part, strip_keys, write_part};
+use crate::working_memory::parts::{checked_session_node, read_part, strip_keys, write_part};
 
 /// The session's project, as set for the session; P0002 when the session
 /// is missing or expired.
@@ -130,8 +130,7 @@ fn init_entry(session_id: &str, node: &str, project: &str) -> SqlResult<()> {
 fn wm_init(
     session_id: Option<&str>, node_id: Option<&str>, project_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonbBytes> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node = node_key(node_id)?;
+    let (session_id, node) = checked_session_node(session_id, node_id)?;
     if let Some(project) = project_id {
         graph::check_owner(project).or_report()?;
     }
@@ -186,8 +185,7 @@ fn no_project(session_id: &str) -> pgrx::pg_sys::panic::ErrorReport {
 #[pg_extern(volatile, parallel_unsafe)]
 #[search_path(pg_catalog, pg_temp)]
 fn set_active_node(session_id: Option<&str>, node_id: Option<&str>) -> SqlResult<JsonbBytes> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node = node_key(node_id)?;
+    let (session_id, node) = checked_session_node(session_id, node_id)?;
     lock_session_and_parts(session_id)?;
     let project = session_project(session_id)?;
     let active = (!node.is_empty()).then_some(node);

@@ -38,8 +38,25 @@ pub fn node_key(node_id: Option<&str>) -> SqlResult<&str> {
     }
 }
 
-fn checked_part(part: Option<&str>) -> SqlResult<Part> {
-    Part::parse(part.ok_or_else(|| Error::null("part")).or_report()?).or_report()
+/// The session and node key a working-memory call addresses, checked in
+/// that order.
+pub fn checked_session_node<'a>(
+    session_id: Option<&'a str>, node_id: Option<&'a str>,
+) -> SqlResult<(&'a str, &'a str)> {
+    Ok((checked_id("session_id", session_id)?, node_key(node_id)?))
+}
+
+/// The session, part and node key a call on one part addresses, checked in
+/// that order.
+fn checked_part_of<'a>(
+    session_id: Option<&'a str>, part: Option<&str>, node_id: Option<&'a str>,
+) -> SqlResult<(&'a str, Part, &'a str)> {
+    let session_id = checked_id("session_id", session_id)?;
+    Ok((
+        session_id,
+        Part::parse(part.ok_or_else(|| Error::null("part")).or_report()?).or_report()?,
+        node_key(node_id)?,
+    ))
 }
 
 /// The keys `agent_memory.strip_node_keys` names.
@@ -192,9 +209,7 @@ fn wm_set(
     session_id: Option<&str>, part: Option<&str>, value: Option<JsonbArg>,
     node_id: default!(Option<&str>, "NULL"), expected_version: default!(Option<i32>, "NULL"),
 ) -> SqlResult<bool> {
-    let session_id = checked_id("session_id", session_id)?;
-    let part = checked_part(part)?;
-    let node = node_key(node_id)?;
+    let (session_id, part, node) = checked_part_of(session_id, part, node_id)?;
     let value = value.ok_or_else(|| Error::null("value")).or_report()?;
     let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
     let changed = if part.stored_as_written() {
@@ -220,8 +235,7 @@ fn wm_set(
 fn wm_set_many(
     session_id: Option<&str>, parts: Option<JsonB>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<i32> {
-    let session_id = checked_id("session_id", session_id)?;
-    let node = node_key(node_id)?;
+    let (session_id, node) = checked_session_node(session_id, node_id)?;
     let parts = parts.ok_or_else(|| Error::null("parts")).or_report()?;
     let Value::Object(parts) = parts.0 else {
         return Err(Error::invalid("parts must be a JSON object of part name to value"))
@@ -258,9 +272,7 @@ fn wm_patch(
     session_id: Option<&str>, part: Option<&str>, patch: Option<JsonB>,
     node_id: default!(Option<&str>, "NULL"), expected_version: default!(Option<i32>, "NULL"),
 ) -> SqlResult<JsonB> {
-    let session_id = checked_id("session_id", session_id)?;
-    let part = checked_part(part)?;
-    let node = node_key(node_id)?;
+    let (session_id, part, node) = checked_part_of(session_id, part, node_id)?;
     let patch = patch.ok_or_else(|| Error::null("patch")).or_report()?.0;
     wm::check_patch(part, &patch).or_report()?;
     let expected = versions::checked_expected("expected_version", expected_version).or_report()?;
@@ -287,9 +299,7 @@ fn wm_patch(
 fn wm_part(
     session_id: Option<&str>, part: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<pgrx::JsonB> {
-    let session_id = checked_id("session_id", session_id)?;
-    let part = checked_part(part)?;
-    let node = node_key(node_id)?;
+    let (session_id, part, node) = checked_part_of(session_id, part, node_id)?;
     // One statement: a value and a version read apart could be of two
     // writes, and a precondition on that version would pass over the
     // second.
@@ -308,9 +318,7 @@ fn wm_part(
 fn wm_get(
     session_id: Option<&str>, part: Option<&str>, node_id: default!(Option<&str>, "NULL"),
 ) -> SqlResult<JsonB> {
-    let session_id = checked_id("session_id", session_id)?;
-    let part = checked_part(part)?;
-    let node = node_key(node_id)?;
+    let (session_id, part, node) = checked_part_of(session_id, part, node_id)?;
     let stored = read_part(session_id, node, part)?;
     Ok(JsonB(wm::shown(part, stored)))
 }
