@@ -22,7 +22,7 @@ use agent_memory_core::recall::Query;
 use agent_memory_core::{Error, args, jsonb};
 
 use crate::files::store::{
-    Client, Placed, READ, a_directory, delete_path, file_bytes, forget_scope_if_empty,
+    Client, Placed, READ, a_directory, delete_path, file_at, file_bytes, forget_scope_if_empty,
     is_directory, lock_file_if_there, lock_scope, locked_file_meets, max_file_bytes,
     place_new_file, too_big, with_file,
 };
@@ -539,7 +539,7 @@ static APPEND_EXISTING: Statement = Statement::read_write(
         "UPDATE agent_memory.memory_files f
           SET content = f.content OPERATOR(pg_catalog.||) $3, updated_at = pg_catalog.now(),
               version = f.version OPERATOR(pg_catalog.+) 1",
-        crate::files::store::file_at!("f"),
+        file_at!("f"),
         "
             AND (pg_catalog.octet_length(f.content) OPERATOR(pg_catalog.+) pg_catalog.octet_length($3))
                 OPERATOR(pg_catalog.<=) $4
@@ -552,8 +552,9 @@ static APPEND_EXISTING: Statement = Statement::read_write(
 /// read-write), the row version it was read from, and its version.
 static READ_VERSION: Statement = Statement::read_write(
     concat!(
-        "SELECT f.content, f.ctid, f.xmin, f.version FROM agent_memory.memory_files f",
-        crate::files::store::file_at!("f")
+        "SELECT f.content, f.ctid, f.xmin, f.version
+         FROM agent_memory.memory_files f",
+        file_at!("f")
     ),
     &[TEXT, TEXT],
 );

@@ -18,12 +18,12 @@ use agent_memory_core::error::quoted;
 use agent_memory_core::files::memory_tool as files;
 use agent_memory_core::versions;
 
-use crate::files::store::{self, Client, Placed};
+use crate::files::store::{self, Client, Placed, file_at};
 use crate::pg::args::{INT4, TEXT, TID, TIMESTAMPTZ, XID};
 use crate::pg::c_functions::{TableCall, materialized_table_function};
 use crate::pg::datums::JsonbBytes;
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso};
+use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso_fields};
 use crate::pg::settings;
 use crate::pg::stream::StreamStatement;
 
@@ -489,7 +489,7 @@ static TRIM_ON_CITUS: Statement = Statement::read_write(
 static NEWEST_ON_CITUS: Statement = Statement::read_write(
     concat!(
         "SELECT pg_catalog.max(v.version) FROM agent_memory.memory_file_versions v",
-        crate::files::store::file_at!("v")
+        file_at!("v")
     ),
     &[TEXT, TEXT],
 );
@@ -542,13 +542,8 @@ static READ: Statement = Statement::read_only(
     concat!(
         "SELECT pg_catalog.jsonb_build_object(
                   'path', v.path, 'content', v.content, 'version', v.version,
-                  'sha256', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(v.content, 'UTF8')), 'hex'),
-                  'createdAt', ",
-        iso!("v.created_at"),
-        ", 'updatedAt', ",
-        iso!("v.updated_at"),
-        ", 'replacedAt', ",
-        iso!("v.replaced_at"),
+                  'sha256', pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(v.content, 'UTF8')), 'hex')",
+        iso_fields!("createdAt": "v.created_at", "updatedAt": "v.updated_at", "replacedAt": "v.replaced_at"),
         ")
          FROM agent_memory.memory_file_versions v
          WHERE v.scope = $1 AND v.path = $2 AND v.version = $3 AND v.tenant = agent_memory.caller_tenant()"

@@ -14,7 +14,9 @@ use agent_memory_core::graph::import;
 use agent_memory_core::graph::markdown::{self, Document, Frontmatter, TimeValue};
 use agent_memory_core::graph::{self, ROOT_ID};
 
-use crate::graph::nodes::{checked_node, checked_owner, node_limits, unknown_node, write_node};
+use crate::graph::nodes::{
+    checked_node, checked_owner, content_args, node_limits, unknown_node, write_node,
+};
 use crate::pg::args::{INT4, TEXT, TEXT_ARRAY, required};
 use crate::pg::datums::{JsonB, iso_of};
 use crate::pg::error::{OrReport, SqlResult};
@@ -156,21 +158,13 @@ fn graph_import(owner: Option<&str>, files: Option<JsonB>) -> SqlResult<i32> {
         for file in nodes {
             let fm = &file.document.frontmatter;
             let content = file.content();
-            let inserted = IMPORT_NODE.run(
-                client,
-                &[
-                    owner.into(),
-                    file.node_id.as_str().into(),
-                    content.title.as_str().into(),
-                    content.description.as_str().into(),
-                    content.body.as_str().into(),
-                    content.links.clone().into(),
-                    content.refs().into(),
-                    fm.version.unwrap_or(1).into(),
-                    file.times[0].as_deref().into(),
-                    file.times[1].as_deref().into(),
-                ],
-            )?;
+            let mut args = content_args(owner, &file.node_id, &content);
+            args.extend([
+                fm.version.unwrap_or(1).into(),
+                file.times[0].as_deref().into(),
+                file.times[1].as_deref().into(),
+            ]);
+            let inserted = IMPORT_NODE.run(client, &args)?;
             if inserted.is_empty() {
                 return Err(Error::conflict(format!(
                     "graph node {} of owner {} already exists",

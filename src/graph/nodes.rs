@@ -11,6 +11,7 @@
 //! own version. The tree projection and the markdown format live in
 //! `graph_tree` and `graph_markdown`.
 
+use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
@@ -22,7 +23,7 @@ use crate::pg::c_functions::{TableCall, materialized_table_function};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
 use crate::pg::notify;
-use crate::pg::plans::{self, Columns, Statement, first_value_of, iso};
+use crate::pg::plans::{self, Columns, Statement, first_value_of, iso_fields};
 use crate::pg::settings;
 use crate::pg::stream::StreamStatement;
 
@@ -123,6 +124,22 @@ pub fn lock_node_at(
     Ok(locked)
 }
 
+/// The first seven arguments of every statement that writes a node's
+/// content: owner, node id, title, description, body, links and refs.
+pub(crate) fn content_args<'a>(
+    owner: &'a str, node_id: &'a str, content: &'a Content,
+) -> Vec<DatumWithOid<'a>> {
+    vec![
+        owner.into(),
+        node_id.into(),
+        content.title.as_str().into(),
+        content.description.as_str().into(),
+        content.body.as_str().into(),
+        content.links.clone().into(),
+        content.refs().into(),
+    ]
+}
+
 /// Store `new` over the locked node as `kind` says; returns the version now
 /// current.
 pub fn store_change(
@@ -137,16 +154,7 @@ pub fn store_change(
         WriteKind::Versioned => &UPDATE_VERSIONED,
     };
     checked_size(new, change_description.filter(|_| kind == WriteKind::Versioned))?;
-    let refs = new.refs();
-    let mut args = vec![
-        owner.into(),
-        node_id.into(),
-        new.title.as_str().into(),
-        new.description.as_str().into(),
-        new.body.as_str().into(),
-        new.links.clone().into(),
-        refs.into(),
-    ];
+    let mut args = content_args(owner, node_id, new);
     let description = change_description.unwrap_or_default().trim();
     if kind == WriteKind::Versioned && on_citus {
         let old = &locked.content;
@@ -649,22 +657,20 @@ static DELETE_NODE: Statement = Statement::read_write(
     &[TEXT, TEXT],
 );
 
-// The JSON of a node row `n` (graph_read's shape); refs that name no node of
+// Node $2 of owner $1 from table $table as JSON (graph_read's shape), with
+// the keys $extra and the condition $filter; refs that name no node of
 // the owner (in the row's tenant) are listed again as unresolved, in order:
 // one primary-key probe per ref (OFFSET 0 keeps the planner from turning
 // the NOT EXISTS into a join that may read all of the owner's nodes).
 // Every table is filtered by $1, the owner, so that Citus sends the
 // statement whole to the owner's node.
-macro_rules! node_json {
-    () => {
+macro_rules! node_read {
+    ($table:literal, $extra:literal, $filter:literal) => {
         concat!(
-            "pg_catalog.jsonb_build_object(
+            "SELECT pg_catalog.jsonb_build_object(
                'id', n.node_id, 'title', n.title, 'description', n.description,
-               'version', n.version,
-               'createdAt', ",
-            iso!("n.created_at"),
-            ", 'updatedAt', ",
-            iso!("n.updated_at"),
+               'version', n.version",
+            iso_fields!("createdAt": "n.created_at", "updatedAt": "n.updated_at"),
             ", 'refs', pg_catalog.to_jsonb(n.refs),
                'unresolvedRefs', pg_catalog.to_jsonb(ARRAY(
                   SELECT u.r FROM pg_catalog.unnest(n.refs) WITH ORDINALITY AS u(r, i)
@@ -672,31 +678,26 @@ macro_rules! node_json {
                                     WHERE g.owner = $1 AND g.node_id = u.r
                                       AND g.tenant = n.tenant OFFSET 0)
                   ORDER BY u.i)),
-               'body', n.body)"
+               'body', n.body, ",
+            $extra,
+            ") FROM agent_memory.",
+            $table,
+            " n WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant()",
+            $filter
         )
     };
 }
 
-/// A node as graph_read shows it: node_json's keys and its revision.
-static READ_NODE: Statement = Statement::read_only(
-    concat!(
-        "SELECT ",
-        node_json!(),
-        " || pg_catalog.jsonb_build_object('revision', n.revision)
-         FROM agent_memory.graph_nodes n
-         WHERE n.owner = $1 AND n.node_id = $2 AND n.tenant = agent_memory.caller_tenant()"
-    ),
-    &[TEXT, TEXT],
-);
+/// A node as graph_read shows it: the node's keys and its revision.
+static READ_NODE: Statement =
+    Statement::read_only(node_read!("graph_nodes", "'revision', n.revision", ""), &[TEXT, TEXT]);
 
+/// Version $3 of a node: the node's keys and the version's change description.
 static READ_VERSION: Statement = Statement::read_only(
-    concat!(
-        "SELECT ",
-        node_json!(),
-        " || pg_catalog.jsonb_build_object('changeDescription', n.change_description)
-         FROM agent_memory.graph_node_versions n
-         WHERE n.owner = $1 AND n.node_id = $2 AND n.version = $3
-           AND n.tenant = agent_memory.caller_tenant()"
+    node_read!(
+        "graph_node_versions",
+        "'changeDescription', n.change_description",
+        " AND n.version = $3"
     ),
     &[TEXT, TEXT, INT4],
 );

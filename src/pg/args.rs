@@ -9,19 +9,19 @@ use agent_memory_core::{Error, args};
 
 use crate::pg::error::{OrReport, SqlResult};
 
-pub const TEXT: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTOID);
-pub const INT4: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4OID);
-pub const JSONB: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBOID);
-pub const INTERVAL: PgOid = PgOid::BuiltIn(PgBuiltInOids::INTERVALOID);
-pub const TEXT_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::TEXTARRAYOID);
-pub const INT8: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT8OID);
-pub const INT4_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::INT4ARRAYOID);
-pub const JSONB_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::JSONBARRAYOID);
-pub const TIMESTAMPTZ: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIMESTAMPTZOID);
-pub const BOOL: PgOid = PgOid::BuiltIn(PgBuiltInOids::BOOLOID);
-pub const TID: PgOid = PgOid::BuiltIn(PgBuiltInOids::TIDOID);
-pub const XID: PgOid = PgOid::BuiltIn(PgBuiltInOids::XIDOID);
-pub const FLOAT4_ARRAY: PgOid = PgOid::BuiltIn(PgBuiltInOids::FLOAT4ARRAYOID);
+/// The built-in types statements take their parameters as.
+macro_rules! parameter_types {
+    ($($name:ident = $oid:ident),* $(,)?) => {
+        $(pub const $name: PgOid = PgOid::BuiltIn(PgBuiltInOids::$oid);)*
+    };
+}
+
+parameter_types! {
+    TEXT = TEXTOID, INT4 = INT4OID, INT8 = INT8OID, BOOL = BOOLOID, JSONB = JSONBOID,
+    INTERVAL = INTERVALOID, TIMESTAMPTZ = TIMESTAMPTZOID, TID = TIDOID, XID = XIDOID,
+    TEXT_ARRAY = TEXTARRAYOID, INT4_ARRAY = INT4ARRAYOID, JSONB_ARRAY = JSONBARRAYOID,
+    FLOAT4_ARRAY = FLOAT4ARRAYOID,
+}
 
 /// Check an identifier argument: present, not empty, not too long.
 #[inline]

@@ -31,6 +31,15 @@ macro_rules! iso {
 }
 pub(crate) use iso;
 
+// Keys of a jsonb_build_object whose values are timestamps, each written
+// as `iso!` writes it: `, 'key', <iso of column>` for each pair.
+macro_rules! iso_fields {
+    ($($key:literal: $column:literal),+) => {
+        concat!($(", '", $key, "', ", crate::pg::plans::iso!($column)),+)
+    };
+}
+pub(crate) use iso_fields;
+
 /// A statement of the extension: its SQL (fully schema-qualified) and the
 /// types of its parameters.
 pub struct Statement {
@@ -193,9 +202,8 @@ impl Statement {
         &'static self, client: &SpiClient<'conn>, args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
         debug_assert!(self.writes, "a probe is a read-write statement");
-        let plan = prepared_plan(client, self).or_report()?;
         let _by_index = NoSequentialScans::hold();
-        client.select(&*plan, None, args).or_report()
+        self.select(client, args)
     }
 
     /// As `read`, for a statement that reads a whole table (every session
@@ -204,8 +212,7 @@ impl Statement {
     pub fn read_whole_table<'conn>(
         &'static self, client: &SpiClient<'conn>, args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
-        let plan = prepared_plan(client, self).or_report()?;
-        client.select(&*plan, None, args).or_report()
+        self.select(client, args)
     }
 
     /// Run the statement read-only with `args`, prepared once per backend:
@@ -214,7 +221,16 @@ impl Statement {
         &'static self, client: &SpiClient<'conn>, args: &[DatumWithOid<'_>],
     ) -> SqlResult<SpiTupleTable<'conn>> {
         let _by_index = NoSequentialScans::hold();
-        self.read_whole_table(client, args)
+        self.select(client, args)
+    }
+
+    /// The prepared plan run through SPI's select: read-only, or for a
+    /// plan prepared read-write, read-write without a transaction id.
+    fn select<'conn>(
+        &'static self, client: &SpiClient<'conn>, args: &[DatumWithOid<'_>],
+    ) -> SqlResult<SpiTupleTable<'conn>> {
+        let plan = prepared_plan(client, self).or_report()?;
+        client.select(&*plan, None, args).or_report()
     }
 }
 

@@ -27,7 +27,7 @@ use agent_memory_core::working_memory as wm;
 
 use crate::files::store::{self, Placed};
 use crate::files::versions;
-use crate::graph::nodes::{checked_node, checked_owner, checked_size};
+use crate::graph::nodes::{checked_node, checked_owner, checked_size, content_args};
 use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, checked_keys};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
@@ -765,20 +765,15 @@ fn time_out_of_range(what: &str) -> pgrx::pg_sys::panic::ErrorReport {
 /// The arguments of IMPORT_NODE and NODE_AS_LINE.
 fn node_args<'a>(
     owner: &'a str, node_id: &'a str, content: &'a Content, n: &'a lines::Node,
-) -> [pgrx::datum::DatumWithOid<'a>; 11] {
-    [
-        owner.into(),
-        node_id.into(),
-        content.title.as_str().into(),
-        content.description.as_str().into(),
-        content.body.as_str().into(),
-        content.links.clone().into(),
-        content.refs().into(),
+) -> Vec<pgrx::datum::DatumWithOid<'a>> {
+    let mut args = content_args(owner, node_id, content);
+    args.extend([
         n.version.into(),
         n.revision.into(),
         n.created_at.as_str().into(),
         n.updated_at.as_str().into(),
-    ]
+    ]);
+    args
 }
 
 /// A path as the memory tool stores it: normalised already.
@@ -795,13 +790,20 @@ fn stored_path(path: &str) -> SqlResult<String> {
     Ok(normal)
 }
 
-fn import_file(f: &lines::File) -> SqlResult<Outcome> {
-    let path = stored_path(&f.path)?;
-    let scope = f.scope.as_str();
+/// The path of a file's versions, as stored, once no version is larger
+/// than a file may be.
+fn checked_file_versions(path: &str, versions: &[lines::FileVersion]) -> SqlResult<String> {
+    let path = stored_path(path)?;
     let max_bytes = store::max_file_bytes().max(0) as usize;
-    if let Some(v) = f.versions.iter().find(|v| v.content.len() > max_bytes) {
+    if let Some(v) = versions.iter().find(|v| v.content.len() > max_bytes) {
         return Err(Error::limit(store::too_big(v.content.len() as i64).message)).or_report();
     }
+    Ok(path)
+}
+
+fn import_file(f: &lines::File) -> SqlResult<Outcome> {
+    let path = checked_file_versions(&f.path, &f.versions)?;
+    let scope = f.scope.as_str();
     let item = format!("file {} of scope {}", quoted(&path), quoted(scope));
     check_retention(f.versions.iter().map(|v| v.version), &item)?;
     Spi::connect_mut(|client| {
@@ -1057,12 +1059,8 @@ fn import_entry_history(h: &lines::EntryHistory) -> SqlResult<Outcome> {
 }
 
 fn import_file_history(h: &lines::FileHistory) -> SqlResult<Outcome> {
-    let path = stored_path(&h.path)?;
+    let path = checked_file_versions(&h.path, &h.versions)?;
     let scope = h.scope.as_str();
-    let max_bytes = store::max_file_bytes().max(0) as usize;
-    if let Some(v) = h.versions.iter().find(|v| v.content.len() > max_bytes) {
-        return Err(Error::limit(store::too_big(v.content.len() as i64).message)).or_report();
-    }
     let versions = JsonB(serde_json::to_value(&h.versions).unwrap_or_default());
     let item = format!("path {} of scope {}", quoted(&path), quoted(scope));
     check_retention(h.versions.iter().map(|v| v.version), &item)?;
@@ -1205,6 +1203,19 @@ static IMPORT_SESSION: Statement = Statement::read_write(
     &[TEXT, TEXT, TEXT, TEXT, JSONB, TEXT, TEXT, TEXT],
 );
 
+// The CTE `s`: the tenant of the caller's active session $1, given the
+// parameter that holds the default idle timeout in minutes. Empty when
+// there is no such session, so that nothing is imported.
+macro_rules! active_session_tenant {
+    ($minutes:literal) => {
+        concat!(
+            "s AS (SELECT s.tenant FROM agent_memory.sessions s WHERE ",
+            crate::sessions::callers_active_session!($minutes),
+            ")"
+        )
+    };
+}
+
 /// Entries as exported ($2, a jsonb array in the lines' order), into an
 /// active session (idle minutes $3): each written where the session holds
 /// no live entry at its key and the versions kept at the key agree with
@@ -1221,11 +1232,9 @@ static IMPORT_SESSION: Statement = Statement::read_write(
 /// disagree) or conflict.
 static IMPORT_ENTRIES: Statement = Statement::read_write(
     concat!(
-        "WITH s AS (
-           SELECT s.tenant FROM agent_memory.sessions s
-           WHERE ",
-        crate::sessions::callers_active_session!("$3"),
-        "),
+        "WITH ",
+        active_session_tenant!("$3"),
+        ",
          line AS (
            -- jsonb_to_recordset reads a JSON null as SQL NULL: an entry
            -- holding null has it as its value.
@@ -1337,11 +1346,9 @@ static KEPT_ENTRY_VERSIONS: Statement = Statement::read_write(
 /// version.
 static IMPORT_PART: Statement = Statement::read_write(
     concat!(
-        "WITH s AS (
-           SELECT s.tenant FROM agent_memory.sessions s
-           WHERE ",
-        crate::sessions::callers_active_session!("$8"),
-        "),
+        "WITH ",
+        active_session_tenant!("$8"),
+        ",
          written AS (
            INSERT INTO agent_memory.wm_parts (session_id, node_key, part, value, version, created_at, updated_at, tenant)
            SELECT $1, $2, $3, $4, $5, $6::timestamptz, $7::timestamptz, s.tenant FROM s

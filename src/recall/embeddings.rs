@@ -414,15 +414,23 @@ macro_rules! embed {
     };
 }
 
-/// The condition that the session $1 of a session's item is active
-/// (default idle minutes $6), for the statements below.
-macro_rules! of_active_session {
-    () => {
-        concat!(
-            " AND EXISTS (SELECT FROM agent_memory.sessions s
-                          WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
-            crate::sessions::active!("s", "$6"),
-            ")"
+/// `embed!` for an item of session $1 that `$key` finds, while the session
+/// is active (default idle minutes $6).
+macro_rules! embed_in_session {
+    ($kind:tt, $table:literal, $alias:literal, $key:literal) => {
+        embed!(
+            $kind,
+            $table,
+            $alias,
+            concat!(
+                $alias,
+                ".session_id = $1 AND ",
+                $key,
+                " AND EXISTS (SELECT FROM agent_memory.sessions s
+                              WHERE s.session_id = $1 AND s.tenant = agent_memory.caller_tenant() AND ",
+                crate::sessions::active!("s", "$6"),
+                ")"
+            )
         )
     };
 }
@@ -430,15 +438,7 @@ macro_rules! of_active_session {
 /// Key-value entry $2 of active session $1, while it has not expired ($5
 /// is unused: the session's statements take the same arguments).
 static EMBED_KV: Statement = Statement::read_write(
-    embed!(
-        "kv",
-        "kv_entries",
-        "e",
-        concat!(
-            "e.session_id = $1 AND e.key = $2 AND e.expires_at > pg_catalog.now()",
-            of_active_session!()
-        )
-    ),
+    embed_in_session!("kv", "kv_entries", "e", "e.key = $2 AND e.expires_at > pg_catalog.now()"),
     &[TEXT, TEXT, FLOAT4_ARRAY, TEXT, TEXT, INT4],
 );
 
@@ -446,24 +446,14 @@ static EMBED_KV: Statement = Statement::read_write(
 /// has no index of its own, and a session keeps a bounded number; $5 is
 /// unused).
 static EMBED_MESSAGE: Statement = Statement::read_write(
-    embed!(
-        "message",
-        "thread_messages",
-        "m",
-        concat!("m.session_id = $1 AND m.seq = $2", of_active_session!())
-    ),
+    embed_in_session!("message", "thread_messages", "m", "m.seq = $2"),
     &[TEXT, INT8, FLOAT4_ARRAY, TEXT, TEXT, INT4],
 );
 
 /// Part $2 of node key $5 ('' for the session's entry) of active session
 /// $1.
 static EMBED_PART: Statement = Statement::read_write(
-    embed!(
-        "working_memory",
-        "wm_parts",
-        "p",
-        concat!("p.session_id = $1 AND p.node_key = $5 AND p.part = $2", of_active_session!())
-    ),
+    embed_in_session!("working_memory", "wm_parts", "p", "p.node_key = $5 AND p.part = $2"),
     &[TEXT, TEXT, FLOAT4_ARRAY, TEXT, TEXT, INT4],
 );
 

@@ -1102,6 +1102,20 @@ macro_rules! asked_kind_where {
     };
 }
 
+/// `$from` and ` WHERE` kind `$kind` is asked for, `$filter` holds, and the
+/// embedding has `$dimension` dimensions and was made of the text the row
+/// holds now.
+macro_rules! embedded_where {
+    ($kind:tt, $alias:literal, $from:expr, $filter:literal, $dimension:literal) => {
+        concat!(
+            $from,
+            asked_kind_where!($kind, $filter),
+            " AND ",
+            embedded_now!($kind, $alias, $dimension)
+        )
+    };
+}
+
 /// One kind's embedded items, as (kind, key, ref, thread, slot,
 /// updated_at, embedding): `$columns` and the embedding of the rows of
 /// `$from` that pass `$filter`, when kind `$kind` is asked for ($6), whose
@@ -1113,10 +1127,7 @@ macro_rules! embedded {
             ", ",
             $alias,
             ".embedding FROM ",
-            $from,
-            asked_kind_where!($kind, $filter),
-            " AND ",
-            embedded_now!($kind, $alias, "$1"),
+            embedded_where!($kind, $alias, $from, $filter, "$1"),
             ")"
         )
     };
@@ -1153,10 +1164,7 @@ macro_rules! nearest {
             ", 20000) END FROM (SELECT ",
             $alias,
             ".* FROM ",
-            $from,
-            asked_kind_where!($kind, $filter),
-            " AND ",
-            embedded_now!($kind, $alias, "__DIMENSION__"),
+            embedded_where!($kind, $alias, $from, $filter, "__DIMENSION__"),
             "__FENCE__) ",
             $alias,
             " ORDER BY distance LIMIT $7)"

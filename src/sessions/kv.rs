@@ -24,7 +24,9 @@ use crate::pg::args::{
 };
 use crate::pg::datums::{JsonB, JsonbArg, JsonbBytes, numeric_bytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Rows, Statement, bounded_value, first_value_of, iso, on_citus};
+use crate::pg::plans::{
+    Columns, Rows, Statement, bounded_value, first_value_of, iso_fields, on_citus,
+};
 use crate::pg::settings;
 use crate::sessions::{
     active, active_until, callers_active_session, idle_timeout_minutes, lock_session,
@@ -759,14 +761,8 @@ static GET_OF_ACTIVE: Statement = Statement::read_only(
 /// its version and times.
 static ENTRY: Statement = Statement::read_only(
     concat!(
-        "SELECT pg_catalog.jsonb_build_object(
-                  'key', k.key, 'value', k.value, 'version', k.version,
-                  'createdAt', ",
-        iso!("k.created_at"),
-        ", 'updatedAt', ",
-        iso!("k.updated_at"),
-        ", 'expiresAt', ",
-        iso!("k.expires_at"),
+        "SELECT pg_catalog.jsonb_build_object('key', k.key, 'value', k.value, 'version', k.version",
+        iso_fields!("createdAt": "k.created_at", "updatedAt": "k.updated_at", "expiresAt": "k.expires_at"),
         ")
          FROM agent_memory.kv_entries k JOIN agent_memory.sessions s
            ON s.session_id = k.session_id AND s.tenant = k.tenant

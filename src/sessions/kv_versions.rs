@@ -18,7 +18,7 @@ use crate::pg::args::{INT4, JSONB, TEXT, TEXT_ARRAY, TIMESTAMPTZ, checked_id, ch
 use crate::pg::c_functions::{TableCall, materialized_table_function};
 use crate::pg::datums::{JsonB, JsonbBytes};
 use crate::pg::error::{OrReport, SqlResult};
-use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso, on_citus};
+use crate::pg::plans::{Columns, Rows, Statement, first_value_of, iso_fields, on_citus};
 use crate::pg::settings;
 use crate::pg::stream::StreamStatement;
 use crate::sessions::kv::{entry_name, stored_document, write_entries};
@@ -65,18 +65,18 @@ fn save_entries_on_citus(
     if active_until(client, session_id, idle_timeout_minutes())?.is_none() {
         return Ok(());
     }
-    let mut live = Vec::new();
-    for row in LIVE_ON_CITUS.run(client, &[session_id.into(), keys.map(|k| k.to_vec()).into()])? {
-        live.push((
-            row.required::<String>(1, "key")?,
-            row.required::<i32>(2, "version")?,
-            // The stored bytes, handed back unchanged.
-            row.required::<JsonbBytes>(3, "value")?,
-            row.required::<TimestampWithTimeZone>(4, "created_at")?,
-            row.required::<TimestampWithTimeZone>(5, "updated_at")?,
-            row.required::<TimestampWithTimeZone>(6, "expires_at")?,
-        ));
-    }
+    // The value as its stored bytes, handed back unchanged.
+    type Live = (
+        String,
+        i32,
+        JsonbBytes,
+        TimestampWithTimeZone,
+        TimestampWithTimeZone,
+        TimestampWithTimeZone,
+    );
+    let live: Vec<Live> = LIVE_ON_CITUS
+        .run(client, &[session_id.into(), keys.map(|k| k.to_vec()).into()])?
+        .rows(&["key", "version", "value", "created_at", "updated_at", "expires_at"])?;
     for (key, version, value, created_at, updated_at, expires_at) in live {
         SAVE_ONE_ON_CITUS.run(
             client,
@@ -352,16 +352,11 @@ static LIST: StreamStatement = StreamStatement {
 
 static READ: Statement = Statement::read_only(
     concat!(
-        "SELECT pg_catalog.jsonb_build_object(
-                  'key', v.key, 'value', v.value, 'version', v.version,
-                  'createdAt', ",
-        iso!("v.created_at"),
-        ", 'updatedAt', ",
-        iso!("v.updated_at"),
-        ", 'replacedAt', ",
-        iso!("v.replaced_at"),
-        ", 'expiresAt', ",
-        iso!("v.expires_at"),
+        "SELECT pg_catalog.jsonb_build_object('key', v.key, 'value', v.value, 'version', v.version",
+        iso_fields!(
+            "createdAt": "v.created_at", "updatedAt": "v.updated_at",
+            "replacedAt": "v.replaced_at", "expiresAt": "v.expires_at"
+        ),
         ") FROM (",
         kept_versions!("v.*", " AND v.version = $4"),
         ") v"
